@@ -1,0 +1,22 @@
+//! CUDA implementations of every operation.
+//!
+//! The kernels (`kernels/*.cu` in this crate) are compiled at run time with NVRTC, once per
+//! CUDA context, by [`CudaKernels::for_context`], and cached for the life of the process.
+//! Operations take raw device pointers (`CUdeviceptr` as `u64`) with the byte length of the
+//! region they point into, check every layout on the host, and enqueue asynchronously on the
+//! caller's [`CudaStream`](cudarc::driver::CudaStream). Results are byte-for-byte those of the
+//! [`host`](crate::host) twins ([`self_test`] checks exactly that).
+//!
+//! Nothing here touches CUDA until called, and the crate builds without CUDA installed. Probe
+//! with [`cuda_available`] first: cudarc panics when it cannot load `libcuda`, so every entry
+//! point here checks the libraries before calling into them.
+
+mod available;
+mod kernels;
+mod ops;
+mod params;
+mod self_test;
+
+pub use available::cuda_available;
+pub use kernels::CudaKernels;
+pub use self_test::self_test;

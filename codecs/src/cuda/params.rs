@@ -1,0 +1,119 @@
+//! Kernel parameter blocks passed by value, and the host-side planning that fills them.
+
+use crate::layout::{Plan, MAX_DIMS};
+use cudarc::driver::DeviceRepr;
+
+/// `ZbLayout.flags`: 64-bit index arithmetic.
+pub(crate) const INDEX64: u32 = 1;
+/// `ZbLayout.flags`: every source element is aligned to `min(size, 8)` (cast).
+pub(crate) const SRC_ALIGNED: u32 = 2;
+/// `ZbLayout.flags`: every destination element is aligned to `min(size, 8)` (cast).
+pub(crate) const DST_ALIGNED: u32 = 4;
+
+thread_local! {
+    /// Self-test hook: use the kernels' 64-bit index path even for small launches made from
+    /// this thread (results are identical, only slower).
+    pub(crate) static FORCE_INDEX64: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Mirror of `struct ZbLayout` in `kernels/common.cuh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelLayout {
+    pub n: u64,
+    pub ndim: u32,
+    pub elem_size: u32,
+    pub swap_unit: u32,
+    pub src_kind: u32,
+    pub dst_kind: u32,
+    pub flags: u32,
+    pub shape: [u64; MAX_DIMS],
+    pub src_strides: [i64; MAX_DIMS],
+    pub dst_strides: [i64; MAX_DIMS],
+}
+
+// SAFETY: `KernelLayout` is `repr(C)` plain data (integers and integer arrays, no padding
+// between fields given their order) laid out exactly like `struct ZbLayout` in
+// kernels/common.cuh, so the kernel may read it by value.
+unsafe impl DeviceRepr for KernelLayout {}
+
+/// Longest fill pattern the CUDA byte-wise fill kernel accepts.
+pub(crate) const MAX_PATTERN: usize = 256;
+
+/// Mirror of `struct ZbPattern` in `kernels/common.cuh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelPattern {
+    pub bytes: [u8; MAX_PATTERN],
+}
+
+// SAFETY: `repr(C)` byte array matching `struct ZbPattern`.
+unsafe impl DeviceRepr for KernelPattern {}
+
+impl KernelLayout {
+    /// Parameter block for `plan` with `elem_size`-byte elements (fails if the plan's numbers
+    /// do not fit the kernel's types, which cannot happen for in-memory regions).
+    pub fn from_plan(plan: &Plan, elem_size: usize, swap_unit: usize) -> KernelLayout {
+        let mut l = KernelLayout {
+            n: plan.numel as u64,
+            ndim: plan.ndim() as u32,
+            elem_size: elem_size as u32,
+            swap_unit: swap_unit as u32,
+            src_kind: 0,
+            dst_kind: 0,
+            flags: 0,
+            shape: [1; MAX_DIMS],
+            src_strides: [0; MAX_DIMS],
+            dst_strides: [0; MAX_DIMS],
+        };
+        for d in 0..plan.ndim() {
+            l.shape[d] = plan.shape[d] as u64;
+            l.src_strides[d] = plan.src[d] as i64;
+            l.dst_strides[d] = plan.dst[d] as i64;
+        }
+        if l.n > u32::MAX as u64 || FORCE_INDEX64.with(|f| f.get()) {
+            l.flags |= INDEX64;
+        }
+        l
+    }
+}
+
+/// Widens a plan whose innermost dimension is contiguous on both sides to the widest word
+/// (2, 4, 8 or 16 bytes, a multiple of `elem_size`) that divides the row and to which both
+/// start addresses and every outer stride are aligned. Returns the new element size; `plan`
+/// is updated in place. A byte swap stays correct because its unit divides `elem_size`.
+pub(crate) fn widen(plan: &mut Plan, src_addr: u64, dst_addr: u64, elem_size: usize) -> usize {
+    let (n, sa, sb) = plan.inner();
+    if sa != elem_size as isize || sb != elem_size as isize {
+        return elem_size;
+    }
+    let row = n * elem_size;
+    for w in [16usize, 8, 4, 2] {
+        if w <= elem_size || w % elem_size != 0 || row % w != 0 {
+            continue;
+        }
+        let outer = plan.ndim() - 1;
+        let aligned = src_addr % w as u64 == 0
+            && dst_addr % w as u64 == 0
+            && plan.src[..outer]
+                .iter()
+                .chain(&plan.dst[..outer])
+                .all(|&s| s % w as isize == 0);
+        if aligned {
+            let d = plan.ndim() - 1;
+            plan.shape[d] = row / w;
+            plan.src[d] = w as isize;
+            plan.dst[d] = w as isize;
+            plan.numel = plan.numel / n * (row / w);
+            return w;
+        }
+    }
+    elem_size
+}
+
+/// Whether every element of `plan` sits at an address that is a multiple of `align` on the
+/// source (`src == true`) or destination side.
+pub(crate) fn all_aligned(plan: &Plan, addr: u64, align: usize, src: bool) -> bool {
+    let strides = if src { &plan.src } else { &plan.dst };
+    addr % align as u64 == 0 && strides.iter().all(|&s| s % align as isize == 0)
+}

@@ -1,0 +1,210 @@
+//! Strided copy with optional byte swap.
+
+use super::word::Word;
+use crate::error::{invalid, Result};
+use crate::layout::{check_swap_unit, Plan, Strided};
+
+/// Copies `dst[i] = src[i]` for every index `i` of `shape`, each side addressed by its own
+/// [`Strided`] view, optionally reversing the bytes of every `swap_unit`-byte group of each
+/// element (0 or 1: no swap; 2, 4, 8, 16 must divide `elem_size`; complex64 uses 4 and
+/// complex128 uses 8 so that each part is swapped on its own).
+///
+/// Both views are checked against their regions (`src_len`, `dst_len` bytes) before anything is
+/// read or written. Source strides may be negative or zero (broadcast); destination strides may
+/// be negative but not zero on a dimension longer than 1. If destination elements overlap each
+/// other, which value ends up in them is unspecified.
+///
+/// # Safety
+///
+/// * `src` must be valid for reads of `src_len` bytes and `dst` valid for writes of `dst_len`
+///   bytes (either may be dangling when its length is 0).
+/// * The two regions must not overlap, except that `src == dst` with identical views and
+///   `src_len == dst_len` is allowed: an in-place byte swap (or a no-op without swap).
+/// * Nothing else may access the destination region during the call.
+///
+/// ```
+/// use zarrbuf_codecs::{host, Strided};
+/// let src = [1u8, 2, 3, 4];
+/// let mut dst = [0u8; 4];
+/// let v = Strided { offset: 0, strides: &[2] };
+/// // SAFETY: both arrays are live, 4 bytes long, and distinct.
+/// unsafe {
+///     host::strided_copy(src.as_ptr(), 4, v, dst.as_mut_ptr(), 4, v, &[2], 2, 2)?;
+/// }
+/// assert_eq!(dst, [2, 1, 4, 3]);
+/// # Ok::<(), zarrbuf_codecs::CodecError>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn strided_copy(
+    src: *const u8,
+    src_len: usize,
+    src_view: Strided<'_>,
+    dst: *mut u8,
+    dst_len: usize,
+    dst_view: Strided<'_>,
+    shape: &[usize],
+    elem_size: usize,
+    swap_unit: usize,
+) -> Result<()> {
+    let unit = check_swap_unit(swap_unit, elem_size)?;
+    let Some(plan) = Plan::new(
+        src_len, src_view, elem_size, dst_len, dst_view, elem_size, shape,
+    )?
+    else {
+        return Ok(());
+    };
+    if src.is_null() || dst.is_null() {
+        return Err(invalid("null pointer for a non-empty region"));
+    }
+    let same = std::ptr::eq(src, dst)
+        && src_view.offset == dst_view.offset
+        && src_view.strides == dst_view.strides;
+    if same && unit == 1 {
+        return Ok(()); // copying a view onto itself
+    }
+    // SAFETY: the plan's offsets are in bounds of both regions (checked by Plan::new), the
+    // caller guarantees the regions are valid and either disjoint or identical views (`same`).
+    unsafe { run(&plan, src, dst, elem_size, unit, same) };
+    Ok(())
+}
+
+/// Safe form of [`strided_copy`] on two distinct slices.
+///
+/// ```
+/// use zarrbuf_codecs::{host, Strided};
+/// // broadcast one 4-byte element along a row of 3
+/// let src = 7u32.to_le_bytes();
+/// let mut dst = [0u8; 12];
+/// host::strided_copy_slices(
+///     &src, Strided { offset: 0, strides: &[0] },
+///     &mut dst, Strided { offset: 0, strides: &[4] },
+///     &[3], 4, 0,
+/// )?;
+/// assert_eq!(dst, [7, 0, 0, 0, 7, 0, 0, 0, 7, 0, 0, 0]);
+/// # Ok::<(), zarrbuf_codecs::CodecError>(())
+/// ```
+pub fn strided_copy_slices(
+    src: &[u8],
+    src_view: Strided<'_>,
+    dst: &mut [u8],
+    dst_view: Strided<'_>,
+    shape: &[usize],
+    elem_size: usize,
+    swap_unit: usize,
+) -> Result<()> {
+    // SAFETY: slices are valid for their lengths, and a shared and a mutable borrow cannot
+    // overlap.
+    unsafe {
+        strided_copy(
+            src.as_ptr(),
+            src.len(),
+            src_view,
+            dst.as_mut_ptr(),
+            dst.len(),
+            dst_view,
+            shape,
+            elem_size,
+            swap_unit,
+        )
+    }
+}
+
+/// Runs a validated plan.
+///
+/// # Safety
+///
+/// Every element the plan addresses must be readable at `src` and writable at `dst`; the
+/// regions are disjoint unless `in_place`, in which case the views are identical.
+unsafe fn run(plan: &Plan, src: *const u8, dst: *mut u8, es: usize, unit: usize, in_place: bool) {
+    let (n, sa, sb) = plan.inner();
+    let contiguous = sa == es as isize && sb == es as isize;
+    let row_bytes = n * es;
+    macro_rules! rows {
+        (|$s:ident, $d:ident| $body:expr) => {
+            plan.for_each_row(|so, dof| {
+                // SAFETY: `so`/`dof` are in-bounds offsets of a row's first element (Plan
+                // invariant), so the pointers stay inside their regions.
+                let ($s, $d) = unsafe { (src.add(so), dst.add(dof)) };
+                // SAFETY: the row's `n` elements at strides `sa`/`sb` are in bounds (Plan
+                // invariant) and the regions are disjoint or identical views (caller).
+                #[allow(unused_unsafe)]
+                unsafe {
+                    $body
+                }
+            })
+        };
+    }
+    match (contiguous, unit) {
+        (true, 1) if !in_place => rows!(|s, d| std::ptr::copy_nonoverlapping(s, d, row_bytes)),
+        (true, 1) => {}
+        (true, 2) => rows!(|s, d| swap_contig::<u16>(s, d, row_bytes / 2)),
+        (true, 4) => rows!(|s, d| swap_contig::<u32>(s, d, row_bytes / 4)),
+        (true, 8) => rows!(|s, d| swap_contig::<u64>(s, d, row_bytes / 8)),
+        (true, 16) => rows!(|s, d| swap_contig::<u128>(s, d, row_bytes / 16)),
+        (_, 2) => rows!(|s, d| strided_words::<u16, true>(s, sa, d, sb, n, es / 2)),
+        (_, 4) => rows!(|s, d| strided_words::<u32, true>(s, sa, d, sb, n, es / 4)),
+        (_, 8) => rows!(|s, d| strided_words::<u64, true>(s, sa, d, sb, n, es / 8)),
+        (_, 16) => rows!(|s, d| strided_words::<u128, true>(s, sa, d, sb, n, es / 16)),
+        _ if es % 16 == 0 => rows!(|s, d| strided_words::<u128, false>(s, sa, d, sb, n, es / 16)),
+        _ if es % 8 == 0 => rows!(|s, d| strided_words::<u64, false>(s, sa, d, sb, n, es / 8)),
+        _ if es % 4 == 0 => rows!(|s, d| strided_words::<u32, false>(s, sa, d, sb, n, es / 4)),
+        _ if es % 2 == 0 => rows!(|s, d| strided_words::<u16, false>(s, sa, d, sb, n, es / 2)),
+        _ => rows!(|s, d| strided_words::<u8, false>(s, sa, d, sb, n, es)),
+    }
+}
+
+/// Byte-swaps `count` consecutive words from `src` to `dst` (a constant-stride loop LLVM
+/// vectorises).
+///
+/// # Safety
+///
+/// `count * W::SIZE` bytes must be readable at `src` and writable at `dst`; the ranges are
+/// disjoint or identical.
+#[inline(always)]
+unsafe fn swap_contig<W: Word>(src: *const u8, dst: *mut u8, count: usize) {
+    for i in 0..count {
+        // SAFETY: word i lies inside the row (caller).
+        unsafe {
+            let v = W::load(src.add(i * W::SIZE));
+            v.swap().store(dst.add(i * W::SIZE));
+        }
+    }
+}
+
+/// Copies `n` elements of `words` words each, at byte strides `sa` (source) and `sb`
+/// (destination), swapping each word when `SWAP`.
+///
+/// # Safety
+///
+/// All `n` elements must be in bounds of their regions; regions disjoint or identical views.
+#[inline(always)]
+unsafe fn strided_words<W: Word, const SWAP: bool>(
+    src: *const u8,
+    sa: isize,
+    dst: *mut u8,
+    sb: isize,
+    n: usize,
+    words: usize,
+) {
+    if words == 1 {
+        for i in 0..n as isize {
+            // SAFETY: element i is in bounds (caller).
+            unsafe {
+                let v = W::load(src.offset(i * sa));
+                let v = if SWAP { v.swap() } else { v };
+                v.store(dst.offset(i * sb));
+            }
+        }
+        return;
+    }
+    for i in 0..n as isize {
+        for w in 0..words {
+            // SAFETY: word w of element i is in bounds (caller).
+            unsafe {
+                let v = W::load(src.offset(i * sa).add(w * W::SIZE));
+                let v = if SWAP { v.swap() } else { v };
+                v.store(dst.offset(i * sb).add(w * W::SIZE));
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The host implementation of the device trait: host memory, memcpy, host kernels.
+
+use super::{DeviceOps, Event, Queue};
+use crate::buffer::Buffer;
+use crate::error::{Error, Result};
+use crate::memory::Memory;
+use zarrbuf_codecs::{host, ScalarKind, Strided};
+
+/// Runs every operation immediately on the calling thread.
+pub(crate) struct HostOps;
+
+/// Host pointers of a source and destination, with the guards that keep them valid.
+fn host_regions(src: &Buffer, dst: &Buffer) -> Result<(*const u8, *mut u8)> {
+    let s = src.host_ptr().ok_or_else(|| {
+        Error::NotHostAccessible(format!("host kernel source in {}", src.memory()))
+    })?;
+    let d = dst.host_ptr().ok_or_else(|| {
+        Error::NotHostAccessible(format!("host kernel destination in {}", dst.memory()))
+    })?;
+    Ok((s, d))
+}
+
+impl DeviceOps for HostOps {
+    fn memory(&self) -> Memory {
+        Memory::Host
+    }
+
+    fn alloc(&self, len: usize) -> Result<Buffer> {
+        Buffer::alloc_host(len, false)
+    }
+
+    fn alloc_staging(&self, len: usize) -> Result<Buffer> {
+        Buffer::alloc_host(len, false)
+    }
+
+    fn new_queue(&self) -> Result<Queue> {
+        Ok(Queue::Host)
+    }
+
+    fn default_queue(&self) -> Queue {
+        Queue::Host
+    }
+
+    fn copy(&self, _q: &Queue, src: &Buffer, dst: &Buffer) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::ShapeMismatch(format!(
+                "copy of {} bytes into a buffer of {} bytes",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let (s, d) = host_regions(src, dst)?;
+        let _guards = src.lock_pair(dst)?;
+        // SAFETY: both regions are live (buffers hold their storage) and len bytes long;
+        // `ptr::copy` tolerates overlap when both handles view one allocation.
+        unsafe { std::ptr::copy(s, d, src.len()) };
+        Ok(())
+    }
+
+    fn strided_copy(
+        &self,
+        _q: &Queue,
+        src: &Buffer,
+        src_view: Strided<'_>,
+        dst: &Buffer,
+        dst_view: Strided<'_>,
+        shape: &[usize],
+        elem_size: usize,
+        swap_unit: usize,
+    ) -> Result<()> {
+        let (s, d) = host_regions(src, dst)?;
+        let _guards = src.lock_pair(dst)?;
+        // SAFETY: the regions are live for the buffers' lengths; the kernel checks every
+        // element against those lengths before copying.
+        unsafe {
+            host::strided_copy(
+                s,
+                src.len(),
+                src_view,
+                d,
+                dst.len(),
+                dst_view,
+                shape,
+                elem_size,
+                swap_unit,
+            )?
+        };
+        Ok(())
+    }
+
+    fn fill(
+        &self,
+        _q: &Queue,
+        dst: &Buffer,
+        view: Strided<'_>,
+        shape: &[usize],
+        pattern: &[u8],
+    ) -> Result<()> {
+        dst.with_host_mut(|bytes| Ok(host::fill(bytes, view, shape, pattern)?))
+    }
+
+    fn cast(
+        &self,
+        _q: &Queue,
+        src: &Buffer,
+        src_view: Strided<'_>,
+        src_kind: ScalarKind,
+        dst: &Buffer,
+        dst_view: Strided<'_>,
+        dst_kind: ScalarKind,
+        shape: &[usize],
+    ) -> Result<()> {
+        let (s, d) = host_regions(src, dst)?;
+        let _guards = src.lock_pair(dst)?;
+        // SAFETY: regions live for the buffers' lengths; the kernel checks bounds.
+        unsafe {
+            host::cast(
+                s,
+                src.len(),
+                src_view,
+                src_kind,
+                d,
+                dst.len(),
+                dst_view,
+                dst_kind,
+                shape,
+            )?
+        };
+        Ok(())
+    }
+
+    fn record(&self, _q: &Queue) -> Result<Event> {
+        Ok(Event::Complete)
+    }
+
+    fn synchronize(&self, _q: &Queue) -> Result<()> {
+        Ok(())
+    }
+}

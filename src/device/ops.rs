@@ -1,0 +1,109 @@
+//! The device trait: the handful of operations the pipeline and NDBuffer need from a device.
+//!
+//! Two implementations: [`super::CudaOps`] (streams, DMA, NVRTC kernels) and
+//! [`super::HostOps`] (host memory, memcpy, the host twins of the kernels, everything done
+//! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
+
+use super::{CudaOps, HostOps};
+use crate::buffer::Buffer;
+use crate::error::Result;
+use crate::memory::Memory;
+use cudarc::driver::{CudaEvent, CudaStream};
+use std::sync::Arc;
+use zarrbuf_codecs::{ScalarKind, Strided};
+
+/// An ordered queue of device work: a CUDA stream, or the host (which runs work at once).
+#[derive(Clone)]
+pub(crate) enum Queue {
+    Host,
+    Cuda(Arc<CudaStream>),
+}
+
+/// A point in a queue; waiting on it blocks the host until the work before it is done.
+pub(crate) enum Event {
+    Complete,
+    Cuda(CudaEvent),
+}
+
+impl Event {
+    pub(crate) fn wait(&self) -> Result<()> {
+        match self {
+            Event::Complete => Ok(()),
+            Event::Cuda(e) => e
+                .synchronize()
+                .map_err(|e| crate::Error::cuda("cuEventSynchronize", format!("{e:?}"))),
+        }
+    }
+}
+
+/// What a device offers the pipeline. Offsets in `Strided` views are relative to the
+/// buffer handle's first byte; every method checks bounds before touching memory.
+pub(crate) trait DeviceOps: Send + Sync {
+    /// Memory that kernels of this device compute on.
+    fn memory(&self) -> Memory;
+    /// `len` bytes of this device's memory, contents undefined.
+    fn alloc(&self, len: usize) -> Result<Buffer>;
+    /// `len` bytes of host memory this device can DMA from and to (pinned for CUDA).
+    fn alloc_staging(&self, len: usize) -> Result<Buffer>;
+    /// A new queue for independent work.
+    fn new_queue(&self) -> Result<Queue>;
+    /// The queue for one-off synchronous operations (the device's default stream).
+    fn default_queue(&self) -> Queue;
+    /// Copies `src` into `dst` (equal lengths), between any memories this device can address.
+    fn copy(&self, q: &Queue, src: &Buffer, dst: &Buffer) -> Result<()>;
+    /// Element-wise strided copy with optional byte swap.
+    #[allow(clippy::too_many_arguments)]
+    fn strided_copy(
+        &self,
+        q: &Queue,
+        src: &Buffer,
+        src_view: Strided<'_>,
+        dst: &Buffer,
+        dst_view: Strided<'_>,
+        shape: &[usize],
+        elem_size: usize,
+        swap_unit: usize,
+    ) -> Result<()>;
+    /// Writes `pattern` into every element of the view.
+    fn fill(
+        &self,
+        q: &Queue,
+        dst: &Buffer,
+        view: Strided<'_>,
+        shape: &[usize],
+        pattern: &[u8],
+    ) -> Result<()>;
+    /// Converting copy between scalar kinds.
+    #[allow(clippy::too_many_arguments)]
+    fn cast(
+        &self,
+        q: &Queue,
+        src: &Buffer,
+        src_view: Strided<'_>,
+        src_kind: ScalarKind,
+        dst: &Buffer,
+        dst_view: Strided<'_>,
+        dst_kind: ScalarKind,
+        shape: &[usize],
+    ) -> Result<()>;
+    /// Marks the current end of the queue.
+    fn record(&self, q: &Queue) -> Result<Event>;
+    /// Blocks until everything queued so far is done.
+    fn synchronize(&self, q: &Queue) -> Result<()>;
+}
+
+/// The device whose kernels operate on memory `m`: the host for host and pinned memory.
+pub(crate) fn ops_for(m: Memory) -> Result<Arc<dyn DeviceOps>> {
+    match m {
+        Memory::Host | Memory::Pinned(_) => Ok(Arc::new(HostOps)),
+        Memory::Cuda(n) => Ok(Arc::new(CudaOps::new(n)?)),
+    }
+}
+
+/// The device that can copy between `a` and `b`: CUDA if either lives on a device.
+pub(crate) fn ops_for_pair(a: Memory, b: Memory) -> Result<Arc<dyn DeviceOps>> {
+    match (a, b) {
+        (Memory::Cuda(n), _) | (_, Memory::Cuda(n)) => Ok(Arc::new(CudaOps::new(n)?)),
+        _ => Ok(Arc::new(HostOps)),
+    }
+}

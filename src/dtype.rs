@@ -1,0 +1,319 @@
+//! Data types (with their zarr names), byte order and memory order.
+
+use crate::error::{Error, Result};
+use half::{bf16, f16};
+use num_complex::Complex;
+use zarrbuf_codecs::ScalarKind;
+
+/// A fixed-size zarr data type.
+///
+/// Names follow zarr v3 (`"float32"`, `"complex64"`, `"r16"` for 16 raw bits).
+///
+/// ```
+/// use zarrbuf::DataType;
+/// let t: DataType = "float32".parse().unwrap();
+/// assert_eq!(t.size(), 4);
+/// assert_eq!(t.to_string(), "float32");
+/// assert_eq!(DataType::RawBits(2).to_string(), "r16");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DataType {
+    /// `bool`, one byte, 0 or 1.
+    Bool,
+    /// `int8`.
+    Int8,
+    /// `int16`.
+    Int16,
+    /// `int32`.
+    Int32,
+    /// `int64`.
+    Int64,
+    /// `uint8`.
+    UInt8,
+    /// `uint16`.
+    UInt16,
+    /// `uint32`.
+    UInt32,
+    /// `uint64`.
+    UInt64,
+    /// `float16` (IEEE half).
+    Float16,
+    /// `bfloat16`.
+    BFloat16,
+    /// `float32`.
+    Float32,
+    /// `float64`.
+    Float64,
+    /// `complex64` (two float32).
+    Complex64,
+    /// `complex128` (two float64).
+    Complex128,
+    /// `rN`: raw bits, the number of bytes given.
+    RawBits(usize),
+}
+
+impl DataType {
+    /// Every named data type (raw bits excluded).
+    pub const ALL: [DataType; 15] = [
+        DataType::Bool,
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::UInt8,
+        DataType::UInt16,
+        DataType::UInt32,
+        DataType::UInt64,
+        DataType::Float16,
+        DataType::BFloat16,
+        DataType::Float32,
+        DataType::Float64,
+        DataType::Complex64,
+        DataType::Complex128,
+    ];
+
+    /// Size of one element in bytes.
+    ///
+    /// ```
+    /// assert_eq!(zarrbuf::DataType::Complex128.size(), 16);
+    /// ```
+    pub fn size(self) -> usize {
+        match self {
+            DataType::Bool | DataType::Int8 | DataType::UInt8 => 1,
+            DataType::Int16 | DataType::UInt16 | DataType::Float16 | DataType::BFloat16 => 2,
+            DataType::Int32 | DataType::UInt32 | DataType::Float32 => 4,
+            DataType::Int64 | DataType::UInt64 | DataType::Float64 | DataType::Complex64 => 8,
+            DataType::Complex128 => 16,
+            DataType::RawBits(n) => n,
+        }
+    }
+
+    /// The size of the units that change order with endianness: the element size, except
+    /// complex (each part swaps on its own) and single bytes / raw bits (never swapped).
+    ///
+    /// ```
+    /// assert_eq!(zarrbuf::DataType::Complex64.swap_unit(), 4);
+    /// assert_eq!(zarrbuf::DataType::UInt8.swap_unit(), 1);
+    /// ```
+    pub fn swap_unit(self) -> usize {
+        match self {
+            DataType::Complex64 => 4,
+            DataType::Complex128 => 8,
+            DataType::RawBits(_) => 1,
+            other => other.size(),
+        }
+    }
+
+    /// True for float16, bfloat16, float32, float64 and both complex types.
+    ///
+    /// ```
+    /// assert!(zarrbuf::DataType::Float16.is_float());
+    /// ```
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            DataType::Float16
+                | DataType::BFloat16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Complex64
+                | DataType::Complex128
+        )
+    }
+
+    /// The scalar kind the kernels use for conversions; `None` for raw bits.
+    pub(crate) fn scalar_kind(self) -> Option<ScalarKind> {
+        Some(match self {
+            DataType::Bool => ScalarKind::Bool,
+            DataType::Int8 => ScalarKind::I8,
+            DataType::Int16 => ScalarKind::I16,
+            DataType::Int32 => ScalarKind::I32,
+            DataType::Int64 => ScalarKind::I64,
+            DataType::UInt8 => ScalarKind::U8,
+            DataType::UInt16 => ScalarKind::U16,
+            DataType::UInt32 => ScalarKind::U32,
+            DataType::UInt64 => ScalarKind::U64,
+            DataType::Float16 => ScalarKind::F16,
+            DataType::BFloat16 => ScalarKind::BF16,
+            DataType::Float32 => ScalarKind::F32,
+            DataType::Float64 => ScalarKind::F64,
+            DataType::Complex64 => ScalarKind::C64,
+            DataType::Complex128 => ScalarKind::C128,
+            DataType::RawBits(_) => return None,
+        })
+    }
+
+    /// The numpy `.npy` descriptor in little-endian (`<f4`, `|b1`, `<c8`, `|V2`).
+    ///
+    /// ```
+    /// assert_eq!(zarrbuf::DataType::Bool.npy_descr(), "|b1");
+    /// assert_eq!(zarrbuf::DataType::Float32.npy_descr(), "<f4");
+    /// ```
+    pub fn npy_descr(self) -> String {
+        match self {
+            DataType::Bool => "|b1".into(),
+            DataType::Int8 => "|i1".into(),
+            DataType::UInt8 => "|u1".into(),
+            DataType::Int16 => "<i2".into(),
+            DataType::Int32 => "<i4".into(),
+            DataType::Int64 => "<i8".into(),
+            DataType::UInt16 => "<u2".into(),
+            DataType::UInt32 => "<u4".into(),
+            DataType::UInt64 => "<u8".into(),
+            DataType::Float16 => "<f2".into(),
+            // numpy has no bfloat16; ml_dtypes reads it back from raw 2-byte voids.
+            DataType::BFloat16 => "|V2".into(),
+            DataType::Float32 => "<f4".into(),
+            DataType::Float64 => "<f8".into(),
+            DataType::Complex64 => "<c8".into(),
+            DataType::Complex128 => "<c16".into(),
+            DataType::RawBits(n) => format!("|V{n}"),
+        }
+    }
+}
+
+impl std::fmt::Display for DataType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            DataType::Bool => "bool",
+            DataType::Int8 => "int8",
+            DataType::Int16 => "int16",
+            DataType::Int32 => "int32",
+            DataType::Int64 => "int64",
+            DataType::UInt8 => "uint8",
+            DataType::UInt16 => "uint16",
+            DataType::UInt32 => "uint32",
+            DataType::UInt64 => "uint64",
+            DataType::Float16 => "float16",
+            DataType::BFloat16 => "bfloat16",
+            DataType::Float32 => "float32",
+            DataType::Float64 => "float64",
+            DataType::Complex64 => "complex64",
+            DataType::Complex128 => "complex128",
+            DataType::RawBits(n) => return write!(f, "r{}", n * 8),
+        };
+        f.write_str(name)
+    }
+}
+
+impl std::str::FromStr for DataType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        if let Some(t) = DataType::ALL.iter().find(|t| t.to_string() == s) {
+            return Ok(*t);
+        }
+        if let Some(bits) = s.strip_prefix('r').and_then(|b| b.parse::<usize>().ok()) {
+            if bits > 0 && bits % 8 == 0 {
+                return Ok(DataType::RawBits(bits / 8));
+            }
+        }
+        Err(Error::DataType(format!(
+            "unknown data type {s:?}; expected one of bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128 or rN (N a multiple of 8)"
+        )))
+    }
+}
+
+/// The byte order of the elements in memory.
+///
+/// ```
+/// assert_eq!(zarrbuf::ByteOrder::native(), zarrbuf::ByteOrder::Little);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ByteOrder {
+    /// Least significant byte first.
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl ByteOrder {
+    /// The byte order of this machine.
+    pub fn native() -> Self {
+        if cfg!(target_endian = "little") {
+            ByteOrder::Little
+        } else {
+            ByteOrder::Big
+        }
+    }
+}
+
+/// The memory order of a new n-d buffer: C (last axis fastest) or Fortran (first axis fastest).
+///
+/// ```
+/// let s = zarrbuf::Order::F.strides(&[2, 3], 4);
+/// assert_eq!(s, vec![4, 8]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Order {
+    /// Row-major.
+    #[default]
+    C,
+    /// Column-major.
+    F,
+}
+
+impl Order {
+    /// Contiguous byte strides for `shape` with elements of `elem_size` bytes.
+    pub fn strides(self, shape: &[usize], elem_size: usize) -> Vec<isize> {
+        let mut strides = vec![0isize; shape.len()];
+        let mut step = elem_size as isize;
+        let mut set = |i: usize| {
+            strides[i] = step;
+            step *= shape[i].max(1) as isize;
+        };
+        match self {
+            Order::C => (0..shape.len()).rev().for_each(&mut set),
+            Order::F => (0..shape.len()).for_each(&mut set),
+        }
+        strides
+    }
+}
+
+/// A Rust type that is the in-memory form of one zarr data type (native byte order).
+///
+/// ```
+/// use zarrbuf::{DataType, Element};
+/// assert_eq!(<f32 as Element>::DTYPE, DataType::Float32);
+/// ```
+pub trait Element: Copy + Send + Sync + 'static + private::Sealed {
+    /// The zarr data type this Rust type represents.
+    const DTYPE: DataType;
+    /// The element's bytes in native order.
+    fn to_ne_bytes_vec(self) -> Vec<u8> {
+        let size = std::mem::size_of::<Self>();
+        // SAFETY: every Element is a plain-old-data type without padding (sealed list below).
+        let bytes = unsafe { std::slice::from_raw_parts(&self as *const Self as *const u8, size) };
+        bytes.to_vec()
+    }
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+macro_rules! element {
+    ($($t:ty => $d:expr),* $(,)?) => {$(
+        impl private::Sealed for $t {}
+        impl Element for $t { const DTYPE: DataType = $d; }
+    )*};
+}
+
+element!(
+    bool => DataType::Bool,
+    i8 => DataType::Int8,
+    i16 => DataType::Int16,
+    i32 => DataType::Int32,
+    i64 => DataType::Int64,
+    u8 => DataType::UInt8,
+    u16 => DataType::UInt16,
+    u32 => DataType::UInt32,
+    u64 => DataType::UInt64,
+    f16 => DataType::Float16,
+    bf16 => DataType::BFloat16,
+    f32 => DataType::Float32,
+    f64 => DataType::Float64,
+    Complex<f32> => DataType::Complex64,
+    Complex<f64> => DataType::Complex128,
+);

@@ -1,0 +1,113 @@
+//! The one error type of zarrbuf.
+
+use crate::device::Device;
+
+/// Everything that can go wrong in zarrbuf.
+///
+/// Messages say what was asked, what was found, and what to do about it.
+///
+/// ```
+/// use zarrbuf::{Buffer, Error};
+/// let b = Buffer::from_vec(vec![1u8, 2, 3]);
+/// let err = b.try_slice(2..9).unwrap_err();
+/// assert!(matches!(err, Error::OutOfBounds(_)));
+/// println!("{err}");
+/// ```
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The requested device (or CUDA itself) is not available on this machine.
+    #[error("device unavailable: {0}")]
+    DeviceUnavailable(String),
+    /// A device ran out of memory for an allocation that would otherwise be valid.
+    #[error("out of memory on {device}: could not allocate {requested} bytes ({detail}); free memory or read a smaller subset")]
+    OutOfMemory {
+        /// Where the allocation was attempted.
+        device: Device,
+        /// Bytes requested.
+        requested: usize,
+        /// What the allocator reported.
+        detail: String,
+    },
+    /// A size that can never be allocated (overflow, larger than the address space).
+    #[error("impossible allocation size: {0}")]
+    InvalidSize(String),
+    /// Host code asked for the bytes of memory it cannot touch (device memory).
+    #[error("{0}: the memory lives on a device and cannot be read from the host; copy it first with `to_host()` or `to_bytes()`")]
+    NotHostAccessible(String),
+    /// An index, range or subset outside the buffer or array.
+    #[error("out of bounds: {0}")]
+    OutOfBounds(String),
+    /// Shapes, strides or element counts that do not agree.
+    #[error("shape mismatch: {0}")]
+    ShapeMismatch(String),
+    /// A data type that does not match what was asked for.
+    #[error("data type mismatch: {0}")]
+    DataType(String),
+    /// An argument that is invalid on its own (bad axis list, bad device string, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Two operations on the same memory that would race (a host borrow is alive while writing).
+    #[error("buffer busy: {0}")]
+    Busy(String),
+    /// A CUDA driver or NVRTC call failed.
+    #[error("CUDA error in {call}: {message}")]
+    Cuda {
+        /// The failing call.
+        call: &'static str,
+        /// The driver's message.
+        message: String,
+    },
+    /// A kernel rejected its arguments.
+    #[error("kernel error: {0}")]
+    Kernel(#[from] zarrbuf_codecs::CodecError),
+    /// zarrs reported an error for an array.
+    #[error("zarr array {array}: {message}")]
+    Zarr {
+        /// The array (store and path) concerned.
+        array: String,
+        /// What zarrs said, with context.
+        message: String,
+    },
+    /// A store could not be opened or accessed.
+    #[error("store {store}: {message}")]
+    Store {
+        /// The store location.
+        store: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Something valid that zarrbuf does not do (yet).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Host I/O failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file concerned.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The operation was cancelled (its future was dropped or a callback asked to stop).
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+}
+
+/// `Result` with zarrbuf's [`Error`] as the default error type.
+///
+/// ```
+/// fn half(n: usize) -> zarrbuf::Result<usize> { Ok(n / 2) }
+/// assert_eq!(half(4).unwrap(), 2);
+/// ```
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a CUDA driver error with the name of the failing call.
+    pub(crate) fn cuda(call: &'static str, err: impl std::fmt::Display) -> Self {
+        Error::Cuda {
+            call,
+            message: err.to_string(),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Page-locked host memory (`cuMemHostAlloc` with flags 0).
+//!
+//! Flags 0, not write-combined: the CPU reads staging memory too (decompression writes it,
+//! write-back reads it), and write-combined memory is very slow for CPU reads.
+
+use crate::device::cuda_context;
+use crate::error::{Error, Result};
+use cudarc::driver::{result, CudaContext};
+use std::sync::Arc;
+
+/// An owned pinned host allocation, tied to the CUDA context that registered it.
+pub(crate) struct PinnedAlloc {
+    ptr: *mut u8,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the allocation is exclusively owned; access is governed by the storage borrow flag.
+unsafe impl Send for PinnedAlloc {}
+// SAFETY: see Send above.
+unsafe impl Sync for PinnedAlloc {}
+
+impl PinnedAlloc {
+    /// Allocates `len` page-locked bytes for device `ordinal`.
+    pub(crate) fn new(ordinal: usize, len: usize) -> Result<Self> {
+        let ctx = cuda_context(ordinal)?;
+        ctx.bind_to_thread().map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        // Zero-length requests still get a real (one-byte) allocation so `ptr` is valid.
+        let request = len.max(1);
+        // SAFETY: a context is bound to this thread; flags 0 is a valid flag set. The memory
+        // is uninitialised bytes, which is a valid state for u8.
+        let raw = unsafe { result::malloc_host(request, 0) }.map_err(|e| {
+            super::cuda::map_alloc_error(e, crate::Device::Cuda(ordinal), len, "cuMemHostAlloc")
+        })?;
+        Ok(PinnedAlloc {
+            ptr: raw.cast(),
+            len,
+            ctx,
+        })
+    }
+
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+}
+
+impl Drop for PinnedAlloc {
+    fn drop(&mut self) {
+        // A failure here cannot be reported from drop; the context is torn down at exit anyway.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: ptr came from malloc_host in this context and is freed exactly once.
+            let _ = unsafe { result::free_host(self.ptr.cast()) };
+        }
+    }
+}

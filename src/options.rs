@@ -1,0 +1,195 @@
+//! Options for reads and writes, and the progress report.
+
+use std::sync::Arc;
+
+/// Progress of a read or write: units are chunks (or inner chunks of shards).
+///
+/// ```
+/// let p = zarrbuf::Progress { chunks_done: 1, chunks_total: 4, bytes_done: 1024 };
+/// assert_eq!(p.fraction(), 0.25);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Chunks finished so far.
+    pub chunks_done: usize,
+    /// Chunks the operation touches.
+    pub chunks_total: usize,
+    /// Decoded bytes delivered so far.
+    pub bytes_done: u64,
+}
+
+impl Progress {
+    /// Share of the chunks done, in `0.0..=1.0`.
+    pub fn fraction(&self) -> f64 {
+        if self.chunks_total == 0 {
+            1.0
+        } else {
+            self.chunks_done as f64 / self.chunks_total as f64
+        }
+    }
+}
+
+/// A progress callback; called from the pipeline's coordinating thread.
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Which read path to take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PipelineMode {
+    /// CPU-accessible outputs are decoded straight into place by zarrs; device outputs use the
+    /// staged pipeline.
+    #[default]
+    Auto,
+    /// Always use the staged pipeline (CPU decompression → staging → device kernels), also for
+    /// host outputs, where the "device" is the host implementation. This is how the pipeline's
+    /// logic is tested without a GPU.
+    Staged,
+}
+
+/// Options for reads.
+///
+/// ```
+/// let o = zarrbuf::ReadOptions::default().with_concurrency(4).with_staging_bytes(64 << 20);
+/// assert_eq!(o.concurrency, Some(4));
+/// ```
+#[derive(Clone)]
+pub struct ReadOptions {
+    /// CPU threads decoding chunks (default: all cores).
+    pub concurrency: Option<usize>,
+    /// Host memory for staging decoded chunks on their way to a device (default 256 MiB).
+    pub staging_bytes: usize,
+    /// Verify checksums (crc32c, zstd checksums) while decoding (default true).
+    pub validate_checksums: bool,
+    /// Which path to take (default [`PipelineMode::Auto`]).
+    pub mode: PipelineMode,
+    /// Called as chunks complete.
+    pub progress: Option<ProgressFn>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            concurrency: None,
+            staging_bytes: 256 << 20,
+            validate_checksums: true,
+            mode: PipelineMode::Auto,
+            progress: None,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Sets the number of decoding threads.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Sets the staging budget in bytes.
+    pub fn with_staging_bytes(mut self, bytes: usize) -> Self {
+        self.staging_bytes = bytes;
+        self
+    }
+
+    /// Turns checksum validation on or off.
+    pub fn with_validate_checksums(mut self, on: bool) -> Self {
+        self.validate_checksums = on;
+        self
+    }
+
+    /// Chooses the read path.
+    pub fn with_mode(mut self, mode: PipelineMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets a progress callback.
+    ///
+    /// ```
+    /// let o = zarrbuf::ReadOptions::default().with_progress(|p| eprintln!("{:.0}%", 100.0 * p.fraction()));
+    /// assert!(o.progress.is_some());
+    /// ```
+    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    pub(crate) fn threads(&self) -> usize {
+        self.concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+    }
+
+    pub(crate) fn codec_options(&self) -> zarrs::array::CodecOptions {
+        zarrs::array::CodecOptions::default()
+            .with_validate_checksums(self.validate_checksums)
+            .with_concurrent_target(self.threads())
+    }
+}
+
+/// Options for writes.
+///
+/// ```
+/// let o = zarrbuf::WriteOptions::default().with_concurrency(2);
+/// assert_eq!(o.concurrency, Some(2));
+/// ```
+#[derive(Clone)]
+pub struct WriteOptions {
+    /// CPU threads compressing chunks (default: all cores).
+    pub concurrency: Option<usize>,
+    /// Host memory for staging chunks coming back from a device (default 256 MiB).
+    pub staging_bytes: usize,
+    /// Write chunks that hold only the fill value (default false: they are erased, as zarrs does).
+    pub store_empty_chunks: bool,
+    /// Which path to take (see [`PipelineMode`]).
+    pub mode: PipelineMode,
+    /// Called as chunks complete.
+    pub progress: Option<ProgressFn>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            concurrency: None,
+            staging_bytes: 256 << 20,
+            store_empty_chunks: false,
+            mode: PipelineMode::Auto,
+            progress: None,
+        }
+    }
+}
+
+impl WriteOptions {
+    /// Sets the number of compressing threads.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Chooses the write path.
+    pub fn with_mode(mut self, mode: PipelineMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets a progress callback.
+    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    pub(crate) fn threads(&self) -> usize {
+        self.concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+    }
+
+    pub(crate) fn codec_options(&self) -> zarrs::array::CodecOptions {
+        zarrs::array::CodecOptions::default()
+            .with_store_empty_chunks(self.store_empty_chunks)
+            .with_concurrent_target(self.threads())
+    }
+}
