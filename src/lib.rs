@@ -22,10 +22,12 @@ mod dtype;
 mod error;
 mod memory;
 mod ndbuffer;
+pub mod npy;
 mod options;
 mod pipeline;
 mod prototype;
 mod read;
+mod shard_index;
 mod store;
 mod units;
 

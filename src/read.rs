@@ -12,10 +12,9 @@ use crate::prototype::BufferPrototype;
 use crate::units::{check_subset, plan_units, Unit, UnitPlan, UnitSource};
 use std::borrow::Cow;
 use std::ops::Range;
-use zarrs::array::{
-    Array, ArrayBytes, ArrayShardedReadableExt, ArrayShardedReadableExtCache, ArraySubset,
-    CodecOptions,
-};
+use crate::shard_index::ShardIndex;
+use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
+use zarrs::storage::byte_range::ByteRange;
 use zarrs::plugin::ExtensionName;
 use zarrs::storage::ReadableStorageTraits;
 
@@ -232,18 +231,59 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
     let codec_opts = CodecOptions::default()
         .with_validate_checksums(opts.validate_checksums)
         .with_concurrent_target(1);
-    let cache = ArrayShardedReadableExtCache::new(array);
+    let shards = match plan.source {
+        UnitSource::Subchunk => Some(ShardIndex::new(array)?),
+        _ => None,
+    };
     let produce = |unit: &Unit, slot: &mut [u8]| -> Result<Produced> {
-        produce_unit(array, &plan, &cache, &codec_opts, unit, slot)
+        produce_unit(array, &plan, shards.as_ref(), &codec_opts, unit, slot)
     };
     staged.run(out, &produce)
+}
+
+/// Fetches the encoded bytes of one inner chunk through its shard's index.
+fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    shards: &ShardIndex,
+    inner: &[u64],
+) -> Result<Option<Vec<u8>>> {
+    let (shard, within) = shards.split(inner);
+    let key = array.chunk_key(&shard);
+    let storage = array.storage();
+    let fail = |e: String| Error::Zarr {
+        array: array.path().to_string(),
+        message: format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
+    };
+    let index = shards
+        .index_of(&shard, |range| storage.get_partial(&key, range).map_err(|e| e.to_string()))
+        .map_err(fail)?;
+    let Some(index) = index else {
+        return Ok(None);
+    };
+    let Some(range) = shards.inner_range(&index, &within).map_err(fail)? else {
+        return Ok(None);
+    };
+    let bytes = storage
+        .get_partial(&key, ByteRange::new(range.clone()))
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
+    if bytes.len() as u64 != range.end - range.start {
+        return Err(fail(format!(
+            "the shard is truncated: {} bytes at {}..{} expected, {} read",
+            range.end - range.start,
+            range.start,
+            range.end,
+            bytes.len()
+        )));
+    }
+    Ok(Some(bytes.to_vec()))
 }
 
 /// Fetches one unit and runs the CPU half of its codecs into `slot`.
 pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
     plan: &UnitPlan,
-    cache: &ArrayShardedReadableExtCache,
+    shards: Option<&ShardIndex>,
     codec_opts: &CodecOptions,
     unit: &Unit,
     slot: &mut [u8],
@@ -263,12 +303,8 @@ pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
             let encoded = if plan.source == UnitSource::Chunk {
                 array.retrieve_encoded_chunk(&unit.indices).map_err(|e| fail(&e))?
             } else {
-                array
-                    .retrieve_encoded_subchunk(cache, &unit.indices)
-                    .map_err(|e| Error::Zarr {
-                        array: array.path().to_string(),
-                        message: format!("inner chunk {:?}: {e}", unit.indices),
-                    })?
+                let shards = shards.expect("sharded plans carry their index");
+                fetch_inner_chunk(array, shards, &unit.indices)?
             };
             let Some(encoded) = encoded else {
                 return Ok(Produced::Missing);

@@ -1,0 +1,69 @@
+//! Every fixture written by zarr-python and tensorstore, read whole and by subsets into every
+//! available prototype (and through the staged pipeline on the host), compared exactly with
+//! the `.npy` written beside it.
+
+mod common;
+
+use common::{fixtures, prototypes, Fixture};
+use std::ops::Range;
+use zarrbuf::{ArrayReadExt, NDBuffer, PipelineMode, ReadOptions};
+
+fn expected(f: &Fixture) -> NDBuffer {
+    zarrbuf::npy::read(&f.npy_path()).unwrap_or_else(|e| panic!("{}: {e}", f.name))
+}
+
+fn assert_same(f: &Fixture, what: &str, got: &NDBuffer, want: &NDBuffer) {
+    assert_eq!(got.shape(), want.shape(), "{}: {what}: shape", f.name);
+    let (g, w) = (got.to_native_bytes().unwrap(), want.to_native_bytes().unwrap());
+    assert!(g == w, "{}: {what}: contents differ from the .npy", f.name);
+}
+
+/// A few subsets per fixture: the middle, a corner, a single element, an empty one.
+fn subsets(shape: &[u64]) -> Vec<Vec<Range<u64>>> {
+    let mid: Vec<Range<u64>> = shape.iter().map(|&n| n / 4..n - n / 4).collect();
+    let corner: Vec<Range<u64>> = shape.iter().map(|&n| n.saturating_sub(3)..n).collect();
+    let one: Vec<Range<u64>> = shape.iter().map(|&n| n / 2..(n / 2 + 1).min(n)).collect();
+    let empty: Vec<Range<u64>> = shape.iter().map(|&n| n / 2..n / 2).collect();
+    vec![mid, corner, one, empty]
+}
+
+#[test]
+fn every_fixture_reads_exactly_into_every_prototype() {
+    let protos = prototypes();
+    let all = fixtures();
+    assert!(all.len() >= 40, "the manifest lists {} fixtures", all.len());
+    for f in &all {
+        let array = zarrbuf::open(&f.store_path(), &f.path).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+        let want = expected(f);
+        for (pname, proto) in &protos {
+            let got = array.read_all(proto).unwrap_or_else(|e| panic!("{} on {pname}: {e}", f.name));
+            assert_eq!(got.memory(), proto.memory());
+            assert_same(f, &format!("whole array on {pname}"), &got, &want);
+        }
+        let staged = ReadOptions::default().with_mode(PipelineMode::Staged).with_staging_bytes(1);
+        let all_subset: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+        let got = array
+            .read_opt(&all_subset, &zarrbuf::BufferPrototype::cpu(), &staged)
+            .unwrap_or_else(|e| panic!("{} staged: {e}", f.name));
+        assert_same(f, "whole array, staged pipeline on the host", &got, &want);
+    }
+}
+
+#[test]
+fn every_fixture_reads_subsets_exactly() {
+    let staged = ReadOptions::default().with_mode(PipelineMode::Staged).with_concurrency(2);
+    for f in &fixtures() {
+        let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
+        let want = expected(f);
+        for subset in subsets(array.shape()) {
+            let ranges: Vec<Range<usize>> = subset.iter().map(|r| r.start as usize..r.end as usize).collect();
+            let want_part = want.get(&ranges).unwrap();
+            for (pname, proto) in prototypes() {
+                let got = array.read(&subset, &proto).unwrap_or_else(|e| panic!("{} {subset:?} on {pname}: {e}", f.name));
+                assert_same(f, &format!("subset {subset:?} on {pname}"), &got, &want_part);
+                let got = array.read_opt(&subset, &proto, &staged).unwrap();
+                assert_same(f, &format!("subset {subset:?} staged on {pname}"), &got, &want_part);
+            }
+        }
+    }
+}
