@@ -104,15 +104,19 @@ pub fn check_extent(
 ///
 /// ```
 /// use zarrbuf_codecs::merge_dims;
-/// // a C-contiguous 2x3x4 u8 block copied into rows of 16 bytes
+/// // a C-contiguous 2x3x4 u8 block copied into rows of 16 bytes: the two outer dims merge
 /// let (shape, a, b) = merge_dims(&[2, 3, 4], &[12, 4, 1], &[48, 16, 1]);
-/// assert_eq!(shape, [2, 3, 4]);
-/// assert_eq!((a, b), (vec![12, 4, 1], vec![48, 16, 1]));
+/// assert_eq!(shape, [6, 4]);
+/// assert_eq!((a, b), (vec![4, 1], vec![16, 1]));
 /// // both contiguous: one dimension
 /// let (shape, a, b) = merge_dims(&[2, 1, 3, 4], &[12, 12, 4, 1], &[12, 99, 4, 1]);
 /// assert_eq!((shape, a, b), (vec![24], vec![1], vec![1]));
 /// ```
-pub fn merge_dims(shape: &[usize], a: &[isize], b: &[isize]) -> (Vec<usize>, Vec<isize>, Vec<isize>) {
+pub fn merge_dims(
+    shape: &[usize],
+    a: &[isize],
+    b: &[isize],
+) -> (Vec<usize>, Vec<isize>, Vec<isize>) {
     let nd = shape.len().min(a.len()).min(b.len());
     if shape[..nd].contains(&0) {
         return (vec![0], vec![0], vec![0]);
@@ -126,9 +130,7 @@ pub fn merge_dims(shape: &[usize], a: &[isize], b: &[isize]) -> (Vec<usize>, Vec
         }
         if let Some(last) = out.last_mut() {
             let (cn, ca, cb) = *last;
-            let merges = (cn as isize)
-                .checked_mul(ca)
-                .is_some_and(|v| v == sa)
+            let merges = (cn as isize).checked_mul(ca).is_some_and(|v| v == sa)
                 && (cn as isize).checked_mul(cb).is_some_and(|v| v == sb);
             if merges {
                 if let Some(m) = cn.checked_mul(n) {
@@ -290,8 +292,8 @@ pub(crate) fn c_strides(shape: &[usize], elem_size: usize) -> Result<(Vec<isize>
     let mut strides = vec![0isize; shape.len()];
     let mut acc = elem_size;
     for d in (0..shape.len()).rev() {
-        strides[d] = isize::try_from(acc)
-            .map_err(|_| invalid(format!("shape {shape:?} is too large")))?;
+        strides[d] =
+            isize::try_from(acc).map_err(|_| invalid(format!("shape {shape:?} is too large")))?;
         acc = acc
             .checked_mul(shape[d])
             .ok_or_else(|| invalid(format!("shape {shape:?} is too large")))?;
@@ -336,10 +338,16 @@ mod tests {
     fn rows_visit_every_outer_index() {
         let p = Plan::new(
             1000,
-            Strided { offset: 0, strides: &[100, -10, 1] },
+            Strided {
+                offset: 0,
+                strides: &[100, -10, 1],
+            },
             1,
             1000,
-            Strided { offset: 0, strides: &[200, 20, 2] },
+            Strided {
+                offset: 0,
+                strides: &[200, 20, 2],
+            },
             1,
             &[2, 3, 4],
         );
@@ -347,10 +355,16 @@ mod tests {
         assert!(p.is_err());
         let p = Plan::new(
             1000,
-            Strided { offset: 20, strides: &[100, -10, 1] },
+            Strided {
+                offset: 20,
+                strides: &[100, -10, 1],
+            },
             1,
             1000,
-            Strided { offset: 0, strides: &[200, 20, 2] },
+            Strided {
+                offset: 0,
+                strides: &[200, 20, 2],
+            },
             1,
             &[2, 3, 4],
         )
@@ -360,7 +374,14 @@ mod tests {
         p.for_each_row(|s, d| rows.push((s, d)));
         assert_eq!(
             rows,
-            [(20, 0), (10, 20), (0, 40), (120, 200), (110, 220), (100, 240)]
+            [
+                (20, 0),
+                (10, 20),
+                (0, 40),
+                (120, 200),
+                (110, 220),
+                (100, 240)
+            ]
         );
     }
 

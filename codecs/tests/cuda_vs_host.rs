@@ -48,8 +48,14 @@ fn bad_layouts_are_rejected_before_launch() {
     let mut dst = stream.alloc_zeros::<u8>(16).unwrap();
     let (s, _g1) = src.device_ptr(&stream);
     let (d, _g2) = dst.device_ptr_mut(&stream);
-    let ok = Strided { offset: 0, strides: &[4] };
-    let far = Strided { offset: 4, strides: &[4] };
+    let ok = Strided {
+        offset: 0,
+        strides: &[4],
+    };
+    let far = Strided {
+        offset: 4,
+        strides: &[4],
+    };
     // SAFETY: both allocations are 16 bytes and live; every call below must fail validation.
     unsafe {
         let e = k.strided_copy(&stream, s, 16, far, d, 16, ok, &[4], 4, 0);
@@ -59,7 +65,16 @@ fn bad_layouts_are_rejected_before_launch() {
         let e = k.fill(&stream, d, 16, far, &[4], &[1, 2, 3, 4]);
         assert!(matches!(e, Err(CodecError::InvalidLayout(_))), "{e:?}");
         let e = k.cast(
-            &stream, s, 16, ok, ScalarKind::F32, d, 8, ok, ScalarKind::F64, &[4],
+            &stream,
+            s,
+            16,
+            ok,
+            ScalarKind::F32,
+            d,
+            8,
+            ok,
+            ScalarKind::F64,
+            &[4],
         );
         assert!(matches!(e, Err(CodecError::InvalidLayout(_))), "{e:?}");
         let e = k.byte_swap(&stream, d, 6, 4);
@@ -67,7 +82,8 @@ fn bad_layouts_are_rejected_before_launch() {
         let e = k.permute(&stream, s, 16, d, 16, &[2, 3], &[1, 0], 4);
         assert!(matches!(e, Err(CodecError::InvalidLayout(_))), "{e:?}");
         // zero elements: nothing to do, even with null pointers
-        k.strided_copy(&stream, 0, 0, ok, 0, 0, ok, &[0], 4, 0).unwrap();
+        k.strided_copy(&stream, 0, 0, ok, 0, 0, ok, &[0], 4, 0)
+            .unwrap();
     }
 }
 
@@ -79,7 +95,10 @@ fn stream_of_another_context_is_rejected() {
         return;
     };
     let stream = other.default_stream();
-    let v = Strided { offset: 0, strides: &[1] };
+    let v = Strided {
+        offset: 0,
+        strides: &[1],
+    };
     // SAFETY: fails the context check before using the (null) pointers.
     let e = unsafe { k.fill(&stream, 0, 0, v, &[0], &[0]) };
     assert!(matches!(e, Err(CodecError::Cuda(_))), "{e:?}");

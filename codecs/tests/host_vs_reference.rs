@@ -16,14 +16,23 @@ struct Layout {
 
 impl Layout {
     fn view(&self) -> Strided<'_> {
-        Strided { offset: self.offset, strides: &self.strides }
+        Strided {
+            offset: self.offset,
+            strides: &self.strides,
+        }
     }
 }
 
 fn random_shape(rng: &mut StdRng) -> Vec<usize> {
     let nd = rng.random_range(0..=6);
     (0..nd)
-        .map(|_| if rng.random_bool(0.03) { 0 } else { *[1, 1, 2, 3, 4, 5, 7, 9].choose(rng).unwrap() })
+        .map(|_| {
+            if rng.random_bool(0.03) {
+                0
+            } else {
+                *[1, 1, 2, 3, 4, 5, 7, 9].choose(rng).unwrap()
+            }
+        })
         .collect()
 }
 
@@ -63,7 +72,11 @@ fn random_layout(rng: &mut StdRng, shape: &[usize], es: usize, broadcast: bool) 
     }
     let offset = (-lo) as usize + rng.random_range(0..17);
     let len = offset + hi as usize + rng.random_range(0..9);
-    Layout { strides, offset, len }
+    Layout {
+        strides,
+        offset,
+        len,
+    }
 }
 
 fn bytes(rng: &mut StdRng, n: usize) -> Vec<u8> {
@@ -92,7 +105,15 @@ fn offsets(shape: &[usize], view: Strided<'_>) -> Vec<usize> {
 
 // ---------------------------------------------------------------- references
 
-fn ref_copy(src: &[u8], sv: Strided, dst: &mut [u8], dv: Strided, shape: &[usize], es: usize, unit: usize) {
+fn ref_copy(
+    src: &[u8],
+    sv: Strided,
+    dst: &mut [u8],
+    dv: Strided,
+    shape: &[usize],
+    es: usize,
+    unit: usize,
+) {
     let u = unit.max(1);
     for (so, d0) in offsets(shape, sv).into_iter().zip(offsets(shape, dv)) {
         let elem: Vec<u8> = src[so..so + es].to_vec();
@@ -111,7 +132,10 @@ fn strided_copy_matches_reference() {
     for case in 0..3000 {
         let shape = random_shape(&mut rng);
         let es = *[1, 2, 3, 4, 6, 8, 12, 16, 24].choose(&mut rng).unwrap();
-        let units: Vec<usize> = [0, 1, 2, 4, 8, 16].into_iter().filter(|&u| u <= 1 || es % u == 0).collect();
+        let units: Vec<usize> = [0, 1, 2, 4, 8, 16]
+            .into_iter()
+            .filter(|&u| u <= 1 || es % u == 0)
+            .collect();
         let unit = *units.choose(&mut rng).unwrap();
         let sl = random_layout(&mut rng, &shape, es, true);
         let dl = random_layout(&mut rng, &shape, es, false);
@@ -121,8 +145,11 @@ fn strided_copy_matches_reference() {
         ref_copy(&src, sl.view(), &mut want, dl.view(), &shape, es, unit);
         let mut got = init.clone();
         host::strided_copy_slices(&src, sl.view(), &mut got, dl.view(), &shape, es, unit).unwrap();
-        assert_eq!(got, want, "case {case}: shape {shape:?} es {es} unit {unit} src {:?}@{} dst {:?}@{}",
-            sl.strides, sl.offset, dl.strides, dl.offset);
+        assert_eq!(
+            got, want,
+            "case {case}: shape {shape:?} es {es} unit {unit} src {:?}@{} dst {:?}@{}",
+            sl.strides, sl.offset, dl.strides, dl.offset
+        );
     }
 }
 
@@ -136,7 +163,10 @@ fn contiguous_copies_and_swaps() {
             }
             let shape = [3, 5, 7];
             let strides = [35 * es as isize, 7 * es as isize, es as isize];
-            let v = Strided { offset: 0, strides: &strides };
+            let v = Strided {
+                offset: 0,
+                strides: &strides,
+            };
             let len = 105 * es;
             let src = bytes(&mut rng, len);
             let mut want = vec![0; len];
@@ -161,15 +191,24 @@ fn negative_and_broadcast_sources() {
     let mut dst = vec![0u8; 24];
     host::strided_copy_slices(
         &src,
-        Strided { offset: 6, strides: &[0, -2] },
+        Strided {
+            offset: 6,
+            strides: &[0, -2],
+        },
         &mut dst,
-        Strided { offset: 0, strides: &[8, 2] },
+        Strided {
+            offset: 0,
+            strides: &[8, 2],
+        },
         &[3, 4],
         2,
         0,
     )
     .unwrap();
-    let out: Vec<u16> = dst.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let out: Vec<u16> = dst
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
     assert_eq!(out, [3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0]);
 }
 
@@ -183,24 +222,81 @@ fn is_invalid<T: std::fmt::Debug>(r: Result<T, CodecError>) -> bool {
 fn bad_layouts_are_errors_not_panics() {
     let src = [0u8; 16];
     let mut dst = [0u8; 16];
-    let ok = Strided { offset: 0, strides: &[4] };
-    let copy = |sv: Strided, dv: Strided, shape: &[usize], es: usize, unit: usize, dst: &mut [u8]| {
-        host::strided_copy_slices(&src, sv, dst, dv, shape, es, unit)
+    let ok = Strided {
+        offset: 0,
+        strides: &[4],
     };
+    let copy =
+        |sv: Strided, dv: Strided, shape: &[usize], es: usize, unit: usize, dst: &mut [u8]| {
+            host::strided_copy_slices(&src, sv, dst, dv, shape, es, unit)
+        };
     // past the end, before the start, length mismatch, zero element size, bad swap units
-    assert!(is_invalid(copy(Strided { offset: 4, strides: &[4] }, ok, &[4], 4, 0, &mut dst)));
-    assert!(is_invalid(copy(ok, Strided { offset: 1, strides: &[4] }, &[4], 4, 0, &mut dst)));
-    assert!(is_invalid(copy(Strided { offset: 0, strides: &[-4] }, ok, &[4], 4, 0, &mut dst)));
+    assert!(is_invalid(copy(
+        Strided {
+            offset: 4,
+            strides: &[4]
+        },
+        ok,
+        &[4],
+        4,
+        0,
+        &mut dst
+    )));
+    assert!(is_invalid(copy(
+        ok,
+        Strided {
+            offset: 1,
+            strides: &[4]
+        },
+        &[4],
+        4,
+        0,
+        &mut dst
+    )));
+    assert!(is_invalid(copy(
+        Strided {
+            offset: 0,
+            strides: &[-4]
+        },
+        ok,
+        &[4],
+        4,
+        0,
+        &mut dst
+    )));
     assert!(is_invalid(copy(ok, ok, &[4, 1], 4, 0, &mut dst)));
     assert!(is_invalid(copy(ok, ok, &[4], 0, 0, &mut dst)));
     assert!(is_invalid(copy(ok, ok, &[4], 4, 3, &mut dst)));
     assert!(is_invalid(copy(ok, ok, &[4], 4, 8, &mut dst)));
     // zero destination stride
-    assert!(is_invalid(copy(ok, Strided { offset: 0, strides: &[0] }, &[4], 4, 0, &mut dst)));
-    // huge strides overflow nothing
-    assert!(is_invalid(copy(Strided { offset: 0, strides: &[isize::MAX] }, ok, &[4], 4, 0, &mut dst)));
     assert!(is_invalid(copy(
-        Strided { offset: usize::MAX, strides: &[isize::MIN] },
+        ok,
+        Strided {
+            offset: 0,
+            strides: &[0]
+        },
+        &[4],
+        4,
+        0,
+        &mut dst
+    )));
+    // huge strides overflow nothing
+    assert!(is_invalid(copy(
+        Strided {
+            offset: 0,
+            strides: &[isize::MAX]
+        },
+        ok,
+        &[4],
+        4,
+        0,
+        &mut dst
+    )));
+    assert!(is_invalid(copy(
+        Strided {
+            offset: usize::MAX,
+            strides: &[isize::MIN]
+        },
         ok,
         &[4],
         4,
@@ -210,30 +306,82 @@ fn bad_layouts_are_errors_not_panics() {
     // fill / cast / swap / permute
     assert!(is_invalid(host::fill(&mut dst, ok, &[4], &[])));
     assert!(is_invalid(host::fill(&mut dst, ok, &[5], &[1, 2, 3, 4])));
-    assert!(is_invalid(host::cast_slices(&src, ok, ScalarKind::F32, &mut dst, ok, ScalarKind::F64, &[4])));
+    assert!(is_invalid(host::cast_slices(
+        &src,
+        ok,
+        ScalarKind::F32,
+        &mut dst,
+        ok,
+        ScalarKind::F64,
+        &[4]
+    )));
     assert!(is_invalid(host::byte_swap(&mut dst[..6], 4)));
     assert!(is_invalid(host::byte_swap(&mut dst, 3)));
-    assert!(is_invalid(host::permute(&src, &mut dst, &[2, 2], &[0, 0], 4)));
+    assert!(is_invalid(host::permute(
+        &src,
+        &mut dst,
+        &[2, 2],
+        &[0, 0],
+        4
+    )));
     assert!(is_invalid(host::permute(&src, &mut dst, &[2, 2], &[1], 4)));
-    assert!(is_invalid(host::permute(&src, &mut dst, &[2, 3], &[1, 0], 4)));
-    assert!(is_invalid(host::permute(&src, &mut dst, &[usize::MAX, 3], &[1, 0], 4)));
+    assert!(is_invalid(host::permute(
+        &src,
+        &mut dst,
+        &[2, 3],
+        &[1, 0],
+        4
+    )));
+    assert!(is_invalid(host::permute(
+        &src,
+        &mut dst,
+        &[usize::MAX, 3],
+        &[1, 0],
+        4
+    )));
     // the slices were never written
     assert_eq!(dst, [0u8; 16]);
 }
 
 #[test]
 fn zero_size_shapes_are_no_ops() {
-    let v = Strided { offset: 0, strides: &[4, 4] };
-    let far = Strided { offset: 1000, strides: &[4, 4] };
+    let v = Strided {
+        offset: 0,
+        strides: &[4, 4],
+    };
+    let far = Strided {
+        offset: 1000,
+        strides: &[4, 4],
+    };
     let mut empty: [u8; 0] = [];
     host::strided_copy_slices(&[], far, &mut empty, v, &[3, 0], 4, 2).unwrap();
     host::fill(&mut empty, far, &[0, 7], &[1, 2, 3]).unwrap();
-    host::cast_slices(&[], far, ScalarKind::C128, &mut empty, v, ScalarKind::I8, &[0, 0]).unwrap();
+    host::cast_slices(
+        &[],
+        far,
+        ScalarKind::C128,
+        &mut empty,
+        v,
+        ScalarKind::I8,
+        &[0, 0],
+    )
+    .unwrap();
     host::permute(&[], &mut empty, &[0, 5], &[1, 0], 8).unwrap();
     host::byte_swap(&mut empty, 16).unwrap();
     // SAFETY: no element is addressed, so the dangling pointers are never used.
     unsafe {
-        host::strided_copy(std::ptr::null(), 0, v, std::ptr::null_mut(), 0, v, &[0, 2], 4, 0).unwrap();
+        host::strided_copy(
+            std::ptr::null(),
+            0,
+            v,
+            std::ptr::null_mut(),
+            0,
+            v,
+            &[0, 2],
+            4,
+            0,
+        )
+        .unwrap();
     }
 }
 
@@ -249,7 +397,10 @@ fn max_dims_applies_after_merging() {
     }
     let src = vec![7u8; 1 << 20];
     let mut dst = vec![0u8; 1 << 20];
-    let v = Strided { offset: 0, strides: &strides };
+    let v = Strided {
+        offset: 0,
+        strides: &strides,
+    };
     host::strided_copy_slices(&src, v, &mut dst, v, &shape, 1, 0).unwrap();
     assert_eq!(src, dst);
     // 17 dims that cannot merge (padding after every dim): error, not panic
@@ -263,21 +414,51 @@ fn max_dims_applies_after_merging() {
     let len = acc as usize;
     let src = vec![0u8; len];
     let mut dst = vec![0u8; len];
-    let v = Strided { offset: 0, strides: &strides };
-    assert!(is_invalid(host::strided_copy_slices(&src, v, &mut dst, v, &shape, 1, 0)));
+    let v = Strided {
+        offset: 0,
+        strides: &strides,
+    };
+    assert!(is_invalid(host::strided_copy_slices(
+        &src, v, &mut dst, v, &shape, 1, 0
+    )));
     // 16 such dims are fine
-    let v16 = Strided { offset: 0, strides: &strides[1..] };
+    let v16 = Strided {
+        offset: 0,
+        strides: &strides[1..],
+    };
     host::strided_copy_slices(&src, v16, &mut dst, v16, &shape[1..], 1, 0).unwrap();
 }
 
 #[test]
 fn merge_dims_examples() {
-    assert_eq!(merge_dims(&[2, 3], &[3, 1], &[3, 1]), (vec![6], vec![1], vec![1]));
-    assert_eq!(merge_dims(&[2, 3], &[3, 1], &[4, 1]), (vec![2, 3], vec![3, 1], vec![4, 1]));
-    assert_eq!(merge_dims(&[2, 3], &[-3, -1], &[3, 1]), (vec![6], vec![-1], vec![1]));
-    assert_eq!(merge_dims(&[2, 3], &[-3, 1], &[3, 1]), (vec![2, 3], vec![-3, 1], vec![3, 1]));
-    assert_eq!(merge_dims(&[2, 3], &[0, 0], &[3, 1]), (vec![2, 3], vec![0, 0], vec![3, 1]));
-    assert_eq!(merge_dims(&[4, 2, 3], &[0, 3, 1], &[0, 3, 1]), (vec![4, 6], vec![0, 1], vec![0, 1]));
+    assert_eq!(
+        merge_dims(&[2, 3], &[3, 1], &[3, 1]),
+        (vec![6], vec![1], vec![1])
+    );
+    assert_eq!(
+        merge_dims(&[2, 3], &[3, 1], &[4, 1]),
+        (vec![2, 3], vec![3, 1], vec![4, 1])
+    );
+    assert_eq!(
+        merge_dims(&[2, 3], &[-3, -1], &[3, 1]),
+        (vec![6], vec![-1], vec![1])
+    );
+    assert_eq!(
+        merge_dims(&[2, 3], &[-3, 1], &[3, 1]),
+        (vec![2, 3], vec![-3, 1], vec![3, 1])
+    );
+    assert_eq!(
+        merge_dims(&[2, 3], &[0, 0], &[3, 1]),
+        (vec![6], vec![0], vec![1])
+    );
+    assert_eq!(
+        merge_dims(&[2, 3], &[0, 4], &[3, 1]),
+        (vec![2, 3], vec![0, 4], vec![3, 1])
+    );
+    assert_eq!(
+        merge_dims(&[4, 2, 3], &[0, 3, 1], &[0, 3, 1]),
+        (vec![4, 6], vec![0, 1], vec![0, 1])
+    );
 }
 
 // ---------------------------------------------------------------- fill
@@ -288,7 +469,11 @@ fn fill_matches_reference() {
     for case in 0..2000 {
         let shape = random_shape(&mut rng);
         let es = *[1, 2, 3, 4, 5, 8, 12, 16, 40].choose(&mut rng).unwrap();
-        let pattern = if rng.random_bool(0.3) { vec![rng.random::<u8>(); es] } else { bytes(&mut rng, es) };
+        let pattern = if rng.random_bool(0.3) {
+            vec![rng.random::<u8>(); es]
+        } else {
+            bytes(&mut rng, es)
+        };
         let l = if rng.random_bool(0.3) {
             let n: usize = shape.iter().product();
             let mut strides = vec![0isize; shape.len()];
@@ -297,7 +482,11 @@ fn fill_matches_reference() {
                 strides[d] = acc;
                 acc *= shape[d] as isize;
             }
-            Layout { strides, offset: 0, len: n * es }
+            Layout {
+                strides,
+                offset: 0,
+                len: n * es,
+            }
         } else {
             random_layout(&mut rng, &shape, es, false)
         };
@@ -308,7 +497,11 @@ fn fill_matches_reference() {
         }
         let mut got = init.clone();
         host::fill(&mut got, l.view(), &shape, &pattern).unwrap();
-        assert_eq!(got, want, "case {case}: shape {shape:?} pattern {pattern:?} {:?}@{}", l.strides, l.offset);
+        assert_eq!(
+            got, want,
+            "case {case}: shape {shape:?} pattern {pattern:?} {:?}@{}",
+            l.strides, l.offset
+        );
     }
 }
 
@@ -359,7 +552,10 @@ fn permute_matches_reference() {
         }
         let mut got = vec![0u8; n * es];
         host::permute(&src, &mut got, &shape, &axes, es).unwrap();
-        assert_eq!(got, want, "case {case}: shape {shape:?} axes {axes:?} es {es}");
+        assert_eq!(
+            got, want,
+            "case {case}: shape {shape:?} axes {axes:?} es {es}"
+        );
     }
 }
 
@@ -409,7 +605,10 @@ fn decode(k: ScalarKind, b: &[u8]) -> Val {
         BF16 => Val::Float(bf16_to_f64_ref(u16::from_le_bytes(le(b)))),
         F32 => Val::Float(f32::from_le_bytes(le(b)) as f64),
         F64 => Val::Float(f64::from_le_bytes(le(b))),
-        C64 => Val::Complex(f32::from_le_bytes(le(b)) as f64, f32::from_le_bytes(le(&b[4..])) as f64),
+        C64 => Val::Complex(
+            f32::from_le_bytes(le(b)) as f64,
+            f32::from_le_bytes(le(&b[4..])) as f64,
+        ),
         C128 => Val::Complex(f64::from_le_bytes(le(b)), f64::from_le_bytes(le(&b[8..]))),
     }
 }
@@ -505,12 +704,20 @@ fn encode(v: Val, k: ScalarKind, t: &Tables) -> Vec<u8> {
         U16 => int(v, 0, u16::MAX as i128, 2),
         U32 => int(v, 0, u32::MAX as i128, 4),
         U64 => int(v, 0, u64::MAX as i128, 8),
-        F16 => narrow_ref(as_f64(v), &t.f16, 0x7c00, 0x8000).to_le_bytes().to_vec(),
-        BF16 => narrow_ref(as_f64(v), &t.bf16, 0x7f80, 0x8000).to_le_bytes().to_vec(),
+        F16 => narrow_ref(as_f64(v), &t.f16, 0x7c00, 0x8000)
+            .to_le_bytes()
+            .to_vec(),
+        BF16 => narrow_ref(as_f64(v), &t.bf16, 0x7f80, 0x8000)
+            .to_le_bytes()
+            .to_vec(),
         F32 => as_f32(v).to_le_bytes().to_vec(),
         F64 => as_f64(v).to_le_bytes().to_vec(),
         C64 => {
-            let im = if let Val::Complex(_, i) = v { i as f32 } else { 0.0 };
+            let im = if let Val::Complex(_, i) = v {
+                i as f32
+            } else {
+                0.0
+            };
             [as_f32(v).to_le_bytes(), im.to_le_bytes()].concat()
         }
         C128 => {
@@ -528,10 +735,23 @@ fn same(k: ScalarKind, got: &[u8], want: &[u8]) -> bool {
         h & exp == exp && h & man != 0
     };
     match k {
-        F16 => got == want || (nan16(got, 0x7c00, 0x3ff) && (want == [0xff, 0xff] || nan16(want, 0x7c00, 0x3ff))),
-        BF16 => got == want || (nan16(got, 0x7f80, 0x7f) && (want == [0xff, 0xff] || nan16(want, 0x7f80, 0x7f))),
-        F32 => got == want || (f32::from_le_bytes(le(got)).is_nan() && f32::from_le_bytes(le(want)).is_nan()),
-        F64 => got == want || (f64::from_le_bytes(le(got)).is_nan() && f64::from_le_bytes(le(want)).is_nan()),
+        F16 => {
+            got == want
+                || (nan16(got, 0x7c00, 0x3ff)
+                    && (want == [0xff, 0xff] || nan16(want, 0x7c00, 0x3ff)))
+        }
+        BF16 => {
+            got == want
+                || (nan16(got, 0x7f80, 0x7f) && (want == [0xff, 0xff] || nan16(want, 0x7f80, 0x7f)))
+        }
+        F32 => {
+            got == want
+                || (f32::from_le_bytes(le(got)).is_nan() && f32::from_le_bytes(le(want)).is_nan())
+        }
+        F64 => {
+            got == want
+                || (f64::from_le_bytes(le(got)).is_nan() && f64::from_le_bytes(le(want)).is_nan())
+        }
         C64 => same(F32, &got[..4], &want[..4]) && same(F32, &got[4..], &want[4..]),
         C128 => same(F64, &got[..8], &want[..8]) && same(F64, &got[8..], &want[8..]),
         _ => got == want,
@@ -542,11 +762,33 @@ fn interesting(rng: &mut StdRng) -> f64 {
     match rng.random_range(0..9) {
         0 => rng.random_range(-300..300) as f64,
         1 => rng.random_range(-1000..1000) as f64 + 0.5,
-        2 => *[127.0, 128.0, -128.0, -129.0, 255.0, 256.0, 65504.0, 65519.0, 65520.0, 2147483648.0,
-            -2147483649.0, 4294967296.0, 9.3e18, -9.3e18, 1.9e19, -0.99, 0.99, -1.0, 3.4e38, 3.5e38]
+        2 => *[
+            127.0,
+            128.0,
+            -128.0,
+            -129.0,
+            255.0,
+            256.0,
+            65504.0,
+            65519.0,
+            65520.0,
+            2147483648.0,
+            -2147483649.0,
+            4294967296.0,
+            9.3e18,
+            -9.3e18,
+            1.9e19,
+            -0.99,
+            0.99,
+            -1.0,
+            3.4e38,
+            3.5e38,
+        ]
+        .choose(rng)
+        .unwrap(),
+        3 => *[f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, -0.0]
             .choose(rng)
             .unwrap(),
-        3 => *[f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, -0.0].choose(rng).unwrap(),
         4 => f64::from_bits(rng.random()),
         5 => 2f64.powi(rng.random_range(-150..150)) * rng.random_range(1.0..2.0),
         // exact halfway points between neighbouring f16 values, and a hair either side
@@ -580,21 +822,39 @@ fn encode_input(k: ScalarKind, x: f64, rng: &mut StdRng, t: &Tables) -> Vec<u8> 
 
 #[test]
 fn cast_all_pairs_match_reference() {
-    let t = Tables { f16: table(f16_to_f64_ref, 0x7bff), bf16: table(bf16_to_f64_ref, 0x7f7f) };
+    let t = Tables {
+        f16: table(f16_to_f64_ref, 0x7bff),
+        bf16: table(bf16_to_f64_ref, 0x7f7f),
+    };
     let mut rng = StdRng::seed_from_u64(6);
     for &sk in &ScalarKind::ALL {
         for &dk in &ScalarKind::ALL {
             for case in 0..12 {
-                let shape = if case < 4 { vec![rng.random_range(1..400)] } else { random_shape(&mut rng) };
+                let shape = if case < 4 {
+                    vec![rng.random_range(1..400)]
+                } else {
+                    random_shape(&mut rng)
+                };
                 let (ses, des) = (sk.size(), dk.size());
                 let (sl, dl) = if case < 4 {
                     let n = shape[0];
                     (
-                        Layout { strides: vec![ses as isize], offset: 0, len: n * ses },
-                        Layout { strides: vec![des as isize], offset: 0, len: n * des },
+                        Layout {
+                            strides: vec![ses as isize],
+                            offset: 0,
+                            len: n * ses,
+                        },
+                        Layout {
+                            strides: vec![des as isize],
+                            offset: 0,
+                            len: n * des,
+                        },
                     )
                 } else {
-                    (random_layout(&mut rng, &shape, ses, true), random_layout(&mut rng, &shape, des, false))
+                    (
+                        random_layout(&mut rng, &shape, ses, true),
+                        random_layout(&mut rng, &shape, des, false),
+                    )
                 };
                 let mut src = bytes(&mut rng, sl.len);
                 for o in offsets(&shape, sl.view()) {
@@ -611,7 +871,10 @@ fn cast_all_pairs_match_reference() {
                     let v = decode(sk, &src[so..so + ses]);
                     let want = encode(v, dk, &t);
                     let g = &got[*d0..*d0 + des];
-                    assert!(same(dk, g, &want), "{sk:?} -> {dk:?}: {v:?} gave {g:?}, want {want:?}");
+                    assert!(
+                        same(dk, g, &want),
+                        "{sk:?} -> {dk:?}: {v:?} gave {g:?}, want {want:?}"
+                    );
                 }
                 // bytes outside the destination elements are untouched
                 let mut mask = vec![false; dl.len];
@@ -620,7 +883,10 @@ fn cast_all_pairs_match_reference() {
                 }
                 for (i, &m) in mask.iter().enumerate() {
                     if !m {
-                        assert_eq!(got[i], init[i], "{sk:?} -> {dk:?}: byte {i} outside the view changed");
+                        assert_eq!(
+                            got[i], init[i],
+                            "{sk:?} -> {dk:?}: byte {i} outside the view changed"
+                        );
                     }
                 }
             }
@@ -632,24 +898,52 @@ fn cast_all_pairs_match_reference() {
 fn cast_examples() {
     let cast1 = |sk: ScalarKind, src: &[u8], dk: ScalarKind| -> Vec<u8> {
         let mut out = vec![0u8; dk.size()];
-        let v = Strided { offset: 0, strides: &[] };
+        let v = Strided {
+            offset: 0,
+            strides: &[],
+        };
         host::cast_slices(src, v, sk, &mut out, v, dk, &[]).unwrap();
         out
     };
     use ScalarKind::*;
     assert_eq!(cast1(I32, &300i32.to_le_bytes(), U8), [44]);
-    assert_eq!(cast1(F64, &(-1.5f64).to_le_bytes(), I16), (-1i16).to_le_bytes());
+    assert_eq!(
+        cast1(F64, &(-1.5f64).to_le_bytes(), I16),
+        (-1i16).to_le_bytes()
+    );
     assert_eq!(cast1(F64, &f64::NAN.to_le_bytes(), I32), [0; 4]);
-    assert_eq!(cast1(F32, &1e10f32.to_le_bytes(), I32), i32::MAX.to_le_bytes());
+    assert_eq!(
+        cast1(F32, &1e10f32.to_le_bytes(), I32),
+        i32::MAX.to_le_bytes()
+    );
     assert_eq!(cast1(F64, &(-5.0f64).to_le_bytes(), U64), [0; 8]);
     assert_eq!(cast1(F64, &f64::NAN.to_le_bytes(), Bool), [1]);
     assert_eq!(cast1(C64, &[0, 0, 0, 0, 0, 0, 0x80, 0x3f], Bool), [1]); // 0 + 1i
-    assert_eq!(cast1(C128, &[2.5f64.to_le_bytes(), 7.0f64.to_le_bytes()].concat(), F32), 2.5f32.to_le_bytes());
-    assert_eq!(cast1(U16, &65519u16.to_le_bytes(), F16), 0x7bffu16.to_le_bytes()); // 65504
-    assert_eq!(cast1(U16, &65535u16.to_le_bytes(), F16), 0x7c00u16.to_le_bytes()); // inf
-    assert_eq!(cast1(F32, &65520.0f32.to_le_bytes(), F16), 0x7c00u16.to_le_bytes()); // inf
+    assert_eq!(
+        cast1(
+            C128,
+            &[2.5f64.to_le_bytes(), 7.0f64.to_le_bytes()].concat(),
+            F32
+        ),
+        2.5f32.to_le_bytes()
+    );
+    assert_eq!(
+        cast1(U16, &65519u16.to_le_bytes(), F16),
+        0x7bffu16.to_le_bytes()
+    ); // 65504
+    assert_eq!(
+        cast1(U16, &65535u16.to_le_bytes(), F16),
+        0x7c00u16.to_le_bytes()
+    ); // inf
+    assert_eq!(
+        cast1(F32, &65520.0f32.to_le_bytes(), F16),
+        0x7c00u16.to_le_bytes()
+    ); // inf
     assert_eq!(cast1(Bool, &[9], I64), 1i64.to_le_bytes());
-    assert_eq!(cast1(I8, &[0xff], C128), [(-1.0f64).to_le_bytes(), 0.0f64.to_le_bytes()].concat());
+    assert_eq!(
+        cast1(I8, &[0xff], C128),
+        [(-1.0f64).to_le_bytes(), 0.0f64.to_le_bytes()].concat()
+    );
     // 1 + 2^-11 + 2^-40 must round up in f16 (half's f64 path would not)
     let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
     assert_eq!(cast1(F64, &x.to_le_bytes(), F16), 0x3c01u16.to_le_bytes());

@@ -209,12 +209,13 @@ fn compile(source: &str, arch: Option<&str>) -> Result<cudarc::nvrtc::Ptx> {
     };
     compile_ptx_with_opts(source, opts).map_err(|e| {
         let what = match &e {
-            CompileError::CompileError { log, options, .. } => format!(
-                "options {options:?}:\n{}",
-                log.to_string_lossy()
-            ),
+            CompileError::CompileError { log, options, .. } => {
+                format!("options {options:?}:\n{}", log.to_string_lossy())
+            }
             other => format!("{other:?}"),
         };
-        CodecError::Cuda(format!("NVRTC compilation of the codec kernels failed, {what}"))
+        CodecError::Cuda(format!(
+            "NVRTC compilation of the codec kernels failed, {what}"
+        ))
     })
 }

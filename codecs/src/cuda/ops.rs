@@ -82,8 +82,7 @@ impl CudaKernels {
         let s = src + plan.src_offset as u64;
         let d = dst + plan.dst_offset as u64;
         let (n, sa, sb) = plan.inner();
-        if unit == 1 && plan.ndim() == 1 && sa == elem_size as isize && sb == elem_size as isize
-        {
+        if unit == 1 && plan.ndim() == 1 && sa == elem_size as isize && sb == elem_size as isize {
             bind(stream)?;
             // SAFETY: both ranges are in bounds of their regions (Plan::new) and disjoint
             // (caller, `same` excluded above); the caller keeps them valid until completion.
@@ -339,7 +338,20 @@ impl CudaKernels {
             strides: &strides,
         };
         // SAFETY: an identical-view in-place copy of the caller's valid region.
-        unsafe { self.strided_copy(stream, data, len, v, data, len, v, &[len / unit], unit, unit) }
+        unsafe {
+            self.strided_copy(
+                stream,
+                data,
+                len,
+                v,
+                data,
+                len,
+                v,
+                &[len / unit],
+                unit,
+                unit,
+            )
+        }
     }
 
     /// Enqueues the transpose of the C-contiguous device block `src` (shape `src_shape`) into

@@ -268,7 +268,10 @@ impl Tester<'_> {
             let es = rng.pick(&[1usize, 2, 4, 8, 3]);
             (vec![64, 129, 1 + rng.below(300)], es)
         } else {
-            (random_shape(rng), rng.pick(&[1usize, 2, 3, 4, 6, 8, 12, 16]))
+            (
+                random_shape(rng),
+                rng.pick(&[1usize, 2, 3, 4, 6, 8, 12, 16]),
+            )
         };
         let unit = rng.pick(&valid_units(es));
         let (sl, dl) = if rng.chance(0.25) {
@@ -297,7 +300,16 @@ impl Tester<'_> {
             // SAFETY: fresh device copies of `src`/`init`, lengths as given, distinct.
             unsafe {
                 self.k.strided_copy(
-                    self.stream, s, sl.len, sl.view(), d, dl.len, dl.view(), &shape, es, unit,
+                    self.stream,
+                    s,
+                    sl.len,
+                    sl.view(),
+                    d,
+                    dl.len,
+                    dl.view(),
+                    &shape,
+                    es,
+                    unit,
                 )
             }
         })?;
@@ -312,7 +324,10 @@ impl Tester<'_> {
 
     fn fill_case(&self, rng: &mut Rng, case: usize, large: bool) -> Result<()> {
         let (shape, es) = if large {
-            (vec![3, 1000, 1001 + rng.below(64)], rng.pick(&[1usize, 4, 5]))
+            (
+                vec![3, 1000, 1001 + rng.below(64)],
+                rng.pick(&[1usize, 4, 5]),
+            )
         } else {
             (
                 random_shape(rng),
@@ -339,7 +354,10 @@ impl Tester<'_> {
         host::fill(&mut want, l.view(), &shape, &pattern)?;
         let got = self.on_device(&[0], &init, |_, d| {
             // SAFETY: fresh device copy of `init`, `l.len` bytes.
-            unsafe { self.k.fill(self.stream, d, l.len, l.view(), &shape, &pattern) }
+            unsafe {
+                self.k
+                    .fill(self.stream, d, l.len, l.view(), &shape, &pattern)
+            }
         })?;
         compare(&got, &want, || {
             format!(
@@ -391,7 +409,16 @@ impl Tester<'_> {
             // SAFETY: fresh device copies of `src`/`init`, lengths as given, distinct.
             unsafe {
                 self.k.cast(
-                    self.stream, s, sl.len, sl.view(), sk, d, dl.len, dl.view(), dk, &shape,
+                    self.stream,
+                    s,
+                    sl.len,
+                    sl.view(),
+                    sk,
+                    d,
+                    dl.len,
+                    dl.view(),
+                    dk,
+                    &shape,
                 )
             }
         })?;
@@ -445,12 +472,12 @@ impl Tester<'_> {
 
     fn permute_case(&self, rng: &mut Rng, case: usize, large: bool) -> Result<()> {
         let (shape, es) = if large {
-            (vec![33, 1 + rng.below(600), 257], rng.pick(&[1usize, 2, 4, 8]))
-        } else {
             (
-                random_shape(rng),
-                rng.pick(&[1usize, 2, 3, 4, 8, 16]),
+                vec![33, 1 + rng.below(600), 257],
+                rng.pick(&[1usize, 2, 4, 8]),
             )
+        } else {
+            (random_shape(rng), rng.pick(&[1usize, 2, 3, 4, 8, 16]))
         };
         let mut axes: Vec<usize> = (0..shape.len()).collect();
         rng.shuffle(&mut axes);
@@ -528,9 +555,26 @@ fn interesting(rng: &mut Rng) -> f64 {
         0 => rng.below(600) as f64 - 300.0,
         1 => (rng.below(2000) as f64 - 1000.0) + 0.5,
         2 => rng.pick(&[
-            127.0, 128.0, -128.0, -129.0, 255.0, 256.0, 32767.0, 32768.0, 65504.0, 65520.0,
-            2147483647.0, 2147483648.0, -2147483649.0, 4294967296.0, 9.223372036854775807e18,
-            -9.223372036854775808e18, 1.8446744073709552e19, -1.0, -0.99, 0.99,
+            127.0,
+            128.0,
+            -128.0,
+            -129.0,
+            255.0,
+            256.0,
+            32767.0,
+            32768.0,
+            65504.0,
+            65520.0,
+            2147483647.0,
+            2147483648.0,
+            -2147483649.0,
+            4294967296.0,
+            9.223_372_036_854_776e18,
+            -9.223_372_036_854_776e18,
+            1.8446744073709552e19,
+            -1.0,
+            -0.99,
+            0.99,
         ]),
         3 => rng.pick(&[f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, -0.0]),
         4 => f64::from_bits(rng.next()),

@@ -263,22 +263,55 @@ macro_rules! dst_int {
     )*};
 }
 dst_int!(i8, i16, i32, i64, u8, u16, u32, u64);
-dst_impl!(Bool, i = |x| Bool((x != 0) as u8), u = |x| Bool((x != 0) as u8),
-    f = |x| Bool((x != 0.0) as u8), c = |re, im| Bool((re != 0.0 || im != 0.0) as u8));
-dst_impl!(f32, i = |x| x as f32, u = |x| x as f32, f = |x| x as f32, c = |re, im| re as f32);
-dst_impl!(f64, i = |x| x as f64, u = |x| x as f64, f = |x| x, c = |re, im| re);
-dst_impl!(f16, i = |x| f16::from_bits(f64_to_f16_bits(x as f64)),
+dst_impl!(
+    Bool,
+    i = |x| Bool((x != 0) as u8),
+    u = |x| Bool((x != 0) as u8),
+    f = |x| Bool((x != 0.0) as u8),
+    c = |re, im| Bool((re != 0.0 || im != 0.0) as u8)
+);
+dst_impl!(
+    f32,
+    i = |x| x as f32,
+    u = |x| x as f32,
+    f = |x| x as f32,
+    c = |re, im| re as f32
+);
+dst_impl!(
+    f64,
+    i = |x| x as f64,
+    u = |x| x as f64,
+    f = |x| x,
+    c = |re, im| re
+);
+dst_impl!(
+    f16,
+    i = |x| f16::from_bits(f64_to_f16_bits(x as f64)),
     u = |x| f16::from_bits(f64_to_f16_bits(x as f64)),
     f = |x| f16::from_bits(f64_to_f16_bits(x)),
-    c = |re, im| f16::from_bits(f64_to_f16_bits(re)));
-dst_impl!(bf16, i = |x| bf16::from_bits(f64_to_bf16_bits(x as f64)),
+    c = |re, im| f16::from_bits(f64_to_f16_bits(re))
+);
+dst_impl!(
+    bf16,
+    i = |x| bf16::from_bits(f64_to_bf16_bits(x as f64)),
     u = |x| bf16::from_bits(f64_to_bf16_bits(x as f64)),
     f = |x| bf16::from_bits(f64_to_bf16_bits(x)),
-    c = |re, im| bf16::from_bits(f64_to_bf16_bits(re)));
-dst_impl!(C64, i = |x| C64([x as f32, 0.0]), u = |x| C64([x as f32, 0.0]),
-    f = |x| C64([x as f32, 0.0]), c = |re, im| C64([re as f32, im as f32]));
-dst_impl!(C128, i = |x| C128([x as f64, 0.0]), u = |x| C128([x as f64, 0.0]),
-    f = |x| C128([x, 0.0]), c = |re, im| C128([re, im]));
+    c = |re, im| bf16::from_bits(f64_to_bf16_bits(re))
+);
+dst_impl!(
+    C64,
+    i = |x| C64([x as f32, 0.0]),
+    u = |x| C64([x as f32, 0.0]),
+    f = |x| C64([x as f32, 0.0]),
+    c = |re, im| C64([re as f32, im as f32])
+);
+dst_impl!(
+    C128,
+    i = |x| C128([x as f64, 0.0]),
+    u = |x| C128([x as f64, 0.0]),
+    f = |x| C128([x, 0.0]),
+    c = |re, im| C128([re, im])
+);
 
 /// Converts every element of a validated plan.
 ///

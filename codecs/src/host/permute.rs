@@ -39,9 +39,15 @@ pub fn permute(
     }
     strided_copy_slices(
         src,
-        Strided { offset: 0, strides: &p.src_strides },
+        Strided {
+            offset: 0,
+            strides: &p.src_strides,
+        },
         dst,
-        Strided { offset: 0, strides: &p.dst_strides },
+        Strided {
+            offset: 0,
+            strides: &p.dst_strides,
+        },
         &p.dst_shape,
         elem_size,
         0,
