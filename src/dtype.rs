@@ -122,6 +122,65 @@ impl DataType {
         )
     }
 
+    /// Formats one element given as native-order bytes (`1.5`, `NaN`, `(1+2j)`, `true`, `0x0a0b`).
+    ///
+    /// ```
+    /// use zarrbuf::DataType;
+    /// assert_eq!(DataType::Float32.format_value(&f32::NAN.to_ne_bytes()), "NaN");
+    /// assert_eq!(DataType::Int16.format_value(&(-7i16).to_ne_bytes()), "-7");
+    /// assert_eq!(DataType::Bool.format_value(&[1]), "true");
+    /// ```
+    pub fn format_value(self, b: &[u8]) -> String {
+        if b.len() != self.size() {
+            return format!("<{} bytes>", b.len());
+        }
+        fn float(v: f64) -> String {
+            if v.is_nan() {
+                "NaN".into()
+            } else if v.is_infinite() {
+                if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+            } else {
+                format!("{v:?}")
+            }
+        }
+        let a = |n: usize| -> [u8; 8] {
+            let mut out = [0u8; 8];
+            out[..n].copy_from_slice(&b[..n]);
+            out
+        };
+        match self {
+            DataType::Bool => (b[0] != 0).to_string(),
+            DataType::Int8 => (b[0] as i8).to_string(),
+            DataType::UInt8 => b[0].to_string(),
+            DataType::Int16 => i16::from_ne_bytes([b[0], b[1]]).to_string(),
+            DataType::UInt16 => u16::from_ne_bytes([b[0], b[1]]).to_string(),
+            DataType::Int32 => i32::from_ne_bytes([b[0], b[1], b[2], b[3]]).to_string(),
+            DataType::UInt32 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]).to_string(),
+            DataType::Int64 => i64::from_ne_bytes(a(8)).to_string(),
+            DataType::UInt64 => u64::from_ne_bytes(a(8)).to_string(),
+            DataType::Float16 => float(f16::from_ne_bytes([b[0], b[1]]).to_f64()),
+            DataType::BFloat16 => float(bf16::from_ne_bytes([b[0], b[1]]).to_f64()),
+            DataType::Float32 => float(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64),
+            DataType::Float64 => float(f64::from_ne_bytes(a(8))),
+            DataType::Complex64 => format!(
+                "({}{}{}j)",
+                float(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64),
+                if f32::from_ne_bytes([b[4], b[5], b[6], b[7]]).is_sign_negative() { "" } else { "+" },
+                float(f32::from_ne_bytes([b[4], b[5], b[6], b[7]]) as f64)
+            ),
+            DataType::Complex128 => {
+                let im = f64::from_ne_bytes(b[8..16].try_into().expect("8 bytes"));
+                format!(
+                    "({}{}{}j)",
+                    float(f64::from_ne_bytes(a(8))),
+                    if im.is_sign_negative() { "" } else { "+" },
+                    float(im)
+                )
+            }
+            DataType::RawBits(_) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+        }
+    }
+
     /// The scalar kind the kernels use for conversions; `None` for raw bits.
     pub(crate) fn scalar_kind(self) -> Option<ScalarKind> {
         Some(match self {

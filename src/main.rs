@@ -1,1 +1,270 @@
-fn main() {}
+//! The `zarrbuf` command line: inspect, read and benchmark zarr arrays on the CPU or a GPU.
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Instant;
+use zarrbuf::{ArrayReadExt, BufferPrototype, Device, Error, NDBuffer, ReadOptions, Result};
+
+#[derive(Parser)]
+#[command(name = "zarrbuf", version, about = "Read zarr arrays into host or CUDA device memory")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Shape, chunks/shards, data type, codecs and fill value of an array.
+    Info {
+        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        store: String,
+        /// Path of the array inside the store (default: the store root).
+        #[arg(long, default_value = "")]
+        path: String,
+    },
+    /// Read an array (or a subset) and write it as .npy, or print a summary.
+    Read {
+        /// Store location: a directory path or a URL.
+        store: String,
+        /// Path of the array inside the store.
+        #[arg(long, default_value = "")]
+        path: String,
+        /// Half-open subset, one start:stop per dimension, e.g. 0:10,5:20.
+        #[arg(long)]
+        subset: Option<String>,
+        /// Where to read to: cpu, cuda or cuda:N (default: ZARRBUF_DEVICE, else cpu).
+        #[arg(long)]
+        device: Option<String>,
+        /// Write the result as a C-order little-endian .npy file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Median whole-array read throughput in decoded GB/s.
+    Bench {
+        /// Store location: a directory path or a URL.
+        store: String,
+        /// Path of the array inside the store.
+        #[arg(long, default_value = "")]
+        path: String,
+        /// Where to read to: cpu, cuda or cuda:N.
+        #[arg(long)]
+        device: Option<String>,
+        /// Timed repetitions (after one warm-up read).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
+}
+
+fn main() {
+    // A bug must still end as one `error:` line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        eprintln!("error: internal error (please report): {msg}");
+    }));
+    let cli = Cli::parse();
+    let result = std::panic::catch_unwind(|| run(cli));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            eprintln!("error: {}", one_line(&e.to_string()));
+            std::process::exit(1);
+        }
+        Err(_) => std::process::exit(101),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Info { store, path } => info(&store, &path),
+        Command::Read {
+            store,
+            path,
+            subset,
+            device,
+            out,
+        } => read(&store, &path, subset.as_deref(), device.as_deref(), out),
+        Command::Bench {
+            store,
+            path,
+            device,
+            reps,
+        } => bench(&store, &path, device.as_deref(), reps),
+    }
+}
+
+fn prototype(device: Option<&str>) -> Result<BufferPrototype> {
+    match device {
+        None => zarrbuf::default_prototype(),
+        Some(d) => {
+            let device: Device = d.parse().map_err(|_| {
+                Error::InvalidArgument(format!("--device {d:?}: use cpu, cuda or cuda:N"))
+            })?;
+            device.check_available()?;
+            Ok(BufferPrototype::for_device(device))
+        }
+    }
+}
+
+fn parse_subset(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
+    let parts: Vec<&str> = if text.trim().is_empty() { Vec::new() } else { text.split(',').collect() };
+    if parts.len() != shape.len() {
+        return Err(Error::InvalidArgument(format!(
+            "--subset {text:?} has {} ranges but the array has {} dimensions (shape {shape:?}); give one start:stop per dimension",
+            parts.len(),
+            shape.len()
+        )));
+    }
+    parts
+        .iter()
+        .zip(shape)
+        .enumerate()
+        .map(|(k, (p, &n))| {
+            let (a, b) = p.split_once(':').ok_or_else(|| {
+                Error::InvalidArgument(format!("--subset: {p:?} (dimension {k}) is not start:stop"))
+            })?;
+            let parse = |s: &str, default: u64| -> Result<u64> {
+                if s.trim().is_empty() {
+                    return Ok(default);
+                }
+                s.trim().parse::<u64>().map_err(|_| {
+                    Error::InvalidArgument(format!("--subset: {s:?} (dimension {k}) is not a non-negative integer"))
+                })
+            };
+            let (start, stop) = (parse(a, 0)?, parse(b, n)?);
+            if start > stop || stop > n {
+                return Err(Error::OutOfBounds(format!(
+                    "--subset {start}:{stop} on dimension {k} is outside the array's extent 0:{n}"
+                )));
+            }
+            Ok(start..stop)
+        })
+        .collect()
+}
+
+fn info(store: &str, path: &str) -> Result<()> {
+    let array = zarrbuf::open_any(store, path)?;
+    let i = zarrbuf::describe(&array)?;
+    println!("array:      {}", zarrbuf::location_label(store, path));
+    println!("zarr:       v{}", i.zarr_format);
+    println!("shape:      {:?}", i.shape);
+    match &i.inner_chunks {
+        Some(inner) => {
+            println!("shards:     {:?}", i.chunks);
+            println!("chunks:     {inner:?} (inside each shard)");
+        }
+        None => println!("chunks:     {:?}", i.chunks),
+    }
+    println!("data type:  {}", i.data_type);
+    println!("codecs:     {}", i.codecs.join(", "));
+    println!("fill value: {}", i.fill_value);
+    Ok(())
+}
+
+fn progress_options(total_hint: &str) -> (ReadOptions, Option<ProgressBar>) {
+    let opts = ReadOptions::default();
+    if !std::io::stderr().is_terminal() {
+        return (opts, None);
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} chunks {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(total_hint.to_string());
+    let b = bar.clone();
+    let opts = opts.with_progress(move |p| {
+        b.set_length(p.chunks_total as u64);
+        b.set_position(p.chunks_done as u64);
+    });
+    (opts, Some(bar))
+}
+
+fn read(store: &str, path: &str, subset: Option<&str>, device: Option<&str>, out: Option<PathBuf>) -> Result<()> {
+    let proto = prototype(device)?;
+    let array = zarrbuf::open_any(store, path)?;
+    let shape = array.shape().to_vec();
+    let ranges = match subset {
+        Some(s) => parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
+    let (opts, bar) = progress_options("reading");
+    let start = Instant::now();
+    let data = array.read_opt(&ranges, &proto, &opts)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    match out {
+        Some(file) => {
+            zarrbuf::npy::write(&file, &data)?;
+            eprintln!(
+                "wrote {} ({:?} {}) read in {:.3} s",
+                file.display(),
+                data.shape(),
+                data.dtype(),
+                seconds
+            );
+        }
+        None => summary(&data, seconds)?,
+    }
+    Ok(())
+}
+
+fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
+    let bytes = data.to_native_bytes()?;
+    let crc = crc32fast::hash(&bytes);
+    println!("shape:      {:?}", data.shape());
+    println!("dtype:      {}", data.dtype());
+    println!("memory:     {}", data.memory());
+    println!("checksum:   crc32 {crc:08x} (C order, little-endian)");
+    println!(
+        "throughput: {:.3} GB/s ({} bytes in {:.4} s)",
+        data.nbytes() as f64 / seconds.max(1e-9) / 1e9,
+        data.nbytes(),
+        seconds
+    );
+    Ok(())
+}
+
+fn bench(store: &str, path: &str, device: Option<&str>, reps: usize) -> Result<()> {
+    if reps == 0 {
+        return Err(Error::InvalidArgument("--reps must be at least 1".into()));
+    }
+    let proto = prototype(device)?;
+    let array = zarrbuf::open_any(store, path)?;
+    let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+    let opts = ReadOptions::default();
+    let warm = array.read_opt(&all, &proto, &opts)?;
+    let bytes = warm.nbytes();
+    drop(warm);
+    let mut rates = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        let data = array.read_opt(&all, &proto, &opts)?;
+        let s = start.elapsed().as_secs_f64();
+        drop(data);
+        rates.push(bytes as f64 / s.max(1e-9) / 1e9);
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    println!(
+        "{}: {bytes} bytes into {}: median {median:.3} GB/s over {reps} reads (min {:.3}, max {:.3})",
+        zarrbuf::location_label(store, path),
+        proto.memory(),
+        rates[0],
+        rates[rates.len() - 1]
+    );
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! Where new buffers are made: [`BufferPrototype`], the process-wide default, and pluggable allocators.
 
 use crate::buffer::Buffer;
-use crate::device::{Device, Queue, Stream};
+use crate::device::{Device, Stream};
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use std::sync::{Arc, RwLock};
@@ -167,16 +167,6 @@ impl BufferPrototype {
             Memory::Host => Buffer::alloc_host(len, false),
             Memory::Pinned(n) => Buffer::alloc_pinned(n, len),
             Memory::Cuda(n) => Buffer::alloc_cuda(n, len),
-        }
-    }
-
-    /// The queue to run this prototype's copies on (its stream, or the device default).
-    pub(crate) fn queue_for(&self, ops: &dyn crate::device::DeviceOps) -> Queue {
-        match &self.stream {
-            Some(s) if ops.memory() == Memory::Cuda(s.device_ordinal()) => {
-                Queue::Cuda(s.inner.clone())
-            }
-            _ => ops.default_queue(),
         }
     }
 }

@@ -17,7 +17,6 @@ use zarrs::array::{
 };
 use zarrs::metadata::ConfigurationSerialize;
 use zarrs::storage::byte_range::ByteRange;
-use zarrs::storage::StoreKey;
 
 /// Where a shard's index lives and how to decode it.
 pub(crate) struct ShardIndex {
@@ -28,9 +27,6 @@ pub(crate) struct ShardIndex {
     encoded_size: u64,
     cache: Mutex<HashMap<Vec<u64>, Option<Arc<Vec<u64>>>>>,
 }
-
-/// An inner chunk's place: its shard's store key and byte range (None when not stored).
-pub(crate) type InnerLocation = Option<(StoreKey, Range<u64>)>;
 
 impl ShardIndex {
     /// Reads the sharding configuration of an exclusively sharded array.

@@ -85,15 +85,6 @@ impl UnitPlan {
             .map(|c| c.layout.clone())
             .unwrap_or_else(EncodedLayout::native)
     }
-
-    /// The largest decoded unit, in bytes.
-    pub(crate) fn max_unit_bytes(&self, elem: usize) -> usize {
-        self.units
-            .iter()
-            .map(|u| u.num_elements() * elem)
-            .max()
-            .unwrap_or(0)
-    }
 }
 
 /// Checks a requested subset against the array shape.

@@ -18,8 +18,11 @@ const SOURCE_FILES: [&str; 4] = [
 /// Word sizes of the typed copy and fill kernels, in the order of their function arrays.
 pub(crate) const WORDS: [usize; 5] = [1, 2, 4, 8, 16];
 
-/// Threads per block of every launch.
+/// Threads per block of every launch (the transpose kernels use 32 x 8).
 pub(crate) const BLOCK: u32 = 256;
+
+/// Side of the transpose kernels' shared-memory tile (`ZB_TILE` in copy.cu).
+pub(crate) const TILE: usize = 32;
 
 /// The kernels of this crate, compiled (NVRTC) and loaded for one CUDA context.
 ///
@@ -42,6 +45,7 @@ pub struct CudaKernels {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) copy: [CudaFunction; 5],
     pub(crate) copy_bytes: CudaFunction,
+    pub(crate) transpose: [CudaFunction; 5],
     pub(crate) fill: [CudaFunction; 5],
     pub(crate) fill_bytes: CudaFunction,
     pub(crate) cast: CudaFunction,
@@ -167,6 +171,13 @@ impl CudaKernels {
                 f("zb_copy_w16")?,
             ],
             copy_bytes: f("zb_copy_bytes")?,
+            transpose: [
+                f("zb_transpose_w1")?,
+                f("zb_transpose_w2")?,
+                f("zb_transpose_w4")?,
+                f("zb_transpose_w8")?,
+                f("zb_transpose_w16")?,
+            ],
             fill: [
                 f("zb_fill_w1")?,
                 f("zb_fill_w2")?,

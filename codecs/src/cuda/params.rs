@@ -117,3 +117,31 @@ pub(crate) fn all_aligned(plan: &Plan, addr: u64, align: usize, src: bool) -> bo
     let strides = if src { &plan.src } else { &plan.dst };
     addr % align as u64 == 0 && strides.iter().all(|&s| s % align as isize == 0)
 }
+
+/// For a transpose-like plan — destination innermost dimension contiguous, source innermost
+/// not, some outer dimension `p` contiguous in the source, and both at least `min_extent`
+/// long — returns the plan reordered as `[batch dims.., p, innermost]` for the tiled
+/// transpose kernels.
+pub(crate) fn transpose_plan(plan: &Plan, elem_size: usize, min_extent: usize) -> Option<Plan> {
+    let q = plan.ndim().checked_sub(1)?;
+    let es = elem_size as isize;
+    let (nq, sq, dq) = plan.inner();
+    if dq != es || sq.abs() == es || nq < min_extent {
+        return None;
+    }
+    let p = (0..q).find(|&d| plan.src[d].abs() == es && plan.shape[d] >= min_extent)?;
+    let mut out = Plan {
+        shape: vec![],
+        src: vec![],
+        dst: vec![],
+        src_offset: plan.src_offset,
+        dst_offset: plan.dst_offset,
+        numel: plan.numel,
+    };
+    for d in (0..q).filter(|&d| d != p).chain([p, q]) {
+        out.shape.push(plan.shape[d]);
+        out.src.push(plan.src[d]);
+        out.dst.push(plan.dst[d]);
+    }
+    Some(out)
+}

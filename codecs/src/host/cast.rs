@@ -129,6 +129,8 @@ trait Dst: Copy {
     fn from_i64(x: i64) -> Self;
     fn from_u64(x: u64) -> Self;
     fn from_f64(x: f64) -> Self;
+    /// Must equal `from_f64(x as f64)` (a faster path for `f32` sources).
+    fn from_f32(x: f32) -> Self;
     fn from_complex(re: f64, im: f64) -> Self;
     /// # Safety
     /// `SIZE` bytes writable at `p`.
@@ -222,14 +224,14 @@ src_impl!(u32, |x| D::from_u64(x as u64));
 src_impl!(u64, |x| D::from_u64(x));
 src_impl!(f16, |x| D::from_f64(x.to_f64()));
 src_impl!(bf16, |x| D::from_f64(x.to_f64()));
-src_impl!(f32, |x| D::from_f64(x as f64));
+src_impl!(f32, |x| D::from_f32(x));
 src_impl!(f64, |x| D::from_f64(x));
 src_impl!(C64, |x| D::from_complex(x.0[0] as f64, x.0[1] as f64));
 src_impl!(C128, |x| D::from_complex(x.0[0], x.0[1]));
 
 macro_rules! dst_impl {
     ($t:ty, i = |$i:ident| $fi:expr, u = |$u:ident| $fu:expr, f = |$f:ident| $ff:expr,
-     c = |$re:ident, $im:ident| $fc:expr) => {
+     s = |$s:ident| $fs:expr, c = |$re:ident, $im:ident| $fc:expr) => {
         impl Dst for $t {
             rw!($t);
             #[inline(always)]
@@ -243,6 +245,10 @@ macro_rules! dst_impl {
             #[inline(always)]
             fn from_f64($f: f64) -> Self {
                 $ff
+            }
+            #[inline(always)]
+            fn from_f32($s: f32) -> Self {
+                $fs
             }
             #[inline(always)]
             #[allow(unused_variables)]
@@ -259,7 +265,8 @@ macro_rules! dst_impl {
 }
 macro_rules! dst_int {
     ($($t:ty),*) => {$(
-        dst_impl!($t, i = |x| x as $t, u = |x| x as $t, f = |x| x as $t, c = |re, im| re as $t);
+        dst_impl!($t, i = |x| x as $t, u = |x| x as $t, f = |x| x as $t, s = |x| x as $t,
+            c = |re, im| re as $t);
     )*};
 }
 dst_int!(i8, i16, i32, i64, u8, u16, u32, u64);
@@ -268,6 +275,7 @@ dst_impl!(
     i = |x| Bool((x != 0) as u8),
     u = |x| Bool((x != 0) as u8),
     f = |x| Bool((x != 0.0) as u8),
+    s = |x| Bool((x != 0.0) as u8),
     c = |re, im| Bool((re != 0.0 || im != 0.0) as u8)
 );
 dst_impl!(
@@ -275,6 +283,7 @@ dst_impl!(
     i = |x| x as f32,
     u = |x| x as f32,
     f = |x| x as f32,
+    s = |x| x,
     c = |re, im| re as f32
 );
 dst_impl!(
@@ -282,6 +291,7 @@ dst_impl!(
     i = |x| x as f64,
     u = |x| x as f64,
     f = |x| x,
+    s = |x| x as f64,
     c = |re, im| re
 );
 dst_impl!(
@@ -289,6 +299,8 @@ dst_impl!(
     i = |x| f16::from_bits(f64_to_f16_bits(x as f64)),
     u = |x| f16::from_bits(f64_to_f16_bits(x as f64)),
     f = |x| f16::from_bits(f64_to_f16_bits(x)),
+    // half's f32 narrowing is correctly rounded (F16C where available)
+    s = |x| f16::from_f32(x),
     c = |re, im| f16::from_bits(f64_to_f16_bits(re))
 );
 dst_impl!(
@@ -296,6 +308,7 @@ dst_impl!(
     i = |x| bf16::from_bits(f64_to_bf16_bits(x as f64)),
     u = |x| bf16::from_bits(f64_to_bf16_bits(x as f64)),
     f = |x| bf16::from_bits(f64_to_bf16_bits(x)),
+    s = |x| bf16::from_f32(x),
     c = |re, im| bf16::from_bits(f64_to_bf16_bits(re))
 );
 dst_impl!(
@@ -303,6 +316,7 @@ dst_impl!(
     i = |x| C64([x as f32, 0.0]),
     u = |x| C64([x as f32, 0.0]),
     f = |x| C64([x as f32, 0.0]),
+    s = |x| C64([x, 0.0]),
     c = |re, im| C64([re as f32, im as f32])
 );
 dst_impl!(
@@ -310,6 +324,7 @@ dst_impl!(
     i = |x| C128([x as f64, 0.0]),
     u = |x| C128([x as f64, 0.0]),
     f = |x| C128([x, 0.0]),
+    s = |x| C128([x as f64, 0.0]),
     c = |re, im| C128([re, im])
 );
 

@@ -265,7 +265,7 @@ unsafe fn run_tiled_dispatch(
 }
 
 /// Cache-blocked copy over dimensions `p` and the innermost one, all other dimensions
-/// iterated outside: tiles of about 128 bytes a side.
+/// iterated outside, in 8 x 8 element tiles (measured best among 4..32 on 4096 x 4096).
 ///
 /// # Safety
 ///
@@ -279,7 +279,7 @@ unsafe fn run_tiled<W: Word, const SWAP: bool>(
     let q = plan.ndim() - 1;
     let (np, sp, dp) = (plan.shape[p], plan.src[p], plan.dst[p]);
     let (nq, sq, dq) = (plan.shape[q], plan.src[q], plan.dst[q]);
-    let tile = (32 / W::SIZE).max(4);
+    let tile = 8;
     let mut outer = Plan {
         shape: vec![],
         src: vec![],

@@ -1,0 +1,144 @@
+//! The side-by-side read benchmark's arrays: float32 with 64³ chunks in four variants
+//! (uncompressed, zstd level 1, blosc lz4 + shuffle, zstd 1 sharded 256³/64³), and the
+//! readers compared on them. Shared by `benches/read.rs` (criterion) and the GPU check binary.
+#![allow(dead_code)]
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+use zarrs::array::codec::{BloscCodec, BloscCompressor, BloscShuffleMode, ZstdCodec};
+use zarrs::array::{data_type, Array, ArrayBuilder, ArrayBytes, ArrayBytesFixedDisjointView, ArraySubset};
+use zarrs::filesystem::FilesystemStore;
+
+/// The four stores of the benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    Uncompressed,
+    Zstd1,
+    BloscLz4Shuffle,
+    Zstd1Sharded,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 4] = [
+        Variant::Uncompressed,
+        Variant::Zstd1,
+        Variant::BloscLz4Shuffle,
+        Variant::Zstd1Sharded,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Uncompressed => "uncompressed",
+            Variant::Zstd1 => "zstd1",
+            Variant::BloscLz4Shuffle => "blosc-lz4-shuffle",
+            Variant::Zstd1Sharded => "zstd1-sharded",
+        }
+    }
+}
+
+/// A shape of about `bytes` bytes of float32, a multiple of 256 in every dimension.
+pub fn shape_for(bytes: u64) -> Vec<u64> {
+    let elements = (bytes / 4).max(256 * 256 * 256);
+    let mut shape = vec![256u64, 256, 256];
+    let mut k = 2;
+    while shape.iter().product::<u64>() * 2 <= elements {
+        shape[k] *= 2;
+        k = (k + 2) % 3;
+    }
+    shape
+}
+
+/// Smooth data with noise in the low bits: compresses like real measurements do (partly).
+pub fn data(shape: &[u64]) -> NDBuffer {
+    let n: u64 = shape.iter().product();
+    let (ny, nx) = (shape[1], shape[2]);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let values: Vec<f32> = (0..n)
+        .map(|i| {
+            let (z, y, x) = (i / (ny * nx), (i / nx) % ny, i % nx);
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let noise = (state >> 40) as f32 / (1u64 << 24) as f32;
+            ((z as f32 * 0.05).sin() + (y as f32 * 0.03).cos() + x as f32 * 1e-3) * 100.0 + noise
+        })
+        .collect();
+    NDBuffer::from_vec(values, &shape.iter().map(|&v| v as usize).collect::<Vec<_>>()).expect("shape matches")
+}
+
+/// Creates (or reuses, when its metadata exists) the store of `variant` under `dir`.
+pub fn create(dir: &Path, variant: Variant, shape: &[u64], data: &NDBuffer) -> Array<FilesystemStore> {
+    let path = dir.join(format!("{}-{}.zarr", variant.name(), shape.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("x")));
+    let fresh = !path.join("zarr.json").exists();
+    std::fs::create_dir_all(&path).expect("bench directory");
+    let store = Arc::new(FilesystemStore::new(&path).expect("filesystem store"));
+    if !fresh {
+        return Array::open(store, "/").expect("bench array opens");
+    }
+    let mut builder = ArrayBuilder::new(shape.to_vec(), vec![64u64, 64, 64], data_type::float32(), 0.0f32);
+    match variant {
+        Variant::Uncompressed => {}
+        Variant::Zstd1 => {
+            builder.bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
+        }
+        Variant::BloscLz4Shuffle => {
+            builder.bytes_to_bytes_codecs(vec![Arc::new(
+                BloscCodec::new(BloscCompressor::LZ4, 5u8.try_into().expect("level"), None, BloscShuffleMode::Shuffle, Some(4))
+                    .expect("blosc"),
+            )]);
+        }
+        Variant::Zstd1Sharded => {
+            builder = ArrayBuilder::new(shape.to_vec(), vec![256u64, 256, 256], data_type::float32(), 0.0f32);
+            builder
+                .subchunk_shape(vec![64u64, 64, 64])
+                .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
+        }
+    }
+    let array = builder.build(store, "/").expect("bench array");
+    array.store_metadata().expect("metadata");
+    array.write_all(data).expect("bench data written");
+    array
+}
+
+/// zarrs' own decode into a reused host buffer (the fastest CPU reader there is).
+pub fn zarrs_into(array: &Array<FilesystemStore>, out: &mut [u8]) {
+    let shape = array.shape().to_vec();
+    let all = ArraySubset::new_with_shape(shape.clone());
+    let cells = unsafe_cell_slice::UnsafeCellSlice::new(out);
+    // SAFETY: `out` is exclusively borrowed here; this is the only view over it.
+    let mut view = unsafe { ArrayBytesFixedDisjointView::new(cells, 4, &shape, all.clone()) }.expect("view");
+    array.retrieve_array_subset_into(&all, (&mut view).into()).expect("zarrs read");
+}
+
+/// zarrs' allocating read.
+pub fn zarrs_alloc(array: &Array<FilesystemStore>) -> usize {
+    let all = ArraySubset::new_with_shape(array.shape().to_vec());
+    let bytes: ArrayBytes<'static> = array.retrieve_array_subset(&all).expect("zarrs read");
+    bytes.into_fixed().expect("fixed").len()
+}
+
+/// zarrbuf's read into a fresh NDBuffer made by `proto`.
+pub fn zarrbuf_read(array: &Array<FilesystemStore>, proto: &BufferPrototype) -> NDBuffer {
+    array.read_all(proto).expect("zarrbuf read")
+}
+
+/// Median decoded GB/s of `f` over `reps` runs after one warm-up.
+pub fn median_gbps(bytes: usize, reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut rates: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            bytes as f64 / t.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+pub fn full(shape: &[u64]) -> Vec<Range<u64>> {
+    shape.iter().map(|&n| 0..n).collect()
+}
