@@ -35,7 +35,8 @@ enum Command {
         /// Half-open subset, one start:stop per dimension, e.g. 0:10,5:20.
         #[arg(long)]
         subset: Option<String>,
-        /// Where to read to: cpu, cuda or cuda:N (default: ZARRBUF_DEVICE, else cpu).
+        /// Where to read to: cpu, cuda, cuda:N or auto (CUDA when present); default:
+        /// ZARRBUF_DEVICE, else cpu.
         #[arg(long)]
         device: Option<String>,
         /// Write the result as a C-order little-endian .npy file.
@@ -107,9 +108,13 @@ fn run(cli: Cli) -> Result<()> {
 fn prototype(device: Option<&str>) -> Result<BufferPrototype> {
     match device {
         None => zarrbuf::default_prototype(),
+        Some("auto") => {
+            let device = if Device::Cuda(0).is_available() { Device::Cuda(0) } else { Device::Cpu };
+            Ok(BufferPrototype::for_device(device))
+        }
         Some(d) => {
             let device: Device = d.parse().map_err(|_| {
-                Error::InvalidArgument(format!("--device {d:?}: use cpu, cuda or cuda:N"))
+                Error::InvalidArgument(format!("--device {d:?}: use cpu, cuda, cuda:N or auto"))
             })?;
             device.check_available()?;
             Ok(BufferPrototype::for_device(device))

@@ -35,6 +35,8 @@
 //! # Ok::<(), zarrbuf_codecs::CodecError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 mod float16;
 mod layout;

@@ -10,6 +10,16 @@
 //! Nothing here touches CUDA until called, and the crate builds without CUDA installed. Probe
 //! with [`cuda_available`] first: cudarc panics when it cannot load `libcuda`, so every entry
 //! point here checks the libraries before calling into them.
+//!
+//! ```no_run
+//! use zarrbuf_codecs::cuda;
+//! if cuda::cuda_available() {
+//!     let ctx = cudarc::driver::CudaContext::new(0)?;
+//!     let kernels = cuda::CudaKernels::for_context(&ctx)?; // NVRTC compile, once per context
+//!     println!("{}", cuda::self_test(&ctx)?);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod available;
 mod kernels;

@@ -51,8 +51,8 @@ pub(crate) struct KernelPattern {
 unsafe impl DeviceRepr for KernelPattern {}
 
 impl KernelLayout {
-    /// Parameter block for `plan` with `elem_size`-byte elements (fails if the plan's numbers
-    /// do not fit the kernel's types, which cannot happen for in-memory regions).
+    /// Parameter block for `plan` with `elem_size`-byte elements (every number of a valid
+    /// plan fits the kernel's types: extents and strides are bounded by region lengths).
     pub fn from_plan(plan: &Plan, elem_size: usize, swap_unit: usize) -> KernelLayout {
         let mut l = KernelLayout {
             n: plan.numel as u64,

@@ -212,6 +212,17 @@ fn random_shape(rng: &mut Rng) -> Vec<usize> {
         .collect()
 }
 
+/// 2 to 4 dimensions of 12 to 80, at most ~100k elements: exercises the tiled transposes.
+fn medium_shape(rng: &mut Rng) -> Vec<usize> {
+    let nd = 2 + rng.below(3);
+    let mut shape: Vec<usize> = (0..nd).map(|_| 12 + rng.below(69)).collect();
+    while shape.iter().product::<usize>() > 100_000 {
+        shape[0] = (shape[0] / 2).max(1);
+        shape.rotate_left(1);
+    }
+    shape
+}
+
 fn valid_units(es: usize) -> Vec<usize> {
     [0usize, 1, 2, 4, 8, 16]
         .into_iter()
@@ -267,6 +278,8 @@ impl Tester<'_> {
         let (shape, es) = if large {
             let es = rng.pick(&[1usize, 2, 4, 8, 3]);
             (vec![64, 129, 1 + rng.below(300)], es)
+        } else if case % 4 == 0 {
+            (medium_shape(rng), rng.pick(&[1usize, 2, 4, 8, 16, 12]))
         } else {
             (
                 random_shape(rng),
@@ -476,6 +489,8 @@ impl Tester<'_> {
                 vec![33, 1 + rng.below(600), 257],
                 rng.pick(&[1usize, 2, 4, 8]),
             )
+        } else if case % 3 == 0 {
+            (medium_shape(rng), rng.pick(&[1usize, 2, 3, 4, 8, 16]))
         } else {
             (random_shape(rng), rng.pick(&[1usize, 2, 3, 4, 8, 16]))
         };

@@ -4,7 +4,18 @@
 //! device runs. All of them validate layouts first ([`check_extent`](crate::check_extent)),
 //! then merge dimensions ([`merge_dims`](crate::merge_dims)) and iterate rows of the innermost
 //! dimension with specialised loops (whole-row `memcpy` when both sides are contiguous and no
-//! swap is asked, typed `swap_bytes` loops otherwise). They are single-threaded.
+//! swap is asked, typed `swap_bytes` loops otherwise, cache-blocked tiles for transposes).
+//! They are single-threaded: callers parallelise across chunks.
+//!
+//! ```
+//! // byte-swap a big-endian u32 chunk in place, then transpose it from 2x3 to 3x2
+//! let mut chunk: Vec<u8> = (0u32..6).flat_map(|v| v.to_be_bytes()).collect();
+//! zarrbuf_codecs::host::byte_swap(&mut chunk, 4)?;
+//! let mut out = vec![0u8; 24];
+//! zarrbuf_codecs::host::permute(&chunk, &mut out, &[2, 3], &[1, 0], 4)?;
+//! assert_eq!(u32::from_le_bytes([out[4], out[5], out[6], out[7]]), 3);
+//! # Ok::<(), zarrbuf_codecs::CodecError>(())
+//! ```
 
 mod cast;
 mod copy;
