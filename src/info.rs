@@ -53,7 +53,15 @@ pub fn describe<S: ?Sized>(array: &Array<S>) -> Result<ArrayInfo> {
         chunks,
         inner_chunks,
         data_type,
-        codecs: codec_names(&array.codecs()),
+        codecs: {
+            let mut names = codec_names(&array.codecs());
+            if array.is_sharded() {
+                if let Ok(inner) = crate::units::inner_chain(array) {
+                    names.push(format!("[inner: {}]", codec_names(&inner).join(", ")));
+                }
+            }
+            names
+        },
         fill_value: data_type.format_value(&fill_bytes(array)),
     })
 }

@@ -38,7 +38,7 @@ pub use buffer::{Buffer, HostBytes};
 pub use device::{cuda_device_count, Device, Stream};
 pub use dtype::{ByteOrder, DataType, Element, Order};
 pub use error::{Error, Result};
-pub use memory::Memory;
+pub use memory::{release_cached_memory, Memory};
 pub use ndbuffer::{HostArrayView, NDBuffer};
 pub use options::{PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
 pub use read::ArrayReadExt;

@@ -146,7 +146,10 @@ pub(crate) fn plan_chunks<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) ->
     })
 }
 
-fn inner_chain<S: ?Sized>(array: &Array<S>) -> std::result::Result<Arc<CodecChain>, String> {
+/// The codec chain of the inner chunks of a sharded array.
+pub(crate) fn inner_chain<S: ?Sized>(
+    array: &Array<S>,
+) -> std::result::Result<Arc<CodecChain>, String> {
     let cfg = array
         .codecs()
         .array_to_bytes_codec()

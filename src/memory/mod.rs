@@ -4,6 +4,7 @@
 //! ([`crate::Buffer`]) hold it behind an `Arc` and add an offset and a length.
 
 mod borrow;
+mod cache;
 mod cuda;
 mod decode_target;
 mod foreign;
@@ -21,6 +22,20 @@ use crate::device::Device;
 use crate::error::Result;
 use borrow::BorrowFlag;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Frees the large host and pinned blocks zarrbuf keeps for reuse; returns the bytes freed.
+///
+/// Freed blocks of at least 4 MiB are kept (up to `ZARRBUF_CACHE_BYTES`, default 4 GiB; 0
+/// turns the cache off) because fresh pages and page-locking cost more than the reads that
+/// fill them.
+///
+/// ```
+/// let freed = zarrbuf::release_cached_memory();
+/// println!("released {freed} bytes");
+/// ```
+pub fn release_cached_memory() -> usize {
+    cache::release_all()
+}
 
 /// Where a buffer's memory lives.
 ///

@@ -3,6 +3,7 @@
 //! Flags 0, not write-combined: the CPU reads staging memory too (decompression writes it,
 //! write-back reads it), and write-combined memory is very slow for CPU reads.
 
+use super::cache::{self, BlockKind, Reusable};
 use crate::device::cuda_context;
 use crate::error::{Error, Result};
 use cudarc::driver::{result, CudaContext};
@@ -12,7 +13,10 @@ use std::sync::Arc;
 pub(crate) struct PinnedAlloc {
     ptr: *mut u8,
     len: usize,
+    capacity: usize,
     ctx: Arc<CudaContext>,
+    /// Return the block to the cache on drop (false while it sits in the cache).
+    recycle: bool,
 }
 
 // SAFETY: the allocation is exclusively owned; access is governed by the storage borrow flag.
@@ -23,6 +27,12 @@ unsafe impl Sync for PinnedAlloc {}
 impl PinnedAlloc {
     /// Allocates `len` page-locked bytes for device `ordinal`.
     pub(crate) fn new(ordinal: usize, len: usize) -> Result<Self> {
+        if let Some(block) = cache::take(BlockKind::Pinned(ordinal), len) {
+            if let Ok(mut a) = block.into_any().downcast::<PinnedAlloc>() {
+                a.recycle = true;
+                return Ok(*a);
+            }
+        }
         let ctx = cuda_context(ordinal)?;
         ctx.bind_to_thread().map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
         // Zero-length requests still get a real (one-byte) allocation so `ptr` is valid.
@@ -35,7 +45,9 @@ impl PinnedAlloc {
         Ok(PinnedAlloc {
             ptr: raw.cast(),
             len,
+            capacity: request,
             ctx,
+            recycle: true,
         })
     }
 
@@ -52,8 +64,40 @@ impl PinnedAlloc {
     }
 }
 
+impl Reusable for PinnedAlloc {
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn kind(&self) -> BlockKind {
+        BlockKind::Pinned(self.ctx.ordinal())
+    }
+
+    fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.capacity);
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
 impl Drop for PinnedAlloc {
     fn drop(&mut self) {
+        if std::mem::replace(&mut self.recycle, false) {
+            let parked = PinnedAlloc {
+                ptr: std::mem::replace(&mut self.ptr, std::ptr::null_mut()),
+                len: self.len,
+                capacity: self.capacity,
+                ctx: self.ctx.clone(),
+                recycle: false,
+            };
+            drop(cache::give(Box::new(parked)));
+            return;
+        }
+        if self.ptr.is_null() {
+            return;
+        }
         // A failure here cannot be reported from drop; the context is torn down at exit anyway.
         if self.ctx.bind_to_thread().is_ok() {
             // SAFETY: ptr came from malloc_host in this context and is freed exactly once.
