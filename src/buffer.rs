@@ -239,7 +239,11 @@ impl Buffer {
     /// assert_eq!(b.to_vec()?, vec![5; 4]);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
-    pub unsafe fn from_host_owner(ptr: *mut u8, len: usize, owner: Box<dyn Any + Send + Sync>) -> Self {
+    pub unsafe fn from_host_owner(
+        ptr: *mut u8,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
         // SAFETY: forwarded to the caller.
         let foreign = unsafe { ForeignHost::new(ptr, len, owner) };
         Self::from_storage(StorageKind::ForeignHost(foreign))
@@ -421,7 +425,8 @@ impl Buffer {
         shape: &[usize],
         elem_strides: &[usize],
     ) -> Result<(ReadGuard<'_>, ndarray::ArrayViewD<'_, T>)> {
-        self.storage.ndarray_view::<T>(self.offset + offset, shape, elem_strides)
+        self.storage
+            .ndarray_view::<T>(self.offset + offset, shape, elem_strides)
     }
 
     /// Host address of the first byte, `None` for device memory. Dereferencing it is unsafe:
@@ -458,7 +463,9 @@ impl Buffer {
         Arc::try_unwrap(storage)
             .ok()
             .and_then(Storage::into_vec)
-            .ok_or_else(|| Error::Busy("the host copy is still shared (internal error: please report)".into()))
+            .ok_or_else(|| {
+                Error::Busy("the host copy is still shared (internal error: please report)".into())
+            })
     }
 
     /// Copies `src` (same length, any memory) into this buffer and waits for the copy.
@@ -494,7 +501,12 @@ impl Buffer {
     /// ```
     pub fn copy_from_on(&mut self, src: &Buffer, stream: &crate::Stream) -> Result<()> {
         let ops = crate::device::CudaOps::new(stream.device_ordinal())?;
-        crate::device::DeviceOps::copy(&ops, &crate::device::Queue::Cuda(stream.inner.clone()), src, self)
+        crate::device::DeviceOps::copy(
+            &ops,
+            &crate::device::Queue::Cuda(stream.inner.clone()),
+            src,
+            self,
+        )
     }
 
     /// Copies this buffer into `dst` (same length, any memory).
@@ -550,9 +562,10 @@ impl Buffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn concat(parts: &[Buffer], proto: &BufferPrototype) -> Result<Buffer> {
-        let total = parts.iter().try_fold(0usize, |acc, p| acc.checked_add(p.len)).ok_or_else(|| {
-            Error::InvalidSize("the concatenated length overflows usize".into())
-        })?;
+        let total = parts
+            .iter()
+            .try_fold(0usize, |acc, p| acc.checked_add(p.len))
+            .ok_or_else(|| Error::InvalidSize("the concatenated length overflows usize".into()))?;
         let out = Buffer::empty(total, proto)?;
         let mut at = 0;
         for p in parts {
@@ -590,7 +603,16 @@ impl Buffer {
         let q = ops.default_queue();
         let shape = [self.len];
         let strides = [1isize];
-        ops.fill(&q, self, zarrbuf_codecs::Strided { offset: 0, strides: &strides }, &shape, &[value])?;
+        ops.fill(
+            &q,
+            self,
+            zarrbuf_codecs::Strided {
+                offset: 0,
+                strides: &strides,
+            },
+            &shape,
+            &[value],
+        )?;
         ops.synchronize(&q)
     }
 
@@ -617,4 +639,3 @@ impl Buffer {
         }
     }
 }
-

@@ -59,7 +59,8 @@ pub(crate) struct ChainPlan {
 }
 
 fn codec_name(name: Option<Cow<'static, str>>) -> String {
-    name.map(|n| n.into_owned()).unwrap_or_else(|| "unnamed".into())
+    name.map(|n| n.into_owned())
+        .unwrap_or_else(|| "unnamed".into())
 }
 
 impl ChainPlan {
@@ -202,6 +203,9 @@ mod tests {
         };
         // encoded C strides (elem 1): [6, 3, 1]; decoded axis 2 is encoded axis 0, etc.
         assert_eq!(l.decoded_strides(&[2, 3, 4], 1), vec![3, 1, 6]);
-        assert_eq!(EncodedLayout::native().decoded_strides(&[2, 3, 4], 2), vec![24, 8, 2]);
+        assert_eq!(
+            EncodedLayout::native().decoded_strides(&[2, 3, 4], 2),
+            vec![24, 8, 2]
+        );
     }
 }

@@ -138,7 +138,11 @@ impl DataType {
             if v.is_nan() {
                 "NaN".into()
             } else if v.is_infinite() {
-                if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+                if v > 0.0 {
+                    "Infinity".into()
+                } else {
+                    "-Infinity".into()
+                }
             } else {
                 format!("{v:?}")
             }
@@ -165,7 +169,11 @@ impl DataType {
             DataType::Complex64 => format!(
                 "({}{}{}j)",
                 float(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as f64),
-                if f32::from_ne_bytes([b[4], b[5], b[6], b[7]]).is_sign_negative() { "" } else { "+" },
+                if f32::from_ne_bytes([b[4], b[5], b[6], b[7]]).is_sign_negative() {
+                    ""
+                } else {
+                    "+"
+                },
                 float(f32::from_ne_bytes([b[4], b[5], b[6], b[7]]) as f64)
             ),
             DataType::Complex128 => {
@@ -177,7 +185,10 @@ impl DataType {
                     float(im)
                 )
             }
-            DataType::RawBits(_) => format!("0x{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            DataType::RawBits(_) => format!(
+                "0x{}",
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            ),
         }
     }
 

@@ -9,7 +9,11 @@ use std::time::Instant;
 use zarrbuf::{ArrayReadExt, BufferPrototype, Device, Error, NDBuffer, ReadOptions, Result};
 
 #[derive(Parser)]
-#[command(name = "zarrbuf", version, about = "Read zarr arrays into host or CUDA device memory")]
+#[command(
+    name = "zarrbuf",
+    version,
+    about = "Read zarr arrays into host or CUDA device memory"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -86,7 +90,27 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// zarrs knows an array only by its node path; name the store in messages too.
+fn relabel(e: Error, store: &str, path: &str) -> Error {
+    match e {
+        Error::Zarr { array, message } if !array.contains(store) => Error::Zarr {
+            array: zarrbuf::location_label(store, path),
+            message,
+        },
+        other => other,
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
+    let (store, path) = match &cli.command {
+        Command::Info { store, path }
+        | Command::Read { store, path, .. }
+        | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
+    };
+    dispatch(cli).map_err(|e| relabel(e, &store, &path))
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info { store, path } => info(&store, &path),
         Command::Read {
@@ -109,7 +133,11 @@ fn prototype(device: Option<&str>) -> Result<BufferPrototype> {
     match device {
         None => zarrbuf::default_prototype(),
         Some("auto") => {
-            let device = if Device::Cuda(0).is_available() { Device::Cuda(0) } else { Device::Cpu };
+            let device = if Device::Cuda(0).is_available() {
+                Device::Cuda(0)
+            } else {
+                Device::Cpu
+            };
             Ok(BufferPrototype::for_device(device))
         }
         Some(d) => {
@@ -123,7 +151,11 @@ fn prototype(device: Option<&str>) -> Result<BufferPrototype> {
 }
 
 fn parse_subset(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
-    let parts: Vec<&str> = if text.trim().is_empty() { Vec::new() } else { text.split(',').collect() };
+    let parts: Vec<&str> = if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        text.split(',').collect()
+    };
     if parts.len() != shape.len() {
         return Err(Error::InvalidArgument(format!(
             "--subset {text:?} has {} ranges but the array has {} dimensions (shape {shape:?}); give one start:stop per dimension",
@@ -144,7 +176,9 @@ fn parse_subset(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
                     return Ok(default);
                 }
                 s.trim().parse::<u64>().map_err(|_| {
-                    Error::InvalidArgument(format!("--subset: {s:?} (dimension {k}) is not a non-negative integer"))
+                    Error::InvalidArgument(format!(
+                        "--subset: {s:?} (dimension {k}) is not a non-negative integer"
+                    ))
                 })
             };
             let (start, stop) = (parse(a, 0)?, parse(b, n)?);
@@ -196,7 +230,13 @@ fn progress_options(total_hint: &str) -> (ReadOptions, Option<ProgressBar>) {
     (opts, Some(bar))
 }
 
-fn read(store: &str, path: &str, subset: Option<&str>, device: Option<&str>, out: Option<PathBuf>) -> Result<()> {
+fn read(
+    store: &str,
+    path: &str,
+    subset: Option<&str>,
+    device: Option<&str>,
+    out: Option<PathBuf>,
+) -> Result<()> {
     let proto = prototype(device)?;
     let array = zarrbuf::open_any(store, path)?;
     let shape = array.shape().to_vec();

@@ -72,7 +72,11 @@ fn checked_count(shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &n| a.checked_mul(n))
-        .ok_or_else(|| Error::InvalidSize(format!("shape {shape:?} has more elements than fit in memory")))
+        .ok_or_else(|| {
+            Error::InvalidSize(format!(
+                "shape {shape:?} has more elements than fit in memory"
+            ))
+        })
 }
 
 impl NDBuffer {
@@ -109,8 +113,13 @@ impl NDBuffer {
             )));
         }
         checked_count(shape)?;
-        zarrbuf_codecs::check_extent(buffer.len(), Strided { offset, strides }, shape, dtype.size())
-            .map_err(|e| Error::OutOfBounds(format!("{e} (buffer of {} bytes)", buffer.len())))?;
+        zarrbuf_codecs::check_extent(
+            buffer.len(),
+            Strided { offset, strides },
+            shape,
+            dtype.size(),
+        )
+        .map_err(|e| Error::OutOfBounds(format!("{e} (buffer of {} bytes)", buffer.len())))?;
         Ok(NDBuffer {
             buffer,
             dtype,
@@ -129,9 +138,16 @@ impl NDBuffer {
     /// assert!(a.is_f_contiguous());
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
-    pub fn from_buffer(buffer: Buffer, dtype: DataType, shape: &[usize], order: Order) -> Result<Self> {
+    pub fn from_buffer(
+        buffer: Buffer,
+        dtype: DataType,
+        shape: &[usize],
+        order: Order,
+    ) -> Result<Self> {
         let n = checked_count(shape)?;
-        let need = n.checked_mul(dtype.size()).ok_or_else(|| Error::InvalidSize(format!("{shape:?} of {dtype}")))?;
+        let need = n
+            .checked_mul(dtype.size())
+            .ok_or_else(|| Error::InvalidSize(format!("{shape:?} of {dtype}")))?;
         if need != buffer.len() {
             return Err(Error::ShapeMismatch(format!(
                 "shape {shape:?} of {dtype} needs {need} bytes but the buffer has {}",
@@ -150,10 +166,17 @@ impl NDBuffer {
     /// assert_eq!(a.nbytes(), 40);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
-    pub fn empty(shape: &[usize], dtype: DataType, order: Order, proto: &BufferPrototype) -> Result<Self> {
+    pub fn empty(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
         let n = checked_count(shape)?;
         let bytes = n.checked_mul(dtype.size()).ok_or_else(|| {
-            Error::InvalidSize(format!("shape {shape:?} of {dtype} overflows the address space"))
+            Error::InvalidSize(format!(
+                "shape {shape:?} of {dtype} overflows the address space"
+            ))
         })?;
         Self::from_buffer(Buffer::empty(bytes, proto)?, dtype, shape, order)
     }
@@ -166,10 +189,17 @@ impl NDBuffer {
     /// assert_eq!(a.to_vec::<f64>()?, vec![0.0; 3]);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
-    pub fn zeros(shape: &[usize], dtype: DataType, order: Order, proto: &BufferPrototype) -> Result<Self> {
+    pub fn zeros(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
         let n = checked_count(shape)?;
         let bytes = n.checked_mul(dtype.size()).ok_or_else(|| {
-            Error::InvalidSize(format!("shape {shape:?} of {dtype} overflows the address space"))
+            Error::InvalidSize(format!(
+                "shape {shape:?} of {dtype} overflows the address space"
+            ))
         })?;
         Self::from_buffer(Buffer::zeros(bytes, proto)?, dtype, shape, order)
     }
@@ -222,7 +252,9 @@ impl NDBuffer {
     /// assert_eq!(a.shape(), &[2, 3]);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
-    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(array: ndarray::Array<T, D>) -> Result<Self> {
+    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(
+        array: ndarray::Array<T, D>,
+    ) -> Result<Self> {
         let shape = array.shape().to_vec();
         let data = if array.is_standard_layout() {
             let (vec, offset) = array.into_raw_vec_and_offset();
@@ -534,7 +566,11 @@ impl NDBuffer {
         if self.is_empty() {
             return Ok(());
         }
-        let swap = if src.byte_order == self.byte_order { 0 } else { self.dtype.swap_unit() };
+        let swap = if src.byte_order == self.byte_order {
+            0
+        } else {
+            self.dtype.swap_unit()
+        };
         let ops = ops_for(self.memory())?;
         let src = src.reachable_from(ops.as_ref(), self)?;
         let q = ops.default_queue();
@@ -571,7 +607,14 @@ impl NDBuffer {
         let q = pair.default_queue();
         pair.copy(&q, &span, &local)?;
         pair.synchronize(&q)?;
-        NDBuffer::from_parts(local, self.dtype, &self.shape, &self.strides, self.offset - start, self.byte_order)
+        NDBuffer::from_parts(
+            local,
+            self.dtype,
+            &self.shape,
+            &self.strides,
+            self.offset - start,
+            self.byte_order,
+        )
     }
 
     /// The byte range of the buffer covering every element.
@@ -707,7 +750,9 @@ impl NDBuffer {
     pub fn transpose(&self, axes: &[usize]) -> Result<NDBuffer> {
         let mut seen = vec![false; self.ndim()];
         if axes.len() != self.ndim()
-            || axes.iter().any(|&a| a >= seen.len() || std::mem::replace(&mut seen[a], true))
+            || axes
+                .iter()
+                .any(|&a| a >= seen.len() || std::mem::replace(&mut seen[a], true))
         {
             return Err(Error::InvalidArgument(format!(
                 "axes {axes:?} are not a permutation of 0..{}",
@@ -746,7 +791,16 @@ impl NDBuffer {
         }
         let ops = ops_for(self.memory())?;
         let q = ops.default_queue();
-        ops.cast(&q, &src.buffer, src.view(), from, &out.buffer, out.view(), to, &self.shape)?;
+        ops.cast(
+            &q,
+            &src.buffer,
+            src.view(),
+            from,
+            &out.buffer,
+            out.view(),
+            to,
+            &self.shape,
+        )?;
         ops.synchronize(&q)?;
         Ok(out)
     }
@@ -785,7 +839,12 @@ impl NDBuffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn to_byte_order(&self, order: ByteOrder) -> Result<NDBuffer> {
-        let mut out = NDBuffer::empty(&self.shape, self.dtype, Order::C, &BufferPrototype::for_memory(self.memory()))?;
+        let mut out = NDBuffer::empty(
+            &self.shape,
+            self.dtype,
+            Order::C,
+            &BufferPrototype::for_memory(self.memory()),
+        )?;
         out.byte_order = order;
         out.copy_from(self)?;
         Ok(out)
@@ -862,8 +921,13 @@ impl NDBuffer {
             self.check_bool_bytes()?;
         }
         let elem_strides: Vec<usize> = self.strides.iter().map(|&s| s as usize / size).collect();
-        let (guard, view) = self.buffer.storage_view::<T>(self.offset, &self.shape, &elem_strides)?;
-        Ok(HostArrayView { _guard: guard, view })
+        let (guard, view) =
+            self.buffer
+                .storage_view::<T>(self.offset, &self.shape, &elem_strides)?;
+        Ok(HostArrayView {
+            _guard: guard,
+            view,
+        })
     }
 
     fn check_bool_bytes(&self) -> Result<()> {
@@ -923,7 +987,10 @@ impl NDBuffer {
 
     /// Self if it already is C-contiguous, native and host-accessible; else such a copy.
     fn to_contiguous_host(&self) -> Result<NDBuffer> {
-        if self.is_c_contiguous() && self.byte_order == ByteOrder::native() && self.buffer.is_host_accessible() {
+        if self.is_c_contiguous()
+            && self.byte_order == ByteOrder::native()
+            && self.buffer.is_host_accessible()
+        {
             return Ok(self.clone());
         }
         if self.is_c_contiguous() {
@@ -938,7 +1005,11 @@ impl NDBuffer {
                 0,
                 self.byte_order,
             )?;
-            return if self.byte_order == ByteOrder::native() { Ok(host) } else { host.copy() };
+            return if self.byte_order == ByteOrder::native() {
+                Ok(host)
+            } else {
+                host.copy()
+            };
         }
         // Gather on the owning device first, so only the elements cross to the host.
         self.copy()?.to_contiguous_host()
@@ -986,7 +1057,9 @@ impl NDBuffer {
         let (a, b) = (self.to_native_bytes()?, other.to_native_bytes()?);
         let eq = element_equality(self.dtype, equal_nan);
         let size = self.dtype.size();
-        Ok(a.chunks_exact(size).zip(b.chunks_exact(size)).all(|(x, y)| eq(x, y)))
+        Ok(a.chunks_exact(size)
+            .zip(b.chunks_exact(size))
+            .all(|(x, y)| eq(x, y)))
     }
 }
 
@@ -1006,18 +1079,28 @@ fn element_equality(dtype: DataType, equal_nan: bool) -> Arc<dyn Fn(&[u8], &[u8]
     }
     match dtype {
         DataType::Float16 => Arc::new(move |a, b| {
-            float_eq(half::f16::from_ne_bytes([a[0], a[1]]).to_f64(), half::f16::from_ne_bytes([b[0], b[1]]).to_f64(), equal_nan)
+            float_eq(
+                half::f16::from_ne_bytes([a[0], a[1]]).to_f64(),
+                half::f16::from_ne_bytes([b[0], b[1]]).to_f64(),
+                equal_nan,
+            )
         }),
         DataType::BFloat16 => Arc::new(move |a, b| {
-            float_eq(half::bf16::from_ne_bytes([a[0], a[1]]).to_f64(), half::bf16::from_ne_bytes([b[0], b[1]]).to_f64(), equal_nan)
+            float_eq(
+                half::bf16::from_ne_bytes([a[0], a[1]]).to_f64(),
+                half::bf16::from_ne_bytes([b[0], b[1]]).to_f64(),
+                equal_nan,
+            )
         }),
         DataType::Float32 => Arc::new(move |a, b| float_eq(f32_at(a), f32_at(b), equal_nan)),
         DataType::Float64 => Arc::new(move |a, b| float_eq(f64_at(a), f64_at(b), equal_nan)),
         DataType::Complex64 => Arc::new(move |a, b| {
-            float_eq(f32_at(&a[..4]), f32_at(&b[..4]), equal_nan) && float_eq(f32_at(&a[4..]), f32_at(&b[4..]), equal_nan)
+            float_eq(f32_at(&a[..4]), f32_at(&b[..4]), equal_nan)
+                && float_eq(f32_at(&a[4..]), f32_at(&b[4..]), equal_nan)
         }),
         DataType::Complex128 => Arc::new(move |a, b| {
-            float_eq(f64_at(&a[..8]), f64_at(&b[..8]), equal_nan) && float_eq(f64_at(&a[8..]), f64_at(&b[8..]), equal_nan)
+            float_eq(f64_at(&a[..8]), f64_at(&b[..8]), equal_nan)
+                && float_eq(f64_at(&a[8..]), f64_at(&b[8..]), equal_nan)
         }),
         _ => Arc::new(|a, b| a == b),
     }

@@ -37,7 +37,10 @@ pub fn write(path: &Path, array: &NDBuffer) -> Result<()> {
         [n] => format!("({n},)"),
         dims => format!(
             "({})",
-            dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let dict = format!(
@@ -78,13 +81,21 @@ pub fn read(path: &Path) -> Result<NDBuffer> {
     let mut file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
     let mut data = Vec::new();
     file.read_to_end(&mut data).map_err(|e| io_err(path, e))?;
-    let bad = |what: &str| Error::InvalidArgument(format!("{} is not a valid .npy file: {what}", path.display()));
+    let bad = |what: &str| {
+        Error::InvalidArgument(format!(
+            "{} is not a valid .npy file: {what}",
+            path.display()
+        ))
+    };
     if data.len() < 10 || &data[..6] != MAGIC {
         return Err(bad("missing the \\x93NUMPY magic"));
     }
     let (header_len, start) = match data[6] {
         1 => (u16::from_le_bytes([data[8], data[9]]) as usize, 10),
-        2 | 3 if data.len() >= 12 => (u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize, 12),
+        2 | 3 if data.len() >= 12 => (
+            u32::from_le_bytes([data[8], data[9], data[10], data[11]]) as usize,
+            12,
+        ),
         v => return Err(bad(&format!("unsupported format version {v}"))),
     };
     let header = data
@@ -115,7 +126,8 @@ pub fn read(path: &Path) -> Result<NDBuffer> {
         .map(|s| s.trim_end_matches('L').parse::<usize>())
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|_| bad("bad 'shape'"))?;
-    let (dtype, order) = parse_descr(descr).ok_or_else(|| bad(&format!("unsupported dtype {descr:?}")))?;
+    let (dtype, order) =
+        parse_descr(descr).ok_or_else(|| bad(&format!("unsupported dtype {descr:?}")))?;
     let body = data.split_off(start + header_len);
     let count: usize = shape.iter().product();
     if body.len() != count * dtype.size() {

@@ -75,7 +75,12 @@ impl StagedRead<'_> {
             .map(|u| u.num_elements() * elem)
             .max()
             .unwrap_or(0);
-        let n_slots = slot_count(self.staging_bytes, slot_bytes, self.threads, self.units.len());
+        let n_slots = slot_count(
+            self.staging_bytes,
+            slot_bytes,
+            self.threads,
+            self.units.len(),
+        );
         let slots = (0..n_slots)
             .map(|_| {
                 Ok(Slot {
@@ -170,9 +175,9 @@ impl StagedRead<'_> {
             bytes_done: 0,
         };
         for _ in 0..self.units.len() {
-            let (i, slot_id, produced) = ready.recv().map_err(|_| {
-                Error::Cancelled("a decoding thread stopped unexpectedly".into())
-            })?;
+            let (i, slot_id, produced) = ready
+                .recv()
+                .map_err(|_| Error::Cancelled("a decoding thread stopped unexpectedly".into()))?;
             let unit = &self.units[i];
             let slot = &slots[slot_id];
             let region_shape = unit.region_shape();
@@ -201,7 +206,10 @@ impl StagedRead<'_> {
                             unit.indices, unit.shape
                         )));
                     }
-                    let (staged, scratch) = (slot.staging.try_slice(..len)?, slot.scratch.try_slice(..len)?);
+                    let (staged, scratch) = (
+                        slot.staging.try_slice(..len)?,
+                        slot.scratch.try_slice(..len)?,
+                    );
                     self.ops.copy(&slot.queue, &staged, &scratch)?;
                     let shape = unit.shape_usize();
                     let src_strides = self.layout.decoded_strides(&shape, elem);

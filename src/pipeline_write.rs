@@ -100,7 +100,12 @@ impl StagedWrite<'_> {
         result.and(drained)
     }
 
-    fn run_with_slots(&self, data: &NDBuffer, consume: &Consumer<'_>, slots: &[Slot]) -> Result<()> {
+    fn run_with_slots(
+        &self,
+        data: &NDBuffer,
+        consume: &Consumer<'_>,
+        slots: &[Slot],
+    ) -> Result<()> {
         let (free_tx, free_rx) = mpsc::channel::<usize>();
         for i in 0..slots.len() {
             free_tx.send(i).expect("receiver alive");
@@ -136,7 +141,8 @@ impl StagedWrite<'_> {
                         Ok(()) => {
                             if let Ok(mut p) = done.lock() {
                                 p.chunks_done += 1;
-                                p.bytes_done += (unit.region_shape().iter().product::<usize>() * elem) as u64;
+                                p.bytes_done +=
+                                    (unit.region_shape().iter().product::<usize>() * elem) as u64;
                                 if let Some(cb) = &self.progress {
                                     cb(*p);
                                 }
@@ -206,7 +212,16 @@ impl StagedWrite<'_> {
                         }
                         let n = [unit.num_elements()];
                         let s = [elem as isize];
-                        self.ops.fill(&slot.queue, &scratch, Strided { offset: 0, strides: &s }, &n, &fill)?;
+                        self.ops.fill(
+                            &slot.queue,
+                            &scratch,
+                            Strided {
+                                offset: 0,
+                                strides: &s,
+                            },
+                            &n,
+                            &fill,
+                        )?;
                     }
                     let dst_strides = layout.decoded_strides(&unit.shape_usize(), elem);
                     let dst_offset = unit
@@ -215,13 +230,20 @@ impl StagedWrite<'_> {
                         .zip(&dst_strides)
                         .map(|(&i, &s)| i * s as usize)
                         .sum();
-                    let swap = if layout.endian == data.byte_order() { 0 } else { dtype.swap_unit() };
+                    let swap = if layout.endian == data.byte_order() {
+                        0
+                    } else {
+                        dtype.swap_unit()
+                    };
                     self.ops.strided_copy(
                         &slot.queue,
                         &data.buffer().clone(),
                         src,
                         &scratch,
-                        Strided { offset: dst_offset, strides: &dst_strides },
+                        Strided {
+                            offset: dst_offset,
+                            strides: &dst_strides,
+                        },
                         &region_shape,
                         elem,
                         swap,
@@ -232,13 +254,20 @@ impl StagedWrite<'_> {
                     let len = region_shape.iter().product::<usize>() * elem;
                     let scratch = slot.scratch.try_slice(..len)?;
                     let dst_strides = Order::C.strides(&region_shape, elem);
-                    let swap = if data.byte_order() == ByteOrder::native() { 0 } else { dtype.swap_unit() };
+                    let swap = if data.byte_order() == ByteOrder::native() {
+                        0
+                    } else {
+                        dtype.swap_unit()
+                    };
                     self.ops.strided_copy(
                         &slot.queue,
                         data.buffer(),
                         src,
                         &scratch,
-                        Strided { offset: 0, strides: &dst_strides },
+                        Strided {
+                            offset: 0,
+                            strides: &dst_strides,
+                        },
                         &region_shape,
                         elem,
                         swap,
@@ -246,7 +275,10 @@ impl StagedWrite<'_> {
                     len
                 }
             };
-            let (scratch, staging) = (slot.scratch.try_slice(..len)?, slot.staging.try_slice(..len)?);
+            let (scratch, staging) = (
+                slot.scratch.try_slice(..len)?,
+                slot.staging.try_slice(..len)?,
+            );
             self.ops.copy(&slot.queue, &scratch, &staging)?;
             let event = self.ops.record(&slot.queue)?;
             if work.send((i, slot_id, gathered, len, event)).is_err() {

@@ -9,13 +9,13 @@ use crate::ndbuffer::NDBuffer;
 use crate::options::{PipelineMode, ReadOptions};
 use crate::pipeline::{Produced, StagedRead};
 use crate::prototype::BufferPrototype;
+use crate::shard_index::ShardIndex;
 use crate::units::{check_subset, plan_units, Unit, UnitPlan, UnitSource};
 use std::borrow::Cow;
 use std::ops::Range;
-use crate::shard_index::ShardIndex;
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
-use zarrs::storage::byte_range::ByteRange;
 use zarrs::plugin::ExtensionName;
+use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::ReadableStorageTraits;
 
 /// zarrbuf's data type for a zarrs array, or `Unsupported` for variable-length types.
@@ -81,7 +81,12 @@ pub trait ArrayReadExt {
     }
 
     /// [`read`](Self::read) with options.
-    fn read_opt(&self, subset: &[Range<u64>], proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer>;
+    fn read_opt(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<NDBuffer>;
 
     /// Reads the whole array into a new NDBuffer made by `proto`.
     fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer>;
@@ -93,14 +98,24 @@ pub trait ArrayReadExt {
     }
 
     /// [`read_into`](Self::read_into) with options.
-    fn read_into_opt(&self, subset: &[Range<u64>], out: &mut NDBuffer, opts: &ReadOptions) -> Result<()>;
+    fn read_into_opt(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> Result<()>;
 
     /// The array's data type as zarrbuf names it.
     fn zarrbuf_data_type(&self) -> Result<DataType>;
 }
 
 impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
-    fn read_opt(&self, subset: &[Range<u64>], proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer> {
+    fn read_opt(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<NDBuffer> {
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
         let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
@@ -114,7 +129,12 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         self.read(&subset, proto)
     }
 
-    fn read_into_opt(&self, subset: &[Range<u64>], out: &mut NDBuffer, opts: &ReadOptions) -> Result<()> {
+    fn read_into_opt(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> Result<()> {
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
         if out.dtype() != dtype {
@@ -163,14 +183,22 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
     let request = ArraySubset::new_with_ranges(subset);
     let codec_opts = opts.codec_options();
     let result = region.with_host_mut(|bytes| {
-        with_decode_target(bytes, elem, &window.parent_shape, window.window.clone(), |target| {
-            array
-                .retrieve_array_subset_into_opt(&request, target, &codec_opts)
-                .map_err(|e| zarr_error(array, e))
-        })
+        with_decode_target(
+            bytes,
+            elem,
+            &window.parent_shape,
+            window.window.clone(),
+            |target| {
+                array
+                    .retrieve_array_subset_into_opt(&request, target, &codec_opts)
+                    .map_err(|e| zarr_error(array, e))
+            },
+        )
     });
     if let Some(cb) = &opts.progress {
-        let units = plan_units(array, subset, elem).map(|p| p.units.len()).unwrap_or(0);
+        let units = plan_units(array, subset, elem)
+            .map(|p| p.units.len())
+            .unwrap_or(0);
         cb(crate::Progress {
             chunks_done: units,
             chunks_total: units,
@@ -201,7 +229,11 @@ fn locate_failing_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     })
 }
 
-pub(crate) fn chunk_error<S: ?Sized>(array: &Array<S>, indices: &[u64], e: impl std::fmt::Display) -> Error {
+pub(crate) fn chunk_error<S: ?Sized>(
+    array: &Array<S>,
+    indices: &[u64],
+    e: impl std::fmt::Display,
+) -> Error {
     Error::Zarr {
         array: array.path().to_string(),
         message: format!("chunk {indices:?} (key {}): {e}", array.chunk_key(indices)),
@@ -255,7 +287,9 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
         message: format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
     };
     let index = shards
-        .index_of(&shard, |range| storage.get_partial(&key, range).map_err(|e| e.to_string()))
+        .index_of(&shard, |range| {
+            storage.get_partial(&key, range).map_err(|e| e.to_string())
+        })
         .map_err(fail)?;
     let Some(index) = index else {
         return Ok(None);
@@ -301,7 +335,9 @@ pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
         }
         UnitSource::Chunk | UnitSource::Subchunk => {
             let encoded = if plan.source == UnitSource::Chunk {
-                array.retrieve_encoded_chunk(&unit.indices).map_err(|e| fail(&e))?
+                array
+                    .retrieve_encoded_chunk(&unit.indices)
+                    .map_err(|e| fail(&e))?
             } else {
                 let shards = shards.expect("sharded plans carry their index");
                 fetch_inner_chunk(array, shards, &unit.indices)?

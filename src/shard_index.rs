@@ -62,11 +62,19 @@ impl ShardIndex {
         let chain = CodecChain::from_metadata(&sc.index_codecs)
             .map_err(|e| bad(format!("shard index codecs: {e}")))?;
         let encoded_size = match chain
-            .encoded_representation(&index_shape, &data_type::uint64(), &FillValue::from(u64::MAX))
+            .encoded_representation(
+                &index_shape,
+                &data_type::uint64(),
+                &FillValue::from(u64::MAX),
+            )
             .map_err(|e| bad(format!("shard index size: {e}")))?
         {
             BytesRepresentation::FixedSize(n) => n,
-            _ => return Err(bad("the shard index codecs do not give a fixed-size index".into())),
+            _ => {
+                return Err(bad(
+                    "the shard index codecs do not give a fixed-size index".into()
+                ))
+            }
         };
         Ok(ShardIndex {
             chain,

@@ -22,7 +22,10 @@ pub fn node_path(array_path: &str) -> Result<String> {
     if trimmed.is_empty() {
         return Ok("/".into());
     }
-    if trimmed.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+    if trimmed
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == "..")
+    {
         return Err(Error::InvalidArgument(format!(
             "array path {array_path:?} has an empty, '.' or '..' component; write it like \"group/sub/array\""
         )));
@@ -49,9 +52,9 @@ pub fn location_label(location: &str, array_path: &str) -> String {
 /// ```
 pub fn open_any(location: &str, array_path: &str) -> Result<DynArray> {
     match location.split_once("://") {
-        Some((scheme, _)) if scheme != "file" && scheme != "memory" => Err(Error::Unsupported(format!(
-            "{scheme}:// stores are not supported by this build; use a directory path"
-        ))),
+        Some((scheme, _)) if scheme != "file" && scheme != "memory" => Err(Error::Unsupported(
+            format!("{scheme}:// stores are not supported by this build; use a directory path"),
+        )),
         _ => open(location, array_path),
     }
 }

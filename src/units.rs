@@ -8,8 +8,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::codec::ShardingCodecConfiguration;
 use zarrs::array::{
-    Array, ArrayShardedExt, ArraySubset, ChunkGrid, CodecChain,
-    CodecMetadataOptions,
+    Array, ArrayShardedExt, ArraySubset, ChunkGrid, CodecChain, CodecMetadataOptions,
 };
 use zarrs::metadata::ConfigurationSerialize;
 
@@ -57,7 +56,10 @@ impl Unit {
     }
 
     pub(crate) fn region_shape(&self) -> Vec<usize> {
-        self.region.iter().map(|r| (r.end - r.start) as usize).collect()
+        self.region
+            .iter()
+            .map(|r| (r.end - r.start) as usize)
+            .collect()
     }
 
     /// True when the request covers the whole unit.
@@ -155,8 +157,9 @@ pub(crate) fn inner_chain<S: ?Sized>(
         .array_to_bytes_codec()
         .configuration_v3(&CodecMetadataOptions::default())
         .ok_or("the sharding codec has no configuration")?;
-    let ShardingCodecConfiguration::V1(sc) = ShardingCodecConfiguration::try_from_configuration(cfg)
-        .map_err(|e| format!("sharding configuration: {e}"))?
+    let ShardingCodecConfiguration::V1(sc) =
+        ShardingCodecConfiguration::try_from_configuration(cfg)
+            .map_err(|e| format!("sharding configuration: {e}"))?
     else {
         return Err("unknown sharding configuration version".into());
     };

@@ -172,10 +172,16 @@ fn store_full_chunk<S: ?Sized + ReadableWritableStorageTraits + 'static>(
     codec_opts: &CodecOptions,
 ) -> Result<()> {
     let fail = |e: &dyn std::fmt::Display| chunk_error(array, &unit.indices, e);
-    if !opts.store_empty_chunks && bytes.chunks_exact(fill_encoded.len()).all(|e| e == fill_encoded) {
+    if !opts.store_empty_chunks
+        && bytes
+            .chunks_exact(fill_encoded.len())
+            .all(|e| e == fill_encoded)
+    {
         return array.erase_chunk(&unit.indices).map_err(|e| fail(&e));
     }
-    let encoded = chain.encode_bytes(bytes, codec_opts).map_err(|e| fail(&e))?;
+    let encoded = chain
+        .encode_bytes(bytes, codec_opts)
+        .map_err(|e| fail(&e))?;
     // SAFETY: `encoded` is the chunk's decoded contents in the chain's encoded layout (the
     // array-to-array and array-to-bytes steps done on the device, checked against zarrs by
     // the fixture round-trip tests), passed through the chain's own bytes-to-bytes encoders,

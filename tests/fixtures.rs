@@ -14,7 +14,10 @@ fn expected(f: &Fixture) -> NDBuffer {
 
 fn assert_same(f: &Fixture, what: &str, got: &NDBuffer, want: &NDBuffer) {
     assert_eq!(got.shape(), want.shape(), "{}: {what}: shape", f.name);
-    let (g, w) = (got.to_native_bytes().unwrap(), want.to_native_bytes().unwrap());
+    let (g, w) = (
+        got.to_native_bytes().unwrap(),
+        want.to_native_bytes().unwrap(),
+    );
     assert!(g == w, "{}: {what}: contents differ from the .npy", f.name);
 }
 
@@ -33,14 +36,19 @@ fn every_fixture_reads_exactly_into_every_prototype() {
     let all = fixtures();
     assert!(all.len() >= 40, "the manifest lists {} fixtures", all.len());
     for f in &all {
-        let array = zarrbuf::open(&f.store_path(), &f.path).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+        let array =
+            zarrbuf::open(&f.store_path(), &f.path).unwrap_or_else(|e| panic!("{}: {e}", f.name));
         let want = expected(f);
         for (pname, proto) in &protos {
-            let got = array.read_all(proto).unwrap_or_else(|e| panic!("{} on {pname}: {e}", f.name));
+            let got = array
+                .read_all(proto)
+                .unwrap_or_else(|e| panic!("{} on {pname}: {e}", f.name));
             assert_eq!(got.memory(), proto.memory());
             assert_same(f, &format!("whole array on {pname}"), &got, &want);
         }
-        let staged = ReadOptions::default().with_mode(PipelineMode::Staged).with_staging_bytes(1);
+        let staged = ReadOptions::default()
+            .with_mode(PipelineMode::Staged)
+            .with_staging_bytes(1);
         let all_subset: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
         let got = array
             .read_opt(&all_subset, &zarrbuf::BufferPrototype::cpu(), &staged)
@@ -51,18 +59,35 @@ fn every_fixture_reads_exactly_into_every_prototype() {
 
 #[test]
 fn every_fixture_reads_subsets_exactly() {
-    let staged = ReadOptions::default().with_mode(PipelineMode::Staged).with_concurrency(2);
+    let staged = ReadOptions::default()
+        .with_mode(PipelineMode::Staged)
+        .with_concurrency(2);
     for f in &fixtures() {
         let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
         let want = expected(f);
         for subset in subsets(array.shape()) {
-            let ranges: Vec<Range<usize>> = subset.iter().map(|r| r.start as usize..r.end as usize).collect();
+            let ranges: Vec<Range<usize>> = subset
+                .iter()
+                .map(|r| r.start as usize..r.end as usize)
+                .collect();
             let want_part = want.get(&ranges).unwrap();
             for (pname, proto) in prototypes() {
-                let got = array.read(&subset, &proto).unwrap_or_else(|e| panic!("{} {subset:?} on {pname}: {e}", f.name));
-                assert_same(f, &format!("subset {subset:?} on {pname}"), &got, &want_part);
+                let got = array
+                    .read(&subset, &proto)
+                    .unwrap_or_else(|e| panic!("{} {subset:?} on {pname}: {e}", f.name));
+                assert_same(
+                    f,
+                    &format!("subset {subset:?} on {pname}"),
+                    &got,
+                    &want_part,
+                );
                 let got = array.read_opt(&subset, &proto, &staged).unwrap();
-                assert_same(f, &format!("subset {subset:?} staged on {pname}"), &got, &want_part);
+                assert_same(
+                    f,
+                    &format!("subset {subset:?} staged on {pname}"),
+                    &got,
+                    &want_part,
+                );
             }
         }
     }

@@ -23,7 +23,10 @@ fn empty_copy(f: &Fixture, dest: &Path) {
     for entry in walk(&src) {
         let rel = entry.strip_prefix(&src).unwrap();
         let name = rel.file_name().unwrap().to_string_lossy();
-        if matches!(name.as_ref(), "zarr.json" | ".zarray" | ".zattrs" | ".zgroup") {
+        if matches!(
+            name.as_ref(),
+            "zarr.json" | ".zarray" | ".zattrs" | ".zgroup"
+        ) {
             let to = dest.join(rel);
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             std::fs::copy(&entry, &to).unwrap();
@@ -56,7 +59,8 @@ fn whole_array_round_trips_through_every_prototype_and_path() {
         let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
         for (pname, proto) in prototypes() {
             for mode in [PipelineMode::Auto, PipelineMode::Staged] {
-                let dest = written_dir().join(format!("{}-{pname}-{mode:?}.zarr", f.name).replace(':', "_"));
+                let dest = written_dir()
+                    .join(format!("{}-{pname}-{mode:?}.zarr", f.name).replace(':', "_"));
                 empty_copy(f, &dest);
                 let array = zarrbuf::open(dest.to_str().unwrap(), &f.path).unwrap();
                 let data = in_memory(&want, &proto);
@@ -90,7 +94,10 @@ fn partial_writes_merge_into_existing_chunks() {
         array.write_all(&want).unwrap();
         // Overwrite an interior block with the values of the opposite corner.
         let shape = array.shape().to_vec();
-        let block: Vec<Range<u64>> = shape.iter().map(|&n| n / 3..(n / 3 + n.div_ceil(3)).min(n)).collect();
+        let block: Vec<Range<u64>> = shape
+            .iter()
+            .map(|&n| n / 3..(n / 3 + n.div_ceil(3)).min(n))
+            .collect();
         let source: Vec<Range<usize>> = block
             .iter()
             .zip(&shape)
@@ -104,7 +111,10 @@ fn partial_writes_merge_into_existing_chunks() {
                     .write_opt(&block, &in_memory(&patch, &proto), &opts)
                     .unwrap_or_else(|e| panic!("{} {pname} {mode:?}: {e}", f.name));
                 let mut expect = want.copy().unwrap();
-                let target: Vec<Range<usize>> = block.iter().map(|r| r.start as usize..r.end as usize).collect();
+                let target: Vec<Range<usize>> = block
+                    .iter()
+                    .map(|r| r.start as usize..r.end as usize)
+                    .collect();
                 expect.set(&target, &patch).unwrap();
                 let back = array.read_all(&BufferPrototype::cpu()).unwrap();
                 assert_eq!(

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
 use zarrs::array::codec::{BloscCodec, BloscCompressor, BloscShuffleMode, ZstdCodec};
-use zarrs::array::{data_type, Array, ArrayBuilder, ArrayBytes, ArrayBytesFixedDisjointView, ArraySubset};
+use zarrs::array::{
+    data_type, Array, ArrayBuilder, ArrayBytes, ArrayBytesFixedDisjointView, ArraySubset,
+};
 use zarrs::filesystem::FilesystemStore;
 
 /// The four stores of the benchmark.
@@ -66,19 +68,41 @@ pub fn data(shape: &[u64]) -> NDBuffer {
             ((z as f32 * 0.05).sin() + (y as f32 * 0.03).cos() + x as f32 * 1e-3) * 100.0 + noise
         })
         .collect();
-    NDBuffer::from_vec(values, &shape.iter().map(|&v| v as usize).collect::<Vec<_>>()).expect("shape matches")
+    NDBuffer::from_vec(
+        values,
+        &shape.iter().map(|&v| v as usize).collect::<Vec<_>>(),
+    )
+    .expect("shape matches")
 }
 
 /// Creates (or reuses, when its metadata exists) the store of `variant` under `dir`.
-pub fn create(dir: &Path, variant: Variant, shape: &[u64], data: &NDBuffer) -> Array<FilesystemStore> {
-    let path = dir.join(format!("{}-{}.zarr", variant.name(), shape.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("x")));
+pub fn create(
+    dir: &Path,
+    variant: Variant,
+    shape: &[u64],
+    data: &NDBuffer,
+) -> Array<FilesystemStore> {
+    let path = dir.join(format!(
+        "{}-{}.zarr",
+        variant.name(),
+        shape
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("x")
+    ));
     let fresh = !path.join("zarr.json").exists();
     std::fs::create_dir_all(&path).expect("bench directory");
     let store = Arc::new(FilesystemStore::new(&path).expect("filesystem store"));
     if !fresh {
         return Array::open(store, "/").expect("bench array opens");
     }
-    let mut builder = ArrayBuilder::new(shape.to_vec(), vec![64u64, 64, 64], data_type::float32(), 0.0f32);
+    let mut builder = ArrayBuilder::new(
+        shape.to_vec(),
+        vec![64u64, 64, 64],
+        data_type::float32(),
+        0.0f32,
+    );
     match variant {
         Variant::Uncompressed => {}
         Variant::Zstd1 => {
@@ -86,12 +110,23 @@ pub fn create(dir: &Path, variant: Variant, shape: &[u64], data: &NDBuffer) -> A
         }
         Variant::BloscLz4Shuffle => {
             builder.bytes_to_bytes_codecs(vec![Arc::new(
-                BloscCodec::new(BloscCompressor::LZ4, 5u8.try_into().expect("level"), None, BloscShuffleMode::Shuffle, Some(4))
-                    .expect("blosc"),
+                BloscCodec::new(
+                    BloscCompressor::LZ4,
+                    5u8.try_into().expect("level"),
+                    None,
+                    BloscShuffleMode::Shuffle,
+                    Some(4),
+                )
+                .expect("blosc"),
             )]);
         }
         Variant::Zstd1Sharded => {
-            builder = ArrayBuilder::new(shape.to_vec(), vec![256u64, 256, 256], data_type::float32(), 0.0f32);
+            builder = ArrayBuilder::new(
+                shape.to_vec(),
+                vec![256u64, 256, 256],
+                data_type::float32(),
+                0.0f32,
+            );
             builder
                 .subchunk_shape(vec![64u64, 64, 64])
                 .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
@@ -109,8 +144,11 @@ pub fn zarrs_into(array: &Array<FilesystemStore>, out: &mut [u8]) {
     let all = ArraySubset::new_with_shape(shape.clone());
     let cells = unsafe_cell_slice::UnsafeCellSlice::new(out);
     // SAFETY: `out` is exclusively borrowed here; this is the only view over it.
-    let mut view = unsafe { ArrayBytesFixedDisjointView::new(cells, 4, &shape, all.clone()) }.expect("view");
-    array.retrieve_array_subset_into(&all, (&mut view).into()).expect("zarrs read");
+    let mut view =
+        unsafe { ArrayBytesFixedDisjointView::new(cells, 4, &shape, all.clone()) }.expect("view");
+    array
+        .retrieve_array_subset_into(&all, (&mut view).into())
+        .expect("zarrs read");
 }
 
 /// zarrs' allocating read.

@@ -29,7 +29,13 @@ fn main() {
             .unwrap_or(default)
     };
     let what = args.get(1).map(String::as_str).unwrap_or("all");
-    let root = PathBuf::from(args.iter().position(|a| a == "--root").and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| ".".into()));
+    let root = PathBuf::from(
+        args.iter()
+            .position(|a| a == "--root")
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_else(|| ".".into()),
+    );
     let bench_bytes = flag("--bench-bytes", 1 << 30);
     let reps = flag("--reps", 5) as usize;
     let mut table: Vec<(String, String)> = Vec::new();
@@ -39,12 +45,18 @@ fn main() {
         if what == "all" || what == "kernels" {
             let t = Instant::now();
             let report = kernels()?;
-            table.push(("kernels vs host".into(), format!("ok ({:.1} s): {report}", t.elapsed().as_secs_f64())));
+            table.push((
+                "kernels vs host".into(),
+                format!("ok ({:.1} s): {report}", t.elapsed().as_secs_f64()),
+            ));
         }
         if what == "all" || what == "fixtures" {
             let t = Instant::now();
             let n = fixtures(&root)?;
-            table.push(("fixtures read+write on pinned/cuda".into(), format!("ok: {n} fixtures ({:.1} s)", t.elapsed().as_secs_f64())));
+            table.push((
+                "fixtures read+write on pinned/cuda".into(),
+                format!("ok: {n} fixtures ({:.1} s)", t.elapsed().as_secs_f64()),
+            ));
         }
         if what == "all" || what == "bench" {
             bench(bench_bytes, reps, &mut table)?;
@@ -69,23 +81,36 @@ fn kernels() -> Result<String, String> {
 /// (name, store, array path, npy) from fixtures/manifest.json.
 fn manifest(root: &Path) -> Result<Vec<(String, String, String, PathBuf)>, String> {
     let dir = root.join("fixtures");
-    let text = std::fs::read_to_string(dir.join("manifest.json")).map_err(|e| format!("manifest: {e}"))?;
+    let text =
+        std::fs::read_to_string(dir.join("manifest.json")).map_err(|e| format!("manifest: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     let list = v.as_array().ok_or("manifest is not a list")?;
     Ok(list
         .iter()
         .map(|e| {
             let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
-            (s("name"), dir.join(s("store")).to_string_lossy().into_owned(), s("path"), dir.join(s("npy")))
+            (
+                s("name"),
+                dir.join(s("store")).to_string_lossy().into_owned(),
+                s("path"),
+                dir.join(s("npy")),
+            )
         })
         .collect())
 }
 
 fn same(what: &str, got: &NDBuffer, want: &NDBuffer) -> Check {
     if got.shape() != want.shape() {
-        return Err(format!("{what}: shape {:?} != {:?}", got.shape(), want.shape()));
+        return Err(format!(
+            "{what}: shape {:?} != {:?}",
+            got.shape(),
+            want.shape()
+        ));
     }
-    let (g, w) = (got.to_native_bytes().map_err(|e| e.to_string())?, want.to_native_bytes().map_err(|e| e.to_string())?);
+    let (g, w) = (
+        got.to_native_bytes().map_err(|e| e.to_string())?,
+        want.to_native_bytes().map_err(|e| e.to_string())?,
+    );
     if g != w {
         return Err(format!("{what}: contents differ"));
     }
@@ -93,7 +118,10 @@ fn same(what: &str, got: &NDBuffer, want: &NDBuffer) -> Check {
 }
 
 fn fixtures(root: &Path) -> Result<usize, String> {
-    let protos = [("pinned", BufferPrototype::pinned(0)), ("cuda", BufferPrototype::cuda(0))];
+    let protos = [
+        ("pinned", BufferPrototype::pinned(0)),
+        ("cuda", BufferPrototype::cuda(0)),
+    ];
     let list = manifest(root)?;
     let scratch = std::env::temp_dir().join("zarrbuf-gpucheck");
     for (name, store, path, npy) in &list {
@@ -106,21 +134,30 @@ fn fixtures(root: &Path) -> Result<usize, String> {
         for (pname, proto) in &protos {
             let got = array.read_all(proto).map_err(e)?;
             if got.memory() != proto.memory() {
-                return Err(format!("{name}: read into {pname} landed in {}", got.memory()));
+                return Err(format!(
+                    "{name}: read into {pname} landed in {}",
+                    got.memory()
+                ));
             }
             same(&format!("{name} whole on {pname}"), &got, &want)?;
             for subset in [&mid, &corner] {
-                let r: Vec<Range<usize>> = subset.iter().map(|r| r.start as usize..r.end as usize).collect();
+                let r: Vec<Range<usize>> = subset
+                    .iter()
+                    .map(|r| r.start as usize..r.end as usize)
+                    .collect();
                 let part = want.get(&r).map_err(e)?;
                 let got = array.read(subset, proto).map_err(e)?;
                 same(&format!("{name} {subset:?} on {pname}"), &got, &part)?;
-                let staged = ReadOptions::default().with_mode(PipelineMode::Staged).with_staging_bytes(1);
+                let staged = ReadOptions::default()
+                    .with_mode(PipelineMode::Staged)
+                    .with_staging_bytes(1);
                 let got = array.read_opt(subset, proto, &staged).map_err(e)?;
                 same(&format!("{name} {subset:?} staged on {pname}"), &got, &part)?;
             }
             // Strided destination: read into a view of a larger device array.
             let big_shape: Vec<usize> = shape.iter().map(|&n| n as usize + 2).collect();
-            let big = NDBuffer::zeros(&big_shape, want.dtype(), zarrbuf::Order::C, proto).map_err(e)?;
+            let big =
+                NDBuffer::zeros(&big_shape, want.dtype(), zarrbuf::Order::C, proto).map_err(e)?;
             let window: Vec<Range<usize>> = shape.iter().map(|&n| 1..n as usize + 1).collect();
             let mut view = big.get(&window).map_err(e)?;
             let all: Vec<Range<u64>> = shape.iter().map(|&n| 0..n).collect();
@@ -133,8 +170,12 @@ fn fixtures(root: &Path) -> Result<usize, String> {
         copy_metadata(Path::new(store), &dest).map_err(|x| format!("{name}: {x}"))?;
         let out = zarrbuf::open(dest.to_str().unwrap_or_default(), path).map_err(e)?;
         let on_device = want.to_prototype(&BufferPrototype::cuda(0)).map_err(e)?;
-        out.write_opt(&out.shape().iter().map(|&n| 0..n).collect::<Vec<_>>(), &on_device, &WriteOptions::default())
-            .map_err(e)?;
+        out.write_opt(
+            &out.shape().iter().map(|&n| 0..n).collect::<Vec<_>>(),
+            &on_device,
+            &WriteOptions::default(),
+        )
+        .map_err(e)?;
         let back = out.read_all(&BufferPrototype::cpu()).map_err(e)?;
         same(&format!("{name} written from cuda"), &back, &want)?;
     }
@@ -144,10 +185,16 @@ fn fixtures(root: &Path) -> Result<usize, String> {
 fn copy_metadata(src: &Path, dst: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(src)? {
         let p = entry?.path();
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if p.is_dir() {
             copy_metadata(&p, &dst.join(&name))?;
-        } else if matches!(name.as_str(), "zarr.json" | ".zarray" | ".zattrs" | ".zgroup") {
+        } else if matches!(
+            name.as_str(),
+            "zarr.json" | ".zarray" | ".zattrs" | ".zgroup"
+        ) {
             std::fs::create_dir_all(dst)?;
             std::fs::copy(&p, dst.join(&name))?;
         }
@@ -164,14 +211,23 @@ fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
     let h2d = variants::median_gbps(n, reps, || device.copy_from(&pinned).expect("h2d"));
     let mut back = pinned.clone();
     let d2h = variants::median_gbps(n, reps, || back.copy_from(&device).expect("d2h"));
-    table.push(("pinned H2D / D2H (256 MiB)".into(), format!("{h2d:.1} / {d2h:.1} GB/s")));
+    table.push((
+        "pinned H2D / D2H (256 MiB)".into(),
+        format!("{h2d:.1} / {d2h:.1} GB/s"),
+    ));
 
     let shape = variants::shape_for(bytes);
     let total = shape.iter().product::<u64>() as usize * 4;
     let dir = std::env::temp_dir().join("zarrbuf-bench");
     let t = Instant::now();
     let data = variants::data(&shape);
-    table.push(("bench array".into(), format!("float32 {shape:?} = {total} bytes, 64³ chunks (generated in {:.1} s)", t.elapsed().as_secs_f64())));
+    table.push((
+        "bench array".into(),
+        format!(
+            "float32 {shape:?} = {total} bytes, 64³ chunks (generated in {:.1} s)",
+            t.elapsed().as_secs_f64()
+        ),
+    ));
     let mut reused = vec![0u8; total];
     for v in variants::Variant::ALL {
         let array = variants::create(&dir, v, &shape, &data);
@@ -179,9 +235,15 @@ fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
         let za = variants::median_gbps(total, reps, || {
             variants::zarrs_alloc(&array);
         });
-        let cpu = variants::median_gbps(total, reps, || drop(variants::zarrbuf_read(&array, &BufferPrototype::cpu())));
-        let pin = variants::median_gbps(total, reps, || drop(variants::zarrbuf_read(&array, &BufferPrototype::pinned(0))));
-        let gpu = variants::median_gbps(total, reps, || drop(variants::zarrbuf_read(&array, &BufferPrototype::cuda(0))));
+        let cpu = variants::median_gbps(total, reps, || {
+            drop(variants::zarrbuf_read(&array, &BufferPrototype::cpu()))
+        });
+        let pin = variants::median_gbps(total, reps, || {
+            drop(variants::zarrbuf_read(&array, &BufferPrototype::pinned(0)))
+        });
+        let gpu = variants::median_gbps(total, reps, || {
+            drop(variants::zarrbuf_read(&array, &BufferPrototype::cuda(0)))
+        });
         let check = variants::zarrbuf_read(&array, &BufferPrototype::cuda(0));
         same(&format!("bench {} on cuda", v.name()), &check, &data)?;
         table.push((

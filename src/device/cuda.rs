@@ -132,7 +132,10 @@ impl DeviceOps for CudaOps {
         swap_unit: usize,
     ) -> Result<()> {
         let stream = self.stream(q)?;
-        let (s, d) = (device_address(src, "source")?, device_address(dst, "destination")?);
+        let (s, d) = (
+            device_address(src, "source")?,
+            device_address(dst, "destination")?,
+        );
         // SAFETY: both addresses are device-accessible regions of the buffers' lengths,
         // kept alive by the caller until the queue is synchronized; bounds checked inside.
         unsafe {
@@ -182,7 +185,10 @@ impl DeviceOps for CudaOps {
         shape: &[usize],
     ) -> Result<()> {
         let stream = self.stream(q)?;
-        let (s, d) = (device_address(src, "source")?, device_address(dst, "destination")?);
+        let (s, d) = (
+            device_address(src, "source")?,
+            device_address(dst, "destination")?,
+        );
         // SAFETY: as in strided_copy.
         unsafe {
             self.kernels()?.cast(

@@ -111,9 +111,11 @@ pub fn cuda_device_count() -> Result<usize> {
 fn probe_cuda() -> std::result::Result<usize, String> {
     // SAFETY: only tries to dlopen the driver library; has no other preconditions.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err("the NVIDIA driver library (libcuda.so) was not found on this machine; \
+        return Err(
+            "the NVIDIA driver library (libcuda.so) was not found on this machine; \
                     install the NVIDIA driver, or use the CPU (--device cpu, ZARRBUF_DEVICE=cpu)"
-            .into());
+                .into(),
+        );
     }
     cudarc::driver::result::init()
         .map_err(|e| format!("the CUDA driver failed to initialise (cuInit: {e:?}); check that a GPU is visible (nvidia-smi)"))?;
@@ -142,7 +144,8 @@ pub(crate) fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     if let Some(ctx) = map.get(&ordinal) {
         return Ok(ctx.clone());
     }
-    let ctx = CudaContext::new(ordinal).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", format!("{e:?}")))?;
+    let ctx = CudaContext::new(ordinal)
+        .map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", format!("{e:?}")))?;
     map.insert(ordinal, ctx.clone());
     Ok(ctx)
 }

@@ -16,7 +16,8 @@ impl CudaAlloc {
     /// Allocates `len` bytes on device `ordinal` (contents undefined).
     pub(crate) fn new(ordinal: usize, len: usize) -> Result<Self> {
         let ctx = cuda_context(ordinal)?;
-        ctx.bind_to_thread().map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        ctx.bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
         // SAFETY: a context is bound to this thread; bytes are valid in any state.
         let ptr = unsafe { result::malloc_sync(len.max(1)) }
             .map_err(|e| map_alloc_error(e, Device::Cuda(ordinal), len, "cuMemAlloc"))?;
@@ -61,7 +62,9 @@ pub(crate) fn map_alloc_error(
             detail: format!("{call} reported CUDA_ERROR_OUT_OF_MEMORY"),
         }
     } else if err.0 == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
-        Error::InvalidSize(format!("{call} rejected a request of {requested} bytes on {device}"))
+        Error::InvalidSize(format!(
+            "{call} rejected a request of {requested} bytes on {device}"
+        ))
     } else {
         Error::cuda(call, format!("{err:?}"))
     }

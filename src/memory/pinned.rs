@@ -34,7 +34,8 @@ impl PinnedAlloc {
             }
         }
         let ctx = cuda_context(ordinal)?;
-        ctx.bind_to_thread().map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        ctx.bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
         // Zero-length requests still get a real (one-byte) allocation so `ptr` is valid.
         let request = len.max(1);
         // SAFETY: a context is bound to this thread; flags 0 is a valid flag set. The memory

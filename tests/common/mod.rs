@@ -27,9 +27,14 @@ pub fn root() -> PathBuf {
 
 /// Reads the manifest with a tiny field extractor (the manifest is written by generate.py).
 pub fn fixtures() -> Vec<Fixture> {
-    let text = std::fs::read_to_string(root().join("manifest.json")).expect("fixtures/manifest.json");
+    let text =
+        std::fs::read_to_string(root().join("manifest.json")).expect("fixtures/manifest.json");
     let value: serde_json::Value = serde_json::from_str(&text).expect("manifest is JSON");
-    let list = value.as_array().cloned().or_else(|| value.get("fixtures").and_then(|v| v.as_array()).cloned()).expect("a list of fixtures");
+    let list = value
+        .as_array()
+        .cloned()
+        .or_else(|| value.get("fixtures").and_then(|v| v.as_array()).cloned())
+        .expect("a list of fixtures");
     list.iter()
         .map(|e| Fixture {
             name: e["name"].as_str().unwrap().to_string(),
@@ -53,7 +58,10 @@ pub fn prototypes() -> Vec<(String, BufferPrototype)> {
         protos.push(("pinned:0".into(), BufferPrototype::pinned(0)));
         protos.push(("cuda:0".into(), BufferPrototype::cuda(0)));
     } else if gpu_required() {
-        panic!("ZARRBUF_REQUIRE_GPU=1 but no CUDA device: {:?}", zarrbuf::cuda_device_count().err());
+        panic!(
+            "ZARRBUF_REQUIRE_GPU=1 but no CUDA device: {:?}",
+            zarrbuf::cuda_device_count().err()
+        );
     } else {
         println!("skipping pinned and CUDA prototypes: no CUDA device on this machine");
     }

@@ -1,0 +1,195 @@
+//! The `zarrbuf` command line, run as a user runs it: outputs, `.npy` contents, and one-line
+//! errors with a non-zero exit status.
+
+mod common;
+
+use common::{fixtures, root};
+use std::process::{Command, Output};
+
+fn zarrbuf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
+        .args(args)
+        .env_remove("ZARRBUF_DEVICE")
+        .output()
+        .expect("the zarrbuf binary runs")
+}
+
+fn store(name: &str) -> String {
+    root()
+        .join("data")
+        .join(format!("{name}.zarr"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts a failure: non-zero status, exactly one stderr line starting with `error: `.
+fn assert_one_line_error(o: &Output, must_contain: &str) {
+    assert!(
+        !o.status.success(),
+        "expected failure, got success: {}",
+        stdout(o)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr should be one line: {err:?}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(
+        lines[0].contains(must_contain),
+        "{:?} should mention {must_contain:?}",
+        lines[0]
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+}
+
+#[test]
+fn info_describes_shards_codecs_and_fill() {
+    let o = zarrbuf(&["info", &store("v3_shard_end")]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    for want in [
+        "shape:      [23, 30]",
+        "shards:     [10, 16]",
+        "chunks:     [5, 8]",
+        "data type:  int32",
+        "sharding_indexed",
+        "fill value: -1",
+    ] {
+        assert!(text.contains(want), "info output lacks {want:?}:\n{text}");
+    }
+    let o = zarrbuf(&["info", &store("v3_nested_group"), "--path", "a/b/c"]);
+    assert!(o.status.success() && stdout(&o).contains("[6, 8]"), "{o:?}");
+}
+
+#[test]
+fn read_out_writes_the_expected_npy_for_every_fixture() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-npy");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in fixtures() {
+        let out = dir.join(format!("{}.npy", f.name));
+        let o = zarrbuf(&[
+            "read",
+            &f.store_path(),
+            "--path",
+            &f.path,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            f.name,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let got = zarrbuf::npy::read(&out).unwrap();
+        let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
+        assert!(
+            got.array_equal(&want, true).unwrap()
+                && got.to_native_bytes().unwrap() == want.to_native_bytes().unwrap(),
+            "{}",
+            f.name
+        );
+        let header = std::fs::read(&out).unwrap();
+        let header = String::from_utf8_lossy(&header[..128.min(header.len())]).into_owned();
+        assert!(
+            !header.contains("'>"),
+            "{}: .npy must be little-endian: {header}",
+            f.name
+        );
+        if f.name == "v3_bool" {
+            assert!(header.contains("'|b1'"), "{header}");
+        }
+        if f.name == "v3_complex64_fill" {
+            assert!(header.contains("'<c8'"), "{header}");
+        }
+    }
+}
+
+#[test]
+fn read_subset_and_summary() {
+    let out = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-subset.npy");
+    let o = zarrbuf(&[
+        "read",
+        &store("v3_large_3d"),
+        "--subset",
+        "2:5,0:32,7:9",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let got = zarrbuf::npy::read(&out).unwrap();
+    let want = zarrbuf::npy::read(&root().join("data/v3_large_3d.npy")).unwrap();
+    let part = want.get(&[2..5, 0..32, 7..9]).unwrap();
+    assert!(got.array_equal(&part, true).unwrap());
+
+    let o = zarrbuf(&["read", &store("v3_large_3d"), "--device", "cpu"]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    let crc = crc32fast::hash(&want.to_native_bytes().unwrap());
+    assert!(
+        text.contains("shape:      [24, 32, 20]") && text.contains("dtype:      float32"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("crc32 {crc:08x}")),
+        "checksum should be {crc:08x}: {text}"
+    );
+    assert!(text.contains("GB/s"), "{text}");
+}
+
+#[test]
+fn bench_prints_a_median() {
+    let o = zarrbuf(&["bench", &store("v3_large_3d"), "--reps", "3"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        stdout(&o).contains("median") && stdout(&o).contains("GB/s"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn failures_are_one_line_errors() {
+    assert_one_line_error(
+        &zarrbuf(&["read", "/no/such/store.zarr"]),
+        "no such directory",
+    );
+    assert_one_line_error(
+        &zarrbuf(&["read", &store("v3_large_3d"), "--subset", "0:3"]),
+        "3 dimensions",
+    );
+    assert_one_line_error(
+        &zarrbuf(&["read", &store("v3_large_3d"), "--subset", "0:99,0:1,0:1"]),
+        "dimension 0",
+    );
+    assert_one_line_error(
+        &zarrbuf(&["read", &store("v3_large_3d"), "--subset", "a:b,0:1,0:1"]),
+        "not a non-negative integer",
+    );
+    assert_one_line_error(
+        &zarrbuf(&["read", &store("v3_large_3d"), "--device", "tpu"]),
+        "--device",
+    );
+    assert_one_line_error(
+        &zarrbuf(&["info", &store("v3_large_3d"), "--path", "nope"]),
+        "no array metadata",
+    );
+    assert_one_line_error(
+        &zarrbuf(&["bench", &store("v3_large_3d"), "--reps", "0"]),
+        "--reps",
+    );
+    if !zarrbuf::Device::Cuda(0).is_available() {
+        assert_one_line_error(
+            &zarrbuf(&["read", &store("v3_large_3d"), "--device", "cuda"]),
+            "device unavailable",
+        );
+    }
+    let out = zarrbuf(&["read", &store("v3_large_3d"), "--out", "/no/such/dir/x.npy"]);
+    assert_one_line_error(&out, "/no/such/dir/x.npy");
+}
