@@ -1,10 +1,10 @@
 //! [`Buffer`]: a flat, contiguous, untyped block of bytes in any memory.
 
-use crate::device::{ops_for_pair, Device};
+use crate::device::{Device, ops_for_pair};
 use crate::error::{Error, Result};
 use crate::memory::{
-    next_id, CudaAlloc, ForeignCuda, ForeignHost, HostAlloc, Memory, PinnedAlloc, ReadGuard,
-    Storage, StorageKind, WriteGuard,
+    CudaAlloc, ForeignCuda, ForeignHost, HostAlloc, Memory, PinnedAlloc, ReadGuard, Storage,
+    StorageKind, WriteGuard, next_id,
 };
 use crate::prototype::BufferPrototype;
 use bytes::Bytes;

@@ -161,10 +161,11 @@ impl ChainPlan {
         for c in self.chain.array_to_array_codecs() {
             (s, d, f) = c.encoded_representation(&s, &d, &f)?;
         }
-        let mut reps = vec![self
-            .chain
-            .array_to_bytes_codec()
-            .encoded_representation(&s, &d, &f)?];
+        let mut reps = vec![
+            self.chain
+                .array_to_bytes_codec()
+                .encoded_representation(&s, &d, &f)?,
+        ];
         for c in self.chain.bytes_to_bytes_codecs() {
             let last = reps[reps.len() - 1];
             reps.push(c.encoded_representation(&last));

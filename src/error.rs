@@ -20,7 +20,9 @@ pub enum Error {
     #[error("device unavailable: {0}")]
     DeviceUnavailable(String),
     /// A device ran out of memory for an allocation that would otherwise be valid.
-    #[error("out of memory on {device}: could not allocate {requested} bytes ({detail}); free memory or read a smaller subset")]
+    #[error(
+        "out of memory on {device}: could not allocate {requested} bytes ({detail}); free memory or read a smaller subset"
+    )]
     OutOfMemory {
         /// Where the allocation was attempted.
         device: Device,
@@ -33,7 +35,9 @@ pub enum Error {
     #[error("impossible allocation size: {0}")]
     InvalidSize(String),
     /// Host code asked for the bytes of memory it cannot touch (device memory).
-    #[error("{0}: the memory lives on a device and cannot be read from the host; copy it first with `to_host()` or `to_bytes()`")]
+    #[error(
+        "{0}: the memory lives on a device and cannot be read from the host; copy it first with `to_host()` or `to_bytes()`"
+    )]
     NotHostAccessible(String),
     /// An index, range or subset outside the buffer or array.
     #[error("out of bounds: {0}")]

@@ -15,6 +15,8 @@
 //! # Ok::<(), zarrbuf::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod buffer;
 mod codec_plan;
 mod device;
@@ -35,14 +37,14 @@ mod units;
 mod write;
 
 pub use buffer::{Buffer, HostBytes};
-pub use device::{cuda_device_count, Device, Stream};
+pub use device::{Device, Stream, cuda_device_count};
 pub use dtype::{ByteOrder, DataType, Element, Order};
 pub use error::{Error, Result};
-pub use info::{describe, ArrayInfo};
-pub use memory::{release_cached_memory, Memory};
+pub use info::{ArrayInfo, describe};
+pub use memory::{Memory, release_cached_memory};
 pub use ndbuffer::{HostArrayView, NDBuffer};
 pub use options::{PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
-pub use prototype::{default_prototype, set_default_prototype, Allocator, BufferPrototype};
+pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};
 pub use read::ArrayReadExt;
-pub use store::{location_label, node_path, open, open_any, open_store, DynArray};
+pub use store::{DynArray, location_label, node_path, open, open_any, open_store};
 pub use write::ArrayWriteExt;

@@ -1,7 +1,7 @@
 //! [`NDBuffer`]: a typed, strided n-d view over a [`Buffer`].
 
 use crate::buffer::Buffer;
-use crate::device::{ops_for, ops_for_pair, DeviceOps};
+use crate::device::{DeviceOps, ops_for, ops_for_pair};
 use crate::dtype::{ByteOrder, DataType, Element, Order};
 use crate::error::{Error, Result};
 use crate::memory::{Memory, ReadGuard};

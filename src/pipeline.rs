@@ -114,29 +114,31 @@ impl StagedRead<'_> {
             for _ in 0..workers {
                 let ready_tx = ready_tx.clone();
                 let (free_rx, next, abort) = (&free_rx, &next, &abort);
-                scope.spawn(move || loop {
-                    if abort.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= self.units.len() {
-                        break;
-                    }
-                    let slot_id = match free_rx.lock().map(|rx| rx.recv()) {
-                        Ok(Ok(s)) => s,
-                        _ => break,
-                    };
-                    let slot = &slots[slot_id];
-                    let waited = match slot.pending.lock().map(|mut p| p.take()) {
-                        Ok(Some(event)) => event.wait(),
-                        _ => Ok(()),
-                    };
-                    let result = waited.and_then(|()| {
-                        slot.staging
-                            .with_host_mut(|bytes| produce(&self.units[i], bytes))
-                    });
-                    if ready_tx.send((i, slot_id, result)).is_err() {
-                        break;
+                scope.spawn(move || {
+                    loop {
+                        if abort.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= self.units.len() {
+                            break;
+                        }
+                        let slot_id = match free_rx.lock().map(|rx| rx.recv()) {
+                            Ok(Ok(s)) => s,
+                            _ => break,
+                        };
+                        let slot = &slots[slot_id];
+                        let waited = match slot.pending.lock().map(|mut p| p.take()) {
+                            Ok(Some(event)) => event.wait(),
+                            _ => Ok(()),
+                        };
+                        let result = waited.and_then(|()| {
+                            slot.staging
+                                .with_host_mut(|bytes| produce(&self.units[i], bytes))
+                        });
+                        if ready_tx.send((i, slot_id, result)).is_err() {
+                            break;
+                        }
                     }
                 });
             }

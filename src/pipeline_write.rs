@@ -12,7 +12,7 @@ use crate::ndbuffer::NDBuffer;
 use crate::options::{Progress, ProgressFn};
 use crate::units::Unit;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{Mutex, mpsc};
 use zarrbuf_codecs::Strided;
 
 /// How a chunk's bytes are laid out in its staging slot.
@@ -126,36 +126,39 @@ impl StagedWrite<'_> {
             for _ in 0..workers {
                 let free_tx = free_tx.clone();
                 let (work_rx, abort, first_error, done) = (&work_rx, &abort, &first_error, &done);
-                scope.spawn(move || loop {
-                    let job = match work_rx.lock().map(|rx| rx.recv()) {
-                        Ok(Ok(job)) => job,
-                        _ => break,
-                    };
-                    let (i, slot_id, gathered, len, event) = job;
-                    let unit = &self.units[i];
-                    let result = event.wait().and_then(|()| {
-                        let bytes = slots[slot_id].staging.as_host_bytes()?;
-                        consume(unit, &gathered, &bytes[..len])
-                    });
-                    match result {
-                        Ok(()) => {
-                            if let Ok(mut p) = done.lock() {
-                                p.chunks_done += 1;
-                                p.bytes_done +=
-                                    (unit.region_shape().iter().product::<usize>() * elem) as u64;
-                                if let Some(cb) = &self.progress {
-                                    cb(*p);
+                scope.spawn(move || {
+                    loop {
+                        let job = match work_rx.lock().map(|rx| rx.recv()) {
+                            Ok(Ok(job)) => job,
+                            _ => break,
+                        };
+                        let (i, slot_id, gathered, len, event) = job;
+                        let unit = &self.units[i];
+                        let result = event.wait().and_then(|()| {
+                            let bytes = slots[slot_id].staging.as_host_bytes()?;
+                            consume(unit, &gathered, &bytes[..len])
+                        });
+                        match result {
+                            Ok(()) => {
+                                if let Ok(mut p) = done.lock() {
+                                    p.chunks_done += 1;
+                                    p.bytes_done += (unit.region_shape().iter().product::<usize>()
+                                        * elem)
+                                        as u64;
+                                    if let Some(cb) = &self.progress {
+                                        cb(*p);
+                                    }
+                                }
+                            }
+                            Err(e) => {
+                                abort.store(true, Ordering::Relaxed);
+                                if let Ok(mut slot) = first_error.lock() {
+                                    slot.get_or_insert(e);
                                 }
                             }
                         }
-                        Err(e) => {
-                            abort.store(true, Ordering::Relaxed);
-                            if let Ok(mut slot) = first_error.lock() {
-                                slot.get_or_insert(e);
-                            }
-                        }
+                        let _ = free_tx.send(slot_id);
                     }
-                    let _ = free_tx.send(slot_id);
                 });
             }
             drop(free_tx);

@@ -10,13 +10,13 @@ use crate::options::{PipelineMode, ReadOptions};
 use crate::pipeline::{Produced, StagedRead};
 use crate::prototype::BufferPrototype;
 use crate::shard_index::ShardIndex;
-use crate::units::{check_subset, plan_units, Unit, UnitPlan, UnitSource};
+use crate::units::{Unit, UnitPlan, UnitSource, check_subset, plan_units};
 use std::borrow::Cow;
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
 use zarrs::plugin::ExtensionName;
-use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::ReadableStorageTraits;
+use zarrs::storage::byte_range::ByteRange;
 
 /// zarrbuf's data type for a zarrs array, or `Unsupported` for variable-length types.
 pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {

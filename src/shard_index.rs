@@ -12,8 +12,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use zarrs::array::codec::{ShardingCodecConfiguration, ShardingIndexLocation};
 use zarrs::array::{
-    data_type, Array, ArrayToBytesCodecTraits, BytesRepresentation, CodecChain,
-    CodecMetadataOptions, CodecOptions, FillValue,
+    Array, ArrayToBytesCodecTraits, BytesRepresentation, CodecChain, CodecMetadataOptions,
+    CodecOptions, FillValue, data_type,
 };
 use zarrs::metadata::ConfigurationSerialize;
 use zarrs::storage::byte_range::ByteRange;
@@ -73,7 +73,7 @@ impl ShardIndex {
             _ => {
                 return Err(bad(
                     "the shard index codecs do not give a fixed-size index".into()
-                ))
+                ));
             }
         };
         Ok(ShardIndex {

@@ -4,8 +4,8 @@ use crate::error::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::filesystem::FilesystemStore;
-use zarrs::storage::store::MemoryStore;
 use zarrs::storage::ReadableWritableListableStorageTraits;
+use zarrs::storage::store::MemoryStore;
 
 /// A zarrs array over any synchronous store zarrbuf can open.
 pub type DynArray = Array<dyn ReadableWritableListableStorageTraits>;
@@ -86,7 +86,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
             return Err(Error::Unsupported(format!(
                 "{scheme}:// locations need the async API (zarrbuf::open_async) or the CLI; \
                  the synchronous open takes directory paths and file:// URLs"
-            )))
+            )));
         }
     };
     let store = FilesystemStore::new(&path).map_err(|e| Error::Store {

@@ -9,7 +9,7 @@ use crate::options::{PipelineMode, WriteOptions};
 use crate::pipeline_write::{Gathered, StagedWrite};
 use crate::prototype::BufferPrototype;
 use crate::read::{chunk_error, data_type_of, fill_bytes, zarr_error};
-use crate::units::{check_subset, plan_chunks, Unit};
+use crate::units::{Unit, check_subset, plan_chunks};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
 use zarrs::storage::ReadableWritableStorageTraits;

@@ -204,7 +204,7 @@ fn out_of_bounds_and_mismatched_requests_are_errors() {
 #[test]
 fn variable_length_types_are_unsupported() {
     use std::sync::Arc;
-    use zarrs::array::{data_type, ArrayBuilder};
+    use zarrs::array::{ArrayBuilder, data_type};
     let array = ArrayBuilder::new(vec![4], vec![2], data_type::string(), "")
         .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/s")
         .unwrap();
@@ -225,7 +225,7 @@ fn variable_length_types_are_unsupported() {
 #[test]
 fn failed_write_keeps_chunks_written_before_it() {
     use std::sync::Arc;
-    use zarrs::array::{data_type, ArrayBuilder};
+    use zarrs::array::{ArrayBuilder, data_type};
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("failed-write.zarr");
     let _ = std::fs::remove_dir_all(&dir);
     let store = Arc::new(zarrs::filesystem::FilesystemStore::new(&dir).unwrap());

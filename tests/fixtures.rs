@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fixtures, prototypes, Fixture};
+use common::{Fixture, fixtures, prototypes};
 use std::ops::Range;
 use zarrbuf::{ArrayReadExt, NDBuffer, PipelineMode, ReadOptions};
 

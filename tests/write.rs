@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fixtures, prototypes, Fixture};
+use common::{Fixture, fixtures, prototypes};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, WriteOptions};

@@ -10,7 +10,7 @@ use std::time::Instant;
 use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
 use zarrs::array::codec::{BloscCodec, BloscCompressor, BloscShuffleMode, ZstdCodec};
 use zarrs::array::{
-    data_type, Array, ArrayBuilder, ArrayBytes, ArrayBytesFixedDisjointView, ArraySubset,
+    Array, ArrayBuilder, ArrayBytes, ArrayBytesFixedDisjointView, ArraySubset, data_type,
 };
 use zarrs::filesystem::FilesystemStore;
 

@@ -1,6 +1,6 @@
 //! Strided layouts: views over byte regions, bounds checks, and dimension merging.
 
-use crate::error::{invalid, Result};
+use crate::error::{Result, invalid};
 
 /// The most dimensions an operation accepts *after* [`merge_dims`] has merged contiguous
 /// dimensions and dropped size-1 ones.

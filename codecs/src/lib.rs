@@ -46,5 +46,5 @@ pub mod cuda;
 pub mod host;
 
 pub use error::{CodecError, Result};
-pub use layout::{check_extent, merge_dims, Strided, MAX_DIMS};
+pub use layout::{MAX_DIMS, Strided, check_extent, merge_dims};
 pub use scalar::ScalarKind;

@@ -4,7 +4,7 @@
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, RngCore, SeedableRng};
-use zarrbuf_codecs::{host, merge_dims, CodecError, ScalarKind, Strided, MAX_DIMS};
+use zarrbuf_codecs::{CodecError, MAX_DIMS, ScalarKind, Strided, host, merge_dims};
 
 // ---------------------------------------------------------------- random layouts
 
@@ -64,11 +64,7 @@ fn random_layout(rng: &mut StdRng, shape: &[usize], es: usize, broadcast: bool) 
     let (mut lo, mut hi) = (0isize, es as isize);
     for (&n, &s) in shape.iter().zip(&strides) {
         let span = s * (n.max(1) as isize - 1);
-        if span < 0 {
-            lo += span
-        } else {
-            hi += span
-        }
+        if span < 0 { lo += span } else { hi += span }
     }
     let offset = (-lo) as usize + rng.random_range(0..17);
     let len = offset + hi as usize + rng.random_range(0..9);

@@ -1,10 +1,10 @@
 //! The CUDA implementation of the device trait: stream-ordered copies and NVRTC kernels.
 
-use super::{cuda_context, DeviceOps, Event, Queue};
+use super::{DeviceOps, Event, Queue, cuda_context};
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 use crate::memory::Memory;
-use cudarc::driver::{sys, CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
 use zarrbuf_codecs::cuda::CudaKernels;
 use zarrbuf_codecs::{ScalarKind, Strided};

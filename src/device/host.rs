@@ -4,7 +4,7 @@ use super::{DeviceOps, Event, Queue};
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 use crate::memory::Memory;
-use zarrbuf_codecs::{host, ScalarKind, Strided};
+use zarrbuf_codecs::{ScalarKind, Strided, host};
 
 /// Runs every operation immediately on the calling thread.
 pub(crate) struct HostOps;

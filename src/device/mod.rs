@@ -10,7 +10,7 @@ mod stream;
 
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
-pub(crate) use ops::{ops_for, ops_for_pair, DeviceOps, Event, Queue};
+pub(crate) use ops::{DeviceOps, Event, Queue, ops_for, ops_for_pair};
 pub use stream::Stream;
 
 use crate::error::{Error, Result};

@@ -1,6 +1,6 @@
 //! A public handle on a CUDA stream, for prototypes and copies that run on the caller's stream.
 
-use super::{cuda_context, Device};
+use super::{Device, cuda_context};
 use crate::error::{Error, Result};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;

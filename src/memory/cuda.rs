@@ -1,8 +1,8 @@
 //! CUDA device memory (`cuMemAlloc`), freed when the last view is dropped.
 
-use crate::device::{cuda_context, Device};
+use crate::device::{Device, cuda_context};
 use crate::error::{Error, Result};
-use cudarc::driver::{result, sys, CudaContext, DriverError};
+use cudarc::driver::{CudaContext, DriverError, result, sys};
 use std::sync::Arc;
 
 /// An owned device allocation.

@@ -6,7 +6,7 @@
 use super::cache::{self, BlockKind, Reusable};
 use crate::device::cuda_context;
 use crate::error::{Error, Result};
-use cudarc::driver::{result, CudaContext};
+use cudarc::driver::{CudaContext, result};
 use std::sync::Arc;
 
 /// An owned pinned host allocation, tied to the CUDA context that registered it.

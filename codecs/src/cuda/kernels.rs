@@ -3,7 +3,7 @@
 use super::available::{driver_present, nvrtc_present};
 use crate::error::{CodecError, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use cudarc::nvrtc::{CompileError, CompileOptions, compile_ptx_with_opts};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 

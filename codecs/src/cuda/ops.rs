@@ -1,13 +1,13 @@
 //! The operations, enqueued on a CUDA stream.
 
-use super::kernels::{CudaKernels, BLOCK, TILE, WORDS};
+use super::kernels::{BLOCK, CudaKernels, TILE, WORDS};
 use super::params::{
-    all_aligned, transpose_plan, widen, KernelLayout, KernelPattern, DST_ALIGNED, MAX_PATTERN,
-    SRC_ALIGNED,
+    DST_ALIGNED, KernelLayout, KernelPattern, MAX_PATTERN, SRC_ALIGNED, all_aligned,
+    transpose_plan, widen,
 };
-use crate::error::{invalid, CodecError, Result};
+use crate::error::{CodecError, Result, invalid};
 use crate::host::PermutePlan;
-use crate::layout::{check_swap_unit, Plan, Strided};
+use crate::layout::{Plan, Strided, check_swap_unit};
 use crate::scalar::ScalarKind;
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 

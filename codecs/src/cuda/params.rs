@@ -1,6 +1,6 @@
 //! Kernel parameter blocks passed by value, and the host-side planning that fills them.
 
-use crate::layout::{Plan, MAX_DIMS};
+use crate::layout::{MAX_DIMS, Plan};
 use cudarc::driver::DeviceRepr;
 
 /// `ZbLayout.flags`: 64-bit index arithmetic.

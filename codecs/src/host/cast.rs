@@ -1,6 +1,6 @@
 //! Converting copy between scalar kinds (numpy `astype` semantics).
 
-use crate::error::{invalid, Result};
+use crate::error::{Result, invalid};
 use crate::float16::{f64_to_bf16_bits, f64_to_f16_bits};
 use crate::layout::{Plan, Strided};
 use crate::scalar::ScalarKind;

@@ -1,8 +1,8 @@
 //! Strided copy with optional byte swap.
 
 use super::word::Word;
-use crate::error::{invalid, Result};
-use crate::layout::{check_swap_unit, Plan, Strided};
+use crate::error::{Result, invalid};
+use crate::layout::{Plan, Strided, check_swap_unit};
 
 /// Copies `dst[i] = src[i]` for every index `i` of `shape`, each side addressed by its own
 /// [`Strided`] view, optionally reversing the bytes of every `swap_unit`-byte group of each

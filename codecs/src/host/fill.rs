@@ -1,6 +1,6 @@
 //! Fill every element of a strided view with one pattern.
 
-use crate::error::{invalid, Result};
+use crate::error::{Result, invalid};
 use crate::layout::{Plan, Strided};
 
 /// Writes `pattern` (one element of `pattern.len()` bytes) to every element of `shape` at

@@ -27,6 +27,6 @@ mod word;
 pub use cast::{cast, cast_slices};
 pub use copy::{strided_copy, strided_copy_slices};
 pub use fill::fill;
-pub use permute::permute;
 pub(crate) use permute::PermutePlan;
+pub use permute::permute;
 pub use swap::byte_swap;

@@ -1,8 +1,8 @@
 //! Transpose of a C-contiguous n-d block.
 
 use super::copy::strided_copy_slices;
-use crate::error::{invalid, Result};
-use crate::layout::{c_strides, check_axes, Strided};
+use crate::error::{Result, invalid};
+use crate::layout::{Strided, c_strides, check_axes};
 
 /// Writes the transpose of the C-contiguous block `src` (shape `src_shape`, `elem_size`-byte
 /// elements) into `dst` in C order: `dst` has shape `[src_shape[axes[0]], src_shape[axes[1]],

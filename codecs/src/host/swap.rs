@@ -1,6 +1,6 @@
 //! In-place byte swap of a contiguous run of elements.
 
-use crate::error::{invalid, Result};
+use crate::error::{Result, invalid};
 use crate::layout::check_swap_unit;
 
 /// Reverses the bytes of every `swap_unit`-byte group of `data` in place (0 or 1: nothing to
