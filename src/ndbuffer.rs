@@ -79,6 +79,17 @@ fn checked_count(shape: &[usize]) -> Result<usize> {
         })
 }
 
+/// Bytes needed for `shape` elements of `dtype`.
+fn byte_len(shape: &[usize], dtype: DataType) -> Result<usize> {
+    checked_count(shape)?
+        .checked_mul(dtype.size())
+        .ok_or_else(|| {
+            Error::InvalidSize(format!(
+                "shape {shape:?} of {dtype} overflows the address space"
+            ))
+        })
+}
+
 impl NDBuffer {
     /// Builds an NDBuffer over `buffer`, checking the invariants.
     ///
@@ -172,12 +183,7 @@ impl NDBuffer {
         order: Order,
         proto: &BufferPrototype,
     ) -> Result<Self> {
-        let n = checked_count(shape)?;
-        let bytes = n.checked_mul(dtype.size()).ok_or_else(|| {
-            Error::InvalidSize(format!(
-                "shape {shape:?} of {dtype} overflows the address space"
-            ))
-        })?;
+        let bytes = byte_len(shape, dtype)?;
         Self::from_buffer(Buffer::empty(bytes, proto)?, dtype, shape, order)
     }
 
@@ -195,12 +201,7 @@ impl NDBuffer {
         order: Order,
         proto: &BufferPrototype,
     ) -> Result<Self> {
-        let n = checked_count(shape)?;
-        let bytes = n.checked_mul(dtype.size()).ok_or_else(|| {
-            Error::InvalidSize(format!(
-                "shape {shape:?} of {dtype} overflows the address space"
-            ))
-        })?;
+        let bytes = byte_len(shape, dtype)?;
         Self::from_buffer(Buffer::zeros(bytes, proto)?, dtype, shape, order)
     }
 

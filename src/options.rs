@@ -45,6 +45,15 @@ pub enum PipelineMode {
     Staged,
 }
 
+/// The requested thread count, or every core.
+fn threads_or_all_cores(requested: Option<usize>) -> usize {
+    requested.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+}
+
 /// Options for reads.
 ///
 /// ```
@@ -114,11 +123,7 @@ impl ReadOptions {
     }
 
     pub(crate) fn threads(&self) -> usize {
-        self.concurrency.unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
+        threads_or_all_cores(self.concurrency)
     }
 
     pub(crate) fn codec_options(&self) -> zarrs::array::CodecOptions {
@@ -180,11 +185,7 @@ impl WriteOptions {
     }
 
     pub(crate) fn threads(&self) -> usize {
-        self.concurrency.unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        })
+        threads_or_all_cores(self.concurrency)
     }
 
     pub(crate) fn codec_options(&self) -> zarrs::array::CodecOptions {

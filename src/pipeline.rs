@@ -57,7 +57,7 @@ pub(crate) struct StagedRead<'a> {
 
 /// Number of slots: what fits in the budget, at least two (double buffering), at most what
 /// the workers and the device can keep busy.
-fn slot_count(budget: usize, slot_bytes: usize, threads: usize, units: usize) -> usize {
+pub(crate) fn slot_count(budget: usize, slot_bytes: usize, threads: usize, units: usize) -> usize {
     let fits = budget / slot_bytes.max(1);
     fits.clamp(2, (2 * threads + 2).max(2)).min(units.max(1))
 }
@@ -183,14 +183,8 @@ impl StagedRead<'_> {
             let unit = &self.units[i];
             let slot = &slots[slot_id];
             let region_shape = unit.region_shape();
-            let dst_offset = out.offset()
-                + unit
-                    .region
-                    .iter()
-                    .zip(&self.request_start)
-                    .zip(out.strides())
-                    .map(|((r, s), &st)| (r.start - s) as usize * st as usize)
-                    .sum::<usize>();
+            let dst_offset =
+                unit.offset_in_request(&self.request_start, out.offset(), out.strides());
             let dst = Strided {
                 offset: dst_offset,
                 strides: out.strides(),
@@ -215,12 +209,7 @@ impl StagedRead<'_> {
                     self.ops.copy(&slot.queue, &staged, &scratch)?;
                     let shape = unit.shape_usize();
                     let src_strides = self.layout.decoded_strides(&shape, elem);
-                    let src_offset = unit
-                        .local_start()
-                        .iter()
-                        .zip(&src_strides)
-                        .map(|(&i, &s)| i * s as usize)
-                        .sum();
+                    let src_offset = unit.offset_in_unit(&src_strides);
                     let src = Strided {
                         offset: src_offset,
                         strides: &src_strides,

@@ -80,10 +80,12 @@ impl StagedWrite<'_> {
             .map(|u| u.num_elements() * elem)
             .max()
             .unwrap_or(0);
-        let fits = self.staging_bytes / slot_bytes.max(1);
-        let n_slots = fits
-            .clamp(2, (2 * self.threads + 2).max(2))
-            .min(self.units.len());
+        let n_slots = crate::pipeline::slot_count(
+            self.staging_bytes,
+            slot_bytes,
+            self.threads,
+            self.units.len(),
+        );
         let slots = (0..n_slots)
             .map(|_| {
                 Ok(Slot {
@@ -190,14 +192,8 @@ impl StagedWrite<'_> {
             let Ok(slot_id) = free.recv() else { break };
             let slot = &slots[slot_id];
             let region_shape = unit.region_shape();
-            let src_offset = data.offset()
-                + unit
-                    .region
-                    .iter()
-                    .zip(&self.request_start)
-                    .zip(data.strides())
-                    .map(|((r, s), &st)| (r.start - s) as usize * st as usize)
-                    .sum::<usize>();
+            let src_offset =
+                unit.offset_in_request(&self.request_start, data.offset(), data.strides());
             let src = Strided {
                 offset: src_offset,
                 strides: data.strides(),
@@ -227,12 +223,7 @@ impl StagedWrite<'_> {
                         )?;
                     }
                     let dst_strides = layout.decoded_strides(&unit.shape_usize(), elem);
-                    let dst_offset = unit
-                        .local_start()
-                        .iter()
-                        .zip(&dst_strides)
-                        .map(|(&i, &s)| i * s as usize)
-                        .sum();
+                    let dst_offset = unit.offset_in_unit(&dst_strides);
                     let swap = if layout.endian == data.byte_order() {
                         0
                     } else {
@@ -240,7 +231,7 @@ impl StagedWrite<'_> {
                     };
                     self.ops.strided_copy(
                         &slot.queue,
-                        &data.buffer().clone(),
+                        data.buffer(),
                         src,
                         &scratch,
                         Strided {

@@ -62,6 +62,32 @@ impl Unit {
             .collect()
     }
 
+    /// Byte offset of the region's first element in an array that holds the request starting
+    /// at `request_start`, with its element 0 at `base` and byte `strides`.
+    pub(crate) fn offset_in_request(
+        &self,
+        request_start: &[u64],
+        base: usize,
+        strides: &[isize],
+    ) -> usize {
+        base + self
+            .region
+            .iter()
+            .zip(request_start)
+            .zip(strides)
+            .map(|((r, s), &st)| (r.start - s) as usize * st as usize)
+            .sum::<usize>()
+    }
+
+    /// Byte offset of the region's first element inside the unit laid out with `strides`.
+    pub(crate) fn offset_in_unit(&self, strides: &[isize]) -> usize {
+        self.local_start()
+            .iter()
+            .zip(strides)
+            .map(|(&i, &s)| i * s as usize)
+            .sum()
+    }
+
     /// True when the request covers the whole unit.
     pub(crate) fn is_whole(&self) -> bool {
         self.region

@@ -238,6 +238,15 @@ fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
         let cpu = variants::median_gbps(total, reps, || {
             drop(variants::zarrbuf_read(&array, &BufferPrototype::cpu()))
         });
+        let staged = ReadOptions::default().with_mode(PipelineMode::Staged);
+        let all = variants::full(&shape);
+        let cpu_staged = variants::median_gbps(total, reps, || {
+            drop(
+                array
+                    .read_opt(&all, &BufferPrototype::cpu(), &staged)
+                    .expect("staged read"),
+            )
+        });
         let pin = variants::median_gbps(total, reps, || {
             drop(variants::zarrbuf_read(&array, &BufferPrototype::pinned(0)))
         });
@@ -249,7 +258,7 @@ fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
         table.push((
             format!("read {} (GB/s, median of {reps})", v.name()),
             format!(
-                "zarrs into reused {zi:.2} | zarrs alloc {za:.2} | zarrbuf cpu {cpu:.2} ({:.2}x) | zarrbuf pinned {pin:.2} | zarrbuf cuda {gpu:.2} ({:.2}x cpu)",
+                "zarrs into reused {zi:.2} | zarrs alloc {za:.2} | zarrbuf cpu {cpu:.2} ({:.2}x) | zarrbuf cpu staged {cpu_staged:.2} | zarrbuf pinned {pin:.2} | zarrbuf cuda {gpu:.2} ({:.2}x cpu)",
                 cpu / zi,
                 gpu / cpu
             ),
