@@ -155,10 +155,7 @@ impl NDBuffer {
         shape: &[usize],
         order: Order,
     ) -> Result<Self> {
-        let n = checked_count(shape)?;
-        let need = n
-            .checked_mul(dtype.size())
-            .ok_or_else(|| Error::InvalidSize(format!("{shape:?} of {dtype}")))?;
+        let need = byte_len(shape, dtype)?;
         if need != buffer.len() {
             return Err(Error::ShapeMismatch(format!(
                 "shape {shape:?} of {dtype} needs {need} bytes but the buffer has {}",
