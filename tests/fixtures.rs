@@ -92,3 +92,78 @@ fn every_fixture_reads_subsets_exactly() {
         }
     }
 }
+
+#[test]
+fn reads_into_strided_and_fortran_destinations() {
+    use zarrbuf::{DataType, Order};
+    for f in &fixtures() {
+        let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
+        let want = expected(f);
+        let shape: Vec<usize> = array.shape().iter().map(|&n| n as usize).collect();
+        let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+        let dtype: DataType = want.dtype();
+        for (pname, proto) in prototypes() {
+            for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+                let opts = ReadOptions::default().with_mode(mode);
+                // A window of a larger C-order array (zarrs decodes into it in place).
+                let big: Vec<usize> = shape.iter().map(|&n| n + 3).collect();
+                let parent = NDBuffer::zeros(&big, dtype, Order::C, &proto).unwrap();
+                let window: Vec<Range<usize>> = shape.iter().map(|&n| 2..n + 2).collect();
+                let mut view = parent.get(&window).unwrap();
+                array.read_into_opt(&all, &mut view, &opts).unwrap();
+                assert_same(
+                    f,
+                    &format!("strided window on {pname} ({mode:?})"),
+                    &view,
+                    &want,
+                );
+                // Everything outside the window is untouched.
+                if !shape.is_empty() {
+                    let mut outside: Vec<Range<usize>> = big.iter().map(|&n| 0..n).collect();
+                    outside[0] = 0..2;
+                    let zeros = parent.get(&outside).unwrap().to_native_bytes().unwrap();
+                    assert!(
+                        zeros.iter().all(|&b| b == 0),
+                        "{}: bytes outside the window changed",
+                        f.name
+                    );
+                }
+                // A Fortran-order destination (no C window: the staged path on the host).
+                let mut fortran = NDBuffer::empty(&shape, dtype, Order::F, &proto).unwrap();
+                array.read_into_opt(&all, &mut fortran, &opts).unwrap();
+                assert_same(
+                    f,
+                    &format!("F-order destination on {pname} ({mode:?})"),
+                    &fortran,
+                    &want,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn progress_reports_every_chunk() {
+    use std::sync::{Arc, Mutex};
+    let f = fixtures()
+        .into_iter()
+        .find(|f| f.name == "v3_large_3d")
+        .unwrap();
+    let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
+    let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+    for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let opts = ReadOptions::default()
+            .with_mode(mode)
+            .with_progress(move |p| s.lock().unwrap().push(p));
+        let out = array
+            .read_opt(&all, &zarrbuf::BufferPrototype::cpu(), &opts)
+            .unwrap();
+        let seen = seen.lock().unwrap();
+        let last = seen.last().expect("at least one progress report");
+        assert_eq!(last.chunks_done, last.chunks_total, "{mode:?}");
+        assert_eq!(last.chunks_total, 18, "v3_large_3d has 18 chunks");
+        assert_eq!(last.bytes_done, out.nbytes() as u64, "{mode:?}");
+    }
+}
