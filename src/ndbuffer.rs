@@ -980,7 +980,7 @@ impl NDBuffer {
     pub fn to_native_bytes(&self) -> Result<Vec<u8>> {
         let host = self.to_contiguous_host()?;
         let (start, end) = host.byte_span();
-        Ok(host.buffer.try_slice(start..end)?.to_vec()?)
+        host.buffer.try_slice(start..end)?.to_vec()
     }
 
     /// Self if it already is C-contiguous, native and host-accessible; else such a copy.
@@ -1062,7 +1062,10 @@ impl NDBuffer {
 }
 
 /// Element comparison for one data type: bytes for integers, value + sign for floats.
-fn element_equality(dtype: DataType, equal_nan: bool) -> Arc<dyn Fn(&[u8], &[u8]) -> bool> {
+/// Compares two elements given as native-order bytes.
+type ElementEq = Arc<dyn Fn(&[u8], &[u8]) -> bool>;
+
+fn element_equality(dtype: DataType, equal_nan: bool) -> ElementEq {
     fn float_eq(a: f64, b: f64, nan: bool) -> bool {
         if a.is_nan() || b.is_nan() {
             return nan && a.is_nan() && b.is_nan();

@@ -18,6 +18,9 @@ use zarrs::array::{
 use zarrs::metadata::ConfigurationSerialize;
 use zarrs::storage::byte_range::ByteRange;
 
+/// A shard's decoded (offset, size) pairs, or `None` when the shard is not stored.
+type CachedIndex = Option<Arc<Vec<u64>>>;
+
 /// Where a shard's index lives and how to decode it.
 pub(crate) struct ShardIndex {
     chain: CodecChain,
@@ -25,7 +28,7 @@ pub(crate) struct ShardIndex {
     chunks_per_shard: Vec<u64>,
     index_shape: Vec<NonZeroU64>,
     encoded_size: u64,
-    cache: Mutex<HashMap<Vec<u64>, Option<Arc<Vec<u64>>>>>,
+    cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
 }
 
 impl ShardIndex {

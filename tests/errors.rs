@@ -1,3 +1,4 @@
+#![allow(clippy::single_range_in_vec_init)] // one range per dimension of 1-d arrays
 //! Damaged stores and bad requests: each gives a clear error naming what is at fault, on
 //! every prototype and on both read paths; nothing panics.
 
