@@ -6,6 +6,8 @@
 //! vs zarrbuf into the GPU) and the pinned H2D/D2H bandwidth. It exits non-zero on the first
 //! failure and prints a table at the end. Built and run by `scripts/gpu-test`.
 
+#[path = "../../tests/conformance/cases.rs"]
+mod cases;
 #[path = "../../benches/support/variants.rs"]
 mod variants;
 
@@ -13,8 +15,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Device, NDBuffer, PipelineMode,
-    ReadOptions, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, NDBuffer, PipelineMode, ReadOptions,
+    WriteOptions,
 };
 
 type Check = Result<(), String>;
@@ -48,6 +50,29 @@ fn main() {
             table.push((
                 "kernels vs host".into(),
                 format!("ok ({:.1} s): {report}", t.elapsed().as_secs_f64()),
+            ));
+        }
+        if what == "all" || what == "conformance" {
+            let t = Instant::now();
+            let protos = [
+                ("cpu", BufferPrototype::cpu()),
+                ("pinned:0", BufferPrototype::pinned(0)),
+                ("cuda:0", BufferPrototype::cuda(0)),
+            ];
+            let mut passed = 0;
+            for (name, case) in cases::all() {
+                for (pname, proto) in &protos {
+                    case(proto).map_err(|m| format!("conformance {name} on {pname}: {m}"))?;
+                    passed += 1;
+                }
+            }
+            table.push((
+                "conformance cases (cpu, pinned:0, cuda:0)".into(),
+                format!(
+                    "ok: {passed} case runs, {} cases x 3 prototypes ({:.1} s)",
+                    cases::all().len(),
+                    t.elapsed().as_secs_f64()
+                ),
             ));
         }
         if what == "all" || what == "fixtures" {
@@ -264,6 +289,5 @@ fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
             ),
         ));
     }
-    let _ = Device::Cpu;
     Ok(())
 }
