@@ -236,6 +236,12 @@ impl Storage {
                 * size
                 + size
         };
+        if count == 0 {
+            // No element is ever read: an empty view needs no (aligned) memory at all.
+            let view = ndarray::ArrayViewD::from_shape(ndarray::IxDyn(shape), &[])
+                .map_err(|e| crate::Error::ShapeMismatch(e.to_string()))?;
+            return Ok((self.read()?, view));
+        }
         let ptr = self.host_range(offset, extent)?;
         if (ptr as usize) % std::mem::align_of::<T>() != 0 {
             return Err(crate::Error::InvalidArgument(format!(
