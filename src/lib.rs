@@ -31,10 +31,13 @@ mod pipeline;
 mod pipeline_write;
 mod prototype;
 mod read;
+mod read_async;
+mod remote;
 mod shard_index;
 mod store;
 mod units;
 mod write;
+mod write_async;
 
 pub use buffer::{Buffer, HostBytes};
 pub use device::{Device, Stream, cuda_device_count};
@@ -46,5 +49,10 @@ pub use ndbuffer::{HostArrayView, NDBuffer};
 pub use options::{PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
 pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};
 pub use read::ArrayReadExt;
+pub use read_async::ArrayReadAsyncExt;
+pub use remote::{
+    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
+};
 pub use store::{DynArray, location_label, node_path, open, open_any, open_store};
 pub use write::ArrayWriteExt;
+pub use write_async::ArrayWriteAsyncExt;

@@ -1,6 +1,5 @@
 //! Reading any subset of a zarrs `Array` into any [`BufferPrototype`].
 
-use crate::codec_plan::ChainPlan;
 use crate::device::ops_for;
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
@@ -313,6 +312,24 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     Ok(Some(bytes.to_vec()))
 }
 
+/// Fetches one unit's encoded bytes (`None`: not stored, reads as the fill value).
+fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    plan: &UnitPlan,
+    shards: Option<&ShardIndex>,
+    unit: &Unit,
+) -> Result<Option<Vec<u8>>> {
+    match plan.source {
+        UnitSource::Chunk | UnitSource::ZarrsDecoded => array
+            .retrieve_encoded_chunk(&unit.indices)
+            .map_err(|e| chunk_error(array, &unit.indices, e)),
+        UnitSource::Subchunk => {
+            let shards = shards.expect("sharded plans carry their index");
+            fetch_inner_chunk(array, shards, &unit.indices)
+        }
+    }
+}
+
 /// Fetches one unit and runs the CPU half of its codecs into `slot`.
 pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
@@ -322,32 +339,38 @@ pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     unit: &Unit,
     slot: &mut [u8],
 ) -> Result<Produced> {
+    match fetch_unit(array, plan, shards, unit)? {
+        None => Ok(Produced::Missing),
+        Some(encoded) => decode_unit(array, plan, codec_opts, unit, encoded, slot),
+    }
+}
+
+/// Runs the CPU half of a unit's codecs on its encoded bytes, into `slot`: only the
+/// bytes-to-bytes codecs when the device can do the rest, else the whole chain.
+pub(crate) fn decode_unit<S: ?Sized>(
+    array: &Array<S>,
+    plan: &UnitPlan,
+    codec_opts: &CodecOptions,
+    unit: &Unit,
+    encoded: Vec<u8>,
+    slot: &mut [u8],
+) -> Result<Produced> {
     let fail = |e: &dyn std::fmt::Display| chunk_error(array, &unit.indices, e);
-    let decoded: Vec<u8> = match plan.source {
-        UnitSource::ZarrsDecoded => {
-            match array
-                .retrieve_chunk_if_exists_opt::<ArrayBytes<'static>>(&unit.indices, codec_opts)
-                .map_err(|e| fail(&e))?
-            {
-                None => return Ok(Produced::Missing),
-                Some(bytes) => bytes.into_fixed().map_err(|e| fail(&e))?.into_owned(),
-            }
-        }
-        UnitSource::Chunk | UnitSource::Subchunk => {
-            let encoded = if plan.source == UnitSource::Chunk {
-                array
-                    .retrieve_encoded_chunk(&unit.indices)
-                    .map_err(|e| fail(&e))?
-            } else {
-                let shards = shards.expect("sharded plans carry their index");
-                fetch_inner_chunk(array, shards, &unit.indices)?
-            };
-            let Some(encoded) = encoded else {
-                return Ok(Produced::Missing);
-            };
-            let chain: &ChainPlan = plan.chain.as_ref().expect("planned chunks have a chain");
-            chain
-                .decode_bytes(
+    let decoded: Vec<u8> = match &plan.chain {
+        Some(chain) => chain
+            .decode_bytes(
+                Cow::Owned(encoded),
+                &unit.shape,
+                array.data_type(),
+                array.fill_value(),
+                codec_opts,
+            )
+            .map_err(|e| fail(&e))?,
+        None => {
+            use zarrs::array::ArrayToBytesCodecTraits;
+            array
+                .codecs()
+                .decode(
                     Cow::Owned(encoded),
                     &unit.shape,
                     array.data_type(),
@@ -355,6 +378,9 @@ pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
                     codec_opts,
                 )
                 .map_err(|e| fail(&e))?
+                .into_fixed()
+                .map_err(|e| fail(&e))?
+                .into_owned()
         }
     };
     let capacity = slot.len();

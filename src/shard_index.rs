@@ -131,13 +131,28 @@ impl ShardIndex {
         &self,
         shard: &[u64],
         fetch: impl FnOnce(ByteRange) -> std::result::Result<Option<bytes::Bytes>, String>,
-    ) -> std::result::Result<Option<Arc<Vec<u64>>>, String> {
-        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(shard).cloned()) {
+    ) -> std::result::Result<CachedIndex, String> {
+        if let Some(hit) = self.cached(shard) {
             return Ok(hit);
         }
-        let index = match fetch(self.index_range())? {
+        let fetched = fetch(self.index_range())?;
+        self.remember(shard, fetched.as_deref())
+    }
+
+    /// The index of `shard` if it was read before.
+    pub(crate) fn cached(&self, shard: &[u64]) -> Option<CachedIndex> {
+        self.cache.lock().ok().and_then(|c| c.get(shard).cloned())
+    }
+
+    /// Decodes and caches the encoded index of `shard` (`None`: the shard is not stored).
+    pub(crate) fn remember(
+        &self,
+        shard: &[u64],
+        encoded: Option<&[u8]>,
+    ) -> std::result::Result<CachedIndex, String> {
+        let index = match encoded {
             None => None,
-            Some(bytes) => Some(Arc::new(self.decode(&bytes)?)),
+            Some(bytes) => Some(Arc::new(self.decode(bytes)?)),
         };
         if let Ok(mut c) = self.cache.lock() {
             c.insert(shard.to_vec(), index.clone());

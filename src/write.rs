@@ -72,7 +72,7 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         if opts.mode == PipelineMode::Auto && data.buffer().is_host_accessible() {
             return write_direct(self, subset, data, opts);
         }
-        write_staged(self, subset, data, opts)
+        write_staged(self, self, subset, data, opts)
     }
 
     fn write_all(&self, data: &NDBuffer) -> Result<()> {
@@ -105,9 +105,54 @@ fn write_direct<S: ?Sized + ReadableWritableStorageTraits + 'static>(
         .map_err(|e| zarr_error(array, e))
 }
 
-/// Device data (or a forced staged write): the staged write pipeline.
-fn write_staged<S: ?Sized + ReadableWritableStorageTraits + 'static>(
+/// Where the staged write puts finished chunks: a sync array, or an async one driven from
+/// the blocking pipeline thread.
+pub(crate) trait ChunkSink: Sync {
+    /// Removes a chunk that holds only the fill value.
+    fn erase(&self, indices: &[u64]) -> Result<()>;
+    /// Stores fully encoded chunk bytes.
+    ///
+    /// # Safety
+    /// `encoded` must be a valid encoding of the chunk under the array's codec chain.
+    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()>;
+    /// Merges `bytes` (native, C order) into `local` of the chunk (read-modify-write).
+    fn store_subset(
+        &self,
+        indices: &[u64],
+        local: &ArraySubset,
+        bytes: &[u8],
+        opts: &CodecOptions,
+    ) -> Result<()>;
+}
+
+impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ChunkSink for Array<S> {
+    fn erase(&self, indices: &[u64]) -> Result<()> {
+        self.erase_chunk(indices)
+            .map_err(|e| chunk_error(self, indices, e))
+    }
+
+    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.store_encoded_chunk(indices, encoded) }
+            .map_err(|e| chunk_error(self, indices, e))
+    }
+
+    fn store_subset(
+        &self,
+        indices: &[u64],
+        local: &ArraySubset,
+        bytes: &[u8],
+        opts: &CodecOptions,
+    ) -> Result<()> {
+        self.store_chunk_subset_opt(indices, local, ArrayBytes::from(bytes), opts)
+            .map_err(|e| chunk_error(self, indices, e))
+    }
+}
+
+/// Device data (or a forced staged write): the staged write pipeline into `sink`.
+pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     array: &Array<S>,
+    sink: &dyn ChunkSink,
     subset: &[Range<u64>],
     data: &NDBuffer,
     opts: &WriteOptions,
@@ -137,7 +182,21 @@ fn write_staged<S: ?Sized + ReadableWritableStorageTraits + 'static>(
     let consume = |unit: &Unit, gathered: &Gathered, bytes: &[u8]| -> Result<()> {
         match (gathered, &chain) {
             (Gathered::FullChunk, Some(chain)) => {
-                store_full_chunk(array, chain, unit, bytes, &fill_encoded, opts, &codec_opts)
+                if !opts.store_empty_chunks
+                    && bytes
+                        .chunks_exact(fill_encoded.len())
+                        .all(|e| e == fill_encoded)
+                {
+                    return sink.erase(&unit.indices);
+                }
+                let encoded = chain
+                    .encode_bytes(bytes, &codec_opts)
+                    .map_err(|e| chunk_error(array, &unit.indices, e))?;
+                // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout (the
+                // array-to-array and array-to-bytes steps done by the gather kernel, checked
+                // against zarrs by the round-trip tests) passed through the chain's own
+                // bytes-to-bytes encoders: a valid encoding of this chunk.
+                unsafe { sink.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
             }
             _ => {
                 let local: Vec<Range<u64>> = unit
@@ -146,46 +205,14 @@ fn write_staged<S: ?Sized + ReadableWritableStorageTraits + 'static>(
                     .zip(&unit.origin)
                     .map(|(r, o)| r.start - o..r.end - o)
                     .collect();
-                array
-                    .store_chunk_subset_opt(
-                        &unit.indices,
-                        &ArraySubset::new_with_ranges(&local),
-                        ArrayBytes::from(bytes),
-                        &codec_opts,
-                    )
-                    .map_err(|e| chunk_error(array, &unit.indices, e))
+                sink.store_subset(
+                    &unit.indices,
+                    &ArraySubset::new_with_ranges(&local),
+                    bytes,
+                    &codec_opts,
+                )
             }
         }
     };
     staged.run(data, &consume)
-}
-
-/// Compresses a whole chunk already in the encoded layout and stores it (or erases it when
-/// it holds only the fill value and empty chunks are not stored, as zarrs does).
-fn store_full_chunk<S: ?Sized + ReadableWritableStorageTraits + 'static>(
-    array: &Array<S>,
-    chain: &ChainPlan,
-    unit: &Unit,
-    bytes: &[u8],
-    fill_encoded: &[u8],
-    opts: &WriteOptions,
-    codec_opts: &CodecOptions,
-) -> Result<()> {
-    let fail = |e: &dyn std::fmt::Display| chunk_error(array, &unit.indices, e);
-    if !opts.store_empty_chunks
-        && bytes
-            .chunks_exact(fill_encoded.len())
-            .all(|e| e == fill_encoded)
-    {
-        return array.erase_chunk(&unit.indices).map_err(|e| fail(&e));
-    }
-    let encoded = chain
-        .encode_bytes(bytes, codec_opts)
-        .map_err(|e| fail(&e))?;
-    // SAFETY: `encoded` is the chunk's decoded contents in the chain's encoded layout (the
-    // array-to-array and array-to-bytes steps done on the device, checked against zarrs by
-    // the fixture round-trip tests), passed through the chain's own bytes-to-bytes encoders,
-    // so it is a valid encoding of a chunk of this array.
-    unsafe { array.store_encoded_chunk(&unit.indices, bytes::Bytes::from(encoded)) }
-        .map_err(|e| fail(&e))
 }

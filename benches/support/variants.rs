@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
@@ -75,14 +75,9 @@ pub fn data(shape: &[u64]) -> NDBuffer {
     .expect("shape matches")
 }
 
-/// Creates (or reuses, when its metadata exists) the store of `variant` under `dir`.
-pub fn create(
-    dir: &Path,
-    variant: Variant,
-    shape: &[u64],
-    data: &NDBuffer,
-) -> Array<FilesystemStore> {
-    let path = dir.join(format!(
+/// Where the store of `variant` with `shape` lives under `dir`.
+pub fn store_path(dir: &Path, variant: Variant, shape: &[u64]) -> PathBuf {
+    dir.join(format!(
         "{}-{}.zarr",
         variant.name(),
         shape
@@ -90,7 +85,32 @@ pub fn create(
             .map(|v| v.to_string())
             .collect::<Vec<_>>()
             .join("x")
-    ));
+    ))
+}
+
+/// Opens the store of `variant` with `shape` under `dir` if it was created before (so
+/// callers can skip generating the data).
+pub fn open_existing(
+    dir: &Path,
+    variant: Variant,
+    shape: &[u64],
+) -> Option<Array<FilesystemStore>> {
+    let path = store_path(dir, variant, shape);
+    if !path.join("zarr.json").exists() {
+        return None;
+    }
+    let store = Arc::new(FilesystemStore::new(&path).ok()?);
+    Array::open(store, "/").ok()
+}
+
+/// Creates (or reuses, when its metadata exists) the store of `variant` under `dir`.
+pub fn create(
+    dir: &Path,
+    variant: Variant,
+    shape: &[u64],
+    data: &NDBuffer,
+) -> Array<FilesystemStore> {
+    let path = store_path(dir, variant, shape);
     let fresh = !path.join("zarr.json").exists();
     std::fs::create_dir_all(&path).expect("bench directory");
     let store = Arc::new(FilesystemStore::new(&path).expect("filesystem store"));

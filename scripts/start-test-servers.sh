@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Starts the servers the remote tests use, on 127.0.0.1 only, and prints `export` lines
+# for them (use: `source <(bash scripts/start-test-servers.sh)`):
+#   - a real S3-protocol server (moto_server from the repo's .venv) → ZARRBUF_TEST_S3_ENDPOINT
+#   - a static HTTP server with byte ranges over fixtures/data → ZARRBUF_TEST_HTTP_URL
+# The servers run in the background until the shell session ends; their logs go to
+# target/test-servers/.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+py="$root/.venv/bin/python"
+[ -x "$py" ] || { echo "run scripts/setup-python-env.sh first" >&2; exit 1; }
+logs="$root/target/test-servers"
+mkdir -p "$logs"
+
+free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+s3_port=$(free_port)
+nohup "$root/.venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" >"$logs/moto.log" 2>&1 &
+http_port=$(free_port)
+nohup "$py" "$root/scripts/http_range_server.py" --bind 127.0.0.1 --directory "$root/fixtures/data" "$http_port" >"$logs/http.log" 2>&1 &
+
+wait_for() {
+    for _ in $(seq 1 100); do
+        if "$py" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)" "$1" 2>/dev/null; then return 0; fi
+        sleep 0.2
+    done
+    echo "server at $1 did not start; see $logs" >&2
+    exit 1
+}
+wait_for "http://127.0.0.1:$s3_port/moto-api/"
+wait_for "http://127.0.0.1:$http_port/"
+echo "export ZARRBUF_TEST_S3_ENDPOINT=http://127.0.0.1:$s3_port"
+echo "export ZARRBUF_TEST_HTTP_URL=http://127.0.0.1:$http_port"
+echo "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1"

@@ -1,0 +1,242 @@
+//! Async reads from any async zarrs store (object stores on tokio), into any prototype.
+//!
+//! Fetches run on the tokio runtime, concurrently up to the decoding thread count; decoding
+//! and device work run on a blocking thread through the same staged pipeline as sync reads
+//! (pinned staging ring, device kernels), so memory in flight is bounded by the options.
+//! Dropping the future cancels: the pipeline stops at its next unit, drains its device
+//! queues, and keeps the output buffer alive until then.
+
+use crate::device::ops_for;
+use crate::dtype::Order;
+use crate::error::{Error, Result};
+use crate::ndbuffer::NDBuffer;
+use crate::options::ReadOptions;
+use crate::pipeline::{Produced, StagedRead};
+use crate::prototype::BufferPrototype;
+use crate::read::{chunk_error, data_type_of, decode_unit, fill_bytes};
+use crate::shard_index::ShardIndex;
+use crate::units::{Unit, UnitPlan, UnitSource, check_subset, plan_units};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use zarrs::array::{Array, CodecOptions};
+use zarrs::storage::AsyncReadableStorageTraits;
+use zarrs::storage::byte_range::ByteRange;
+
+/// Sets a flag when dropped: tells the blocking half of a read or write that its future is gone.
+pub(crate) struct CancelOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Async reads of zarrs arrays over async stores (e.g. [`crate::open_async`]). The futures
+/// are `Send`, so they can be spawned on a multi-thread tokio runtime.
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
+/// let array = zarrbuf::open_async("https://example.org/data.zarr", "").await?;
+/// let part = array.read_async(&[0..10, 0..10], &BufferPrototype::cpu()).await?;
+/// # Ok(()) }
+/// ```
+pub trait ArrayReadAsyncExt: Sync {
+    /// Reads `subset` into a new C-order NDBuffer made by `proto`.
+    fn read_async(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        async move {
+            let opts = ReadOptions::default();
+            self.read_opt_async(subset, proto, &opts).await
+        }
+    }
+
+    /// [`read_async`](Self::read_async) with options.
+    fn read_opt_async(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send;
+
+    /// Reads the whole array.
+    fn read_all_async(
+        &self,
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send;
+
+    /// Reads `subset` into `out` (any memory, may be a strided view).
+    fn read_into_async(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Array<S> {
+    fn read_opt_async(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        let subset = subset.to_vec();
+        let (proto, opts) = (proto.clone(), opts.clone());
+        async move {
+            check_subset(self.shape(), &subset, self.path().as_str())?;
+            let dtype = data_type_of(self)?;
+            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+            let mut out = NDBuffer::empty(&shape, dtype, Order::C, &proto)?;
+            self.read_into_async(&subset, &mut out, &opts).await?;
+            Ok(out)
+        }
+    }
+
+    fn read_all_async(
+        &self,
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
+        let proto = proto.clone();
+        async move {
+            self.read_opt_async(&subset, &proto, &ReadOptions::default())
+                .await
+        }
+    }
+
+    fn read_into_async(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let subset = subset.to_vec();
+        let opts = opts.clone();
+        let out = out.clone();
+        async move {
+            check_subset(self.shape(), &subset, self.path().as_str())?;
+            let dtype = data_type_of(self)?;
+            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+            if out.dtype() != dtype || out.shape() != shape.as_slice() {
+                return Err(Error::ShapeMismatch(format!(
+                    "the subset is {shape:?} of {dtype} but the output NDBuffer is {:?} of {}",
+                    out.shape(),
+                    out.dtype()
+                )));
+            }
+            if out.is_empty() {
+                return Ok(());
+            }
+            let array = Arc::new(self.with_storage(self.storage()));
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+                Error::InvalidArgument(
+                    "async reads need a tokio runtime (call them inside one)".into(),
+                )
+            })?;
+            let cancelled = Arc::new(AtomicBool::new(false));
+            let _guard = CancelOnDrop(cancelled.clone());
+            let task = tokio::task::spawn_blocking(move || {
+                read_blocking(&array, &subset, &out, &opts, &handle, &cancelled)
+            });
+            task.await
+                .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
+        }
+    }
+}
+
+/// The blocking half: the staged pipeline, whose producers fetch through the runtime.
+fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    opts: &ReadOptions,
+    handle: &tokio::runtime::Handle,
+    cancelled: &AtomicBool,
+) -> Result<()> {
+    let elem = out.dtype().size();
+    let plan = plan_units(array, subset, elem)?;
+    let staged = StagedRead {
+        ops: ops_for(out.memory())?,
+        units: &plan.units,
+        layout: plan.layout(),
+        request_start: subset.iter().map(|r| r.start).collect(),
+        fill_value: fill_bytes(array),
+        staging_bytes: opts.staging_bytes,
+        threads: opts.threads(),
+        progress: opts.progress.clone(),
+    };
+    let codec_opts = CodecOptions::default()
+        .with_validate_checksums(opts.validate_checksums)
+        .with_concurrent_target(1);
+    let shards = match plan.source {
+        UnitSource::Subchunk => Some(ShardIndex::new(array)?),
+        _ => None,
+    };
+    let produce = |unit: &Unit, slot: &mut [u8]| -> Result<Produced> {
+        if cancelled.load(Ordering::SeqCst) {
+            return Err(Error::Cancelled("the read future was dropped".into()));
+        }
+        match handle.block_on(fetch_unit_async(array, &plan, shards.as_ref(), unit))? {
+            None => Ok(Produced::Missing),
+            Some(encoded) => decode_unit(array, &plan, &codec_opts, unit, encoded, slot),
+        }
+    };
+    staged.run(out, &produce)
+}
+
+/// Fetches one unit's encoded bytes from an async store (`None`: not stored).
+pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    plan: &UnitPlan,
+    shards: Option<&ShardIndex>,
+    unit: &Unit,
+) -> Result<Option<Vec<u8>>> {
+    match plan.source {
+        UnitSource::Chunk | UnitSource::ZarrsDecoded => Ok(array
+            .async_retrieve_encoded_chunk(&unit.indices)
+            .await
+            .map_err(|e| chunk_error(array, &unit.indices, e))?
+            .map(|b| b.to_vec())),
+        UnitSource::Subchunk => {
+            let shards = shards.expect("sharded plans carry their index");
+            let (shard, within) = shards.split(&unit.indices);
+            let key = array.chunk_key(&shard);
+            let storage = array.storage();
+            let fail = |e: String| Error::Zarr {
+                array: array.path().to_string(),
+                message: format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
+            };
+            let index = match shards.cached(&shard) {
+                Some(hit) => hit,
+                None => {
+                    let encoded = storage
+                        .get_partial(&key, shards.index_range())
+                        .await
+                        .map_err(|e| fail(e.to_string()))?;
+                    shards.remember(&shard, encoded.as_deref()).map_err(fail)?
+                }
+            };
+            let Some(index) = index else { return Ok(None) };
+            let Some(range) = shards.inner_range(&index, &within).map_err(fail)? else {
+                return Ok(None);
+            };
+            let bytes = storage
+                .get_partial(&key, ByteRange::new(range.clone()))
+                .await
+                .map_err(|e| fail(e.to_string()))?
+                .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(fail(format!(
+                    "the shard is truncated at {}..{}",
+                    range.start, range.end
+                )));
+            }
+            Ok(Some(bytes.to_vec()))
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Async writes into async zarrs stores (object stores on tokio), from any memory.
+//!
+//! The staged write pipeline runs on a blocking thread (device gather, staging, CPU
+//! compression); finished chunks are put through the runtime. Host data takes the same path,
+//! so chunks are compressed in parallel whatever the memory.
+
+use crate::error::{Error, Result};
+use crate::ndbuffer::NDBuffer;
+use crate::options::WriteOptions;
+use crate::read::{chunk_error, data_type_of};
+use crate::read_async::CancelOnDrop;
+use crate::units::check_subset;
+use crate::write::{ChunkSink, write_staged};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
+use zarrs::storage::AsyncReadableWritableStorageTraits;
+
+/// Async writes of zarrbuf buffers into zarrs arrays over async stores. The futures are `Send`.
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// use zarrbuf::{ArrayWriteAsyncExt, NDBuffer, WriteOptions};
+/// let array = zarrbuf::open_async("s3://bucket/out.zarr", "").await?;
+/// let data = NDBuffer::from_vec(vec![0f32; 100], &[10, 10])?;
+/// array.write_async(&[0..10, 0..10], &data, &WriteOptions::default()).await?;
+/// # Ok(()) }
+/// ```
+pub trait ArrayWriteAsyncExt: Sync {
+    /// Writes `data` (shape of `subset`, the array's data type, any memory) into `subset`.
+    fn write_async(
+        &self,
+        subset: &[Range<u64>],
+        data: &NDBuffer,
+        opts: &WriteOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Stores chunks of an async array from a blocking thread.
+struct AsyncSink<'a, S: ?Sized> {
+    array: &'a Array<S>,
+    handle: &'a tokio::runtime::Handle,
+    cancelled: &'a AtomicBool,
+}
+
+impl<S: ?Sized> AsyncSink<'_, S> {
+    fn check(&self) -> Result<()> {
+        if self.cancelled.load(Ordering::SeqCst) {
+            return Err(Error::Cancelled("the write future was dropped".into()));
+        }
+        Ok(())
+    }
+}
+
+impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ChunkSink for AsyncSink<'_, S> {
+    fn erase(&self, indices: &[u64]) -> Result<()> {
+        self.check()?;
+        self.handle
+            .block_on(self.array.async_erase_chunk(indices))
+            .map_err(|e| chunk_error(self.array, indices, e))
+    }
+
+    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()> {
+        self.check()?;
+        // SAFETY: forwarded to the caller.
+        let put = unsafe { self.array.async_store_encoded_chunk(indices, encoded) };
+        self.handle
+            .block_on(put)
+            .map_err(|e| chunk_error(self.array, indices, e))
+    }
+
+    fn store_subset(
+        &self,
+        indices: &[u64],
+        local: &ArraySubset,
+        bytes: &[u8],
+        opts: &CodecOptions,
+    ) -> Result<()> {
+        self.check()?;
+        self.handle
+            .block_on(self.array.async_store_chunk_subset_opt(
+                indices,
+                local,
+                ArrayBytes::from(bytes),
+                opts,
+            ))
+            .map_err(|e| chunk_error(self.array, indices, e))
+    }
+}
+
+impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncExt for Array<S> {
+    fn write_async(
+        &self,
+        subset: &[Range<u64>],
+        data: &NDBuffer,
+        opts: &WriteOptions,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let subset = subset.to_vec();
+        let (data, opts) = (data.clone(), opts.clone());
+        async move {
+            check_subset(self.shape(), &subset, self.path().as_str())?;
+            let dtype = data_type_of(self)?;
+            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+            if data.dtype() != dtype || data.shape() != shape.as_slice() {
+                return Err(Error::ShapeMismatch(format!(
+                    "the subset is {shape:?} of {dtype} but the data is {:?} of {}",
+                    data.shape(),
+                    data.dtype()
+                )));
+            }
+            if data.is_empty() {
+                return Ok(());
+            }
+            let array = Arc::new(self.with_storage(self.storage()));
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+                Error::InvalidArgument(
+                    "async writes need a tokio runtime (call them inside one)".into(),
+                )
+            })?;
+            let cancelled = Arc::new(AtomicBool::new(false));
+            let _guard = CancelOnDrop(cancelled.clone());
+            let task = tokio::task::spawn_blocking(move || {
+                let sink = AsyncSink {
+                    array: &*array,
+                    handle: &handle,
+                    cancelled: &cancelled,
+                };
+                write_staged(&array, &sink, &subset, &data, &opts)
+            });
+            task.await
+                .map_err(|e| Error::Cancelled(format!("the write task stopped: {e}")))?
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Async reads and writes against real servers on 127.0.0.1: an S3-protocol server
+//! (moto_server) and a plain HTTP server over fixtures/data, both started by
+//! scripts/start-test-servers.sh (CI does it and sets ZARRBUF_REQUIRE_SERVERS=1, so these
+//! tests cannot skip there). Without the servers they print a skip line.
+
+mod common;
+
+use common::{Fixture, fixtures, prototypes, root};
+use object_store::ObjectStoreExt;
+use std::io::{Read, Write};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use zarrbuf::{
+    ArrayReadAsyncExt, ArrayWriteAsyncExt, BufferPrototype, NDBuffer, ReadOptions, WriteOptions,
+};
+
+struct Servers {
+    s3: String,
+    http: String,
+}
+
+fn servers() -> Option<Servers> {
+    match (
+        std::env::var("ZARRBUF_TEST_S3_ENDPOINT"),
+        std::env::var("ZARRBUF_TEST_HTTP_URL"),
+    ) {
+        (Ok(s3), Ok(http)) => Some(Servers { s3, http }),
+        _ if std::env::var("ZARRBUF_REQUIRE_SERVERS").is_ok_and(|v| v == "1") => {
+            panic!(
+                "ZARRBUF_REQUIRE_SERVERS=1 but ZARRBUF_TEST_S3_ENDPOINT / ZARRBUF_TEST_HTTP_URL are not set; run scripts/start-test-servers.sh"
+            )
+        }
+        _ => {
+            println!(
+                "skipping remote tests: no test servers (source <(bash scripts/start-test-servers.sh))"
+            );
+            None
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn s3_options(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("aws_endpoint", endpoint.to_string()),
+        ("aws_access_key_id", "testing".into()),
+        ("aws_secret_access_key", "testing".into()),
+        ("aws_region", "us-east-1".into()),
+        ("timeout", "10s".into()),
+    ]
+}
+
+fn opts_ref<'a>(o: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    o.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// Creates `bucket` on the S3 server (a bare CreateBucket request; moto does not check signatures).
+fn create_bucket(endpoint: &str, bucket: &str) {
+    let addr = endpoint.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
+        "{reply}"
+    );
+}
+
+/// Uploads every fixture store under `s3://bucket/`.
+async fn upload_fixtures(endpoint: &str, bucket: &str) {
+    let o = s3_options(endpoint);
+    let store = zarrbuf::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
+    let data = root().join("data");
+    for path in walk(&data) {
+        let key = path
+            .strip_prefix(&data)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let bytes = std::fs::read(&path).unwrap();
+        store
+            .put(&object_store::path::Path::from(key), bytes.into())
+            .await
+            .unwrap();
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn store_name(f: &Fixture) -> String {
+    f.store.trim_start_matches("data/").to_string()
+}
+
+fn same(what: &str, got: &NDBuffer, want: &NDBuffer) {
+    assert_eq!(got.shape(), want.shape(), "{what}");
+    assert!(
+        got.to_native_bytes().unwrap() == want.to_native_bytes().unwrap(),
+        "{what}: contents differ"
+    );
+}
+
+#[test]
+fn every_fixture_reads_exactly_over_s3_and_http() {
+    let Some(sv) = servers() else { return };
+    let rt = runtime();
+    create_bucket(&sv.s3, "fixtures");
+    rt.block_on(upload_fixtures(&sv.s3, "fixtures"));
+    let o = s3_options(&sv.s3);
+    rt.block_on(async {
+        for f in fixtures() {
+            let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
+            let urls = [
+                format!("s3://fixtures/{}", store_name(&f)),
+                format!("{}/{}", sv.http, store_name(&f)),
+            ];
+            for url in urls {
+                let options = if url.starts_with("s3://") {
+                    opts_ref(&o)
+                } else {
+                    Vec::new()
+                };
+                let array = zarrbuf::open_async_with_options(&url, &f.path, &options)
+                    .await
+                    .unwrap_or_else(|e| panic!("{url}: {e}"));
+                for (pname, proto) in prototypes() {
+                    let got = array
+                        .read_all_async(&proto)
+                        .await
+                        .unwrap_or_else(|e| panic!("{url} on {pname}: {e}"));
+                    assert_eq!(got.memory(), proto.memory());
+                    same(&format!("{url} on {pname}"), &got, &want);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn writes_through_s3_read_back_exactly() {
+    let Some(sv) = servers() else { return };
+    let rt = runtime();
+    create_bucket(&sv.s3, "written");
+    let o = s3_options(&sv.s3);
+    let python = root().join("../.venv/bin/python");
+    for name in [
+        "v3_transpose_3d",
+        "v3_uint32_be_zstd_crc32c",
+        "v2_i4_be_gzip_F",
+        "v3_shard_end",
+        "v3_float32_nan_fill",
+    ] {
+        let f = fixtures().into_iter().find(|f| f.name == name).unwrap();
+        let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
+        rt.block_on(async {
+            // Only the metadata: the chunks come from zarrbuf.
+            let store = zarrbuf::object_store_for_url("s3://written", &opts_ref(&o)).unwrap();
+            let src = root().join(&f.store);
+            for path in walk(&src) {
+                let file = path.file_name().unwrap().to_string_lossy().into_owned();
+                if matches!(
+                    file.as_str(),
+                    "zarr.json" | ".zarray" | ".zattrs" | ".zgroup"
+                ) {
+                    let key = format!(
+                        "{name}.zarr/{}",
+                        path.strip_prefix(&src).unwrap().to_string_lossy()
+                    );
+                    store
+                        .put(
+                            &object_store::path::Path::from(key),
+                            std::fs::read(&path).unwrap().into(),
+                        )
+                        .await
+                        .unwrap();
+                }
+            }
+            let url = format!("s3://written/{name}.zarr");
+            let array = zarrbuf::open_async_with_options(&url, &f.path, &opts_ref(&o))
+                .await
+                .unwrap();
+            for (pname, proto) in prototypes() {
+                let data = want.to_prototype(&proto).unwrap();
+                let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+                array
+                    .write_async(&all, &data, &WriteOptions::default())
+                    .await
+                    .unwrap_or_else(|e| panic!("{url} from {pname}: {e}"));
+                let back = array.read_all_async(&BufferPrototype::cpu()).await.unwrap();
+                same(&format!("{url} written from {pname}"), &back, &want);
+            }
+        });
+        if python.exists() {
+            let out = std::process::Command::new(&python)
+                .arg(root().join("../scripts/zarr_readback.py"))
+                .args([
+                    &format!("s3://written/{name}.zarr"),
+                    &f.path,
+                    f.npy_path().to_str().unwrap(),
+                ])
+                .args(["--endpoint-url", &sv.s3])
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "zarr-python reading s3://written/{name}.zarr: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[test]
+fn sixty_four_concurrent_reads_are_exact_and_bounded() {
+    let Some(sv) = servers() else { return };
+    let rt = runtime();
+    create_bucket(&sv.s3, "load");
+    rt.block_on(upload_fixtures(&sv.s3, "load"));
+    let f = fixtures()
+        .into_iter()
+        .find(|f| f.name == "v3_large_3d")
+        .unwrap();
+    let want = Arc::new(zarrbuf::npy::read(&f.npy_path()).unwrap());
+    let o = s3_options(&sv.s3);
+    let before = peak_rss_bytes();
+    rt.block_on(async {
+        let array = Arc::new(
+            zarrbuf::open_async_with_options("s3://load/v3_large_3d.zarr", "", &opts_ref(&o))
+                .await
+                .unwrap(),
+        );
+        let shape = array.shape().to_vec();
+        // Connection-pool tasks of the HTTP client exist once a request was made.
+        array.read_all_async(&BufferPrototype::cpu()).await.unwrap();
+        let baseline = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        let mut tasks = Vec::new();
+        for i in 0..64u64 {
+            let (array, want) = (array.clone(), want.clone());
+            let subset: Vec<Range<u64>> = shape
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| {
+                    let a = (i * (k as u64 + 3)) % n;
+                    let b = (a + 1 + (i * 7 + k as u64) % (n - a)).min(n);
+                    a..b
+                })
+                .collect();
+            tasks.push(tokio::spawn(async move {
+                let opts = ReadOptions::default()
+                    .with_concurrency(4)
+                    .with_staging_bytes(1 << 20);
+                let got = array
+                    .read_opt_async(&subset, &BufferPrototype::cpu(), &opts)
+                    .await
+                    .unwrap();
+                let r: Vec<Range<usize>> = subset
+                    .iter()
+                    .map(|r| r.start as usize..r.end as usize)
+                    .collect();
+                same(&format!("subset {subset:?}"), &got, &want.get(&r).unwrap());
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let alive = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        assert!(
+            alive <= baseline,
+            "{alive} tasks alive after the reads, {baseline} before them"
+        );
+    });
+    let growth = peak_rss_bytes().saturating_sub(before);
+    println!(
+        "peak RSS grew by {} KiB during 64 concurrent reads",
+        growth / 1024
+    );
+    assert!(growth < 512 << 20, "peak RSS grew by {growth} bytes");
+}
+
+#[test]
+fn missing_chunk_reads_as_fill_value() {
+    let Some(sv) = servers() else { return };
+    let rt = runtime();
+    create_bucket(&sv.s3, "holes");
+    rt.block_on(upload_fixtures(&sv.s3, "holes"));
+    let o = s3_options(&sv.s3);
+    rt.block_on(async {
+        let store = zarrbuf::object_store_for_url("s3://holes", &opts_ref(&o)).unwrap();
+        store
+            .delete(&object_store::path::Path::from("v3_int16_be.zarr/c/0/0"))
+            .await
+            .ok();
+        let array =
+            zarrbuf::open_async_with_options("s3://holes/v3_int16_be.zarr", "", &opts_ref(&o))
+                .await
+                .unwrap();
+        let got = array.read_all_async(&BufferPrototype::cpu()).await.unwrap();
+        let sync =
+            zarrbuf::open(root().join("data/v3_int16_be.zarr").to_str().unwrap(), "").unwrap();
+        let chunk: Vec<usize> = zarrbuf::describe(&sync)
+            .unwrap()
+            .chunks
+            .iter()
+            .map(|&c| c as usize)
+            .collect();
+        let region: Vec<Range<usize>> = chunk
+            .iter()
+            .zip(got.shape())
+            .map(|(&c, &n)| 0..c.min(n))
+            .collect();
+        let hole = got.get(&region).unwrap();
+        assert!(
+            hole.all_equal(&(-7i16).to_ne_bytes(), false).unwrap(),
+            "a deleted chunk must read as the fill value -7"
+        );
+    });
+}
+
+#[test]
+fn stopped_and_silent_servers_give_clear_errors_without_hanging() {
+    if servers().is_none() {
+        return;
+    }
+    let rt = runtime();
+    // A server that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let h = held.clone();
+    std::thread::spawn(move || {
+        for s in silent.incoming().flatten() {
+            h.lock().unwrap().push(s);
+        }
+    });
+    // A port nobody listens on (a stopped server).
+    let stopped = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    rt.block_on(async {
+        for (what, endpoint) in [
+            ("silent", format!("http://{silent_addr}")),
+            ("stopped", format!("http://{stopped}")),
+        ] {
+            let mut o = s3_options(&endpoint);
+            o.retain(|(k, _)| *k != "timeout");
+            o.push(("timeout", "2s".into()));
+            o.push(("connect_timeout", "2s".into()));
+            let opened = tokio::time::timeout(
+                Duration::from_secs(120),
+                zarrbuf::open_async_with_options("s3://bucket/data.zarr", "", &opts_ref(&o)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{what} server: open hung"));
+            let err = opened
+                .err()
+                .unwrap_or_else(|| panic!("{what} server: open succeeded"));
+            let msg = err.to_string();
+            assert!(
+                msg.contains("s3://bucket/data.zarr"),
+                "{what}: error should name the store: {msg}"
+            );
+        }
+    });
+}
+
+#[test]
+fn dropping_a_read_cancels_it() {
+    let Some(sv) = servers() else { return };
+    let rt = runtime();
+    create_bucket(&sv.s3, "cancel");
+    rt.block_on(upload_fixtures(&sv.s3, "cancel"));
+    let o = s3_options(&sv.s3);
+    let calls = Arc::new(AtomicUsize::new(0));
+    rt.block_on(async {
+        let array =
+            zarrbuf::open_async_with_options("s3://cancel/v3_large_3d.zarr", "", &opts_ref(&o))
+                .await
+                .unwrap();
+        let c = calls.clone();
+        let opts = ReadOptions::default()
+            .with_concurrency(1)
+            .with_staging_bytes(1)
+            .with_progress(move |_| {
+                c.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(50));
+            });
+        let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+        let cut = tokio::time::timeout(
+            Duration::from_millis(60),
+            array.read_opt_async(&all, &BufferPrototype::cpu(), &opts),
+        )
+        .await;
+        assert!(cut.is_err(), "the read should still have been running");
+    });
+    // The blocking half notices the cancellation at its next chunk and stops.
+    std::thread::sleep(Duration::from_millis(600));
+    let settled = calls.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        settled,
+        "chunks kept being read after the future was dropped"
+    );
+    assert!(
+        settled < 18,
+        "all 18 chunks were read: the read was not cancelled"
+    );
+    drop(rt);
+}
