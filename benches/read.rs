@@ -11,6 +11,8 @@
 //! Functions per variant (throughput is decoded bytes):
 //! - `zarrs_into_reused`: zarrs' `retrieve_array_subset_into` into one buffer reused by every
 //!   iteration (its pages are faulted in once) — the reference;
+//! - `zarrs_into_reused_hugepages`: the same into a reused zarrbuf host buffer (2 MiB
+//!   aligned, advised for transparent huge pages), to separate page size from the reader;
 //! - `zarrs_retrieve`: zarrs' allocating `retrieve_array_subset`;
 //! - `zarrbuf_cpu_fresh`: `read_all(&BufferPrototype::cpu())`, a new NDBuffer per iteration,
 //!   freed inside the timed loop (it goes back to zarrbuf's block cache, as in a data loader
@@ -83,6 +85,9 @@ fn reads(c: &mut Criterion) {
     }
     drop(data);
     let mut reused = vec![0u8; total];
+    // The same reference into huge-page-backed memory (zarrbuf's host allocation, kept for
+    // the whole run): zarrs' scatter of 256-byte chunk rows is TLB-bound on 4 KiB pages.
+    let mut reused_huge = zarrbuf::Buffer::zeros(total, &BufferPrototype::cpu()).expect("host");
     let cpu = BufferPrototype::cpu();
     for (v, array) in &arrays {
         let mut g = c.benchmark_group(format!("read/{}", v.name()));
@@ -93,6 +98,16 @@ fn reads(c: &mut Criterion) {
             .measurement_time(Duration::from_secs(4));
         g.bench_function("zarrs_into_reused", |b| {
             b.iter(|| variants::zarrs_into(array, &mut reused))
+        });
+        g.bench_function("zarrs_into_reused_hugepages", |b| {
+            b.iter(|| {
+                reused_huge
+                    .with_host_bytes_mut(|bytes| {
+                        variants::zarrs_into(array, bytes);
+                        Ok(())
+                    })
+                    .expect("host buffer")
+            })
         });
         g.bench_function("zarrs_retrieve", |b| {
             b.iter(|| black_box(variants::zarrs_alloc(array)))

@@ -53,6 +53,6 @@ pub use read_async::ArrayReadAsyncExt;
 pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
 };
-pub use store::{DynArray, location_label, node_path, open, open_any, open_store};
+pub use store::{DynArray, location_label, node_path, open, open_store};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;

@@ -31,7 +31,7 @@ enum Command {
     },
     /// Read an array (or a subset) and write it as .npy, or print a summary.
     Read {
-        /// Store location: a directory path or a URL.
+        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -49,7 +49,7 @@ enum Command {
     },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
-        /// Store location: a directory path or a URL.
+        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -192,9 +192,54 @@ fn parse_subset(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
         .collect()
 }
 
+/// An array opened from a directory (sync) or a URL (async, driven by a tokio runtime).
+enum Source {
+    Local(zarrbuf::DynArray),
+    Remote(Box<zarrbuf::AsyncArray>, tokio::runtime::Runtime),
+}
+
+impl Source {
+    fn open(store: &str, path: &str) -> Result<Self> {
+        let remote = store
+            .split_once("://")
+            .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
+        if !remote {
+            return Ok(Source::Local(zarrbuf::open(store, path)?));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the async runtime: {e}")))?;
+        let array = rt.block_on(zarrbuf::open_async(store, path))?;
+        Ok(Source::Remote(Box::new(array), rt))
+    }
+
+    fn shape(&self) -> Vec<u64> {
+        match self {
+            Source::Local(a) => a.shape().to_vec(),
+            Source::Remote(a, _) => a.shape().to_vec(),
+        }
+    }
+
+    fn describe(&self) -> Result<zarrbuf::ArrayInfo> {
+        match self {
+            Source::Local(a) => zarrbuf::describe(a),
+            Source::Remote(a, _) => zarrbuf::describe(a.as_ref()),
+        }
+    }
+
+    fn read(&self, subset: &[Range<u64>], proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer> {
+        use zarrbuf::ArrayReadAsyncExt;
+        match self {
+            Source::Local(a) => a.read_opt(subset, proto, opts),
+            Source::Remote(a, rt) => rt.block_on(a.read_opt_async(subset, proto, opts)),
+        }
+    }
+}
+
 fn info(store: &str, path: &str) -> Result<()> {
-    let array = zarrbuf::open_any(store, path)?;
-    let i = zarrbuf::describe(&array)?;
+    let array = Source::open(store, path)?;
+    let i = array.describe()?;
     println!("array:      {}", zarrbuf::location_label(store, path));
     println!("zarr:       v{}", i.zarr_format);
     println!("shape:      {:?}", i.shape);
@@ -238,15 +283,15 @@ fn read(
     out: Option<PathBuf>,
 ) -> Result<()> {
     let proto = prototype(device)?;
-    let array = zarrbuf::open_any(store, path)?;
-    let shape = array.shape().to_vec();
+    let array = Source::open(store, path)?;
+    let shape = array.shape();
     let ranges = match subset {
         Some(s) => parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let (opts, bar) = progress_options("reading");
     let start = Instant::now();
-    let data = array.read_opt(&ranges, &proto, &opts)?;
+    let data = array.read(&ranges, &proto, &opts)?;
     let seconds = start.elapsed().as_secs_f64();
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -288,16 +333,16 @@ fn bench(store: &str, path: &str, device: Option<&str>, reps: usize) -> Result<(
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
     }
     let proto = prototype(device)?;
-    let array = zarrbuf::open_any(store, path)?;
+    let array = Source::open(store, path)?;
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
     let opts = ReadOptions::default();
-    let warm = array.read_opt(&all, &proto, &opts)?;
+    let warm = array.read(&all, &proto, &opts)?;
     let bytes = warm.nbytes();
     drop(warm);
     let mut rates = Vec::with_capacity(reps);
     for _ in 0..reps {
         let start = Instant::now();
-        let data = array.read_opt(&all, &proto, &opts)?;
+        let data = array.read(&all, &proto, &opts)?;
         let s = start.elapsed().as_secs_f64();
         drop(data);
         rates.push(bytes as f64 / s.max(1e-9) / 1e9);

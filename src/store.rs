@@ -42,23 +42,6 @@ pub fn location_label(location: &str, array_path: &str) -> String {
     label(location, array_path)
 }
 
-/// Opens an array from a directory path or any URL zarrbuf understands (object stores are
-/// read through a blocking adapter over the async client).
-///
-/// ```
-/// let a = zarrbuf::open_any("fixtures/data/v3_int8.zarr", "")?;
-/// assert_eq!(a.dimensionality(), 2);
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn open_any(location: &str, array_path: &str) -> Result<DynArray> {
-    match location.split_once("://") {
-        Some((scheme, _)) if scheme != "file" && scheme != "memory" => Err(Error::Unsupported(
-            format!("{scheme}:// stores are not supported by this build; use a directory path"),
-        )),
-        _ => open(location, array_path),
-    }
-}
-
 pub(crate) fn label(location: &str, array_path: &str) -> String {
     let p = array_path.trim_matches('/');
     if p.is_empty() {
