@@ -46,6 +46,9 @@ enum Command {
         /// Write the result as a C-order little-endian .npy file.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Use the async (object_store) reader also for a directory path.
+        #[arg(long = "async")]
+        force_async: bool,
     },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
@@ -60,6 +63,9 @@ enum Command {
         /// Timed repetitions (after one warm-up read).
         #[arg(long, default_value_t = 5)]
         reps: usize,
+        /// Use the async (object_store) reader also for a directory path.
+        #[arg(long = "async")]
+        force_async: bool,
     },
 }
 
@@ -119,13 +125,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             subset,
             device,
             out,
-        } => read(&store, &path, subset.as_deref(), device.as_deref(), out),
+            force_async,
+        } => read(
+            &store,
+            &path,
+            subset.as_deref(),
+            device.as_deref(),
+            out,
+            force_async,
+        ),
         Command::Bench {
             store,
             path,
             device,
             reps,
-        } => bench(&store, &path, device.as_deref(), reps),
+            force_async,
+        } => bench(&store, &path, device.as_deref(), reps, force_async),
     }
 }
 
@@ -199,11 +214,11 @@ enum Source {
 }
 
 impl Source {
-    fn open(store: &str, path: &str) -> Result<Self> {
+    fn open(store: &str, path: &str, force_async: bool) -> Result<Self> {
         let remote = store
             .split_once("://")
             .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
-        if !remote {
+        if !remote && !force_async {
             return Ok(Source::Local(zarrbuf::open(store, path)?));
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -228,7 +243,12 @@ impl Source {
         }
     }
 
-    fn read(&self, subset: &[Range<u64>], proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer> {
+    fn read(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<NDBuffer> {
         use zarrbuf::ArrayReadAsyncExt;
         match self {
             Source::Local(a) => a.read_opt(subset, proto, opts),
@@ -238,7 +258,7 @@ impl Source {
 }
 
 fn info(store: &str, path: &str) -> Result<()> {
-    let array = Source::open(store, path)?;
+    let array = Source::open(store, path, false)?;
     let i = array.describe()?;
     println!("array:      {}", zarrbuf::location_label(store, path));
     println!("zarr:       v{}", i.zarr_format);
@@ -281,9 +301,10 @@ fn read(
     subset: Option<&str>,
     device: Option<&str>,
     out: Option<PathBuf>,
+    force_async: bool,
 ) -> Result<()> {
     let proto = prototype(device)?;
-    let array = Source::open(store, path)?;
+    let array = Source::open(store, path, force_async)?;
     let shape = array.shape();
     let ranges = match subset {
         Some(s) => parse_subset(s, &shape)?,
@@ -328,12 +349,18 @@ fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
     Ok(())
 }
 
-fn bench(store: &str, path: &str, device: Option<&str>, reps: usize) -> Result<()> {
+fn bench(
+    store: &str,
+    path: &str,
+    device: Option<&str>,
+    reps: usize,
+    force_async: bool,
+) -> Result<()> {
     if reps == 0 {
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
     }
     let proto = prototype(device)?;
-    let array = Source::open(store, path)?;
+    let array = Source::open(store, path, force_async)?;
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
     let opts = ReadOptions::default();
     let warm = array.read(&all, &proto, &opts)?;
