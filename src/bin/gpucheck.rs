@@ -83,6 +83,13 @@ fn main() {
                 format!("ok: {n} fixtures ({:.1} s)", t.elapsed().as_secs_f64()),
             ));
         }
+        if what == "all" || what == "fixtures" {
+            zarrs_decoded_chains()?;
+            table.push((
+                "non-exclusively sharded array (zarrs-decoded chunks) on pinned/cuda".into(),
+                "ok".into(),
+            ));
+        }
         if what == "all" || what == "bench" {
             bench(bench_bytes, reps, &mut table)?;
         }
@@ -205,6 +212,47 @@ fn fixtures(root: &Path) -> Result<usize, String> {
         same(&format!("{name} written from cuda"), &back, &want)?;
     }
     Ok(list.len())
+}
+
+/// A transpose outside the sharding codec: chunks are decoded whole by zarrs, scattered on the device.
+fn zarrs_decoded_chains() -> Check {
+    use std::sync::Arc;
+    use zarrs::array::codec::{ShardingCodecBuilder, TransposeCodec, TransposeOrder, ZstdCodec};
+    use zarrs::array::{ArrayBuilder, data_type};
+    let e = |x: zarrbuf::Error| format!("zarrs-decoded chain: {x}");
+    let n = 13 * 10 * 6;
+    let values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 1000.0).collect();
+    let data = NDBuffer::from_vec(values, &[13, 10, 6]).map_err(e)?;
+    for proto in [BufferPrototype::pinned(0), BufferPrototype::cuda(0)] {
+        let nz = |v: u64| std::num::NonZeroU64::new(v).expect("non-zero");
+        let mut sharding =
+            ShardingCodecBuilder::new(vec![nz(3), nz(2), nz(4)].into(), &data_type::float32());
+        sharding.bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
+        let order = TransposeOrder::new(&[2, 0, 1]).map_err(|x| x.to_string())?;
+        let array = ArrayBuilder::new(
+            vec![13u64, 10, 6],
+            vec![4u64, 8, 6],
+            data_type::float32(),
+            f32::NAN,
+        )
+        .array_to_array_codecs(vec![Arc::new(TransposeCodec::new(order))])
+        .array_to_bytes_codec(sharding.build_arc())
+        .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/x")
+        .map_err(|x| x.to_string())?;
+        let all = [0..13u64, 0..10, 0..6];
+        array
+            .write(&all, &data.to_prototype(&proto).map_err(e)?)
+            .map_err(e)?;
+        let back = array.read(&all, &proto).map_err(e)?;
+        same("zarrs-decoded chain read back", &back, &data)?;
+        let part = array.read(&[3..11, 2..9, 1..5], &proto).map_err(e)?;
+        same(
+            "zarrs-decoded chain subset",
+            &part,
+            &data.get(&[3..11, 2..9, 1..5]).map_err(e)?,
+        )?;
+    }
+    Ok(())
 }
 
 fn copy_metadata(src: &Path, dst: &Path) -> std::io::Result<()> {
