@@ -209,7 +209,7 @@ fn parse_subset(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
 
 /// An array opened from a directory (sync) or a URL (async, driven by a tokio runtime).
 enum Source {
-    Local(zarrbuf::DynArray),
+    Local(Box<zarrbuf::DynArray>),
     Remote(Box<zarrbuf::AsyncArray>, tokio::runtime::Runtime),
 }
 
@@ -219,7 +219,7 @@ impl Source {
             .split_once("://")
             .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
         if !remote && !force_async {
-            return Ok(Source::Local(zarrbuf::open(store, path)?));
+            return Ok(Source::Local(Box::new(zarrbuf::open(store, path)?)));
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -238,7 +238,7 @@ impl Source {
 
     fn describe(&self) -> Result<zarrbuf::ArrayInfo> {
         match self {
-            Source::Local(a) => zarrbuf::describe(a),
+            Source::Local(a) => zarrbuf::describe(a.as_ref()),
             Source::Remote(a, _) => zarrbuf::describe(a.as_ref()),
         }
     }

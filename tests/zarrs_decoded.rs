@@ -24,7 +24,7 @@ fn non_exclusively_sharded_arrays_round_trip() {
                 std::num::NonZeroU64::new(2).unwrap(),
                 std::num::NonZeroU64::new(4).unwrap(),
             ];
-            let mut sharding = ShardingCodecBuilder::new(inner.into(), &data_type::float32());
+            let mut sharding = ShardingCodecBuilder::new(inner, &data_type::float32());
             sharding.bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
             let array = ArrayBuilder::new(
                 shape.to_vec(),

@@ -226,7 +226,7 @@ fn zarrs_decoded_chains() -> Check {
     for proto in [BufferPrototype::pinned(0), BufferPrototype::cuda(0)] {
         let nz = |v: u64| std::num::NonZeroU64::new(v).expect("non-zero");
         let mut sharding =
-            ShardingCodecBuilder::new(vec![nz(3), nz(2), nz(4)].into(), &data_type::float32());
+            ShardingCodecBuilder::new(vec![nz(3), nz(2), nz(4)], &data_type::float32());
         sharding.bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
         let order = TransposeOrder::new(&[2, 0, 1]).map_err(|x| x.to_string())?;
         let array = ArrayBuilder::new(
