@@ -334,8 +334,17 @@ fn read(
 }
 
 fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
-    let bytes = data.to_native_bytes()?;
-    let crc = crc32fast::hash(&bytes);
+    // Hash in place when the result already sits in host memory, C-contiguous and
+    // little-endian: a copy would double the peak memory of a whole-array read.
+    let crc = if data.is_c_contiguous()
+        && data.byte_order() == zarrbuf::ByteOrder::Little
+        && data.buffer().is_host_accessible()
+    {
+        let host = data.buffer().as_host_bytes()?;
+        crc32fast::hash(&host[data.offset()..data.offset() + data.nbytes()])
+    } else {
+        crc32fast::hash(&data.to_native_bytes()?)
+    };
     println!("shape:      {:?}", data.shape());
     println!("dtype:      {}", data.dtype());
     println!("memory:     {}", data.memory());

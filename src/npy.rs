@@ -27,10 +27,21 @@ fn io_err(path: &Path, source: std::io::Error) -> Error {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn write(path: &Path, array: &NDBuffer) -> Result<()> {
-    let host = if ByteOrder::native() == ByteOrder::Little {
-        array.to_native_bytes()?
+    // Write straight from host memory when the layout already is what .npy wants; a copy
+    // would double the peak memory of a whole-array read.
+    let in_place = array.is_c_contiguous()
+        && array.byte_order() == ByteOrder::Little
+        && array.buffer().is_host_accessible();
+    let (borrowed, copied);
+    let host: &[u8] = if in_place {
+        borrowed = array.buffer().as_host_bytes()?;
+        &borrowed[array.offset()..array.offset() + array.nbytes()]
     } else {
-        array.to_byte_order(ByteOrder::Little)?.to_native_bytes()?
+        copied = match ByteOrder::native() {
+            ByteOrder::Little => array.to_native_bytes()?,
+            ByteOrder::Big => array.to_byte_order(ByteOrder::Little)?.to_native_bytes()?,
+        };
+        &copied
     };
     let shape = match array.shape() {
         [] => "()".to_string(),
@@ -62,7 +73,7 @@ pub fn write(path: &Path, array: &NDBuffer) -> Result<()> {
         w.write_all(&version)?;
         w.write_all(&len_bytes)?;
         w.write_all(header.as_bytes())?;
-        w.write_all(&host)?;
+        w.write_all(host)?;
         w.flush()
     };
     write_all(&mut w).map_err(|e| io_err(path, e))
