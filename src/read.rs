@@ -246,6 +246,24 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
     out: &NDBuffer,
     opts: &ReadOptions,
 ) -> Result<()> {
+    run_staged(array, subset, out, opts, &|plan, shards, unit| {
+        fetch_unit(array, plan, shards, unit)
+    })
+}
+
+/// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads.
+pub(crate) type Fetch<'a> =
+    dyn Fn(&UnitPlan, Option<&ShardIndex>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
+
+/// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
+/// with `fetch` and decoding it on the worker thread that fetched it.
+pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    opts: &ReadOptions,
+    fetch: &Fetch<'_>,
+) -> Result<()> {
     let elem = out.dtype().size();
     let plan = plan_units(array, subset, elem)?;
     let staged = StagedRead {
@@ -267,7 +285,10 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
         _ => None,
     };
     let produce = |unit: &Unit, slot: &mut [u8]| -> Result<Produced> {
-        produce_unit(array, &plan, shards.as_ref(), &codec_opts, unit, slot)
+        match fetch(&plan, shards.as_ref(), unit)? {
+            None => Ok(Produced::Missing),
+            Some(encoded) => decode_unit(array, &plan, &codec_opts, unit, encoded, slot),
+        }
     };
     staged.run(out, &produce)
 }
@@ -327,21 +348,6 @@ fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
             let shards = shards.expect("sharded plans carry their index");
             fetch_inner_chunk(array, shards, &unit.indices)
         }
-    }
-}
-
-/// Fetches one unit and runs the CPU half of its codecs into `slot`.
-pub(crate) fn produce_unit<S: ?Sized + ReadableStorageTraits + 'static>(
-    array: &Array<S>,
-    plan: &UnitPlan,
-    shards: Option<&ShardIndex>,
-    codec_opts: &CodecOptions,
-    unit: &Unit,
-    slot: &mut [u8],
-) -> Result<Produced> {
-    match fetch_unit(array, plan, shards, unit)? {
-        None => Ok(Produced::Missing),
-        Some(encoded) => decode_unit(array, plan, codec_opts, unit, encoded, slot),
     }
 }
 

@@ -6,20 +6,18 @@
 //! Dropping the future cancels: the pipeline stops at its next unit, drains its device
 //! queues, and keeps the output buffer alive until then.
 
-use crate::device::ops_for;
 use crate::dtype::Order;
 use crate::error::{Error, Result};
 use crate::ndbuffer::NDBuffer;
 use crate::options::ReadOptions;
-use crate::pipeline::{Produced, StagedRead};
 use crate::prototype::BufferPrototype;
-use crate::read::{chunk_error, data_type_of, decode_unit, fill_bytes};
+use crate::read::{chunk_error, data_type_of, run_staged};
 use crate::shard_index::ShardIndex;
-use crate::units::{Unit, UnitPlan, UnitSource, check_subset, plan_units};
+use crate::units::{Unit, UnitPlan, UnitSource, check_subset};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use zarrs::array::{Array, CodecOptions};
+use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 use zarrs::storage::byte_range::ByteRange;
 
@@ -158,35 +156,12 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     handle: &tokio::runtime::Handle,
     cancelled: &AtomicBool,
 ) -> Result<()> {
-    let elem = out.dtype().size();
-    let plan = plan_units(array, subset, elem)?;
-    let staged = StagedRead {
-        ops: ops_for(out.memory())?,
-        units: &plan.units,
-        layout: plan.layout(),
-        request_start: subset.iter().map(|r| r.start).collect(),
-        fill_value: fill_bytes(array),
-        staging_bytes: opts.staging_bytes,
-        threads: opts.threads(),
-        progress: opts.progress.clone(),
-    };
-    let codec_opts = CodecOptions::default()
-        .with_validate_checksums(opts.validate_checksums)
-        .with_concurrent_target(1);
-    let shards = match plan.source {
-        UnitSource::Subchunk => Some(ShardIndex::new(array)?),
-        _ => None,
-    };
-    let produce = |unit: &Unit, slot: &mut [u8]| -> Result<Produced> {
+    run_staged(array, subset, out, opts, &|plan, shards, unit| {
         if cancelled.load(Ordering::SeqCst) {
             return Err(Error::Cancelled("the read future was dropped".into()));
         }
-        match handle.block_on(fetch_unit_async(array, &plan, shards.as_ref(), unit))? {
-            None => Ok(Produced::Missing),
-            Some(encoded) => decode_unit(array, &plan, &codec_opts, unit, encoded, slot),
-        }
-    };
-    staged.run(out, &produce)
+        handle.block_on(fetch_unit_async(array, plan, shards, unit))
+    })
 }
 
 /// Fetches one unit's encoded bytes from an async store (`None`: not stored).

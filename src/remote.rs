@@ -50,6 +50,22 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         );
         pairs
     };
+    // Applies `pairs` to a builder through its `with_config(key, value)`.
+    fn configure<B, K: std::str::FromStr>(
+        mut b: B,
+        pairs: Vec<(String, String)>,
+        set: fn(B, K, String) -> B,
+        bad: &dyn Fn(String) -> Error,
+    ) -> Result<B>
+    where
+        K::Err: std::fmt::Display,
+    {
+        for (k, v) in pairs {
+            let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
+            b = set(b, key, v);
+        }
+        Ok(b)
+    }
     use object_store::ObjectStoreScheme as S;
     let store: Arc<dyn ObjectStore> = match scheme {
         S::AmazonS3 => {
@@ -67,32 +83,33 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
             {
                 pairs.push(("aws_allow_http".into(), "true".into()));
             }
-            for (k, v) in pairs {
-                let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
-                b = b.with_config(key, v);
-            }
+            b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
             Arc::new(PrefixStore::new(
                 b.build().map_err(|e| bad(e.to_string()))?,
                 prefix,
             ))
         }
         S::GoogleCloudStorage => {
-            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url);
-            for (k, v) in with_options(Vec::new()) {
-                let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
-                b = b.with_config(key, v);
-            }
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url);
+            let b = configure(
+                b,
+                with_options(Vec::new()),
+                |b, k, v| b.with_config(k, v),
+                &bad,
+            )?;
             Arc::new(PrefixStore::new(
                 b.build().map_err(|e| bad(e.to_string()))?,
                 prefix,
             ))
         }
         S::MicrosoftAzure => {
-            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url);
-            for (k, v) in with_options(Vec::new()) {
-                let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
-                b = b.with_config(key, v);
-            }
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url);
+            let b = configure(
+                b,
+                with_options(Vec::new()),
+                |b, k, v| b.with_config(k, v),
+                &bad,
+            )?;
             Arc::new(PrefixStore::new(
                 b.build().map_err(|e| bad(e.to_string()))?,
                 prefix,
@@ -100,16 +117,13 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         }
         S::Http => {
             // The store URL itself is the base; chunk keys are resolved relative to it.
-            let mut b = object_store::http::HttpBuilder::new().with_url(url.trim_end_matches('/'));
+            let b = object_store::http::HttpBuilder::new().with_url(url.trim_end_matches('/'));
             let plain = if url.starts_with("http://") {
                 vec![("allow_http".to_string(), "true".to_string())]
             } else {
                 Vec::new()
             };
-            for (k, v) in with_options(plain) {
-                let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
-                b = b.with_config(key, v);
-            }
+            let b = configure(b, with_options(plain), |b, k, v| b.with_config(k, v), &bad)?;
             Arc::new(b.build().map_err(|e| bad(e.to_string()))?)
         }
         S::Local => {
