@@ -33,12 +33,44 @@ pub(crate) enum Produced {
 /// Fetches and decodes one unit into the slot (called on worker threads).
 pub(crate) type Producer<'a> = dyn Fn(&Unit, &mut [u8]) -> Result<Produced> + Sync + 'a;
 
-/// One staging slot: host-side staging memory, device-side scratch, and the queue its work uses.
-struct Slot {
-    staging: Buffer,
-    scratch: Buffer,
-    queue: Queue,
-    pending: Mutex<Option<Event>>,
+/// One staging slot: host-side staging memory, device-side scratch, the queue its work uses,
+/// and (for reads) the event that marks the end of the device work that last read it.
+pub(crate) struct Slot {
+    pub staging: Buffer,
+    pub scratch: Buffer,
+    pub queue: Queue,
+    pub pending: Mutex<Option<Event>>,
+}
+
+/// Allocates the slot ring for `units` of `elem`-byte elements: slots as large as the
+/// largest unit, as many as [`slot_count`] allows.
+pub(crate) fn allocate_slots(
+    ops: &dyn DeviceOps,
+    units: &[Unit],
+    elem: usize,
+    budget: usize,
+    threads: usize,
+) -> Result<Vec<Slot>> {
+    let slot_bytes = units
+        .iter()
+        .map(|u| u.num_elements() * elem)
+        .max()
+        .unwrap_or(0);
+    (0..slot_count(budget, slot_bytes, threads, units.len()))
+        .map(|_| {
+            Ok(Slot {
+                staging: ops.alloc_staging(slot_bytes)?,
+                scratch: ops.alloc(slot_bytes)?,
+                queue: ops.new_queue()?,
+                pending: Mutex::new(None),
+            })
+        })
+        .collect()
+}
+
+/// Waits for every slot's queue: no device work may outlive a pipeline run.
+pub(crate) fn drain(ops: &dyn DeviceOps, slots: &[Slot]) -> Result<()> {
+    slots.iter().try_for_each(|s| ops.synchronize(&s.queue))
 }
 
 /// Everything a staged read needs besides the producer.
@@ -69,33 +101,16 @@ impl StagedRead<'_> {
             return Ok(());
         }
         let elem = out.dtype().size();
-        let slot_bytes = self
-            .units
-            .iter()
-            .map(|u| u.num_elements() * elem)
-            .max()
-            .unwrap_or(0);
-        let n_slots = slot_count(
+        let slots = allocate_slots(
+            self.ops.as_ref(),
+            self.units,
+            elem,
             self.staging_bytes,
-            slot_bytes,
             self.threads,
-            self.units.len(),
-        );
-        let slots = (0..n_slots)
-            .map(|_| {
-                Ok(Slot {
-                    staging: self.ops.alloc_staging(slot_bytes)?,
-                    scratch: self.ops.alloc(slot_bytes)?,
-                    queue: self.ops.new_queue()?,
-                    pending: Mutex::new(None),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        )?;
         let result = self.run_with_slots(out, produce, &slots);
         // Whatever happened, no device work may outlive this call.
-        let drained = slots
-            .iter()
-            .try_for_each(|s| self.ops.synchronize(&s.queue));
+        let drained = drain(self.ops.as_ref(), &slots);
         result.and(drained)
     }
 

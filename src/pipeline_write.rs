@@ -3,13 +3,13 @@
 //! byte swap fused into one strided copy), copy it into a host staging slot, then compress and
 //! store it on CPU worker threads while the device gathers the next chunk.
 
-use crate::buffer::Buffer;
 use crate::codec_plan::EncodedLayout;
-use crate::device::{Event, Queue};
+use crate::device::Event;
 use crate::dtype::{ByteOrder, Order};
 use crate::error::{Error, Result};
 use crate::ndbuffer::NDBuffer;
 use crate::options::{Progress, ProgressFn};
+use crate::pipeline::{Slot, allocate_slots, drain};
 use crate::units::Unit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
@@ -27,12 +27,6 @@ pub(crate) enum Gathered {
 
 /// Compresses and stores one staged chunk (called on worker threads).
 pub(crate) type Consumer<'a> = dyn Fn(&Unit, &Gathered, &[u8]) -> Result<()> + Sync + 'a;
-
-struct Slot {
-    staging: Buffer,
-    scratch: Buffer,
-    queue: Queue,
-}
 
 /// Everything a staged write needs besides the consumer.
 pub(crate) struct StagedWrite<'a> {
@@ -74,31 +68,15 @@ impl StagedWrite<'_> {
             return Ok(());
         }
         let elem = data.dtype().size();
-        let slot_bytes = self
-            .units
-            .iter()
-            .map(|u| u.num_elements() * elem)
-            .max()
-            .unwrap_or(0);
-        let n_slots = crate::pipeline::slot_count(
+        let slots = allocate_slots(
+            self.ops.as_ref(),
+            self.units,
+            elem,
             self.staging_bytes,
-            slot_bytes,
             self.threads,
-            self.units.len(),
-        );
-        let slots = (0..n_slots)
-            .map(|_| {
-                Ok(Slot {
-                    staging: self.ops.alloc_staging(slot_bytes)?,
-                    scratch: self.ops.alloc(slot_bytes)?,
-                    queue: self.ops.new_queue()?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        )?;
         let result = self.run_with_slots(data, consume, &slots);
-        let drained = slots
-            .iter()
-            .try_for_each(|s| self.ops.synchronize(&s.queue));
+        let drained = drain(self.ops.as_ref(), &slots);
         result.and(drained)
     }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{prototypes, root};
+use common::{prototypes, root, walk};
 use std::path::{Path, PathBuf};
 use zarrbuf::{
     ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer, PipelineMode, ReadOptions,
@@ -101,23 +101,6 @@ fn truncated_shard_is_an_error() {
             "unclear error: {m}"
         );
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Fixture, fixtures, prototypes, root};
+use common::{Fixture, fixtures, prototypes, root, walk};
 use object_store::ObjectStoreExt;
 use std::io::{Read, Write};
 use std::ops::Range;
@@ -97,19 +97,6 @@ async fn upload_fixtures(endpoint: &str, bucket: &str) {
             .await
             .unwrap();
     }
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 fn store_name(f: &Fixture) -> String {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Fixture, fixtures, prototypes};
+use common::{Fixture, fixtures, prototypes, walk};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, WriteOptions};
@@ -32,19 +32,6 @@ fn empty_copy(f: &Fixture, dest: &Path) {
             std::fs::copy(&entry, &to).unwrap();
         }
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// The expected array in `proto`'s memory.

@@ -67,3 +67,21 @@ pub fn prototypes() -> Vec<(String, BufferPrototype)> {
     }
     protos
 }
+
+/// Every file under `dir`, in sorted order.
+pub fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    let mut out = Vec::new();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
