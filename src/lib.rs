@@ -34,6 +34,7 @@ mod read;
 mod read_async;
 mod remote;
 mod shard_index;
+mod slot_pool;
 mod store;
 mod units;
 mod write;

@@ -42,8 +42,8 @@ pub(crate) struct Slot {
     pub pending: Mutex<Option<Event>>,
 }
 
-/// Allocates the slot ring for `units` of `elem`-byte elements: slots as large as the
-/// largest unit, as many as [`slot_count`] allows.
+/// The slot ring for `units` of `elem`-byte elements: slots as large as the largest unit, as
+/// many as [`slot_count`] allows, taken from the slot pool first.
 pub(crate) fn allocate_slots(
     ops: &dyn DeviceOps,
     units: &[Unit],
@@ -51,25 +51,48 @@ pub(crate) fn allocate_slots(
     budget: usize,
     threads: usize,
 ) -> Result<Vec<Slot>> {
-    let slot_bytes = units
+    let slot_bytes = ring_slot_bytes(units, elem);
+    let n = slot_count(budget, slot_bytes, threads, units.len());
+    let mut slots = crate::slot_pool::take(ops.memory(), slot_bytes, n);
+    while slots.len() < n {
+        slots.push(Slot {
+            staging: ops.alloc_staging(slot_bytes)?,
+            scratch: ops.alloc(slot_bytes)?,
+            queue: ops.new_queue()?,
+            pending: Mutex::new(None),
+        });
+    }
+    Ok(slots)
+}
+
+fn ring_slot_bytes(units: &[Unit], elem: usize) -> usize {
+    units
         .iter()
         .map(|u| u.num_elements() * elem)
         .max()
-        .unwrap_or(0);
-    (0..slot_count(budget, slot_bytes, threads, units.len()))
-        .map(|_| {
-            Ok(Slot {
-                staging: ops.alloc_staging(slot_bytes)?,
-                scratch: ops.alloc(slot_bytes)?,
-                queue: ops.new_queue()?,
-                pending: Mutex::new(None),
-            })
-        })
-        .collect()
+        .unwrap_or(0)
+}
+
+/// Drains every slot's queue (no device work may outlive a pipeline run) and, when that
+/// worked, parks the slots for the next run.
+pub(crate) fn finish(
+    ops: &dyn DeviceOps,
+    slots: Vec<Slot>,
+    units: &[Unit],
+    elem: usize,
+) -> Result<()> {
+    drain(ops, &slots)?;
+    for s in &slots {
+        if let Ok(mut p) = s.pending.lock() {
+            *p = None;
+        }
+    }
+    crate::slot_pool::give_back(ops.memory(), ring_slot_bytes(units, elem), slots);
+    Ok(())
 }
 
 /// Waits for every slot's queue: no device work may outlive a pipeline run.
-pub(crate) fn drain(ops: &dyn DeviceOps, slots: &[Slot]) -> Result<()> {
+fn drain(ops: &dyn DeviceOps, slots: &[Slot]) -> Result<()> {
     slots.iter().try_for_each(|s| ops.synchronize(&s.queue))
 }
 
@@ -110,7 +133,7 @@ impl StagedRead<'_> {
         )?;
         let result = self.run_with_slots(out, produce, &slots);
         // Whatever happened, no device work may outlive this call.
-        let drained = drain(self.ops.as_ref(), &slots);
+        let drained = finish(self.ops.as_ref(), slots, self.units, elem);
         result.and(drained)
     }
 

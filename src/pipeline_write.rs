@@ -9,7 +9,7 @@ use crate::dtype::{ByteOrder, Order};
 use crate::error::{Error, Result};
 use crate::ndbuffer::NDBuffer;
 use crate::options::{Progress, ProgressFn};
-use crate::pipeline::{Slot, allocate_slots, drain};
+use crate::pipeline::{Slot, allocate_slots, finish};
 use crate::units::Unit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
@@ -76,7 +76,7 @@ impl StagedWrite<'_> {
             self.threads,
         )?;
         let result = self.run_with_slots(data, consume, &slots);
-        let drained = drain(self.ops.as_ref(), &slots);
+        let drained = finish(self.ops.as_ref(), slots, self.units, elem);
         result.and(drained)
     }
 

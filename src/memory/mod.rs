@@ -23,7 +23,8 @@ use crate::error::Result;
 use borrow::BorrowFlag;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Frees the large host and pinned blocks zarrbuf keeps for reuse; returns the bytes freed.
+/// Frees the large host and pinned blocks and the pipeline staging slots zarrbuf keeps for
+/// reuse; returns the bytes freed.
 ///
 /// Freed blocks of at least 4 MiB are kept (up to `ZARRBUF_CACHE_BYTES`, default 4 GiB; 0
 /// turns the cache off) because fresh pages and page-locking cost more than the reads that
@@ -34,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// println!("released {freed} bytes");
 /// ```
 pub fn release_cached_memory() -> usize {
-    cache::release_all()
+    crate::slot_pool::release_all() + cache::release_all()
 }
 
 /// Where a buffer's memory lives.
