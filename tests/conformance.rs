@@ -13,7 +13,9 @@ fn run(name: &str) {
         .find(|(n, _)| *n == name)
         .unwrap_or_else(|| panic!("no case {name}"))
         .1;
-    for (pname, proto) in common::prototypes() {
+    let protos = common::prototypes();
+    assert!(!protos.is_empty(), "no prototypes to test");
+    for (pname, proto) in protos {
         if let Err(msg) = case(&proto) {
             panic!("{name} on {pname}: {msg}");
         }
@@ -42,15 +44,21 @@ conformance!(
     create_and_as_scalar,
     integer_indexing_gives_views,
     all_equal_matches_a_full_scan,
+    array_equal_matches_a_full_scan,
     zero_copy_promotion,
     slices_and_bounds,
     concat_and_combine,
     copies_between_memories,
     host_access_rules,
-    fill_and_set_subsets,
+    borrow_rules,
+    read_only_bytes,
+    fill_and_fill_with,
+    set_subsets_from_host,
     transpose_views_and_copies,
     reshape_and_squeeze,
     astype_matches_rust_casts,
-    with_type_and_byte_order,
+    with_type_views,
+    byte_order_round_trips,
     ndarray_round_trips,
+    item_of_every_type,
 );
