@@ -1,6 +1,6 @@
 //! The one error type of zarrbuf.
 
-use crate::device::Device;
+use crate::place::{Device, ParseDeviceError};
 
 /// Everything that can go wrong in zarrbuf.
 ///
@@ -61,6 +61,9 @@ pub enum Error {
         call: &'static str,
         /// The driver's message.
         message: String,
+        /// The driver's error, when there is one.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A kernel rejected its arguments.
     #[error("kernel error: {0}")]
@@ -72,6 +75,9 @@ pub enum Error {
         array: String,
         /// What zarrs said, with context.
         message: String,
+        /// zarrs' (or the store's) own error, when there is one.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A store could not be opened or accessed.
     #[error("store {store}: {message}")]
@@ -80,6 +86,9 @@ pub enum Error {
         store: String,
         /// What went wrong.
         message: String,
+        /// The store's own error (object_store, I/O), when there is one.
+        #[source]
+        source: Option<BoxError>,
     },
     /// Something valid that zarrbuf does not do (yet).
     #[error("unsupported: {0}")]
@@ -98,6 +107,9 @@ pub enum Error {
     Cancelled(String),
 }
 
+/// An underlying error kept as the [`std::error::Error::source`] of zarrbuf's [`Error`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// `Result` with zarrbuf's [`Error`] as the default error type.
 ///
 /// ```
@@ -106,12 +118,45 @@ pub enum Error {
 /// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<ParseDeviceError> for Error {
+    fn from(e: ParseDeviceError) -> Self {
+        Error::InvalidArgument(e.to_string())
+    }
+}
+
 impl Error {
-    /// Wraps a CUDA driver error with the name of the failing call.
-    pub(crate) fn cuda(call: &'static str, err: impl std::fmt::Display) -> Self {
+    /// Wraps a CUDA driver error with the name of the failing call (kept as the source).
+    pub(crate) fn cuda(call: &'static str, err: cudarc::driver::DriverError) -> Self {
         Error::Cuda {
             call,
-            message: err.to_string(),
+            message: format!("{err:?}"),
+            source: Some(Box::new(err)),
+        }
+    }
+
+    /// An error about zarr array `array`: `message` says what, `source` is the error behind it.
+    pub(crate) fn zarr(
+        array: impl Into<String>,
+        message: impl Into<String>,
+        source: Option<BoxError>,
+    ) -> Self {
+        Error::Zarr {
+            array: array.into(),
+            message: message.into(),
+            source,
+        }
+    }
+
+    /// An error about store `store`: `message` says what, `source` is the error behind it.
+    pub(crate) fn store(
+        store: impl Into<String>,
+        message: impl Into<String>,
+        source: Option<BoxError>,
+    ) -> Self {
+        Error::Store {
+            store: store.into(),
+            message: message.into(),
+            source,
         }
     }
 }

@@ -17,43 +17,39 @@
 
 #![warn(missing_docs)]
 
+// Layers, bottom to top; each module imports only from those above it in this list.
 mod buffer;
-mod codec_plan;
 mod device;
+mod driver;
 mod dtype;
 mod error;
-mod info;
 mod memory;
-mod ndbuffer;
-pub mod npy;
 mod options;
 mod pipeline;
-mod pipeline_write;
-mod prototype;
+mod place;
 mod read;
 mod read_async;
-mod remote;
-mod shard_index;
-mod slot_pool;
-mod store;
-mod units;
 mod write;
 mod write_async;
+mod zarr;
 
-pub use buffer::{Buffer, HostBytes};
-pub use device::{Device, Stream, cuda_device_count};
+pub use buffer::npy;
+pub use buffer::{
+    Allocator, Buffer, BufferPrototype, HostArrayView, HostBytes, NDBuffer, default_prototype,
+    set_default_prototype,
+};
+pub use device::Stream;
+pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order};
-pub use error::{Error, Result};
-pub use info::{ArrayInfo, describe};
-pub use memory::{Memory, release_cached_memory};
-pub use ndbuffer::{HostArrayView, NDBuffer};
+pub use error::{BoxError, Error, Result};
 pub use options::{PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
-pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};
+pub use pipeline::release_cached_memory;
+pub use place::{Device, Memory, ParseDeviceError};
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
-pub use remote::{
-    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
-};
-pub use store::{DynArray, location_label, node_path, open, open_store};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
+pub use zarr::{
+    ArrayInfo, AsyncArray, DynArray, RemoteStore, describe, location_label, node_path,
+    object_store_for_url, open, open_async, open_async_with_options, open_store,
+};

@@ -99,9 +99,15 @@ fn one_line(s: &str) -> String {
 /// zarrs knows an array only by its node path; name the store in messages too.
 fn relabel(e: Error, store: &str, path: &str) -> Error {
     match e {
-        Error::Zarr { array, message } if !array.contains(store) => Error::Zarr {
+        Error::Zarr {
+            array,
+            message,
+            source,
+            ..
+        } if !array.contains(store) => Error::Zarr {
             array: zarrbuf::location_label(store, path),
             message,
+            source,
         },
         other => other,
     }

@@ -6,29 +6,19 @@
 //! Dropping the future cancels: the pipeline stops at its next unit, drains its device
 //! queues, and keeps the output buffer alive until then.
 
+use crate::buffer::BufferPrototype;
+use crate::buffer::NDBuffer;
 use crate::dtype::Order;
 use crate::error::{Error, Result};
-use crate::ndbuffer::NDBuffer;
 use crate::options::ReadOptions;
-use crate::prototype::BufferPrototype;
-use crate::read::{chunk_error, data_type_of, run_staged};
-use crate::shard_index::ShardIndex;
-use crate::units::{Unit, UnitPlan, UnitSource, check_subset};
+use crate::pipeline::{CancelOnDrop, fetch_unit_async, run_staged};
+use crate::zarr::check_subset;
+use crate::zarr::data_type_of;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
-use zarrs::storage::byte_range::ByteRange;
-
-/// Sets a flag when dropped: tells the blocking half of a read or write that its future is gone.
-pub(crate) struct CancelOnDrop(pub Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
 
 /// Async reads of zarrs arrays over async stores (e.g. [`crate::open_async`]). The futures
 /// are `Send`, so they can be spawned on a multi-thread tokio runtime.
@@ -162,56 +152,4 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         }
         handle.block_on(fetch_unit_async(array, plan, shards, unit))
     })
-}
-
-/// Fetches one unit's encoded bytes from an async store (`None`: not stored).
-pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
-    array: &Array<S>,
-    plan: &UnitPlan,
-    shards: Option<&ShardIndex>,
-    unit: &Unit,
-) -> Result<Option<Vec<u8>>> {
-    match plan.source {
-        UnitSource::Chunk | UnitSource::ZarrsDecoded => Ok(array
-            .async_retrieve_encoded_chunk(&unit.indices)
-            .await
-            .map_err(|e| chunk_error(array, &unit.indices, e))?
-            .map(|b| b.to_vec())),
-        UnitSource::Subchunk => {
-            let shards = shards.expect("sharded plans carry their index");
-            let (shard, within) = shards.split(&unit.indices);
-            let key = array.chunk_key(&shard);
-            let storage = array.storage();
-            let fail = |e: String| Error::Zarr {
-                array: array.path().to_string(),
-                message: format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
-            };
-            let index = match shards.cached(&shard) {
-                Some(hit) => hit,
-                None => {
-                    let encoded = storage
-                        .get_partial(&key, shards.index_range())
-                        .await
-                        .map_err(|e| fail(e.to_string()))?;
-                    shards.remember(&shard, encoded.as_deref()).map_err(fail)?
-                }
-            };
-            let Some(index) = index else { return Ok(None) };
-            let Some(range) = shards.inner_range(&index, &within).map_err(fail)? else {
-                return Ok(None);
-            };
-            let bytes = storage
-                .get_partial(&key, ByteRange::new(range.clone()))
-                .await
-                .map_err(|e| fail(e.to_string()))?
-                .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(fail(format!(
-                    "the shard is truncated at {}..{}",
-                    range.start, range.end
-                )));
-            }
-            Ok(Some(bytes.to_vec()))
-        }
-    }
 }

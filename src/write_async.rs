@@ -4,13 +4,12 @@
 //! compression); finished chunks are put through the runtime. Host data takes the same path,
 //! so chunks are compressed in parallel whatever the memory.
 
+use crate::buffer::NDBuffer;
 use crate::error::{Error, Result};
-use crate::ndbuffer::NDBuffer;
 use crate::options::WriteOptions;
-use crate::read::{chunk_error, data_type_of};
-use crate::read_async::CancelOnDrop;
-use crate::units::check_subset;
-use crate::write::{ChunkSink, write_staged};
+use crate::pipeline::{CancelOnDrop, ChunkSink, write_staged};
+use crate::zarr::check_subset;
+use crate::zarr::{chunk_error, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

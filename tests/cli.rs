@@ -143,6 +143,23 @@ fn read_subset_and_summary() {
     assert!(text.contains("GB/s"), "{text}");
 }
 
+/// README's quick start command, on the array it names: the printed checksum is the one
+/// generate.py computed from zarr-python's data.
+#[test]
+fn quick_start_read_of_the_demo_array() {
+    let demo = common::demo();
+    let o = zarrbuf(&["read", &demo.store, "--device", "auto"]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    assert!(
+        text.contains(&format!("crc32 {:08x}", demo.crc32)),
+        "checksum should be {:08x}: {text}",
+        demo.crc32
+    );
+    assert!(text.contains("shape:      [256, 512, 512]"), "{text}");
+    assert!(text.contains("GB/s"), "{text}");
+}
+
 #[test]
 fn bench_prints_a_median() {
     let o = zarrbuf(&["bench", &store("v3_large_3d"), "--reps", "3"]);

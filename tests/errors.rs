@@ -130,6 +130,27 @@ fn invalid_metadata_is_an_error() {
         .err()
         .expect("open must fail");
     assert!(err.to_string().contains("cannot open the array"), "{err}");
+    // zarrs' own error stays reachable as the source, for callers that walk the chain.
+    let source = std::error::Error::source(&err).expect("the zarrs error is kept as the source");
+    assert!(!source.to_string().is_empty());
+}
+
+#[test]
+fn chunk_errors_keep_the_codec_error_as_their_source() {
+    let store = copy_store("v3_uint32_be_zstd_crc32c", "source");
+    let chunk = store.join("c/1/1");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&chunk, bytes).unwrap();
+    let array = zarrbuf::open(store.to_str().unwrap(), "").unwrap();
+    let err = array.read_all(&BufferPrototype::cpu()).unwrap_err();
+    assert!(matches!(err, Error::Zarr { .. }), "{err}");
+    let source = std::error::Error::source(&err).expect("the codec error is kept as the source");
+    assert!(
+        source.to_string().to_lowercase().contains("checksum"),
+        "source: {source}"
+    );
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! The CUDA implementation of the device trait: stream-ordered copies and NVRTC kernels.
 
-use super::{DeviceOps, Event, Queue, cuda_context};
-use crate::buffer::Buffer;
+use super::{DeviceOps, Event, Queue};
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
-use crate::memory::Memory;
+use crate::memory::Region;
+use crate::place::Memory;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
 use zarrbuf_codecs::cuda::CudaKernels;
@@ -40,12 +41,12 @@ impl CudaOps {
     fn bind(&self) -> Result<()> {
         self.ctx
             .bind_to_thread()
-            .map_err(|e| Error::cuda("cuCtxSetCurrent", format!("{e:?}")))
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))
     }
 }
 
 /// The address a CUDA kernel or copy uses for a buffer's first byte.
-fn device_address(b: &Buffer, role: &str) -> Result<u64> {
+fn device_address(b: &Region, role: &str) -> Result<u64> {
     b.device_addr().ok_or_else(|| {
         Error::InvalidArgument(format!(
             "{role} in {} is not device-accessible; copy it to the device first",
@@ -55,7 +56,7 @@ fn device_address(b: &Buffer, role: &str) -> Result<u64> {
 }
 
 /// The address for cuMemcpyAsync: device, pinned or pageable host (unified addressing).
-fn copy_address(b: &Buffer) -> u64 {
+fn copy_address(b: &Region) -> u64 {
     b.device_addr()
         .or_else(|| b.host_ptr().map(|p| p as u64))
         .unwrap_or(0)
@@ -66,19 +67,19 @@ impl DeviceOps for CudaOps {
         Memory::Cuda(self.ctx.ordinal())
     }
 
-    fn alloc(&self, len: usize) -> Result<Buffer> {
-        Buffer::alloc_cuda(self.ctx.ordinal(), len)
+    fn alloc(&self, len: usize) -> Result<Region> {
+        Region::alloc_cuda(self.ctx.ordinal(), len)
     }
 
-    fn alloc_staging(&self, len: usize) -> Result<Buffer> {
-        Buffer::alloc_pinned(self.ctx.ordinal(), len)
+    fn alloc_staging(&self, len: usize) -> Result<Region> {
+        Region::alloc_pinned(self.ctx.ordinal(), len)
     }
 
     fn new_queue(&self) -> Result<Queue> {
         let s = self
             .ctx
             .new_stream()
-            .map_err(|e| Error::cuda("cuStreamCreate", format!("{e:?}")))?;
+            .map_err(|e| Error::cuda("cuStreamCreate", e))?;
         Ok(Queue::Cuda(s))
     }
 
@@ -86,7 +87,7 @@ impl DeviceOps for CudaOps {
         Queue::Cuda(self.ctx.default_stream())
     }
 
-    fn copy(&self, q: &Queue, src: &Buffer, dst: &Buffer) -> Result<()> {
+    fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()> {
         if src.len() != dst.len() {
             return Err(Error::ShapeMismatch(format!(
                 "copy of {} bytes into a buffer of {} bytes",
@@ -110,12 +111,12 @@ impl DeviceOps for CudaOps {
             )
         }
         .result()
-        .map_err(|e| Error::cuda("cuMemcpyAsync", format!("{e:?}")))?;
+        .map_err(|e| Error::cuda("cuMemcpyAsync", e))?;
         if !src.memory().is_device_accessible() || !dst.memory().is_device_accessible() {
             // Pageable host memory: the driver may still read/write it after returning.
             stream
                 .synchronize()
-                .map_err(|e| Error::cuda("cuStreamSynchronize", format!("{e:?}")))?;
+                .map_err(|e| Error::cuda("cuStreamSynchronize", e))?;
         }
         Ok(())
     }
@@ -123,9 +124,9 @@ impl DeviceOps for CudaOps {
     fn strided_copy(
         &self,
         q: &Queue,
-        src: &Buffer,
+        src: &Region,
         src_view: Strided<'_>,
-        dst: &Buffer,
+        dst: &Region,
         dst_view: Strided<'_>,
         shape: &[usize],
         elem_size: usize,
@@ -158,7 +159,7 @@ impl DeviceOps for CudaOps {
     fn fill(
         &self,
         q: &Queue,
-        dst: &Buffer,
+        dst: &Region,
         view: Strided<'_>,
         shape: &[usize],
         pattern: &[u8],
@@ -176,10 +177,10 @@ impl DeviceOps for CudaOps {
     fn cast(
         &self,
         q: &Queue,
-        src: &Buffer,
+        src: &Region,
         src_view: Strided<'_>,
         src_kind: ScalarKind,
-        dst: &Buffer,
+        dst: &Region,
         dst_view: Strided<'_>,
         dst_kind: ScalarKind,
         shape: &[usize],
@@ -212,12 +213,12 @@ impl DeviceOps for CudaOps {
         stream
             .record_event(None)
             .map(Event::Cuda)
-            .map_err(|e| Error::cuda("cuEventRecord", format!("{e:?}")))
+            .map_err(|e| Error::cuda("cuEventRecord", e))
     }
 
     fn synchronize(&self, q: &Queue) -> Result<()> {
         self.stream(q)?
             .synchronize()
-            .map_err(|e| Error::cuda("cuStreamSynchronize", format!("{e:?}")))
+            .map_err(|e| Error::cuda("cuStreamSynchronize", e))
     }
 }

@@ -1,16 +1,16 @@
 //! The host implementation of the device trait: host memory, memcpy, host kernels.
 
 use super::{DeviceOps, Event, Queue};
-use crate::buffer::Buffer;
 use crate::error::{Error, Result};
-use crate::memory::Memory;
+use crate::memory::Region;
+use crate::place::Memory;
 use zarrbuf_codecs::{ScalarKind, Strided, host};
 
 /// Runs every operation immediately on the calling thread.
 pub(crate) struct HostOps;
 
 /// Host pointers of a source and destination, with the guards that keep them valid.
-fn host_regions(src: &Buffer, dst: &Buffer) -> Result<(*const u8, *mut u8)> {
+fn host_regions(src: &Region, dst: &Region) -> Result<(*const u8, *mut u8)> {
     let s = src.host_ptr().ok_or_else(|| {
         Error::NotHostAccessible(format!("host kernel source in {}", src.memory()))
     })?;
@@ -25,12 +25,12 @@ impl DeviceOps for HostOps {
         Memory::Host
     }
 
-    fn alloc(&self, len: usize) -> Result<Buffer> {
-        Buffer::alloc_host(len, false)
+    fn alloc(&self, len: usize) -> Result<Region> {
+        Region::alloc_host(len, false)
     }
 
-    fn alloc_staging(&self, len: usize) -> Result<Buffer> {
-        Buffer::alloc_host(len, false)
+    fn alloc_staging(&self, len: usize) -> Result<Region> {
+        Region::alloc_host(len, false)
     }
 
     fn new_queue(&self) -> Result<Queue> {
@@ -41,7 +41,7 @@ impl DeviceOps for HostOps {
         Queue::Host
     }
 
-    fn copy(&self, _q: &Queue, src: &Buffer, dst: &Buffer) -> Result<()> {
+    fn copy(&self, _q: &Queue, src: &Region, dst: &Region) -> Result<()> {
         if src.len() != dst.len() {
             return Err(Error::ShapeMismatch(format!(
                 "copy of {} bytes into a buffer of {} bytes",
@@ -60,9 +60,9 @@ impl DeviceOps for HostOps {
     fn strided_copy(
         &self,
         _q: &Queue,
-        src: &Buffer,
+        src: &Region,
         src_view: Strided<'_>,
-        dst: &Buffer,
+        dst: &Region,
         dst_view: Strided<'_>,
         shape: &[usize],
         elem_size: usize,
@@ -91,7 +91,7 @@ impl DeviceOps for HostOps {
     fn fill(
         &self,
         _q: &Queue,
-        dst: &Buffer,
+        dst: &Region,
         view: Strided<'_>,
         shape: &[usize],
         pattern: &[u8],
@@ -102,10 +102,10 @@ impl DeviceOps for HostOps {
     fn cast(
         &self,
         _q: &Queue,
-        src: &Buffer,
+        src: &Region,
         src_view: Strided<'_>,
         src_kind: ScalarKind,
-        dst: &Buffer,
+        dst: &Region,
         dst_view: Strided<'_>,
         dst_kind: ScalarKind,
         shape: &[usize],

@@ -5,9 +5,9 @@
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
 use super::{CudaOps, HostOps};
-use crate::buffer::Buffer;
 use crate::error::Result;
-use crate::memory::Memory;
+use crate::memory::Region;
+use crate::place::Memory;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
 use zarrbuf_codecs::{ScalarKind, Strided};
@@ -31,7 +31,7 @@ impl Event {
             Event::Complete => Ok(()),
             Event::Cuda(e) => e
                 .synchronize()
-                .map_err(|e| crate::Error::cuda("cuEventSynchronize", format!("{e:?}"))),
+                .map_err(|e| crate::error::Error::cuda("cuEventSynchronize", e)),
         }
     }
 }
@@ -42,23 +42,23 @@ pub(crate) trait DeviceOps: Send + Sync {
     /// Memory that kernels of this device compute on.
     fn memory(&self) -> Memory;
     /// `len` bytes of this device's memory, contents undefined.
-    fn alloc(&self, len: usize) -> Result<Buffer>;
+    fn alloc(&self, len: usize) -> Result<Region>;
     /// `len` bytes of host memory this device can DMA from and to (pinned for CUDA).
-    fn alloc_staging(&self, len: usize) -> Result<Buffer>;
+    fn alloc_staging(&self, len: usize) -> Result<Region>;
     /// A new queue for independent work.
     fn new_queue(&self) -> Result<Queue>;
     /// The queue for one-off synchronous operations (the device's default stream).
     fn default_queue(&self) -> Queue;
     /// Copies `src` into `dst` (equal lengths), between any memories this device can address.
-    fn copy(&self, q: &Queue, src: &Buffer, dst: &Buffer) -> Result<()>;
+    fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()>;
     /// Element-wise strided copy with optional byte swap.
     #[allow(clippy::too_many_arguments)]
     fn strided_copy(
         &self,
         q: &Queue,
-        src: &Buffer,
+        src: &Region,
         src_view: Strided<'_>,
-        dst: &Buffer,
+        dst: &Region,
         dst_view: Strided<'_>,
         shape: &[usize],
         elem_size: usize,
@@ -68,7 +68,7 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn fill(
         &self,
         q: &Queue,
-        dst: &Buffer,
+        dst: &Region,
         view: Strided<'_>,
         shape: &[usize],
         pattern: &[u8],
@@ -78,10 +78,10 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn cast(
         &self,
         q: &Queue,
-        src: &Buffer,
+        src: &Region,
         src_view: Strided<'_>,
         src_kind: ScalarKind,
-        dst: &Buffer,
+        dst: &Region,
         dst_view: Strided<'_>,
         dst_kind: ScalarKind,
         shape: &[usize],

@@ -1,7 +1,8 @@
 //! A public handle on a CUDA stream, for prototypes and copies that run on the caller's stream.
 
-use super::{Device, cuda_context};
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
+use crate::place::Device;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ impl Stream {
         let ctx = cuda_context(ordinal)?;
         let inner = ctx
             .new_stream()
-            .map_err(|e| Error::cuda("cuStreamCreate", format!("{e:?}")))?;
+            .map_err(|e| Error::cuda("cuStreamCreate", e))?;
         Ok(Stream { inner, ordinal })
     }
 
@@ -51,7 +52,7 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         self.inner
             .synchronize()
-            .map_err(|e| Error::cuda("cuStreamSynchronize", format!("{e:?}")))
+            .map_err(|e| Error::cuda("cuStreamSynchronize", e))
     }
 }
 

@@ -5,7 +5,7 @@
 //! (`cuMemHostAlloc`) costs far more. A data loader reads array after array of the same size,
 //! so handing back the last freed block turns both costs into nothing. The cache holds at
 //! most `ZARRBUF_CACHE_BYTES` bytes (default 4 GiB; 0 disables it), keeps blocks only of at
-//! least 4 MiB, and is emptied by [`crate::release_cached_memory`].
+//! least 4 MiB, and is emptied by `release_cached_memory` (the public function in `pipeline`).
 
 use std::sync::{Mutex, OnceLock};
 

@@ -1,7 +1,8 @@
 //! CUDA device memory (`cuMemAlloc`), freed when the last view is dropped.
 
-use crate::device::{Device, cuda_context};
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
+use crate::place::Device;
 use cudarc::driver::{CudaContext, DriverError, result, sys};
 use std::sync::Arc;
 
@@ -66,6 +67,6 @@ pub(crate) fn map_alloc_error(
             "{call} rejected a request of {requested} bytes on {device}"
         ))
     } else {
-        Error::cuda(call, format!("{err:?}"))
+        Error::cuda(call, err)
     }
 }

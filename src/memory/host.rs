@@ -65,7 +65,7 @@ impl HostAlloc {
             }
         };
         let ptr = NonNull::new(raw).ok_or_else(|| Error::OutOfMemory {
-            device: crate::Device::Cpu,
+            device: crate::place::Device::Cpu,
             requested: len,
             detail: "the system allocator returned null".into(),
         })?;

@@ -4,7 +4,7 @@
 //! write-back reads it), and write-combined memory is very slow for CPU reads.
 
 use super::cache::{self, BlockKind, Reusable};
-use crate::device::cuda_context;
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, result};
 use std::sync::Arc;
@@ -41,7 +41,12 @@ impl PinnedAlloc {
         // SAFETY: a context is bound to this thread; flags 0 is a valid flag set. The memory
         // is uninitialised bytes, which is a valid state for u8.
         let raw = unsafe { result::malloc_host(request, 0) }.map_err(|e| {
-            super::cuda::map_alloc_error(e, crate::Device::Cuda(ordinal), len, "cuMemHostAlloc")
+            super::cuda::map_alloc_error(
+                e,
+                crate::place::Device::Cuda(ordinal),
+                len,
+                "cuMemHostAlloc",
+            )
         })?;
         Ok(PinnedAlloc {
             ptr: raw.cast(),

@@ -45,6 +45,41 @@ pub fn fixtures() -> Vec<Fixture> {
         .collect()
 }
 
+/// The README quick start's array (fixtures/data/demo_layers.zarr, 256 MiB decoded), as
+/// fixtures/data/demo_layers.json describes it.
+pub struct Demo {
+    pub store: String,
+    pub shape: Vec<u64>,
+    pub plane_values: Vec<f32>,
+    pub crc32: u32,
+}
+
+pub fn demo() -> Demo {
+    let text = std::fs::read_to_string(root().join("data/demo_layers.json"))
+        .expect("fixtures/data/demo_layers.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("demo description is JSON");
+    Demo {
+        store: root()
+            .join(v["store"].as_str().unwrap())
+            .to_string_lossy()
+            .into_owned(),
+        shape: v["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .collect(),
+        // Each value is a float32 written exactly as a JSON double.
+        plane_values: v["plane_values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect(),
+        crc32: v["crc32"].as_u64().unwrap() as u32,
+    }
+}
+
 /// Whether GPU tests must run (ZARRBUF_REQUIRE_GPU=1).
 pub fn gpu_required() -> bool {
     std::env::var("ZARRBUF_REQUIRE_GPU").is_ok_and(|v| v == "1")

@@ -1,0 +1,589 @@
+//! [`Buffer`]: a flat, contiguous, untyped block of bytes in any memory.
+
+use super::BufferPrototype;
+use crate::device::Stream;
+use crate::device::{CudaOps, DeviceOps, Queue, ops_for, ops_for_pair};
+use crate::error::{Error, Result};
+use crate::memory::{ForeignCuda, ForeignHost, ReadGuard, Region, StorageKind, next_id};
+use crate::place::{Device, Memory};
+use bytes::Bytes;
+use std::any::Any;
+use std::ops::{Bound, Deref, RangeBounds};
+
+/// A flat, untyped, byte-indexed block of memory: host, pinned host or CUDA device memory.
+///
+/// A `Buffer` is a cheap handle: `Arc<storage>` + byte offset + length. Clones and slices share
+/// the storage ([`storage_id`](Self::storage_id) is equal) and see each other's writes, like
+/// numpy views; each handle has its own [`id`](Self::id). Device memory never derefs to
+/// `&[u8]`: copying it to the host is an explicit call ([`to_bytes`](Self::to_bytes)).
+///
+/// ```
+/// use zarrbuf::{Buffer, BufferPrototype};
+/// let b = Buffer::from_vec(vec![1u8, 2, 3, 4]);
+/// let tail = b.slice(2..);
+/// assert_eq!(&*tail.as_host_bytes()?, &[3, 4]);
+/// assert_eq!(tail.storage_id(), b.storage_id());
+/// assert_ne!(tail.id(), b.id());
+/// // Already host memory: promotion to a CPU prototype is free.
+/// let same = Buffer::from_buffer(&b, &BufferPrototype::cpu())?;
+/// assert_eq!(same.storage_id(), b.storage_id());
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub struct Buffer {
+    id: u64,
+    region: Region,
+}
+
+impl Clone for Buffer {
+    fn clone(&self) -> Self {
+        Buffer {
+            id: next_id(),
+            region: self.region.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Buffer({} bytes at +{} of storage {} in {})",
+            self.len(),
+            self.offset(),
+            self.storage_id(),
+            self.memory()
+        )
+    }
+}
+
+/// Shared host access to a buffer's bytes; writes through other handles fail while it lives.
+///
+/// ```
+/// let b = zarrbuf::Buffer::from_vec(vec![7u8; 3]);
+/// let bytes = b.as_host_bytes()?;
+/// assert_eq!(bytes.len(), 3);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub struct HostBytes<'a> {
+    _guard: ReadGuard<'a>,
+    bytes: &'a [u8],
+}
+
+impl Deref for HostBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl AsRef<[u8]> for HostBytes<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e)),
+        (s, e) => Err(Error::OutOfBounds(format!(
+            "byte range {}..{} of a buffer of {len} bytes",
+            s.map_or("overflow".into(), |v| v.to_string()),
+            e.map_or("overflow".into(), |v| v.to_string()),
+        ))),
+    }
+}
+
+impl Buffer {
+    /// A new handle on `region`.
+    pub(crate) fn from_region(region: Region) -> Self {
+        Buffer {
+            id: next_id(),
+            region,
+        }
+    }
+
+    fn from_storage(kind: StorageKind) -> Self {
+        Self::from_region(Region::new(kind))
+    }
+
+    /// The region of memory this handle views (what device operations take).
+    pub(crate) fn region(&self) -> &Region {
+        &self.region
+    }
+
+    pub(crate) fn alloc_host(len: usize, zeroed: bool) -> Result<Self> {
+        Region::alloc_host(len, zeroed).map(Self::from_region)
+    }
+
+    /// A buffer of no bytes (host memory, no allocation).
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::create_zero_length();
+    /// assert!(b.is_empty());
+    /// assert_eq!(b.to_bytes()?.len(), 0);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn create_zero_length() -> Self {
+        Self::from_vec(Vec::new())
+    }
+
+    /// `len` bytes made by `proto`, contents undefined (zarr-python's `Buffer.empty`).
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::empty(1024, &zarrbuf::BufferPrototype::cpu())?;
+    /// assert_eq!(b.len(), 1024);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn empty(len: usize, proto: &BufferPrototype) -> Result<Self> {
+        proto.allocate(len)
+    }
+
+    /// `len` zero bytes made by `proto`.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::zeros(8, &zarrbuf::BufferPrototype::cpu())?;
+    /// assert_eq!(b.to_bytes()?.as_ref(), &[0u8; 8]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn zeros(len: usize, proto: &BufferPrototype) -> Result<Self> {
+        if proto.memory() == Memory::Host && !proto.has_allocator() {
+            // Fresh zeroed pages from the OS cost nothing to clear.
+            return Self::alloc_host(len, true);
+        }
+        let mut b = Self::empty(len, proto)?;
+        b.fill_bytes(0)?;
+        Ok(b)
+    }
+
+    /// Wraps `bytes::Bytes` without copying. The memory is read-only (a `Bytes` may be
+    /// shared); writes through the buffer fail with `InvalidArgument`.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_bytes(bytes::Bytes::from_static(b"abc"));
+    /// assert_eq!(&*b.as_host_bytes()?, b"abc");
+    /// assert!(b.clone().fill_bytes(0).is_err());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_bytes(bytes: Bytes) -> Self {
+        Self::from_storage(StorageKind::ForeignHost(ForeignHost::from_bytes(bytes)))
+    }
+
+    /// Wraps a `Vec<u8>` without copying.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_vec(vec![1u8, 2]);
+    /// assert_eq!(b.len(), 2);
+    /// ```
+    pub fn from_vec(vec: Vec<u8>) -> Self {
+        Self::from_storage(StorageKind::ForeignHost(ForeignHost::from_vec(vec)))
+    }
+
+    /// Takes a typed Vec without copying (its elements' bytes, native order).
+    pub(crate) fn from_typed_vec<T: crate::dtype::Element>(vec: Vec<T>) -> Self {
+        Self::from_storage(StorageKind::ForeignHost(ForeignHost::from_typed_vec(vec)))
+    }
+
+    /// Copies host bytes into a new buffer made by `proto`.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_slice(&[1, 2, 3], &zarrbuf::BufferPrototype::cpu())?;
+    /// assert_eq!(b.to_vec()?, vec![1, 2, 3]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_slice(data: &[u8], proto: &BufferPrototype) -> Result<Self> {
+        let src = Self::from_vec(data.to_vec());
+        Self::from_buffer(&src, proto)
+    }
+
+    /// Wraps host memory owned by `owner` (dropped with the last view).
+    ///
+    /// # Safety
+    /// `[ptr, ptr+len)` must be valid for reads and writes while `owner` lives, and must not
+    /// be written by anything but zarrbuf handles meanwhile.
+    ///
+    /// ```
+    /// let v = vec![5u8; 4];
+    /// let ptr = v.as_ptr() as *mut u8;
+    /// // SAFETY: the Vec is the owner and keeps the block alive.
+    /// let b = unsafe { zarrbuf::Buffer::from_host_owner(ptr, 4, Box::new(v)) };
+    /// assert_eq!(b.to_vec()?, vec![5; 4]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub unsafe fn from_host_owner(
+        ptr: *mut u8,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
+        // SAFETY: forwarded to the caller.
+        let foreign = unsafe { ForeignHost::new(ptr, len, owner) };
+        Self::from_storage(StorageKind::ForeignHost(foreign))
+    }
+
+    /// Wraps device memory of CUDA device `ordinal` owned by `owner` (cuda.core's `from_handle`).
+    ///
+    /// # Safety
+    /// `[ptr, ptr+len)` must be device memory of that device, valid while `owner` lives.
+    ///
+    /// ```no_run
+    /// # let (ptr, len) = (0u64, 0usize);
+    /// // SAFETY: ptr is a live allocation of `len` bytes on cuda:0 kept alive by the owner.
+    /// let b = unsafe { zarrbuf::Buffer::from_device_ptr(ptr, len, 0, Box::new(())) };
+    /// ```
+    pub unsafe fn from_device_ptr(
+        ptr: u64,
+        len: usize,
+        ordinal: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
+        // SAFETY: forwarded to the caller.
+        let foreign = unsafe { ForeignCuda::new(ptr, len, ordinal, owner) };
+        Self::from_storage(StorageKind::ForeignCuda(foreign))
+    }
+
+    /// Number of bytes in this view.
+    pub fn len(&self) -> usize {
+        self.region.len()
+    }
+
+    /// True when the view has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty()
+    }
+
+    /// Size of the whole underlying allocation (≥ `len()` for slices).
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_vec(vec![0u8; 10]);
+    /// assert_eq!(b.slice(2..4).total_size(), 10);
+    /// ```
+    pub fn total_size(&self) -> usize {
+        self.region.storage().len()
+    }
+
+    /// Byte offset of this view in its allocation.
+    pub fn offset(&self) -> usize {
+        self.region.offset()
+    }
+
+    /// Id of this handle (unique per clone or slice).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Id of the underlying allocation, shared by all views of it.
+    pub fn storage_id(&self) -> u64 {
+        self.region.storage().id()
+    }
+
+    /// Where the memory lives.
+    pub fn memory(&self) -> Memory {
+        self.region.memory()
+    }
+
+    /// The device that computes on this memory (CPU for host and pinned memory).
+    pub fn device(&self) -> Device {
+        self.memory().device()
+    }
+
+    /// The host can read and write these bytes.
+    pub fn is_host_accessible(&self) -> bool {
+        self.memory().is_host_accessible()
+    }
+
+    /// A CUDA device can read and write these bytes.
+    pub fn is_device_accessible(&self) -> bool {
+        self.memory().is_device_accessible()
+    }
+
+    /// A view of bytes `range` sharing this storage.
+    ///
+    /// # Panics
+    /// When the range is outside the buffer; [`try_slice`](Self::try_slice) returns an error instead.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_vec((0u8..10).collect());
+    /// assert_eq!(b.slice(3..5).to_vec().unwrap(), vec![3, 4]);
+    /// ```
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Buffer {
+        match self.try_slice(range) {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A view of bytes `range`, or `OutOfBounds`.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_vec(vec![0u8; 4]);
+    /// assert!(b.try_slice(1..3).is_ok());
+    /// assert!(b.try_slice(3..9).is_err());
+    /// ```
+    pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<Buffer> {
+        let (start, end) = resolve_range(range, self.len())?;
+        Ok(Self::from_region(self.region.sub(start, end)))
+    }
+
+    /// Borrows the bytes on the host: `NotHostAccessible` for device memory (never a hidden
+    /// copy), `Busy` while a write through another handle is in progress.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_vec(vec![9u8, 8]);
+    /// assert_eq!(b.as_host_bytes()?[1], 8);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn as_host_bytes(&self) -> Result<HostBytes<'_>> {
+        if !self.is_host_accessible() {
+            return Err(Error::NotHostAccessible(format!(
+                "as_host_bytes on {} bytes of {}",
+                self.len(),
+                self.memory()
+            )));
+        }
+        let (guard, bytes) = self.region.host_bytes()?;
+        Ok(HostBytes {
+            _guard: guard,
+            bytes,
+        })
+    }
+
+    /// Runs `f` with exclusive host access to the bytes.
+    ///
+    /// ```
+    /// let mut b = zarrbuf::Buffer::from_vec(vec![0u8; 3]);
+    /// b.with_host_bytes_mut(|bytes| { bytes[1] = 5; Ok(()) })?;
+    /// assert_eq!(b.to_vec()?, vec![0, 5, 0]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn with_host_bytes_mut<R>(&mut self, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+        self.with_host_mut(f)
+    }
+
+    pub(crate) fn with_host_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+        self.region.with_host_mut(f)
+    }
+
+    /// A typed host ndarray view (see [`crate::NDBuffer::as_ndarray`]); offset relative to this handle.
+    pub(crate) fn storage_view<T: crate::dtype::Element>(
+        &self,
+        offset: usize,
+        shape: &[usize],
+        elem_strides: &[usize],
+    ) -> Result<(ReadGuard<'_>, ndarray::ArrayViewD<'_, T>)> {
+        self.region.ndarray_view::<T>(offset, shape, elem_strides)
+    }
+
+    /// Host address of the first byte, `None` for device memory. Dereferencing it is unsafe:
+    /// the caller must respect the buffer's length and not race other handles.
+    pub fn host_ptr(&self) -> Option<*mut u8> {
+        self.region.host_ptr()
+    }
+
+    /// Device address of the first byte (device memory, or pinned memory through unified
+    /// addressing), `None` for pageable host memory. For passing to CUDA kernels.
+    pub fn device_addr(&self) -> Option<u64> {
+        self.region.device_addr()
+    }
+
+    /// A host copy of the bytes (a device-to-host copy for device memory).
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_vec(vec![1u8, 2]);
+    /// assert_eq!(b.to_bytes()?.as_ref(), &[1, 2]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn to_bytes(&self) -> Result<Bytes> {
+        Ok(Bytes::from(self.to_vec()?))
+    }
+
+    /// A host copy of the bytes as a `Vec<u8>` (one copy, also from device memory).
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        if self.is_host_accessible() {
+            return Ok(self.as_host_bytes()?.to_vec());
+        }
+        let host = Buffer::from_vec(vec![0u8; self.len()]);
+        host.copy_from_inner(self)?;
+        host.region.into_vec().ok_or_else(|| {
+            Error::Busy("the host copy is still shared (internal error: please report)".into())
+        })
+    }
+
+    /// Copies `src` (same length, any memory) into this buffer and waits for the copy.
+    ///
+    /// ```
+    /// let mut dst = zarrbuf::Buffer::from_vec(vec![0u8; 3]);
+    /// dst.copy_from(&zarrbuf::Buffer::from_vec(vec![4u8, 5, 6]))?;
+    /// assert_eq!(dst.to_vec()?, vec![4, 5, 6]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn copy_from(&mut self, src: &Buffer) -> Result<()> {
+        self.copy_from_inner(src)
+    }
+
+    pub(crate) fn copy_from_inner(&self, src: &Buffer) -> Result<()> {
+        let ops = ops_for_pair(src.memory(), self.memory())?;
+        let q = ops.default_queue();
+        ops.copy(&q, src.region(), self.region())?;
+        ops.synchronize(&q)
+    }
+
+    /// Enqueues the copy of `src` into this buffer on `stream` without waiting. Both buffers
+    /// must stay alive (keep a handle) until the stream is synchronized.
+    ///
+    /// ```no_run
+    /// use zarrbuf::{Buffer, BufferPrototype, Device, Stream};
+    /// let s = Stream::new(Device::Cuda(0))?;
+    /// let src = Buffer::from_vec(vec![1u8; 64]);
+    /// let mut dst = Buffer::empty(64, &BufferPrototype::cuda(0))?;
+    /// dst.copy_from_on(&src, &s)?;
+    /// s.synchronize()?;
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn copy_from_on(&mut self, src: &Buffer, stream: &Stream) -> Result<()> {
+        let ops = CudaOps::new(stream.device_ordinal())?;
+        ops.copy(
+            &Queue::Cuda(stream.inner.clone()),
+            src.region(),
+            self.region(),
+        )
+    }
+
+    /// Copies this buffer into `dst` (same length, any memory).
+    pub fn copy_to(&self, dst: &mut Buffer) -> Result<()> {
+        dst.copy_from(self)
+    }
+
+    /// Copies this buffer into new memory made by `proto`.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let a = Buffer::from_vec(vec![1u8, 2]);
+    /// let b = a.copy_to_new(&BufferPrototype::cpu())?;
+    /// assert_ne!(a.storage_id(), b.storage_id());
+    /// assert!(a.content_eq(&b)?);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn copy_to_new(&self, proto: &BufferPrototype) -> Result<Buffer> {
+        let mut out = Buffer::empty(self.len(), proto)?;
+        match proto.stream() {
+            Some(s) => {
+                out.copy_from_on(self, s)?;
+                s.synchronize()?;
+            }
+            None => out.copy_from(self)?,
+        }
+        Ok(out)
+    }
+
+    /// Zero-copy promotion: `b` itself (same storage) when its memory already satisfies
+    /// `proto`, else a copy made by `proto`.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let b = Buffer::from_vec(vec![1u8]);
+    /// assert_eq!(Buffer::from_buffer(&b, &BufferPrototype::cpu())?.storage_id(), b.storage_id());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_buffer(b: &Buffer, proto: &BufferPrototype) -> Result<Buffer> {
+        if proto.is_satisfied_by(b.memory()) {
+            Ok(b.clone())
+        } else {
+            b.copy_to_new(proto)
+        }
+    }
+
+    /// Concatenates `parts` into one new buffer made by `proto`.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let ab = Buffer::concat(&[Buffer::from_vec(vec![1]), Buffer::from_vec(vec![2, 3])], &BufferPrototype::cpu())?;
+    /// assert_eq!(ab.to_vec()?, vec![1, 2, 3]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn concat(parts: &[Buffer], proto: &BufferPrototype) -> Result<Buffer> {
+        let total = parts
+            .iter()
+            .try_fold(0usize, |acc, p| acc.checked_add(p.len()))
+            .ok_or_else(|| Error::InvalidSize("the concatenated length overflows usize".into()))?;
+        let out = Buffer::empty(total, proto)?;
+        let mut at = 0;
+        for p in parts {
+            out.try_slice(at..at + p.len())?.copy_from_inner(p)?;
+            at += p.len();
+        }
+        Ok(out)
+    }
+
+    /// This buffer followed by `others`, in this buffer's kind of memory (zarr-python's `+`).
+    ///
+    /// ```
+    /// let a = zarrbuf::Buffer::from_vec(vec![1u8]);
+    /// let ab = a.combine(&[zarrbuf::Buffer::from_vec(vec![2u8])])?;
+    /// assert_eq!(ab.to_vec()?, vec![1, 2]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn combine(&self, others: &[Buffer]) -> Result<Buffer> {
+        let mut parts = Vec::with_capacity(others.len() + 1);
+        parts.push(self.clone());
+        parts.extend(others.iter().cloned());
+        Buffer::concat(&parts, &BufferPrototype::for_memory(self.memory()))
+    }
+
+    /// Sets every byte to `value` (on the device for device memory).
+    ///
+    /// ```
+    /// let mut b = zarrbuf::Buffer::from_vec(vec![0u8; 2]);
+    /// b.fill_bytes(7)?;
+    /// assert_eq!(b.to_vec()?, vec![7, 7]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn fill_bytes(&mut self, value: u8) -> Result<()> {
+        let ops = ops_for(self.memory())?;
+        let q = ops.default_queue();
+        let shape = [self.len()];
+        let strides = [1isize];
+        ops.fill(
+            &q,
+            self.region(),
+            zarrbuf_codecs::Strided {
+                offset: 0,
+                strides: &strides,
+            },
+            &shape,
+            &[value],
+        )?;
+        ops.synchronize(&q)
+    }
+
+    /// True when both buffers hold the same bytes (device memory is copied to the host to compare).
+    pub fn content_eq(&self, other: &Buffer) -> Result<bool> {
+        if self.len() != other.len() {
+            return Ok(false);
+        }
+        Ok(self.to_vec()? == other.to_vec()?)
+    }
+
+    /// Waits for all queued work on this buffer's device (a no-op for host memory).
+    ///
+    /// ```
+    /// zarrbuf::Buffer::from_vec(vec![1u8]).sync()?;
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn sync(&self) -> Result<()> {
+        match self.memory() {
+            Memory::Cuda(n) | Memory::Pinned(n) => crate::driver::cuda_context(n)?
+                .synchronize()
+                .map_err(|e| Error::cuda("cuCtxSynchronize", e)),
+            Memory::Host => Ok(()),
+        }
+    }
+}

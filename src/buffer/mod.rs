@@ -1,0 +1,12 @@
+//! The three types: [`Buffer`] (flat, untyped bytes), [`NDBuffer`] (typed, strided views) and
+//! [`BufferPrototype`] (where new memory comes from), plus `.npy` files of NDBuffers.
+
+mod flat;
+mod ndbuffer;
+pub mod npy;
+mod prototype;
+
+pub use flat::{Buffer, HostBytes};
+pub(crate) use ndbuffer::CWindow;
+pub use ndbuffer::{HostArrayView, NDBuffer};
+pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};

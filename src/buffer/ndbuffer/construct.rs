@@ -1,0 +1,184 @@
+//! Making NDBuffers: over existing buffers, in new memory, or from Rust data.
+
+use super::{NDBuffer, byte_len, checked_count};
+use crate::buffer::{Buffer, BufferPrototype};
+use crate::dtype::{ByteOrder, DataType, Element, Order};
+use crate::error::{Error, Result};
+use zarrbuf_codecs::Strided;
+
+impl NDBuffer {
+    /// Builds an NDBuffer over `buffer`, checking the invariants.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, ByteOrder, DataType, NDBuffer};
+    /// let b = Buffer::from_vec(vec![0u8; 24]);
+    /// let a = NDBuffer::from_parts(b, DataType::Float32, &[2, 3], &[12, 4], 0, ByteOrder::Little)?;
+    /// assert!(a.is_c_contiguous());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_parts(
+        buffer: Buffer,
+        dtype: DataType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        byte_order: ByteOrder,
+    ) -> Result<Self> {
+        if shape.len() != strides.len() {
+            return Err(Error::ShapeMismatch(format!(
+                "{} dimensions in shape {shape:?} but {} strides {strides:?}",
+                shape.len(),
+                strides.len()
+            )));
+        }
+        if dtype.size() == 0 {
+            return Err(Error::DataType(format!("{dtype} has zero-sized elements")));
+        }
+        if strides.iter().any(|&s| s < 0) {
+            return Err(Error::InvalidArgument(format!(
+                "negative strides {strides:?} are not supported"
+            )));
+        }
+        checked_count(shape)?;
+        zarrbuf_codecs::check_extent(
+            buffer.len(),
+            Strided { offset, strides },
+            shape,
+            dtype.size(),
+        )
+        .map_err(|e| Error::OutOfBounds(format!("{e} (buffer of {} bytes)", buffer.len())))?;
+        Ok(NDBuffer {
+            buffer,
+            dtype,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+            byte_order,
+        })
+    }
+
+    /// A contiguous NDBuffer over all of `buffer` in `order`, native byte order.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, DataType, NDBuffer, Order};
+    /// let a = NDBuffer::from_buffer(Buffer::from_vec(vec![0u8; 8]), DataType::UInt16, &[2, 2], Order::F)?;
+    /// assert!(a.is_f_contiguous());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_buffer(
+        buffer: Buffer,
+        dtype: DataType,
+        shape: &[usize],
+        order: Order,
+    ) -> Result<Self> {
+        let need = byte_len(shape, dtype)?;
+        if need != buffer.len() {
+            return Err(Error::ShapeMismatch(format!(
+                "shape {shape:?} of {dtype} needs {need} bytes but the buffer has {}",
+                buffer.len()
+            )));
+        }
+        let strides = order.strides(shape, dtype.size());
+        Self::from_parts(buffer, dtype, shape, &strides, 0, ByteOrder::native())
+    }
+
+    /// A new NDBuffer, uninitialised (zarr-python's `NDBuffer.empty`).
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+    /// let a = NDBuffer::empty(&[4, 5], DataType::Int16, Order::F, &BufferPrototype::cpu())?;
+    /// assert_eq!(a.nbytes(), 40);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn empty(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
+        let bytes = byte_len(shape, dtype)?;
+        Self::from_buffer(Buffer::empty(bytes, proto)?, dtype, shape, order)
+    }
+
+    /// A new NDBuffer of zeros.
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+    /// let a = NDBuffer::zeros(&[3], DataType::Float64, Order::C, &BufferPrototype::cpu())?;
+    /// assert_eq!(a.to_vec::<f64>()?, vec![0.0; 3]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn zeros(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
+        let bytes = byte_len(shape, dtype)?;
+        Self::from_buffer(Buffer::zeros(bytes, proto)?, dtype, shape, order)
+    }
+
+    /// A new NDBuffer filled with `fill_value` (one element's bytes, native order), or
+    /// uninitialised when `None` (zarr-python's `NDBuffer.create`).
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+    /// let a = NDBuffer::create(&[2, 2], DataType::Float32, Order::C, Some(&1.5f32.to_ne_bytes()), &BufferPrototype::cpu())?;
+    /// assert_eq!(a.to_vec::<f32>()?, vec![1.5; 4]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn create(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        fill_value: Option<&[u8]>,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
+        let mut a = Self::empty(shape, dtype, order, proto)?;
+        if let Some(v) = fill_value {
+            a.fill(v)?;
+        }
+        Ok(a)
+    }
+
+    /// Takes a Vec as a C-order array of `shape` without copying.
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![1u8, 2, 3, 4], &[2, 2])?;
+    /// assert_eq!(a.dtype(), zarrbuf::DataType::UInt8);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Self> {
+        if checked_count(shape)? != data.len() {
+            return Err(Error::ShapeMismatch(format!(
+                "{} elements given for shape {shape:?}",
+                data.len()
+            )));
+        }
+        Self::from_buffer(Buffer::from_typed_vec(data), T::DTYPE, shape, Order::C)
+    }
+
+    /// Takes an ndarray: no copy for an owned array in standard (C) layout, a copy otherwise.
+    ///
+    /// ```
+    /// let arr = ndarray::Array2::<f32>::ones((2, 3));
+    /// let a = zarrbuf::NDBuffer::from_ndarray(arr)?;
+    /// assert_eq!(a.shape(), &[2, 3]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_ndarray<T: Element, D: ndarray::Dimension>(
+        array: ndarray::Array<T, D>,
+    ) -> Result<Self> {
+        let shape = array.shape().to_vec();
+        let data = if array.is_standard_layout() {
+            let (vec, offset) = array.into_raw_vec_and_offset();
+            match offset {
+                Some(0) | None => vec,
+                Some(off) => vec[off..].to_vec(),
+            }
+        } else {
+            array.iter().copied().collect()
+        };
+        Self::from_vec(data, &shape)
+    }
+}

@@ -1,0 +1,187 @@
+//! Host export: ndarray views, owned ndarrays, Vecs and scalars.
+
+use super::NDBuffer;
+use crate::buffer::Buffer;
+use crate::dtype::{ByteOrder, DataType, Element};
+use crate::error::{Error, Result};
+use crate::memory::ReadGuard;
+
+/// A host ndarray view that keeps the buffer borrowed (no writes elsewhere) while it lives.
+pub struct HostArrayView<'a, T> {
+    _guard: ReadGuard<'a>,
+    view: ndarray::ArrayViewD<'a, T>,
+}
+
+impl<'a, T> std::ops::Deref for HostArrayView<'a, T> {
+    type Target = ndarray::ArrayViewD<'a, T>;
+    fn deref(&self) -> &Self::Target {
+        &self.view
+    }
+}
+
+impl NDBuffer {
+    /// The single element's value. `ShapeMismatch` unless the array has exactly one element.
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![4.0f64], &[1, 1])?;
+    /// assert_eq!(a.item::<f64>()?, 4.0);
+    /// assert!(zarrbuf::NDBuffer::from_vec(vec![1u8, 2], &[2])?.item::<u8>().is_err());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn item<T: Element>(&self) -> Result<T> {
+        self.check_type::<T>()?;
+        if self.len() != 1 {
+            return Err(Error::ShapeMismatch(format!(
+                "item/as_scalar needs exactly one element, the array has shape {:?}",
+                self.shape
+            )));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The single element's bytes (native order). `ShapeMismatch` unless exactly one element
+    /// (zarr-python's `as_scalar`).
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![7u8], &[])?;
+    /// assert_eq!(a.as_scalar()?, vec![7]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn as_scalar(&self) -> Result<Vec<u8>> {
+        if self.len() != 1 {
+            return Err(Error::ShapeMismatch(format!(
+                "as_scalar needs exactly one element, the array has shape {:?}",
+                self.shape
+            )));
+        }
+        self.to_native_bytes()
+    }
+
+    /// A host ndarray view of the elements, without copying. `NotHostAccessible` for device
+    /// memory, `DataType` when `T` is not the data type, `InvalidArgument` for non-native
+    /// byte order or misaligned data.
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![1i32, 2, 3, 4], &[2, 2])?;
+    /// let v = a.as_ndarray::<i32>()?;
+    /// assert_eq!(v[[1, 1]], 4);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn as_ndarray<T: Element>(&self) -> Result<HostArrayView<'_, T>> {
+        self.check_type::<T>()?;
+        if !self.buffer.is_host_accessible() {
+            return Err(Error::NotHostAccessible(format!(
+                "as_ndarray on an array in {}",
+                self.memory()
+            )));
+        }
+        if self.byte_order != ByteOrder::native() && self.dtype.swap_unit() > 1 {
+            return Err(Error::InvalidArgument(
+                "the array is stored in non-native byte order; convert it with to_byte_order(ByteOrder::native())".into(),
+            ));
+        }
+        let size = self.dtype.size();
+        if self.strides.iter().any(|&s| s as usize % size != 0) {
+            return Err(Error::InvalidArgument(format!(
+                "strides {:?} are not multiples of the element size {size}; copy the array first",
+                self.strides
+            )));
+        }
+        if self.dtype == DataType::Bool {
+            self.check_bool_bytes()?;
+        }
+        let elem_strides: Vec<usize> = self.strides.iter().map(|&s| s as usize / size).collect();
+        let (guard, view) =
+            self.buffer
+                .storage_view::<T>(self.offset, &self.shape, &elem_strides)?;
+        Ok(HostArrayView {
+            _guard: guard,
+            view,
+        })
+    }
+
+    fn check_bool_bytes(&self) -> Result<()> {
+        let bytes = self.to_native_bytes()?;
+        if let Some(b) = bytes.iter().find(|&&b| b > 1) {
+            return Err(Error::DataType(format!(
+                "a bool element holds the byte {b}, which is neither 0 nor 1"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A host copy as an owned ndarray (from any memory and layout).
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![1u8, 2, 3, 4], &[2, 2])?;
+    /// let arr = a.transpose(&[1, 0])?.to_ndarray::<u8>()?;
+    /// assert_eq!(arr[[0, 1]], 3);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn to_ndarray<T: Element>(&self) -> Result<ndarray::ArrayD<T>> {
+        let data = self.to_vec::<T>()?;
+        ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&self.shape), data)
+            .map_err(|e| Error::ShapeMismatch(e.to_string()))
+    }
+
+    /// A host copy of the elements in C order.
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![1u16, 2], &[2])?;
+    /// assert_eq!(a.to_vec::<u16>()?, vec![1, 2]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.check_type::<T>()?;
+        if self.dtype == DataType::Bool {
+            self.check_bool_bytes()?;
+        }
+        let host = self.to_contiguous_host()?;
+        let view = host.as_ndarray::<T>()?;
+        let out = view.iter().copied().collect();
+        Ok(out)
+    }
+
+    /// The elements' bytes in C order and native byte order, copied to the host.
+    ///
+    /// ```
+    /// let a = zarrbuf::NDBuffer::from_vec(vec![1u16, 2], &[2])?;
+    /// assert_eq!(a.to_native_bytes()?, vec![1, 0, 2, 0]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn to_native_bytes(&self) -> Result<Vec<u8>> {
+        let host = self.to_contiguous_host()?;
+        let (start, end) = host.byte_span();
+        host.buffer.try_slice(start..end)?.to_vec()
+    }
+
+    /// Self if it already is C-contiguous, native and host-accessible; else such a copy.
+    fn to_contiguous_host(&self) -> Result<NDBuffer> {
+        if self.is_c_contiguous()
+            && self.byte_order == ByteOrder::native()
+            && self.buffer.is_host_accessible()
+        {
+            return Ok(self.clone());
+        }
+        if self.is_c_contiguous() {
+            // One plain copy of the bytes to the host, then fix the byte order there.
+            let (start, end) = self.byte_span();
+            let bytes = self.buffer.try_slice(start..end)?.to_vec()?;
+            let host = NDBuffer::from_parts(
+                Buffer::from_vec(bytes),
+                self.dtype,
+                &self.shape,
+                &self.strides,
+                0,
+                self.byte_order,
+            )?;
+            return if self.byte_order == ByteOrder::native() {
+                Ok(host)
+            } else {
+                host.copy()
+            };
+        }
+        // Gather on the owning device first, so only the elements cross to the host.
+        self.copy()?.to_contiguous_host()
+    }
+}

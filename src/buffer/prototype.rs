@@ -1,0 +1,227 @@
+//! Where new buffers are made: [`BufferPrototype`], the process-wide default, and pluggable allocators.
+
+use super::Buffer;
+use crate::device::Stream;
+use crate::error::{Error, Result};
+use crate::memory::Region;
+use crate::place::Device;
+use crate::place::Memory;
+use std::sync::{Arc, RwLock};
+
+/// A source of memory a user can plug into a prototype (a pool, another library's allocator).
+///
+/// `allocate` must return a buffer of exactly `len` bytes in `memory`; wrap foreign memory
+/// with [`Buffer::from_host_owner`] or [`Buffer::from_device_ptr`] so that dropping the last
+/// view hands the block back.
+///
+/// ```
+/// use zarrbuf::{Allocator, Buffer, BufferPrototype, Memory, Result};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// /// Counts allocations and otherwise uses plain host memory.
+/// struct Counting(AtomicUsize);
+/// impl Allocator for Counting {
+///     fn allocate(&self, len: usize, memory: Memory) -> Result<Buffer> {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         Buffer::empty(len, &BufferPrototype::for_memory(memory))
+///     }
+/// }
+/// let counting = Arc::new(Counting(AtomicUsize::new(0)));
+/// let proto = BufferPrototype::cpu().with_allocator(counting.clone());
+/// let b = Buffer::zeros(16, &proto)?;
+/// assert_eq!(b.len(), 16);
+/// assert_eq!(counting.0.load(Ordering::Relaxed), 1);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub trait Allocator: Send + Sync {
+    /// Returns `len` bytes (contents undefined) in `memory`.
+    fn allocate(&self, len: usize, memory: Memory) -> Result<Buffer>;
+}
+
+/// Says where new buffers are made: host, pinned host, or a CUDA device (optionally on a
+/// stream, optionally from a user allocator). Passed per call, like zarr-python's prototypes.
+///
+/// ```
+/// use zarrbuf::{BufferPrototype, Device, Memory};
+/// let p = BufferPrototype::cpu();
+/// assert_eq!(p.memory(), Memory::Host);
+/// assert_eq!(BufferPrototype::cuda(1).device(), Device::Cuda(1));
+/// assert_eq!(BufferPrototype::pinned(0).device(), Device::Cpu);
+/// ```
+#[derive(Clone)]
+pub struct BufferPrototype {
+    memory: Memory,
+    stream: Option<Stream>,
+    allocator: Option<Arc<dyn Allocator>>,
+}
+
+impl BufferPrototype {
+    /// Ordinary host memory (large blocks advised for huge pages).
+    pub fn cpu() -> Self {
+        Self::for_memory(Memory::Host)
+    }
+
+    /// Page-locked host memory registered with CUDA device `ordinal`.
+    pub fn pinned(ordinal: usize) -> Self {
+        Self::for_memory(Memory::Pinned(ordinal))
+    }
+
+    /// Memory on CUDA device `ordinal`.
+    pub fn cuda(ordinal: usize) -> Self {
+        Self::for_memory(Memory::Cuda(ordinal))
+    }
+
+    /// A prototype for a given kind of memory.
+    ///
+    /// ```
+    /// let p = zarrbuf::BufferPrototype::for_memory(zarrbuf::Memory::Pinned(0));
+    /// assert_eq!(p.memory(), zarrbuf::Memory::Pinned(0));
+    /// ```
+    pub fn for_memory(memory: Memory) -> Self {
+        BufferPrototype {
+            memory,
+            stream: None,
+            allocator: None,
+        }
+    }
+
+    /// The natural prototype of a device: host memory for the CPU, device memory for CUDA.
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, Device, Memory};
+    /// assert_eq!(BufferPrototype::for_device(Device::Cuda(0)).memory(), Memory::Cuda(0));
+    /// ```
+    pub fn for_device(device: Device) -> Self {
+        match device {
+            Device::Cpu => Self::cpu(),
+            Device::Cuda(n) => Self::cuda(n),
+        }
+    }
+
+    /// Runs copies into buffers made by this prototype on `stream`.
+    ///
+    /// ```no_run
+    /// let s = zarrbuf::Stream::new(zarrbuf::Device::Cuda(0))?;
+    /// let p = zarrbuf::BufferPrototype::cuda(0).with_stream(s);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn with_stream(mut self, stream: Stream) -> Self {
+        self.stream = Some(stream);
+        self
+    }
+
+    /// Takes new memory from `allocator` instead of zarrbuf's own.
+    pub fn with_allocator(mut self, allocator: Arc<dyn Allocator>) -> Self {
+        self.allocator = Some(allocator);
+        self
+    }
+
+    /// The memory new buffers live in.
+    pub fn memory(&self) -> Memory {
+        self.memory
+    }
+
+    /// The device that computes on new buffers (the CPU for host and pinned memory).
+    pub fn device(&self) -> Device {
+        self.memory.device()
+    }
+
+    /// The stream given with [`with_stream`](Self::with_stream), if any.
+    pub fn stream(&self) -> Option<&Stream> {
+        self.stream.as_ref()
+    }
+
+    /// True when memory `m` already is what this prototype makes (no copy needed).
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, Memory};
+    /// assert!(BufferPrototype::cpu().is_satisfied_by(Memory::Pinned(0)));
+    /// assert!(!BufferPrototype::pinned(0).is_satisfied_by(Memory::Host));
+    /// assert!(!BufferPrototype::cuda(0).is_satisfied_by(Memory::Cuda(1)));
+    /// ```
+    pub fn is_satisfied_by(&self, m: Memory) -> bool {
+        match self.memory {
+            Memory::Host => m.is_host_accessible(),
+            want => want == m,
+        }
+    }
+
+    pub(crate) fn has_allocator(&self) -> bool {
+        self.allocator.is_some()
+    }
+
+    /// Allocates `len` bytes the way this prototype says.
+    pub(crate) fn allocate(&self, len: usize) -> Result<Buffer> {
+        if let Some(a) = &self.allocator {
+            let b = a.allocate(len, self.memory)?;
+            if b.len() != len || b.memory() != self.memory {
+                return Err(Error::InvalidArgument(format!(
+                    "the prototype's allocator returned {} bytes of {} for a request of {len} bytes of {}",
+                    b.len(),
+                    b.memory(),
+                    self.memory
+                )));
+            }
+            return Ok(b);
+        }
+        match self.memory {
+            Memory::Host => Buffer::alloc_host(len, false),
+            Memory::Pinned(n) => Region::alloc_pinned(n, len).map(Buffer::from_region),
+            Memory::Cuda(n) => Region::alloc_cuda(n, len).map(Buffer::from_region),
+        }
+    }
+}
+
+impl std::fmt::Debug for BufferPrototype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPrototype")
+            .field("memory", &self.memory)
+            .field("stream", &self.stream)
+            .field("allocator", &self.allocator.as_ref().map(|_| "custom"))
+            .finish()
+    }
+}
+
+static DEFAULT: RwLock<Option<BufferPrototype>> = RwLock::new(None);
+
+/// Sets the process-wide default prototype (what `ZARRBUF_DEVICE` sets at start-up).
+///
+/// ```
+/// use zarrbuf::{default_prototype, set_default_prototype, BufferPrototype, Memory};
+/// set_default_prototype(BufferPrototype::cpu());
+/// assert_eq!(default_prototype()?.memory(), Memory::Host);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn set_default_prototype(proto: BufferPrototype) {
+    *DEFAULT.write().unwrap_or_else(|p| p.into_inner()) = Some(proto);
+}
+
+/// The process-wide default prototype: the one set in code, else the device named by the
+/// `ZARRBUF_DEVICE` environment variable (`cpu`, `cuda`, `cuda:N`), else the CPU.
+///
+/// # Errors
+/// `InvalidArgument` when `ZARRBUF_DEVICE` holds something other than a device name. A CUDA
+/// device that is absent is reported at the first allocation (`DeviceUnavailable`).
+///
+/// ```
+/// let p = zarrbuf::default_prototype()?;
+/// println!("new buffers go to {}", p.memory());
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn default_prototype() -> Result<BufferPrototype> {
+    if let Some(p) = DEFAULT.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        return Ok(p.clone());
+    }
+    match std::env::var("ZARRBUF_DEVICE") {
+        Ok(v) if !v.trim().is_empty() => {
+            let device: Device = v.parse().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "ZARRBUF_DEVICE={v:?} is not a device; use cpu, cuda or cuda:N"
+                ))
+            })?;
+            Ok(BufferPrototype::for_device(device))
+        }
+        _ => Ok(BufferPrototype::cpu()),
+    }
+}

@@ -1,0 +1,152 @@
+//! [`Region`]: a byte range of one shared [`Storage`], the handle device operations take.
+//!
+//! `crate::Buffer` is a `Region` plus a handle id and the public API; the device layer works
+//! on `Region`s so that it sits below the buffer types instead of beside them.
+
+use super::{CudaAlloc, HostAlloc, PinnedAlloc, ReadGuard, Storage, StorageKind, WriteGuard};
+use crate::error::{Error, Result};
+use crate::place::Memory;
+use std::sync::Arc;
+
+/// `len` bytes at `offset` of one allocation. Cloning shares the allocation.
+#[derive(Clone)]
+pub(crate) struct Region {
+    storage: Arc<Storage>,
+    offset: usize,
+    len: usize,
+}
+
+/// Guards held while a host operation reads one region and writes another.
+pub(crate) struct PairGuard<'a> {
+    _read: Option<ReadGuard<'a>>,
+    _write: WriteGuard<'a>,
+}
+
+impl Region {
+    /// The whole of a new storage.
+    pub(crate) fn new(kind: StorageKind) -> Self {
+        let storage = Arc::new(Storage::new(kind));
+        let len = storage.len();
+        Region {
+            storage,
+            offset: 0,
+            len,
+        }
+    }
+
+    /// `len` bytes of host memory (zeroed when asked; otherwise see [`HostAlloc::new`]).
+    pub(crate) fn alloc_host(len: usize, zeroed: bool) -> Result<Self> {
+        Ok(Self::new(StorageKind::Host(HostAlloc::new(
+            len, zeroed, true,
+        )?)))
+    }
+
+    /// `len` bytes of pinned host memory registered with CUDA device `ordinal`.
+    pub(crate) fn alloc_pinned(ordinal: usize, len: usize) -> Result<Self> {
+        Ok(Self::new(StorageKind::Pinned(PinnedAlloc::new(
+            ordinal, len,
+        )?)))
+    }
+
+    /// `len` bytes of memory on CUDA device `ordinal`.
+    pub(crate) fn alloc_cuda(ordinal: usize, len: usize) -> Result<Self> {
+        Ok(Self::new(StorageKind::Cuda(CudaAlloc::new(ordinal, len)?)))
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    pub(crate) fn memory(&self) -> Memory {
+        self.storage.memory()
+    }
+
+    /// Bytes `start..end` of this region (the caller checked `start <= end <= len`).
+    pub(crate) fn sub(&self, start: usize, end: usize) -> Region {
+        debug_assert!(start <= end && end <= self.len);
+        Region {
+            storage: self.storage.clone(),
+            offset: self.offset + start,
+            len: end - start,
+        }
+    }
+
+    /// Host address of the first byte, `None` for device memory.
+    pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
+        self.storage.host_ptr().map(|p| p.wrapping_add(self.offset))
+    }
+
+    /// Device address of the first byte (device memory, or pinned memory through unified
+    /// addressing), `None` for pageable host memory.
+    pub(crate) fn device_addr(&self) -> Option<u64> {
+        self.storage.device_ptr().map(|p| p + self.offset as u64)
+    }
+
+    /// Shared host access to the bytes, with the guard that keeps them valid.
+    pub(crate) fn host_bytes(&self) -> Result<(ReadGuard<'_>, &[u8])> {
+        if !self.memory().is_host_accessible() {
+            return Err(Error::NotHostAccessible(format!(
+                "host read of {} bytes of {}",
+                self.len,
+                self.memory()
+            )));
+        }
+        self.storage.host_bytes(self.offset, self.len)
+    }
+
+    /// Runs `f` with exclusive host access to the bytes.
+    pub(crate) fn with_host_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+        if !self.memory().is_host_accessible() {
+            return Err(Error::NotHostAccessible(format!(
+                "host write to {} bytes of {}",
+                self.len,
+                self.memory()
+            )));
+        }
+        self.storage.with_host_bytes_mut(self.offset, self.len, f)
+    }
+
+    /// Guards for reading `self` and writing `dst` (one write guard when they share storage).
+    pub(crate) fn lock_pair<'a>(&'a self, dst: &'a Region) -> Result<PairGuard<'a>> {
+        let write = dst.storage.write()?;
+        let read = if Arc::ptr_eq(&self.storage, &dst.storage) {
+            None
+        } else {
+            Some(self.storage.read()?)
+        };
+        Ok(PairGuard {
+            _read: read,
+            _write: write,
+        })
+    }
+
+    /// A typed host ndarray view; `offset` is relative to this region's first byte.
+    pub(crate) fn ndarray_view<T: crate::dtype::Element>(
+        &self,
+        offset: usize,
+        shape: &[usize],
+        elem_strides: &[usize],
+    ) -> Result<(ReadGuard<'_>, ndarray::ArrayViewD<'_, T>)> {
+        self.storage
+            .ndarray_view::<T>(self.offset + offset, shape, elem_strides)
+    }
+
+    /// The `Vec` behind this region when it wraps one and no other handle shares it.
+    pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
+        Arc::try_unwrap(self.storage)
+            .ok()
+            .and_then(Storage::into_vec)
+    }
+}

@@ -1,0 +1,192 @@
+//! [`Storage`]: one allocation (or one wrapped foreign region), its identity and its host
+//! borrow state. Handles ([`super::Region`], and above it `Buffer`) hold it behind an `Arc`.
+
+use super::borrow::BorrowFlag;
+use super::{CudaAlloc, ForeignCuda, ForeignHost, HostAlloc, PinnedAlloc, ReadGuard, WriteGuard};
+use crate::error::{Error, Result};
+use crate::place::Memory;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The owner of one region of memory.
+pub(crate) enum StorageKind {
+    Host(HostAlloc),
+    Pinned(PinnedAlloc),
+    Cuda(CudaAlloc),
+    ForeignHost(ForeignHost),
+    ForeignCuda(ForeignCuda),
+}
+
+/// One allocation plus its identity and host borrow state.
+pub(crate) struct Storage {
+    id: u64,
+    kind: StorageKind,
+    borrow: BorrowFlag,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh process-unique id (storages and buffer handles share the counter).
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Storage {
+    pub(crate) fn new(kind: StorageKind) -> Self {
+        Storage {
+            id: next_id(),
+            kind,
+            borrow: BorrowFlag::default(),
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match &self.kind {
+            StorageKind::Host(a) => a.len(),
+            StorageKind::Pinned(a) => a.len(),
+            StorageKind::Cuda(a) => a.len(),
+            StorageKind::ForeignHost(a) => a.len(),
+            StorageKind::ForeignCuda(a) => a.len(),
+        }
+    }
+
+    pub(crate) fn memory(&self) -> Memory {
+        match &self.kind {
+            StorageKind::Host(_) | StorageKind::ForeignHost(_) => Memory::Host,
+            StorageKind::Pinned(a) => Memory::Pinned(a.ordinal()),
+            StorageKind::Cuda(a) => Memory::Cuda(a.ordinal()),
+            StorageKind::ForeignCuda(a) => Memory::Cuda(a.ordinal()),
+        }
+    }
+
+    /// Base pointer for host access; `None` for device memory.
+    pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
+        match &self.kind {
+            StorageKind::Host(a) => Some(a.ptr()),
+            StorageKind::Pinned(a) => Some(a.ptr()),
+            StorageKind::ForeignHost(a) => Some(a.ptr()),
+            StorageKind::Cuda(_) | StorageKind::ForeignCuda(_) => None,
+        }
+    }
+
+    /// Base address for device access (device memory, or pinned memory through UVA).
+    pub(crate) fn device_ptr(&self) -> Option<u64> {
+        match &self.kind {
+            StorageKind::Cuda(a) => Some(a.ptr()),
+            StorageKind::ForeignCuda(a) => Some(a.ptr()),
+            StorageKind::Pinned(a) => Some(a.ptr() as u64),
+            StorageKind::Host(_) | StorageKind::ForeignHost(_) => None,
+        }
+    }
+
+    /// Shared host access; fails while a writer is active.
+    pub(crate) fn read(&self) -> Result<ReadGuard<'_>> {
+        self.borrow.read()
+    }
+
+    /// Exclusive access; fails while any reader or writer is active, or for read-only memory.
+    pub(crate) fn write(&self) -> Result<WriteGuard<'_>> {
+        if let StorageKind::ForeignHost(f) = &self.kind {
+            if !f.writable() {
+                return Err(Error::InvalidArgument(
+                    "this buffer wraps immutable bytes::Bytes and cannot be written; copy it first (copy_to_new)".into(),
+                ));
+            }
+        }
+        self.borrow.write()
+    }
+
+    /// Shared host slice of `len` bytes at `offset`, with the guard that keeps it valid.
+    pub(crate) fn host_bytes(&self, offset: usize, len: usize) -> Result<(ReadGuard<'_>, &[u8])> {
+        let ptr = self.host_range(offset, len)?;
+        let guard = self.read()?;
+        // SAFETY: host_range checked that [ptr, ptr+len) lies inside this live allocation; the
+        // read guard excludes writers through every handle while the slice is alive.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+        Ok((guard, bytes))
+    }
+
+    /// Runs `f` with exclusive access to `len` bytes at `offset`.
+    pub(crate) fn with_host_bytes_mut<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> Result<R>,
+    ) -> Result<R> {
+        let ptr = self.host_range(offset, len)?;
+        let _guard = self.write()?;
+        // SAFETY: in bounds of the live allocation; the write guard excludes every other host
+        // reader and writer of this storage while `f` runs.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        f(bytes)
+    }
+
+    fn host_range(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        let base = self
+            .host_ptr()
+            .ok_or_else(|| Error::NotHostAccessible(format!("{len} bytes of {}", self.memory())))?;
+        if offset.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(Error::OutOfBounds(format!(
+                "bytes {offset}..{} of an allocation of {} bytes",
+                offset.saturating_add(len),
+                self.len()
+            )));
+        }
+        Ok(base.wrapping_add(offset))
+    }
+
+    /// A typed ndarray view of host memory: `shape` elements with element `strides`, the first
+    /// at byte `offset`. The caller has checked that every element lies inside the storage
+    /// (NDBuffer's invariant); alignment and bounds are checked again here.
+    pub(crate) fn ndarray_view<T: crate::dtype::Element>(
+        &self,
+        offset: usize,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<(ReadGuard<'_>, ndarray::ArrayViewD<'_, T>)> {
+        let size = std::mem::size_of::<T>();
+        let count: usize = shape.iter().product();
+        let extent = if count == 0 {
+            0
+        } else {
+            shape
+                .iter()
+                .zip(strides)
+                .map(|(&n, &s)| (n - 1) * s)
+                .sum::<usize>()
+                * size
+                + size
+        };
+        if count == 0 {
+            // No element is ever read: an empty view needs no (aligned) memory at all.
+            let view = ndarray::ArrayViewD::from_shape(ndarray::IxDyn(shape), &[])
+                .map_err(|e| Error::ShapeMismatch(e.to_string()))?;
+            return Ok((self.read()?, view));
+        }
+        let ptr = self.host_range(offset, extent)?;
+        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "the data at byte offset {offset} is not aligned for {}; copy it (to_ndarray) instead",
+                T::DTYPE
+            )));
+        }
+        let guard = self.read()?;
+        let dims = ndarray::ShapeBuilder::strides(ndarray::IxDyn(shape), ndarray::IxDyn(strides));
+        // SAFETY: every element lies in [ptr, ptr+extent), checked above; ptr is aligned for T;
+        // every bit pattern is a valid T for the sealed Element types except bool, whose bytes
+        // zarrbuf only ever writes as 0 or 1; the read guard excludes writers while it lives.
+        let view = unsafe { ndarray::ArrayViewD::from_shape_ptr(dims, ptr as *const T) };
+        Ok((guard, view))
+    }
+
+    /// The Vec this storage wraps, if it is one (used to hand host copies back without copying).
+    pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
+        match self.kind {
+            StorageKind::ForeignHost(f) => f.into_vec(),
+            _ => None,
+        }
+    }
+}

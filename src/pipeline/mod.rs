@@ -1,0 +1,25 @@
+//! The chunk pipeline: staging slots and their pool, the staged read and write engines, the
+//! fetch stage, and the read and write drivers that the public extension traits call.
+//!
+//! Read: fetch → CPU decompress into a staging slot → copy to the device → one fused device
+//! kernel (byte swap + transpose + scatter; fill for missing chunks). Write is the mirror.
+//! Everything is written against `crate::place::DeviceOps`, so the host implementation runs
+//! every line of it in CI.
+
+mod cancel;
+mod fetch;
+mod read_driver;
+mod slot_pool;
+mod slots;
+mod staged_read;
+mod staged_write;
+mod write_driver;
+
+pub(crate) use cancel::CancelOnDrop;
+pub(crate) use fetch::{fetch_unit, fetch_unit_async};
+pub(crate) use read_driver::run_staged;
+pub use slot_pool::release_cached_memory;
+pub(crate) use slots::{Slot, allocate_slots, finish};
+pub(crate) use staged_read::{Produced, StagedRead};
+pub(crate) use staged_write::{Gathered, StagedWrite};
+pub(crate) use write_driver::{ChunkSink, write_staged};

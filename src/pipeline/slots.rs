@@ -1,0 +1,91 @@
+//! Staging slots: the ring a staged read or write cycles through. Each slot is host staging
+//! memory the device can DMA from and to, device scratch, a queue, and the event of the
+//! device work that last used it. Host memory in flight is bounded by slot count × size.
+
+use crate::buffer::Buffer;
+use crate::device::{DeviceOps, Event, Queue};
+use crate::error::Result;
+use crate::zarr::Unit;
+use std::sync::Mutex;
+
+/// One staging slot: host-side staging memory, device-side scratch, the queue its work uses,
+/// and (for reads) the event that marks the end of the device work that last read it.
+pub(crate) struct Slot {
+    pub staging: Buffer,
+    pub scratch: Buffer,
+    pub queue: Queue,
+    pub pending: Mutex<Option<Event>>,
+}
+
+/// The slot ring for `units` of `elem`-byte elements: slots as large as the largest unit, as
+/// many as [`slot_count`] allows, taken from the slot pool first.
+pub(crate) fn allocate_slots(
+    ops: &dyn DeviceOps,
+    units: &[Unit],
+    elem: usize,
+    budget: usize,
+    threads: usize,
+) -> Result<Vec<Slot>> {
+    let slot_bytes = ring_slot_bytes(units, elem);
+    let n = slot_count(budget, slot_bytes, threads, units.len());
+    let mut slots = super::slot_pool::take(ops.memory(), slot_bytes, n);
+    while slots.len() < n {
+        slots.push(Slot {
+            staging: Buffer::from_region(ops.alloc_staging(slot_bytes)?),
+            scratch: Buffer::from_region(ops.alloc(slot_bytes)?),
+            queue: ops.new_queue()?,
+            pending: Mutex::new(None),
+        });
+    }
+    Ok(slots)
+}
+
+fn ring_slot_bytes(units: &[Unit], elem: usize) -> usize {
+    units
+        .iter()
+        .map(|u| u.num_elements() * elem)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Drains every slot's queue (no device work may outlive a pipeline run) and, when that
+/// worked, parks the slots for the next run.
+pub(crate) fn finish(
+    ops: &dyn DeviceOps,
+    slots: Vec<Slot>,
+    units: &[Unit],
+    elem: usize,
+) -> Result<()> {
+    drain(ops, &slots)?;
+    for s in &slots {
+        if let Ok(mut p) = s.pending.lock() {
+            *p = None;
+        }
+    }
+    super::slot_pool::give_back(ops.memory(), ring_slot_bytes(units, elem), slots);
+    Ok(())
+}
+
+/// Waits for every slot's queue: no device work may outlive a pipeline run.
+fn drain(ops: &dyn DeviceOps, slots: &[Slot]) -> Result<()> {
+    slots.iter().try_for_each(|s| ops.synchronize(&s.queue))
+}
+
+/// Number of slots: what fits in the budget, at least two (double buffering), at most what
+/// the workers and the device can keep busy.
+pub(crate) fn slot_count(budget: usize, slot_bytes: usize, threads: usize, units: usize) -> usize {
+    let fits = budget / slot_bytes.max(1);
+    fits.clamp(2, (2 * threads + 2).max(2)).min(units.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot_count;
+
+    #[test]
+    fn slots_fit_the_budget_but_never_fewer_than_two() {
+        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1000), 6);
+        assert_eq!(slot_count(1 << 20, 4 << 20, 8, 1000), 2);
+        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1), 1);
+    }
+}

@@ -1,0 +1,23 @@
+//! What zarr means to zarrbuf: opening stores and URLs, array facts and errors, units of
+//! work (chunks or inner chunks clipped to a request), codec-chain plans, the shard index,
+//! and array info.
+
+mod array;
+mod codec_plan;
+mod info;
+mod remote;
+mod shard_index;
+mod store;
+mod units;
+
+pub(crate) use array::{chunk_error, data_type_of, fill_bytes, zarr_error};
+pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
+pub use info::{ArrayInfo, describe};
+pub use remote::{
+    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
+};
+pub(crate) use shard_index::ShardIndex;
+pub use store::{DynArray, location_label, node_path, open, open_store};
+pub(crate) use units::{
+    Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
+};

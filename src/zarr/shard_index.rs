@@ -1,0 +1,183 @@
+//! Locating inner chunks of sharded arrays: the shard index, read by byte range and cached.
+//!
+//! zarrs' own `subchunk_byte_range` overflows on missing inner chunks (offset and size are
+//! both u64::MAX), so the index is decoded here with zarrs' index codecs and interpreted by
+//! zarrbuf.
+
+use crate::error::{Error, Result};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use zarrs::array::codec::{ShardingCodecConfiguration, ShardingIndexLocation};
+use zarrs::array::{
+    Array, ArrayToBytesCodecTraits, BytesRepresentation, CodecChain, CodecMetadataOptions,
+    CodecOptions, FillValue, data_type,
+};
+use zarrs::metadata::ConfigurationSerialize;
+use zarrs::storage::byte_range::ByteRange;
+
+/// A shard's decoded (offset, size) pairs, or `None` when the shard is not stored.
+type CachedIndex = Option<Arc<Vec<u64>>>;
+
+/// Where a shard's index lives and how to decode it.
+pub(crate) struct ShardIndex {
+    chain: CodecChain,
+    location: ShardingIndexLocation,
+    chunks_per_shard: Vec<u64>,
+    index_shape: Vec<NonZeroU64>,
+    encoded_size: u64,
+    cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
+}
+
+impl ShardIndex {
+    /// Reads the sharding configuration of an exclusively sharded array.
+    pub(crate) fn new<S: ?Sized>(array: &Array<S>) -> Result<Self> {
+        let bad = |m: String| Error::zarr(array.path().as_str(), m, None);
+        let cfg = array
+            .codecs()
+            .array_to_bytes_codec()
+            .configuration_v3(&CodecMetadataOptions::default())
+            .ok_or_else(|| bad("the sharding codec has no configuration".into()))?;
+        let ShardingCodecConfiguration::V1(sc) =
+            ShardingCodecConfiguration::try_from_configuration(cfg)
+                .map_err(|e| bad(format!("sharding configuration: {e}")))?
+        else {
+            return Err(bad("unknown sharding configuration version".into()));
+        };
+        let shard_shape = array
+            .chunk_shape(&vec![0; array.dimensionality()])
+            .map_err(|e| bad(e.to_string()))?;
+        let chunks_per_shard: Vec<u64> = shard_shape
+            .iter()
+            .zip(sc.chunk_shape.iter())
+            .map(|(s, c)| s.get() / c.get())
+            .collect();
+        let mut index_shape: Vec<NonZeroU64> = chunks_per_shard
+            .iter()
+            .map(|&n| NonZeroU64::new(n).ok_or_else(|| bad("a shard holds no inner chunks".into())))
+            .collect::<Result<_>>()?;
+        index_shape.push(NonZeroU64::new(2).expect("2 > 0"));
+        let chain = CodecChain::from_metadata(&sc.index_codecs)
+            .map_err(|e| bad(format!("shard index codecs: {e}")))?;
+        let encoded_size = match chain
+            .encoded_representation(
+                &index_shape,
+                &data_type::uint64(),
+                &FillValue::from(u64::MAX),
+            )
+            .map_err(|e| bad(format!("shard index size: {e}")))?
+        {
+            BytesRepresentation::FixedSize(n) => n,
+            _ => {
+                return Err(bad(
+                    "the shard index codecs do not give a fixed-size index".into()
+                ));
+            }
+        };
+        Ok(ShardIndex {
+            chain,
+            location: sc.index_location,
+            chunks_per_shard,
+            index_shape,
+            encoded_size,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The byte range of the index inside a shard object.
+    pub(crate) fn index_range(&self) -> ByteRange {
+        match self.location {
+            ShardingIndexLocation::Start => ByteRange::FromStart(0, Some(self.encoded_size)),
+            ShardingIndexLocation::End => ByteRange::Suffix(self.encoded_size),
+        }
+    }
+
+    /// The shard holding inner chunk `inner` (array-wide inner grid) and its index within it.
+    pub(crate) fn split(&self, inner: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        inner
+            .iter()
+            .zip(&self.chunks_per_shard)
+            .map(|(&i, &n)| (i / n, i % n))
+            .unzip()
+    }
+
+    /// Decodes an encoded index into (offset, size) pairs.
+    pub(crate) fn decode(&self, encoded: &[u8]) -> std::result::Result<Vec<u64>, String> {
+        let decoded = self
+            .chain
+            .decode(
+                Cow::Borrowed(encoded),
+                &self.index_shape,
+                &data_type::uint64(),
+                &FillValue::from(u64::MAX),
+                &CodecOptions::default(),
+            )
+            .map_err(|e| format!("cannot decode the shard index: {e}"))?
+            .into_fixed()
+            .map_err(|e| e.to_string())?;
+        Ok(decoded
+            .chunks_exact(8)
+            .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+            .collect())
+    }
+
+    /// The cached index of a shard, fetching it with `fetch(range)` on first use.
+    pub(crate) fn index_of(
+        &self,
+        shard: &[u64],
+        fetch: impl FnOnce(ByteRange) -> std::result::Result<Option<bytes::Bytes>, String>,
+    ) -> std::result::Result<CachedIndex, String> {
+        if let Some(hit) = self.cached(shard) {
+            return Ok(hit);
+        }
+        let fetched = fetch(self.index_range())?;
+        self.remember(shard, fetched.as_deref())
+    }
+
+    /// The index of `shard` if it was read before.
+    pub(crate) fn cached(&self, shard: &[u64]) -> Option<CachedIndex> {
+        self.cache.lock().ok().and_then(|c| c.get(shard).cloned())
+    }
+
+    /// Decodes and caches the encoded index of `shard` (`None`: the shard is not stored).
+    pub(crate) fn remember(
+        &self,
+        shard: &[u64],
+        encoded: Option<&[u8]>,
+    ) -> std::result::Result<CachedIndex, String> {
+        let index = match encoded {
+            None => None,
+            Some(bytes) => Some(Arc::new(self.decode(bytes)?)),
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(shard.to_vec(), index.clone());
+        }
+        Ok(index)
+    }
+
+    /// The byte range of inner chunk `within` in a shard with `index`; None when not stored.
+    pub(crate) fn inner_range(
+        &self,
+        index: &[u64],
+        within: &[u64],
+    ) -> std::result::Result<Option<Range<u64>>, String> {
+        let mut flat = 0u64;
+        for (&i, &n) in within.iter().zip(&self.chunks_per_shard) {
+            flat = flat * n + i;
+        }
+        let at = flat as usize * 2;
+        let (offset, size) = match (index.get(at), index.get(at + 1)) {
+            (Some(&o), Some(&s)) => (o, s),
+            _ => return Err(format!("inner chunk {within:?} is outside the shard index")),
+        };
+        if offset == u64::MAX && size == u64::MAX {
+            return Ok(None);
+        }
+        let end = offset
+            .checked_add(size)
+            .ok_or_else(|| format!("the shard index gives an impossible range {offset}+{size}"))?;
+        Ok(Some(offset..end))
+    }
+}

@@ -1,0 +1,122 @@
+//! Opening zarr arrays from a location: a directory path, `file://` URL, or `memory://`.
+
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use zarrs::array::Array;
+use zarrs::filesystem::FilesystemStore;
+use zarrs::storage::ReadableWritableListableStorageTraits;
+use zarrs::storage::store::MemoryStore;
+
+/// A zarrs array over any synchronous store zarrbuf can open.
+pub type DynArray = Array<dyn ReadableWritableListableStorageTraits>;
+
+/// zarrs' node path for a user's array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`.
+///
+/// ```
+/// assert_eq!(zarrbuf::node_path("a/b/c/").unwrap(), "/a/b/c");
+/// assert_eq!(zarrbuf::node_path("").unwrap(), "/");
+/// assert!(zarrbuf::node_path("a//b").is_err());
+/// ```
+pub fn node_path(array_path: &str) -> Result<String> {
+    let trimmed = array_path.trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".into());
+    }
+    if trimmed
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        return Err(Error::InvalidArgument(format!(
+            "array path {array_path:?} has an empty, '.' or '..' component; write it like \"group/sub/array\""
+        )));
+    }
+    Ok(format!("/{trimmed}"))
+}
+
+/// A short label for messages: `store` or `store:path`.
+///
+/// ```
+/// assert_eq!(zarrbuf::location_label("data.zarr", "a/b"), "data.zarr:a/b");
+/// ```
+pub fn location_label(location: &str, array_path: &str) -> String {
+    label(location, array_path)
+}
+
+pub(crate) fn label(location: &str, array_path: &str) -> String {
+    let p = array_path.trim_matches('/');
+    if p.is_empty() {
+        location.to_string()
+    } else {
+        format!("{location}:{p}")
+    }
+}
+
+/// Opens the store at `location` (a directory path, or a `file://` URL).
+///
+/// ```
+/// let dir = std::env::temp_dir();
+/// let store = zarrbuf::open_store(dir.to_str().unwrap())?;
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    if location == "memory://" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    let path = match location.split_once("://") {
+        None => location.to_string(),
+        Some(("file", rest)) => rest.to_string(),
+        Some((scheme, _)) => {
+            return Err(Error::Unsupported(format!(
+                "{scheme}:// locations need the async API (zarrbuf::open_async) or the CLI; \
+                 the synchronous open takes directory paths and file:// URLs"
+            )));
+        }
+    };
+    let store = FilesystemStore::new(&path).map_err(|e| {
+        Error::store(
+            location,
+            format!("cannot open the directory: {e}"),
+            Some(Box::new(e)),
+        )
+    })?;
+    Ok(Arc::new(store))
+}
+
+/// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata).
+///
+/// ```no_run
+/// use zarrbuf::{ArrayReadExt, BufferPrototype};
+/// let array = zarrbuf::open("fixtures/data/v3_large_3d.zarr", "")?;
+/// let a = array.read_all(&BufferPrototype::cpu())?;
+/// println!("{:?} {}", a.shape(), a.dtype());
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
+    let path = node_path(array_path)?;
+    if !location.contains("://") && !std::path::Path::new(location).is_dir() {
+        return Err(Error::store(
+            location,
+            "no such directory; give the path of a zarr store",
+            None,
+        ));
+    }
+    let store = open_store(location)?;
+    Array::open(store, &path).map_err(|e| {
+        Error::zarr(
+            label(location, array_path),
+            describe_open_error(&e),
+            Some(Box::new(e)),
+        )
+    })
+}
+
+/// A sentence for the reasons an array does not open.
+pub(crate) fn describe_open_error(e: &zarrs::array::ArrayCreateError) -> String {
+    use zarrs::array::ArrayCreateError as E;
+    match e {
+        E::MissingMetadata => {
+            "no array metadata (neither zarr.json nor .zarray) at this path; check the store and --path".into()
+        }
+        other => format!("cannot open the array: {other}"),
+    }
+}
