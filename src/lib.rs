@@ -51,5 +51,5 @@ pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{
     ArrayInfo, AsyncArray, DynArray, RemoteStore, describe, location_label, node_path,
-    object_store_for_url, open, open_async, open_async_with_options, open_store,
+    object_store_for_url, open, open_async, open_async_with_options, open_store, parse_subset,
 };

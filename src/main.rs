@@ -171,48 +171,6 @@ fn prototype(device: Option<&str>) -> Result<BufferPrototype> {
     }
 }
 
-fn parse_subset(text: &str, shape: &[u64]) -> Result<Vec<Range<u64>>> {
-    let parts: Vec<&str> = if text.trim().is_empty() {
-        Vec::new()
-    } else {
-        text.split(',').collect()
-    };
-    if parts.len() != shape.len() {
-        return Err(Error::InvalidArgument(format!(
-            "--subset {text:?} has {} ranges but the array has {} dimensions (shape {shape:?}); give one start:stop per dimension",
-            parts.len(),
-            shape.len()
-        )));
-    }
-    parts
-        .iter()
-        .zip(shape)
-        .enumerate()
-        .map(|(k, (p, &n))| {
-            let (a, b) = p.split_once(':').ok_or_else(|| {
-                Error::InvalidArgument(format!("--subset: {p:?} (dimension {k}) is not start:stop"))
-            })?;
-            let parse = |s: &str, default: u64| -> Result<u64> {
-                if s.trim().is_empty() {
-                    return Ok(default);
-                }
-                s.trim().parse::<u64>().map_err(|_| {
-                    Error::InvalidArgument(format!(
-                        "--subset: {s:?} (dimension {k}) is not a non-negative integer"
-                    ))
-                })
-            };
-            let (start, stop) = (parse(a, 0)?, parse(b, n)?);
-            if start > stop || stop > n {
-                return Err(Error::OutOfBounds(format!(
-                    "--subset {start}:{stop} on dimension {k} is outside the array's extent 0:{n}"
-                )));
-            }
-            Ok(start..stop)
-        })
-        .collect()
-}
-
 /// An array opened from a directory (sync) or a URL (async, driven by a tokio runtime).
 enum Source {
     Local(Box<zarrbuf::DynArray>),
@@ -313,7 +271,7 @@ fn read(
     let array = Source::open(store, path, force_async)?;
     let shape = array.shape();
     let ranges = match subset {
-        Some(s) => parse_subset(s, &shape)?,
+        Some(s) => zarrbuf::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let (opts, bar) = progress_options("reading");

@@ -8,6 +8,7 @@ mod info;
 mod remote;
 mod shard_index;
 mod store;
+mod subset;
 mod units;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, zarr_error};
@@ -18,6 +19,7 @@ pub use remote::{
 };
 pub(crate) use shard_index::ShardIndex;
 pub use store::{DynArray, location_label, node_path, open, open_store};
+pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
