@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::place::Device;
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -87,4 +87,93 @@ pub(crate) fn cuda_context(ordinal: usize) -> Result<Arc<CudaContext>> {
     let ctx = CudaContext::new(ordinal).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
     map.insert(ordinal, ctx.clone());
     Ok(ctx)
+}
+
+/// Device `ordinal`'s allocation stream: device memory is allocated and freed in its order
+/// (`cuMemAllocAsync` / `cuMemFreeAsync` from the device's default memory pool). The first
+/// call also makes the pool keep freed memory for reuse instead of returning it to the driver
+/// at every synchronisation (PyTorch's caching allocator does the same); `None` when the
+/// device has no memory pools, and then memory is allocated with `cuMemAlloc`.
+pub(crate) fn alloc_stream(ordinal: usize) -> Result<Option<Arc<CudaStream>>> {
+    let ctx = cuda_context(ordinal)?;
+    let mut map = alloc_streams();
+    if let Some(s) = map.get(&ordinal) {
+        return Ok(s.clone());
+    }
+    let stream = if ctx.has_async_alloc() {
+        ctx.bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: the context of this device is bound; `pool` is a valid out-pointer.
+        unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) }
+            .result()
+            .map_err(|e| Error::cuda("cuDeviceGetDefaultMemPool", e))?;
+        let mut keep: u64 = u64::MAX;
+        // SAFETY: `pool` is this device's default pool; the attribute takes a u64 value.
+        unsafe {
+            sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut keep as *mut u64).cast(),
+            )
+        }
+        .result()
+        .map_err(|e| Error::cuda("cuMemPoolSetAttribute", e))?;
+        Some(
+            ctx.new_stream()
+                .map_err(|e| Error::cuda("cuStreamCreate", e))?,
+        )
+    } else {
+        None
+    };
+    map.insert(ordinal, stream.clone());
+    Ok(stream)
+}
+
+type AllocStreams = Mutex<HashMap<usize, Option<Arc<CudaStream>>>>;
+
+fn alloc_streams() -> std::sync::MutexGuard<'static, HashMap<usize, Option<Arc<CudaStream>>>> {
+    static STREAMS: OnceLock<AllocStreams> = OnceLock::new();
+    STREAMS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Returns the device memory parked in the default memory pools of the devices zarrbuf
+/// allocated on to the driver; returns the bytes released.
+pub(crate) fn trim_device_pools() -> usize {
+    let streams: Vec<Arc<CudaStream>> = alloc_streams().values().flatten().cloned().collect();
+    let mut released = 0;
+    for stream in streams {
+        let ctx = stream.context();
+        if ctx.synchronize().is_err() {
+            continue;
+        }
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        let reserved = |pool: sys::CUmemoryPool| -> u64 {
+            let mut bytes: u64 = 0;
+            // SAFETY: `pool` is a live pool; the attribute writes one u64.
+            let _ = unsafe {
+                sys::cuMemPoolGetAttribute(
+                    pool,
+                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                    (&mut bytes as *mut u64).cast(),
+                )
+            };
+            bytes
+        };
+        // SAFETY: the context is bound (synchronize bound it); `pool` is a valid out-pointer.
+        if unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) }
+            .result()
+            .is_err()
+        {
+            continue;
+        }
+        let before = reserved(pool);
+        // SAFETY: trimming only releases memory that no allocation holds.
+        let _ = unsafe { sys::cuMemPoolTrimTo(pool, 0) };
+        released += before.saturating_sub(reserved(pool)) as usize;
+    }
+    released
 }

@@ -80,7 +80,13 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
         let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-        let mut out = NDBuffer::empty(&shape, dtype, Order::C, proto)?;
+        // Every element is written by the read; on an error `out` is dropped, never returned.
+        let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
+        if let Some(s) = proto.stream() {
+            // The read is ordered after the work enqueued on the prototype's stream so far;
+            // it is done before this returns, so work enqueued later comes after it.
+            s.synchronize()?;
+        }
         self.read_into_opt(subset, &mut out, opts)?;
         Ok(out)
     }

@@ -79,7 +79,12 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
             check_subset(self.shape(), &subset, self.path().as_str())?;
             let dtype = data_type_of(self)?;
             let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-            let mut out = NDBuffer::empty(&shape, dtype, Order::C, &proto)?;
+            // Every element is written by the read; on an error `out` is dropped, never returned.
+            let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, &proto)?;
+            if let Some(s) = proto.stream() {
+                // Ordered after the prototype stream's earlier work (see ArrayReadExt::read).
+                s.synchronize()?;
+            }
             self.read_into_async(&subset, &mut out, &opts).await?;
             Ok(out)
         }

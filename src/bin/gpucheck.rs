@@ -1,16 +1,22 @@
 //! zarrbuf-gpucheck: verifies zarrbuf on a real GPU in one run, and measures it.
 //!
-//! `zarrbuf-gpucheck all [--bench-bytes N] [--reps N]` runs, in order: the CUDA kernels
-//! against their host twins; every fixture read into pinned and CUDA memory (whole, subsets,
-//! staged) and written back from CUDA memory; the read benchmark (zarrs vs zarrbuf on the CPU
-//! vs zarrbuf into the GPU) and the pinned H2D/D2H bandwidth. It exits non-zero on the first
-//! failure and prints a table at the end. Built and run by `scripts/gpu-test`.
+//! `zarrbuf-gpucheck [all|kernels|conformance|fixtures|bench] [--root DIR] [--bench-bytes N]
+//! [--reps N]` runs (`all`, the default, in this order): the CUDA kernels against their host
+//! twins; the conformance cases on cpu, pinned and CUDA memory; every fixture read into
+//! pinned and CUDA memory (whole, subsets, staged) and written back from CUDA memory; the
+//! read benchmark (zarrs vs zarrbuf on the CPU vs zarrbuf into the GPU) and the pinned
+//! H2D/D2H bandwidth. It exits non-zero on the first failure, on an unknown subcommand or
+//! flag, or on a bad value, and prints a table at the end. Built and run by `scripts/gpu-test`.
+//! The argument parser's unit tests run with `cargo test --features gpucheck`.
 
 #[path = "../../tests/conformance/cases.rs"]
 mod cases;
+#[path = "../../tests/soundness/cases.rs"]
+mod soundness;
 #[path = "../../benches/support/variants.rs"]
 mod variants;
 
+use clap::{Parser, ValueEnum};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -21,30 +27,66 @@ use zarrbuf::{
 
 type Check = Result<(), String>;
 
+/// Verifies zarrbuf on a real GPU (kernels, conformance cases, fixtures, writes from the
+/// device) and measures it.
+#[derive(Parser, Debug, PartialEq, Eq)]
+#[command(name = "zarrbuf-gpucheck")]
+struct Args {
+    /// What to run.
+    #[arg(value_enum, default_value_t = What::All)]
+    what: What,
+    /// The repository root (fixtures/ is read from there).
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Decoded size of the benchmark array in bytes.
+    #[arg(long, default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(1..))]
+    bench_bytes: u64,
+    /// Timed repetitions per benchmark figure (the median is reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    reps: u64,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum What {
+    /// Everything below, in order.
+    All,
+    /// CUDA kernels against their host twins.
+    Kernels,
+    /// The conformance and soundness cases on cpu, pinned:0 and cuda:0.
+    Conformance,
+    /// Every fixture through pinned and CUDA memory, and written back from the device.
+    Fixtures,
+    /// The read benchmark and the pinned H2D/D2H bandwidth.
+    Bench,
+}
+
+impl What {
+    fn includes(self, part: What) -> bool {
+        self == What::All || self == part
+    }
+}
+
+/// Parses the command line (`args` includes the program name); unknown subcommands and
+/// flags and bad values are errors.
+fn parse_args<I, T>(args: I) -> Result<Args, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Args::try_parse_from(args)
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str, default: u64| -> u64 {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let what = args.get(1).map(String::as_str).unwrap_or("all");
-    let root = PathBuf::from(
-        args.iter()
-            .position(|a| a == "--root")
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-            .unwrap_or_else(|| ".".into()),
-    );
-    let bench_bytes = flag("--bench-bytes", 1 << 30);
-    let reps = flag("--reps", 5) as usize;
+    let args = parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let what = args.what;
+    let root = args.root;
+    let bench_bytes = args.bench_bytes;
+    let reps = args.reps as usize;
     let mut table: Vec<(String, String)> = Vec::new();
     let result = (|| -> Check {
         let count = zarrbuf::cuda_device_count().map_err(|e| e.to_string())?;
         table.push(("CUDA devices".into(), count.to_string()));
-        if what == "all" || what == "kernels" {
+        if what.includes(What::Kernels) {
             let t = Instant::now();
             let report = kernels()?;
             table.push((
@@ -52,7 +94,7 @@ fn main() {
                 format!("ok ({:.1} s): {report}", t.elapsed().as_secs_f64()),
             ));
         }
-        if what == "all" || what == "conformance" {
+        if what.includes(What::Conformance) {
             let t = Instant::now();
             let protos = [
                 ("cpu", BufferPrototype::cpu()),
@@ -74,8 +116,23 @@ fn main() {
                     t.elapsed().as_secs_f64()
                 ),
             ));
+            // The soundness regressions: completion fences, stream order, cleared `empty`.
+            let t = Instant::now();
+            for (name, case) in soundness::all() {
+                for (pname, proto) in &protos {
+                    case(proto).map_err(|m| format!("soundness {name} on {pname}: {m}"))?;
+                }
+            }
+            table.push((
+                "soundness cases (cpu, pinned:0, cuda:0)".into(),
+                format!(
+                    "ok: {} cases x 3 prototypes ({:.1} s)",
+                    soundness::all().len(),
+                    t.elapsed().as_secs_f64()
+                ),
+            ));
         }
-        if what == "all" || what == "fixtures" {
+        if what.includes(What::Fixtures) {
             let t = Instant::now();
             let n = fixtures(&root)?;
             table.push((
@@ -83,14 +140,14 @@ fn main() {
                 format!("ok: {n} fixtures ({:.1} s)", t.elapsed().as_secs_f64()),
             ));
         }
-        if what == "all" || what == "fixtures" {
+        if what.includes(What::Fixtures) {
             zarrs_decoded_chains()?;
             table.push((
                 "non-exclusively sharded array (zarrs-decoded chunks) on pinned/cuda".into(),
                 "ok".into(),
             ));
         }
-        if what == "all" || what == "bench" {
+        if what.includes(What::Bench) {
             bench(bench_bytes, reps, &mut table)?;
         }
         Ok(())
@@ -338,4 +395,84 @@ fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    #[test]
+    fn scripts_gpu_test_command_line_parses() {
+        let a = parse_args([
+            "zarrbuf-gpucheck",
+            "all",
+            "--root",
+            ".",
+            "--bench-bytes",
+            "1073741824",
+            "--reps",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(
+            a,
+            Args {
+                what: What::All,
+                root: ".".into(),
+                bench_bytes: 1 << 30,
+                reps: 5
+            }
+        );
+    }
+
+    #[test]
+    fn defaults_and_every_subcommand() {
+        let a = parse_args(["zarrbuf-gpucheck"]).unwrap();
+        assert_eq!((a.what, a.bench_bytes, a.reps), (What::All, 1 << 30, 5));
+        assert_eq!(a.root, PathBuf::from("."));
+        for (word, what) in [
+            ("all", What::All),
+            ("kernels", What::Kernels),
+            ("conformance", What::Conformance),
+            ("fixtures", What::Fixtures),
+            ("bench", What::Bench),
+        ] {
+            let a = parse_args(["zarrbuf-gpucheck", word, "--reps", "2"]).unwrap();
+            assert_eq!((a.what, a.reps), (what, 2));
+        }
+        // Flags before the subcommand, as well.
+        let a = parse_args(["zarrbuf-gpucheck", "--root", "/r", "bench"]).unwrap();
+        assert_eq!((a.what, a.root), (What::Bench, PathBuf::from("/r")));
+    }
+
+    #[test]
+    fn mistyped_subcommands_flags_and_values_are_rejected() {
+        let kind = |args: &[&str]| {
+            let mut all = vec!["zarrbuf-gpucheck"];
+            all.extend_from_slice(args);
+            parse_args(all)
+                .expect_err(&format!("{args:?} must be rejected"))
+                .kind()
+        };
+        assert_eq!(kind(&["bogus"]), ErrorKind::InvalidValue);
+        assert_eq!(kind(&["al"]), ErrorKind::InvalidValue);
+        assert_eq!(kind(&["all", "extra"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["all", "--bogus"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["all", "--rep", "5"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["all", "--reps", "x"]), ErrorKind::ValueValidation);
+        assert_eq!(kind(&["all", "--reps", "0"]), ErrorKind::ValueValidation);
+        assert_eq!(
+            kind(&["all", "--bench-bytes", "-1"]),
+            ErrorKind::UnknownArgument
+        );
+        assert_eq!(kind(&["all", "--root"]), ErrorKind::InvalidValue);
+        // clap exits with status 2 for all of these.
+        assert_eq!(
+            parse_args(["zarrbuf-gpucheck", "bogus"])
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::BufferPrototype;
 use crate::device::Stream;
-use crate::device::{CudaOps, DeviceOps, Queue, ops_for, ops_for_pair};
+use crate::device::{CudaOps, DeviceOps, Queue, ops_for, ops_for_pair, track};
 use crate::error::{Error, Result};
 use crate::memory::{ForeignCuda, ForeignHost, ReadGuard, Region, StorageKind, next_id};
 use crate::place::{Device, Memory};
@@ -121,10 +121,6 @@ impl Buffer {
         &self.region
     }
 
-    pub(crate) fn alloc_host(len: usize, zeroed: bool) -> Result<Self> {
-        Region::alloc_host(len, zeroed).map(Self::from_region)
-    }
-
     /// A buffer of no bytes (host memory, no allocation).
     ///
     /// ```
@@ -137,15 +133,27 @@ impl Buffer {
         Self::from_vec(Vec::new())
     }
 
-    /// `len` bytes made by `proto`, contents undefined (zarr-python's `Buffer.empty`).
+    /// `len` bytes made by `proto` (zarr-python's `Buffer.empty`). Unlike zarr-python's, the
+    /// bytes are never another allocation's: they are zero (fresh pages from the OS are zero
+    /// already, and a block recycled from zarrbuf's cache or a prototype's allocator is
+    /// cleared), so `empty` and [`zeros`](Self::zeros) hand out the same thing.
     ///
     /// ```
     /// let b = zarrbuf::Buffer::empty(1024, &zarrbuf::BufferPrototype::cpu())?;
     /// assert_eq!(b.len(), 1024);
+    /// assert!(b.to_vec()?.iter().all(|&x| x == 0));
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn empty(len: usize, proto: &BufferPrototype) -> Result<Self> {
         proto.allocate(len)
+    }
+
+    /// `len` bytes made by `proto` that may hold a recycled block's old bytes.
+    ///
+    /// Only for zarrbuf's own writers, under the invariant that every byte is written before
+    /// the buffer reaches safe code (a failed write drops the buffer instead of returning it).
+    pub(crate) fn empty_unwritten(len: usize, proto: &BufferPrototype) -> Result<Self> {
+        proto.allocate_unwritten(len)
     }
 
     /// `len` zero bytes made by `proto`.
@@ -156,13 +164,7 @@ impl Buffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn zeros(len: usize, proto: &BufferPrototype) -> Result<Self> {
-        if proto.memory() == Memory::Host && !proto.has_allocator() {
-            // Fresh zeroed pages from the OS cost nothing to clear.
-            return Self::alloc_host(len, true);
-        }
-        let mut b = Self::empty(len, proto)?;
-        b.fill_bytes(0)?;
-        Ok(b)
+        proto.allocate(len)
     }
 
     /// Wraps `bytes::Bytes` without copying. The memory is read-only (a `Bytes` may be
@@ -436,8 +438,13 @@ impl Buffer {
         ops.synchronize(&q)
     }
 
-    /// Enqueues the copy of `src` into this buffer on `stream` without waiting. Both buffers
-    /// must stay alive (keep a handle) until the stream is synchronized.
+    /// Enqueues the copy of `src` into this buffer on `stream` without waiting.
+    ///
+    /// The copy starts after zarrbuf's work in flight on either buffer, and leaves a fence on
+    /// both: the host waits for it before it borrows their bytes (`as_host_bytes`, `to_vec`,
+    /// ndarray views), another stream's zarrbuf work is ordered after it, and the memory is
+    /// recycled or freed only after it — dropping every handle right away is fine. To order
+    /// your own work on another stream after the copy, use `stream` or synchronize it.
     ///
     /// ```no_run
     /// use zarrbuf::{Buffer, BufferPrototype, Device, Stream};
@@ -445,16 +452,48 @@ impl Buffer {
     /// let src = Buffer::from_vec(vec![1u8; 64]);
     /// let mut dst = Buffer::empty(64, &BufferPrototype::cuda(0))?;
     /// dst.copy_from_on(&src, &s)?;
-    /// s.synchronize()?;
+    /// assert_eq!(dst.to_vec()?, vec![1u8; 64]); // waits for the copy
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn copy_from_on(&mut self, src: &Buffer, stream: &Stream) -> Result<()> {
         let ops = CudaOps::new(stream.device_ordinal())?;
-        ops.copy(
-            &Queue::Cuda(stream.inner.clone()),
-            src.region(),
-            self.region(),
-        )
+        let q = Queue::Cuda(stream.inner.clone());
+        ops.copy(&q, src.region(), self.region())?;
+        track(&q, &[src.region(), self.region()])
+    }
+
+    /// Releases this handle with stream-ordered semantics (cuda.core's `Buffer.close`): when
+    /// it is the last handle of device memory, the memory goes back to the device's pool
+    /// once the work enqueued on `stream` so far — and zarrbuf's own work in flight on it —
+    /// is done, without blocking the host. Other handles keep the memory alive as usual.
+    ///
+    /// ```no_run
+    /// use zarrbuf::{Buffer, BufferPrototype, Device, Stream};
+    /// let s = Stream::new(Device::Cuda(0))?;
+    /// let b = Buffer::zeros(1 << 20, &BufferPrototype::cuda(0))?;
+    /// // ... enqueue your own kernels that use `b` on `s` ...
+    /// b.close(&s)?;
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `stream` belongs to another device than the memory.
+    pub fn close(self, stream: &Stream) -> Result<()> {
+        match self.memory() {
+            Memory::Cuda(n) | Memory::Pinned(n) if n != stream.device_ordinal() => {
+                Err(Error::InvalidArgument(format!(
+                    "close on {}: the stream belongs to cuda:{}; pass a stream of cuda:{n}",
+                    self.memory(),
+                    stream.device_ordinal()
+                )))
+            }
+            Memory::Cuda(_) | Memory::Pinned(_) => {
+                // The release (stream-ordered free, or the host wait before a pinned block is
+                // recycled) comes after this fence and every other one on the memory.
+                track(&Queue::Cuda(stream.inner.clone()), &[self.region()])
+            }
+            Memory::Host => Ok(()),
+        }
     }
 
     /// Copies this buffer into `dst` (same length, any memory).
@@ -473,7 +512,8 @@ impl Buffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn copy_to_new(&self, proto: &BufferPrototype) -> Result<Buffer> {
-        let mut out = Buffer::empty(self.len(), proto)?;
+        // Every byte is written by the copy below before `out` is returned.
+        let mut out = Buffer::empty_unwritten(self.len(), proto)?;
         match proto.stream() {
             Some(s) => {
                 out.copy_from_on(self, s)?;
@@ -514,7 +554,8 @@ impl Buffer {
             .iter()
             .try_fold(0usize, |acc, p| acc.checked_add(p.len()))
             .ok_or_else(|| Error::InvalidSize("the concatenated length overflows usize".into()))?;
-        let out = Buffer::empty(total, proto)?;
+        // The parts cover every byte; a failed copy drops `out`.
+        let out = Buffer::empty_unwritten(total, proto)?;
         let mut at = 0;
         for p in parts {
             out.try_slice(at..at + p.len())?.copy_from_inner(p)?;
@@ -572,13 +613,17 @@ impl Buffer {
         Ok(self.to_vec()? == other.to_vec()?)
     }
 
-    /// Waits for all queued work on this buffer's device (a no-op for host memory).
+    /// Waits for zarrbuf's work in flight on this buffer (asynchronous copies, the
+    /// stream-ordered allocation) and for all queued work on its device (a no-op for host
+    /// memory). Call it before passing [`device_addr`](Self::device_addr) to your own kernels
+    /// on a stream zarrbuf does not know.
     ///
     /// ```
     /// zarrbuf::Buffer::from_vec(vec![1u8]).sync()?;
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn sync(&self) -> Result<()> {
+        self.region.settle()?;
         match self.memory() {
             Memory::Cuda(n) | Memory::Pinned(n) => crate::driver::cuda_context(n)?
                 .synchronize()

@@ -3,7 +3,7 @@
 use super::Buffer;
 use crate::device::Stream;
 use crate::error::{Error, Result};
-use crate::memory::Region;
+use crate::memory::{Init, Region};
 use crate::place::Device;
 use crate::place::Memory;
 use std::sync::{Arc, RwLock};
@@ -35,7 +35,7 @@ use std::sync::{Arc, RwLock};
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub trait Allocator: Send + Sync {
-    /// Returns `len` bytes (contents undefined) in `memory`.
+    /// Returns `len` bytes in `memory` (any contents: [`Buffer::empty`] clears them).
     fn allocate(&self, len: usize, memory: Memory) -> Result<Buffer>;
 }
 
@@ -147,12 +147,28 @@ impl BufferPrototype {
         }
     }
 
-    pub(crate) fn has_allocator(&self) -> bool {
-        self.allocator.is_some()
+    /// Allocates `len` zero bytes the way this prototype says, ready for the host and any
+    /// stream (the stream-ordered allocation and clearing are waited for).
+    pub(crate) fn allocate(&self, len: usize) -> Result<Buffer> {
+        let mut b = if self.allocator.is_some() {
+            self.allocate_unwritten(len)?
+        } else {
+            self.allocate_raw(len, Init::Zeroed)?
+        };
+        if self.allocator.is_some() {
+            b.fill_bytes(0)?;
+        }
+        b.region().settle()?;
+        Ok(b)
     }
 
-    /// Allocates `len` bytes the way this prototype says.
-    pub(crate) fn allocate(&self, len: usize) -> Result<Buffer> {
+    /// Allocates `len` bytes that may hold a recycled block's old bytes (see `Init::Unwritten`
+    /// for the invariant its callers keep).
+    pub(crate) fn allocate_unwritten(&self, len: usize) -> Result<Buffer> {
+        self.allocate_raw(len, Init::Unwritten)
+    }
+
+    fn allocate_raw(&self, len: usize, init: Init) -> Result<Buffer> {
         if let Some(a) = &self.allocator {
             let b = a.allocate(len, self.memory)?;
             if b.len() != len || b.memory() != self.memory {
@@ -166,10 +182,11 @@ impl BufferPrototype {
             return Ok(b);
         }
         match self.memory {
-            Memory::Host => Buffer::alloc_host(len, false),
-            Memory::Pinned(n) => Region::alloc_pinned(n, len).map(Buffer::from_region),
-            Memory::Cuda(n) => Region::alloc_cuda(n, len).map(Buffer::from_region),
+            Memory::Host => Region::alloc_host(len, init),
+            Memory::Pinned(n) => Region::alloc_pinned(n, len, init),
+            Memory::Cuda(n) => Region::alloc_cuda(n, len, init),
         }
+        .map(Buffer::from_region)
     }
 }
 

@@ -3,7 +3,7 @@
 use super::{DeviceOps, Event, Queue};
 use crate::driver::cuda_context;
 use crate::error::{Error, Result};
-use crate::memory::Region;
+use crate::memory::{Init, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
@@ -38,6 +38,16 @@ impl CudaOps {
         }
     }
 
+    /// The stream of `q`, ordered after the device work in flight on `regions` from other
+    /// streams (their allocation, an asynchronous copy): every operation starts with this.
+    fn stream_after<'q>(&self, q: &'q Queue, regions: &[&Region]) -> Result<&'q CudaStream> {
+        let stream = self.stream(q)?;
+        for r in regions {
+            r.storage().completion().order_before(stream)?;
+        }
+        Ok(stream)
+    }
+
     fn bind(&self) -> Result<()> {
         self.ctx
             .bind_to_thread()
@@ -68,11 +78,11 @@ impl DeviceOps for CudaOps {
     }
 
     fn alloc(&self, len: usize) -> Result<Region> {
-        Region::alloc_cuda(self.ctx.ordinal(), len)
+        Region::alloc_cuda(self.ctx.ordinal(), len, Init::Unwritten)
     }
 
     fn alloc_staging(&self, len: usize) -> Result<Region> {
-        Region::alloc_pinned(self.ctx.ordinal(), len)
+        Region::alloc_pinned(self.ctx.ordinal(), len, Init::Unwritten)
     }
 
     fn new_queue(&self) -> Result<Queue> {
@@ -98,8 +108,9 @@ impl DeviceOps for CudaOps {
         if src.is_empty() {
             return Ok(());
         }
-        let stream = self.stream(q)?;
+        // The guards first (they wait for host-visible work in flight), then device order.
         let _guards = src.lock_pair(dst)?;
+        let stream = self.stream_after(q, &[src, dst])?;
         // SAFETY: both addresses are live regions of len bytes (the buffers own them); with
         // unified addressing the driver infers the direction from the addresses.
         unsafe {
@@ -132,7 +143,7 @@ impl DeviceOps for CudaOps {
         elem_size: usize,
         swap_unit: usize,
     ) -> Result<()> {
-        let stream = self.stream(q)?;
+        let stream = self.stream_after(q, &[src, dst])?;
         let (s, d) = (
             device_address(src, "source")?,
             device_address(dst, "destination")?,
@@ -164,7 +175,7 @@ impl DeviceOps for CudaOps {
         shape: &[usize],
         pattern: &[u8],
     ) -> Result<()> {
-        let stream = self.stream(q)?;
+        let stream = self.stream_after(q, &[dst])?;
         let d = device_address(dst, "destination")?;
         // SAFETY: as in strided_copy.
         unsafe {
@@ -185,7 +196,7 @@ impl DeviceOps for CudaOps {
         dst_kind: ScalarKind,
         shape: &[usize],
     ) -> Result<()> {
-        let stream = self.stream(q)?;
+        let stream = self.stream_after(q, &[src, dst])?;
         let (s, d) = (
             device_address(src, "source")?,
             device_address(dst, "destination")?,

@@ -2,7 +2,7 @@
 
 use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
-use crate::memory::Region;
+use crate::memory::{Init, Region};
 use crate::place::Memory;
 use zarrbuf_codecs::{ScalarKind, Strided, host};
 
@@ -26,11 +26,11 @@ impl DeviceOps for HostOps {
     }
 
     fn alloc(&self, len: usize) -> Result<Region> {
-        Region::alloc_host(len, false)
+        Region::alloc_host(len, Init::Unwritten)
     }
 
     fn alloc_staging(&self, len: usize) -> Result<Region> {
-        Region::alloc_host(len, false)
+        Region::alloc_host(len, Init::Unwritten)
     }
 
     fn new_queue(&self) -> Result<Queue> {

@@ -10,5 +10,5 @@ mod stream;
 
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
-pub(crate) use ops::{DeviceOps, Event, Queue, ops_for, ops_for_pair};
+pub(crate) use ops::{DeviceOps, Event, Queue, ops_for, ops_for_pair, track};
 pub use stream::Stream;

@@ -6,7 +6,7 @@
 
 use super::{CudaOps, HostOps};
 use crate::error::Result;
-use crate::memory::Region;
+use crate::memory::{Fence, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
@@ -38,6 +38,12 @@ impl Event {
 
 /// What a device offers the pipeline. Offsets in `Strided` views are relative to the
 /// buffer handle's first byte; every method checks bounds before touching memory.
+///
+/// Ordering: every operation starts after the device work in flight on the regions it
+/// touches (their completion fences). An operation may return before its work is done; the
+/// caller then either synchronizes the queue before the regions can be reached by other
+/// code, or leaves a fence on each of them with [`track`] (the pipeline does the former:
+/// its staging memory is private and it drains every queue before it returns).
 pub(crate) trait DeviceOps: Send + Sync {
     /// Memory that kernels of this device compute on.
     fn memory(&self) -> Memory;
@@ -90,6 +96,20 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn record(&self, q: &Queue) -> Result<Event>;
     /// Blocks until everything queued so far is done.
     fn synchronize(&self, q: &Queue) -> Result<()>;
+}
+
+/// Leaves a fence at the current end of `q` on every region in `regions`: whoever uses
+/// them next (the host, another stream, the allocator) waits for the work enqueued so far.
+/// Nothing to do on the host queue, whose work is done when enqueued.
+pub(crate) fn track(q: &Queue, regions: &[&Region]) -> Result<()> {
+    let Queue::Cuda(stream) = q else {
+        return Ok(());
+    };
+    let fence = Fence::record(stream)?;
+    for r in regions {
+        r.storage().completion().add(fence.clone());
+    }
+    Ok(())
 }
 
 /// The device whose kernels operate on memory `m`: the host for host and pinned memory.

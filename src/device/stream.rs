@@ -44,6 +44,12 @@ impl Stream {
         Device::Cuda(self.ordinal)
     }
 
+    /// The raw `CUstream` handle, for launching your own work on this stream (valid while
+    /// any clone of this `Stream` lives).
+    pub fn cu_stream(&self) -> cudarc::driver::sys::CUstream {
+        self.inner.cu_stream()
+    }
+
     pub(crate) fn device_ordinal(&self) -> usize {
         self.ordinal
     }

@@ -30,7 +30,9 @@ unsafe impl Send for HostAlloc {}
 unsafe impl Sync for HostAlloc {}
 
 impl HostAlloc {
-    /// Allocates `len` bytes, zeroed when `zeroed` (zeroing fresh pages from the OS is free).
+    /// Allocates `len` bytes, zeroed when `zeroed`: a recycled block is cleared, a fresh one
+    /// comes zeroed from the OS for free. Otherwise a recycled block holds its last user's
+    /// bytes (see `Init::Unwritten` for who may ask for that).
     pub(crate) fn new(len: usize, zeroed: bool, huge_pages: bool) -> Result<Self> {
         if len == 0 {
             return Ok(HostAlloc {
@@ -41,12 +43,15 @@ impl HostAlloc {
                 recycle: false,
             });
         }
-        if !zeroed {
-            if let Some(block) = cache::take(BlockKind::Host, len) {
-                if let Ok(mut a) = block.into_any().downcast::<HostAlloc>() {
-                    a.recycle = true;
-                    return Ok(*a);
+        if let Some(block) = cache::take(BlockKind::Host, len) {
+            if let Ok(mut a) = block.into_any().downcast::<HostAlloc>() {
+                a.recycle = true;
+                if zeroed {
+                    // SAFETY: [ptr, ptr+len) lies in this live block (len <= its capacity),
+                    // which nothing else references while it is handed out.
+                    unsafe { std::ptr::write_bytes(a.ptr.as_ptr(), 0, a.len) };
                 }
+                return Ok(*a);
             }
         }
         let large = huge_pages && len >= HUGE_PAGE_THRESHOLD;
@@ -89,7 +94,9 @@ impl HostAlloc {
     }
 }
 
-#[cfg(target_os = "linux")]
+// Miri cannot run `madvise(MADV_HUGEPAGE)` (an FFI call it does not model); the advice is
+// only a paging hint, so under Miri large blocks are simply not advised.
+#[cfg(all(target_os = "linux", not(miri)))]
 fn advise_huge_pages(ptr: *mut u8, len: usize) {
     // SAFETY: [ptr, ptr+len) is one live allocation we own; madvise only changes paging
     // policy and cannot invalidate it. Failure (THP disabled) is harmless and ignored.
@@ -98,7 +105,7 @@ fn advise_huge_pages(ptr: *mut u8, len: usize) {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), miri))]
 fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
 
 impl Reusable for HostAlloc {

@@ -6,6 +6,7 @@
 
 mod borrow;
 mod cache;
+mod completion;
 mod cuda;
 mod decode_target;
 mod foreign;
@@ -16,10 +17,11 @@ mod storage;
 
 pub(crate) use borrow::{ReadGuard, WriteGuard};
 pub(crate) use cache::release_all as release_cached_blocks;
+pub(crate) use completion::Fence;
 pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host::HostAlloc;
 pub(crate) use pinned::PinnedAlloc;
-pub(crate) use region::Region;
+pub(crate) use region::{Init, Region};
 pub(crate) use storage::{Storage, StorageKind, next_id};

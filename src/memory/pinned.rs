@@ -25,8 +25,19 @@ unsafe impl Send for PinnedAlloc {}
 unsafe impl Sync for PinnedAlloc {}
 
 impl PinnedAlloc {
-    /// Allocates `len` page-locked bytes for device `ordinal`.
-    pub(crate) fn new(ordinal: usize, len: usize) -> Result<Self> {
+    /// Allocates `len` page-locked bytes for device `ordinal`, set to zero when `zeroed`
+    /// (a recycled block otherwise holds its last user's bytes).
+    pub(crate) fn new(ordinal: usize, len: usize, zeroed: bool) -> Result<Self> {
+        let a = Self::new_unwritten(ordinal, len)?;
+        if zeroed {
+            // SAFETY: [ptr, ptr+len) is this live, exclusively owned host allocation, and no
+            // device work uses a block handed out by the cache or fresh from the driver.
+            unsafe { std::ptr::write_bytes(a.ptr, 0, a.len) };
+        }
+        Ok(a)
+    }
+
+    fn new_unwritten(ordinal: usize, len: usize) -> Result<Self> {
         if let Some(block) = cache::take(BlockKind::Pinned(ordinal), len) {
             if let Ok(mut a) = block.into_any().downcast::<PinnedAlloc>() {
                 a.recycle = true;

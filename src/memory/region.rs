@@ -8,6 +8,18 @@ use crate::error::{Error, Result};
 use crate::place::Memory;
 use std::sync::Arc;
 
+/// What a new allocation holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Init {
+    /// Every byte zero: what every public constructor hands out. Fresh pages from the OS
+    /// are zero already; recycled blocks are cleared.
+    Zeroed,
+    /// Whatever the memory held: another allocation's bytes when the block was recycled.
+    /// Only for zarrbuf's own writers, under the invariant that every byte is written before
+    /// any safe code can see the buffer (a read that fails drops it instead of returning it).
+    Unwritten,
+}
+
 /// `len` bytes at `offset` of one allocation. Cloning shares the allocation.
 #[derive(Clone)]
 pub(crate) struct Region {
@@ -34,23 +46,28 @@ impl Region {
         }
     }
 
-    /// `len` bytes of host memory (zeroed when asked; otherwise see [`HostAlloc::new`]).
-    pub(crate) fn alloc_host(len: usize, zeroed: bool) -> Result<Self> {
-        Ok(Self::new(StorageKind::Host(HostAlloc::new(
-            len, zeroed, true,
-        )?)))
+    /// `len` bytes of host memory holding what `init` says.
+    pub(crate) fn alloc_host(len: usize, init: Init) -> Result<Self> {
+        let alloc = HostAlloc::new(len, init == Init::Zeroed, true)?;
+        Ok(Self::new(StorageKind::Host(alloc)))
     }
 
     /// `len` bytes of pinned host memory registered with CUDA device `ordinal`.
-    pub(crate) fn alloc_pinned(ordinal: usize, len: usize) -> Result<Self> {
-        Ok(Self::new(StorageKind::Pinned(PinnedAlloc::new(
-            ordinal, len,
-        )?)))
+    pub(crate) fn alloc_pinned(ordinal: usize, len: usize, init: Init) -> Result<Self> {
+        let alloc = PinnedAlloc::new(ordinal, len, init == Init::Zeroed)?;
+        Ok(Self::new(StorageKind::Pinned(alloc)))
     }
 
-    /// `len` bytes of memory on CUDA device `ordinal`.
-    pub(crate) fn alloc_cuda(ordinal: usize, len: usize) -> Result<Self> {
-        Ok(Self::new(StorageKind::Cuda(CudaAlloc::new(ordinal, len)?)))
+    /// `len` bytes of memory on CUDA device `ordinal`, usable in stream order once its
+    /// allocation fence has passed (every device operation orders itself after it).
+    pub(crate) fn alloc_cuda(ordinal: usize, len: usize, init: Init) -> Result<Self> {
+        let (alloc, fence) = CudaAlloc::new(ordinal, len, init == Init::Zeroed)?;
+        let storage = Arc::new(Storage::with_fence(StorageKind::Cuda(alloc), fence));
+        Ok(Region {
+            len: storage.len(),
+            storage,
+            offset: 0,
+        })
     }
 
     pub(crate) fn storage(&self) -> &Arc<Storage> {
@@ -81,6 +98,13 @@ impl Region {
             offset: self.offset + start,
             len: end - start,
         }
+    }
+
+    /// Blocks the host until the device work in flight on this memory (its completion
+    /// fences: the allocation, asynchronous copies) is done; afterwards any stream or the
+    /// host may use it.
+    pub(crate) fn settle(&self) -> Result<()> {
+        self.storage.completion().wait_all()
     }
 
     /// Host address of the first byte, `None` for device memory.

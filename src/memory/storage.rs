@@ -2,9 +2,11 @@
 //! borrow state. Handles ([`super::Region`], and above it `Buffer`) hold it behind an `Arc`.
 
 use super::borrow::BorrowFlag;
+use super::completion::{Completion, Fence};
 use super::{CudaAlloc, ForeignCuda, ForeignHost, HostAlloc, PinnedAlloc, ReadGuard, WriteGuard};
 use crate::error::{Error, Result};
 use crate::place::Memory;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The owner of one region of memory.
@@ -16,11 +18,17 @@ pub(crate) enum StorageKind {
     ForeignCuda(ForeignCuda),
 }
 
-/// One allocation plus its identity and host borrow state.
+/// One allocation plus its identity, host borrow state and the device work in flight on it.
+///
+/// Host borrows wait for that work first; dropping the storage releases the memory only
+/// after it (stream-ordered for device memory, a host wait otherwise), and leaks the
+/// memory rather than free it while the device may still use it when a wait fails.
 pub(crate) struct Storage {
     id: u64,
-    kind: StorageKind,
+    /// Dropped by hand in `Drop`, after the completion fences.
+    kind: ManuallyDrop<StorageKind>,
     borrow: BorrowFlag,
+    completion: Completion,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -34,9 +42,24 @@ impl Storage {
     pub(crate) fn new(kind: StorageKind) -> Self {
         Storage {
             id: next_id(),
-            kind,
+            kind: ManuallyDrop::new(kind),
             borrow: BorrowFlag::default(),
+            completion: Completion::default(),
         }
+    }
+
+    /// A new storage whose memory is usable once `fence` has passed (stream-ordered allocation).
+    pub(crate) fn with_fence(kind: StorageKind, fence: Option<Fence>) -> Self {
+        let s = Self::new(kind);
+        if let Some(f) = fence {
+            s.completion.add(f);
+        }
+        s
+    }
+
+    /// The device work in flight on this storage.
+    pub(crate) fn completion(&self) -> &Completion {
+        &self.completion
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -44,7 +67,7 @@ impl Storage {
     }
 
     pub(crate) fn len(&self) -> usize {
-        match &self.kind {
+        match &*self.kind {
             StorageKind::Host(a) => a.len(),
             StorageKind::Pinned(a) => a.len(),
             StorageKind::Cuda(a) => a.len(),
@@ -54,7 +77,7 @@ impl Storage {
     }
 
     pub(crate) fn memory(&self) -> Memory {
-        match &self.kind {
+        match &*self.kind {
             StorageKind::Host(_) | StorageKind::ForeignHost(_) => Memory::Host,
             StorageKind::Pinned(a) => Memory::Pinned(a.ordinal()),
             StorageKind::Cuda(a) => Memory::Cuda(a.ordinal()),
@@ -64,7 +87,7 @@ impl Storage {
 
     /// Base pointer for host access; `None` for device memory.
     pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
-        match &self.kind {
+        match &*self.kind {
             StorageKind::Host(a) => Some(a.ptr()),
             StorageKind::Pinned(a) => Some(a.ptr()),
             StorageKind::ForeignHost(a) => Some(a.ptr()),
@@ -74,7 +97,7 @@ impl Storage {
 
     /// Base address for device access (device memory, or pinned memory through UVA).
     pub(crate) fn device_ptr(&self) -> Option<u64> {
-        match &self.kind {
+        match &*self.kind {
             StorageKind::Cuda(a) => Some(a.ptr()),
             StorageKind::ForeignCuda(a) => Some(a.ptr()),
             StorageKind::Pinned(a) => Some(a.ptr() as u64),
@@ -82,21 +105,27 @@ impl Storage {
         }
     }
 
-    /// Shared host access; fails while a writer is active.
+    /// Shared host access; fails while a writer is active. Waits for device work in flight
+    /// on the memory (an asynchronous copy into pinned memory) before it returns.
     pub(crate) fn read(&self) -> Result<ReadGuard<'_>> {
-        self.borrow.read()
+        // The guard first: no new asynchronous copy can start writing once it is held.
+        let guard = self.borrow.read()?;
+        self.completion.wait_all()?;
+        Ok(guard)
     }
 
     /// Exclusive access; fails while any reader or writer is active, or for read-only memory.
     pub(crate) fn write(&self) -> Result<WriteGuard<'_>> {
-        if let StorageKind::ForeignHost(f) = &self.kind {
+        if let StorageKind::ForeignHost(f) = &*self.kind {
             if !f.writable() {
                 return Err(Error::InvalidArgument(
                     "this buffer wraps immutable bytes::Bytes and cannot be written; copy it first (copy_to_new)".into(),
                 ));
             }
         }
-        self.borrow.write()
+        let guard = self.borrow.write()?;
+        self.completion.wait_all()?;
+        Ok(guard)
     }
 
     /// Shared host slice of `len` bytes at `offset`, with the guard that keeps it valid.
@@ -184,9 +213,34 @@ impl Storage {
 
     /// The Vec this storage wraps, if it is one (used to hand host copies back without copying).
     pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
-        match self.kind {
+        if !matches!(&*self.kind, StorageKind::ForeignHost(_)) || !self.completion.is_idle() {
+            return None;
+        }
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped (ManuallyDrop), so `kind` is taken exactly once
+        // and its other fields (plain data and an empty fence list) need no drop.
+        let kind = unsafe { ManuallyDrop::take(&mut this.kind) };
+        match kind {
             StorageKind::ForeignHost(f) => f.into_vec(),
             _ => None,
         }
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        let fences = self.completion.take();
+        let released = match &mut *self.kind {
+            // Device memory is freed in stream order after the fences: no host stall.
+            StorageKind::Cuda(a) => a.release_after(&fences),
+            // Pinned blocks are recycled or freed, and foreign owners dropped, only once the
+            // host has seen every fence pass.
+            _ => fences.iter().all(|f| f.wait().is_ok()),
+        };
+        if released {
+            // SAFETY: `kind` is dropped exactly once, here; the storage is being dropped.
+            unsafe { ManuallyDrop::drop(&mut self.kind) }
+        }
+        // Otherwise the device may still use the memory: it is leaked, never freed under it.
     }
 }

@@ -7,6 +7,7 @@
 //! parked; [`release_cached_memory`] frees them.
 
 use super::Slot;
+use crate::driver::trim_device_pools;
 use crate::memory::release_cached_blocks;
 use crate::place::Memory;
 use std::collections::HashMap;
@@ -58,19 +59,19 @@ pub(crate) fn give_back(memory: Memory, slot_bytes: usize, slots: Vec<Slot>) {
         .extend(parked);
 }
 
-/// Frees the large host and pinned blocks and the pipeline staging slots zarrbuf keeps for
-/// reuse; returns the bytes freed.
+/// Frees the large host and pinned blocks, the pipeline staging slots and the device memory
+/// pools' parked memory that zarrbuf keeps for reuse; returns the bytes freed.
 ///
 /// Freed blocks of at least 4 MiB are kept (up to `ZARRBUF_CACHE_BYTES`, default 4 GiB; 0
 /// turns the cache off) because fresh pages and page-locking cost more than the reads that
-/// fill them.
+/// fill them; freed device memory stays in the device's default pool for the same reason.
 ///
 /// ```
 /// let freed = zarrbuf::release_cached_memory();
 /// println!("released {freed} bytes");
 /// ```
 pub fn release_cached_memory() -> usize {
-    release_all() + release_cached_blocks()
+    release_all() + release_cached_blocks() + trim_device_pools()
 }
 
 /// Frees every parked slot; returns the bytes released.

@@ -53,6 +53,9 @@ impl StagedRead<'_> {
         if self.units.is_empty() {
             return Ok(());
         }
+        // The slots' queues do not consult the output's fences operation by operation:
+        // whatever is in flight on it (its allocation, a copy) is waited for once, here.
+        out.buffer().region().settle()?;
         let elem = out.dtype().size();
         let slots = allocate_slots(
             self.ops.as_ref(),

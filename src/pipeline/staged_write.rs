@@ -67,6 +67,8 @@ impl StagedWrite<'_> {
         if self.units.is_empty() {
             return Ok(());
         }
+        // As for reads: work in flight on the data is waited for once, before the slots' queues.
+        data.buffer().region().settle()?;
         let elem = data.dtype().size();
         let slots = allocate_slots(
             self.ops.as_ref(),

@@ -82,12 +82,14 @@ impl NDBuffer {
         Self::from_parts(buffer, dtype, shape, &strides, 0, ByteOrder::native())
     }
 
-    /// A new NDBuffer, uninitialised (zarr-python's `NDBuffer.empty`).
+    /// A new NDBuffer (zarr-python's `NDBuffer.empty`). Its bytes are zero, never another
+    /// allocation's (see [`Buffer::empty`]).
     ///
     /// ```
     /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
     /// let a = NDBuffer::empty(&[4, 5], DataType::Int16, Order::F, &BufferPrototype::cpu())?;
     /// assert_eq!(a.nbytes(), 40);
+    /// assert_eq!(a.to_vec::<i16>()?, vec![0; 20]);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn empty(
@@ -98,6 +100,19 @@ impl NDBuffer {
     ) -> Result<Self> {
         let bytes = byte_len(shape, dtype)?;
         Self::from_buffer(Buffer::empty(bytes, proto)?, dtype, shape, order)
+    }
+
+    /// A new NDBuffer whose bytes may be a recycled block's: only for zarrbuf's own writers,
+    /// which write every element before the array reaches safe code (see
+    /// `Buffer::empty_unwritten`).
+    pub(crate) fn empty_unwritten(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
+        let bytes = byte_len(shape, dtype)?;
+        Self::from_buffer(Buffer::empty_unwritten(bytes, proto)?, dtype, shape, order)
     }
 
     /// A new NDBuffer of zeros.
@@ -170,15 +185,33 @@ impl NDBuffer {
         array: ndarray::Array<T, D>,
     ) -> Result<Self> {
         let shape = array.shape().to_vec();
-        let data = if array.is_standard_layout() {
-            let (vec, offset) = array.into_raw_vec_and_offset();
-            match offset {
-                Some(0) | None => vec,
-                Some(off) => vec[off..].to_vec(),
-            }
-        } else {
-            array.iter().copied().collect()
-        };
-        Self::from_vec(data, &shape)
+        if !array.is_standard_layout() {
+            return Self::from_vec(array.iter().copied().collect(), &shape);
+        }
+        // A standard-layout array may still sit inside a longer allocation (a row slice of an
+        // owned array keeps the whole Vec): view its elements where they are, without a copy.
+        let count = checked_count(&shape)?;
+        let (vec, offset) = array.into_raw_vec_and_offset();
+        let start = if count == 0 { 0 } else { offset.unwrap_or(0) };
+        if start == 0 && vec.len() == count {
+            return Self::from_vec(vec, &shape);
+        }
+        if start.checked_add(count).is_none_or(|end| end > vec.len()) {
+            return Err(Error::ShapeMismatch(format!(
+                "{} elements from offset {start} cannot hold shape {shape:?}",
+                vec.len()
+            )));
+        }
+        let size = T::DTYPE.size();
+        let strides = Order::C.strides(&shape, size);
+        let buffer = Buffer::from_typed_vec(vec);
+        Self::from_parts(
+            buffer,
+            T::DTYPE,
+            &shape,
+            &strides,
+            start * size,
+            ByteOrder::native(),
+        )
     }
 }

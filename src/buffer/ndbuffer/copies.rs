@@ -2,7 +2,7 @@
 
 use super::NDBuffer;
 use crate::buffer::{Buffer, BufferPrototype};
-use crate::device::{DeviceOps, ops_for, ops_for_pair};
+use crate::device::{DeviceOps, Queue, Stream, ops_for, ops_for_pair};
 use crate::dtype::{ByteOrder, DataType, Element, Order};
 use crate::error::{Error, Result};
 use crate::place::Memory;
@@ -79,6 +79,12 @@ impl NDBuffer {
 
     /// Copies `src` (same shape and data type) into all of this view.
     pub(crate) fn copy_from(&self, src: &NDBuffer) -> Result<()> {
+        self.copy_from_on(src, None)
+    }
+
+    /// [`copy_from`](Self::copy_from) on `stream` when it belongs to the device doing the
+    /// copy (else on that device's default queue); waits for the copy.
+    fn copy_from_on(&self, src: &NDBuffer, stream: Option<&Stream>) -> Result<()> {
         if src.shape != self.shape {
             return Err(Error::ShapeMismatch(format!(
                 "cannot copy an array of shape {:?} into one of shape {:?}",
@@ -101,7 +107,10 @@ impl NDBuffer {
         };
         let ops = ops_for(self.memory())?;
         let src = src.reachable_from(ops.as_ref(), self)?;
-        let q = ops.default_queue();
+        let q = match (stream, ops.memory()) {
+            (Some(s), Memory::Cuda(n)) if s.device_ordinal() == n => Queue::Cuda(s.inner.clone()),
+            _ => ops.default_queue(),
+        };
         ops.strided_copy(
             &q,
             src.buffer.region(),
@@ -130,7 +139,9 @@ impl NDBuffer {
         // Move the bytes that hold the elements into the kernels' memory in one copy.
         let (start, end) = self.byte_span();
         let span = self.buffer.try_slice(start..end)?;
-        let local = Buffer::empty(end - start, &BufferPrototype::for_memory(ops.memory()))?;
+        // Written whole by the copy below; dropped on failure.
+        let local =
+            Buffer::empty_unwritten(end - start, &BufferPrototype::for_memory(ops.memory()))?;
         let pair = ops_for_pair(span.memory(), local.memory())?;
         let q = pair.default_queue();
         pair.copy(&q, span.region(), local.region())?;
@@ -182,9 +193,13 @@ impl NDBuffer {
     /// assert_eq!(f.to_vec::<u8>()?, vec![1, 2, 3, 4]);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
+    ///
+    /// With a prototype that has a stream ([`BufferPrototype::with_stream`]), the copy runs on
+    /// that stream: after the work enqueued on it before, and done before this returns.
     pub fn copy_to(&self, proto: &BufferPrototype, order: Order) -> Result<NDBuffer> {
-        let out = NDBuffer::empty(&self.shape, self.dtype, order, proto)?;
-        out.copy_from(self)?;
+        // Contiguous and written whole by the copy; a failed copy drops `out`.
+        let out = NDBuffer::empty_unwritten(&self.shape, self.dtype, order, proto)?;
+        out.copy_from_on(self, proto.stream())?;
         Ok(out)
     }
 
@@ -229,7 +244,8 @@ impl NDBuffer {
             self.copy()?
         };
         let proto = BufferPrototype::for_memory(self.memory());
-        let out = NDBuffer::empty(&self.shape, dtype, Order::C, &proto)?;
+        // Every element is written by the cast; a failed cast drops `out`.
+        let out = NDBuffer::empty_unwritten(&self.shape, dtype, Order::C, &proto)?;
         if out.is_empty() {
             return Ok(out);
         }
@@ -260,7 +276,8 @@ impl NDBuffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn to_byte_order(&self, order: ByteOrder) -> Result<NDBuffer> {
-        let mut out = NDBuffer::empty(
+        // Contiguous and written whole by the copy; a failed copy drops `out`.
+        let mut out = NDBuffer::empty_unwritten(
             &self.shape,
             self.dtype,
             Order::C,

@@ -7,14 +7,56 @@ use crate::error::{Error, Result};
 use crate::memory::ReadGuard;
 
 /// A host ndarray view that keeps the buffer borrowed (no writes elsewhere) while it lives.
+///
+/// It derefs to [`ndarray::ArrayRef`] (`sum`, indexing, `iter`, `as_slice`, `view`, …), and
+/// everything borrowed from it borrows the guard: nothing obtained through the view can
+/// outlive it, so no write through another handle can change bytes a live reference sees.
+///
+/// ```
+/// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+/// let a = NDBuffer::zeros(&[4], DataType::Float32, Order::C, &BufferPrototype::cpu())?;
+/// {
+///     let v = a.as_ndarray::<f32>()?;
+///     assert_eq!(v.as_slice(), Some(&[0.0f32; 4][..]));
+///     // While the view lives, writes through any handle fail with Error::Busy.
+///     assert!(matches!(a.clone().fill_with(7.0f32), Err(zarrbuf::Error::Busy(_))));
+/// }
+/// a.clone().fill_with(7.0f32)?; // the view is gone: writing works again
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+///
+/// A slice cannot escape the view (this does not compile):
+///
+/// ```compile_fail
+/// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+/// let a = NDBuffer::zeros(&[4], DataType::Float32, Order::C, &BufferPrototype::cpu())?;
+/// let s: &[f32] = { let v = a.as_ndarray::<f32>()?; v.to_slice().unwrap() };
+/// a.clone().fill_with(7.0f32)?;
+/// assert_eq!(s, &[0.0; 4]);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+///
+/// Nor can a copy of the inner `ArrayView` (this does not compile either):
+///
+/// ```compile_fail
+/// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+/// let a = NDBuffer::zeros(&[4], DataType::Float32, Order::C, &BufferPrototype::cpu())?;
+/// let escaped = { let v = a.as_ndarray::<f32>()?; (*v).clone() };
+/// a.clone().fill_with(7.0f32)?;
+/// assert_eq!(escaped[0], 0.0);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
 pub struct HostArrayView<'a, T> {
-    _guard: ReadGuard<'a>,
+    // Field order matters: the view is dropped before the guard that makes it valid.
     view: ndarray::ArrayViewD<'a, T>,
+    _guard: ReadGuard<'a>,
 }
 
-impl<'a, T> std::ops::Deref for HostArrayView<'a, T> {
-    type Target = ndarray::ArrayViewD<'a, T>;
+impl<T> std::ops::Deref for HostArrayView<'_, T> {
+    type Target = ndarray::ArrayRef<T, ndarray::IxDyn>;
     fn deref(&self) -> &Self::Target {
+        // Reborrowed for the lifetime of `&self`, not of the NDBuffer: whatever is borrowed
+        // from the result borrows this guard.
         &self.view
     }
 }
@@ -87,27 +129,30 @@ impl NDBuffer {
                 self.strides
             )));
         }
-        if self.dtype == DataType::Bool {
-            self.check_bool_bytes()?;
-        }
         let elem_strides: Vec<usize> = self.strides.iter().map(|&s| s as usize / size).collect();
+        // For bool, the bytes are checked under a read guard that is held until the bool view
+        // has its own, so no write can slip in between the check and the view.
+        let bool_check = if self.dtype == DataType::Bool {
+            let (guard, bytes) =
+                self.buffer
+                    .storage_view::<u8>(self.offset, &self.shape, &elem_strides)?;
+            if let Some(b) = bytes.iter().find(|&&b| b > 1) {
+                return Err(Error::DataType(format!(
+                    "a bool element holds the byte {b}, which is neither 0 nor 1"
+                )));
+            }
+            Some(guard)
+        } else {
+            None
+        };
         let (guard, view) =
             self.buffer
                 .storage_view::<T>(self.offset, &self.shape, &elem_strides)?;
+        drop(bool_check);
         Ok(HostArrayView {
-            _guard: guard,
             view,
+            _guard: guard,
         })
-    }
-
-    fn check_bool_bytes(&self) -> Result<()> {
-        let bytes = self.to_native_bytes()?;
-        if let Some(b) = bytes.iter().find(|&&b| b > 1) {
-            return Err(Error::DataType(format!(
-                "a bool element holds the byte {b}, which is neither 0 nor 1"
-            )));
-        }
-        Ok(())
     }
 
     /// A host copy as an owned ndarray (from any memory and layout).
@@ -133,9 +178,6 @@ impl NDBuffer {
     /// ```
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_type::<T>()?;
-        if self.dtype == DataType::Bool {
-            self.check_bool_bytes()?;
-        }
         let host = self.to_contiguous_host()?;
         let view = host.as_ndarray::<T>()?;
         let out = view.iter().copied().collect();
