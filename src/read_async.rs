@@ -11,12 +11,11 @@ use crate::buffer::NDBuffer;
 use crate::dtype::Order;
 use crate::error::{Error, Result};
 use crate::options::ReadOptions;
-use crate::pipeline::{CancelOnDrop, fetch_unit_async, run_staged};
+use crate::pipeline::{Cancel, fetch_unit_async, run_staged};
 use crate::zarr::check_subset;
 use crate::zarr::data_type_of;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 
@@ -131,10 +130,11 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
                     "async reads need a tokio runtime (call them inside one)".into(),
                 )
             })?;
-            let cancelled = Arc::new(AtomicBool::new(false));
-            let _guard = CancelOnDrop(cancelled.clone());
+            // Dropping this future cancels the blocking half and waits until it has stopped
+            // writing into `out`.
+            let (_stop, finish) = Cancel::pair();
             let task = tokio::task::spawn_blocking(move || {
-                read_blocking(&array, &subset, &out, &opts, &handle, &cancelled)
+                read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
@@ -149,12 +149,10 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     out: &NDBuffer,
     opts: &ReadOptions,
     handle: &tokio::runtime::Handle,
-    cancelled: &AtomicBool,
+    cancel: &Cancel,
 ) -> Result<()> {
     run_staged(array, subset, out, opts, &|plan, shards, unit| {
-        if cancelled.load(Ordering::SeqCst) {
-            return Err(Error::Cancelled("the read future was dropped".into()));
-        }
-        handle.block_on(fetch_unit_async(array, plan, shards, unit))
+        cancel.check("read")?;
+        handle.block_on(cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)))
     })
 }

@@ -7,12 +7,11 @@
 use crate::buffer::NDBuffer;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
-use crate::pipeline::{CancelOnDrop, ChunkSink, write_staged};
+use crate::pipeline::{Cancel, ChunkSink, write_staged};
 use crate::zarr::check_subset;
 use crate::zarr::{chunk_error, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
 use zarrs::storage::AsyncReadableWritableStorageTraits;
 
@@ -40,33 +39,40 @@ pub trait ArrayWriteAsyncExt: Sync {
 struct AsyncSink<'a, S: ?Sized> {
     array: &'a Array<S>,
     handle: &'a tokio::runtime::Handle,
-    cancelled: &'a AtomicBool,
+    cancel: &'a Cancel,
 }
 
 impl<S: ?Sized> AsyncSink<'_, S> {
     fn check(&self) -> Result<()> {
-        if self.cancelled.load(Ordering::SeqCst) {
-            return Err(Error::Cancelled("the write future was dropped".into()));
-        }
-        Ok(())
+        self.cancel.check("write")
+    }
+
+    /// Runs one store operation on the runtime, abandoned if the future is dropped (a put
+    /// is atomic: the chunk is either stored whole or not at all).
+    fn run<T, E: std::fmt::Display + Send + Sync + 'static>(
+        &self,
+        indices: &[u64],
+        op: impl Future<Output = std::result::Result<T, E>>,
+    ) -> Result<T>
+    where
+        E: Into<crate::error::BoxError>,
+    {
+        self.check()?;
+        let op = async { op.await.map_err(|e| chunk_error(self.array, indices, e)) };
+        self.handle
+            .block_on(self.cancel.unless_dropped("write", op))
     }
 }
 
 impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ChunkSink for AsyncSink<'_, S> {
     fn erase(&self, indices: &[u64]) -> Result<()> {
-        self.check()?;
-        self.handle
-            .block_on(self.array.async_erase_chunk(indices))
-            .map_err(|e| chunk_error(self.array, indices, e))
+        self.run(indices, self.array.async_erase_chunk(indices))
     }
 
     unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()> {
-        self.check()?;
         // SAFETY: forwarded to the caller.
         let put = unsafe { self.array.async_store_encoded_chunk(indices, encoded) };
-        self.handle
-            .block_on(put)
-            .map_err(|e| chunk_error(self.array, indices, e))
+        self.run(indices, put)
     }
 
     fn store_subset(
@@ -76,15 +82,11 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ChunkSink for Asy
         bytes: &[u8],
         opts: &CodecOptions,
     ) -> Result<()> {
-        self.check()?;
-        self.handle
-            .block_on(self.array.async_store_chunk_subset_opt(
-                indices,
-                local,
-                ArrayBytes::from(bytes),
-                opts,
-            ))
-            .map_err(|e| chunk_error(self.array, indices, e))
+        self.run(
+            indices,
+            self.array
+                .async_store_chunk_subset_opt(indices, local, ArrayBytes::from(bytes), opts),
+        )
     }
 }
 
@@ -117,13 +119,14 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncEx
                     "async writes need a tokio runtime (call them inside one)".into(),
                 )
             })?;
-            let cancelled = Arc::new(AtomicBool::new(false));
-            let _guard = CancelOnDrop(cancelled.clone());
+            // Dropping this future cancels the blocking half and waits until it has stopped
+            // reading `data`.
+            let (_stop, finish) = Cancel::pair();
             let task = tokio::task::spawn_blocking(move || {
                 let sink = AsyncSink {
                     array: &*array,
                     handle: &handle,
-                    cancelled: &cancelled,
+                    cancel: finish.cancel(),
                 };
                 write_staged(&array, &sink, &subset, &data, &opts)
             });

@@ -15,7 +15,7 @@ mod staged_read;
 mod staged_write;
 mod write_driver;
 
-pub(crate) use cancel::CancelOnDrop;
+pub(crate) use cancel::Cancel;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use read_driver::run_staged;
 pub use slot_pool::release_cached_memory;
