@@ -1,6 +1,6 @@
 //! One conformance suite for Buffer / NDBuffer / BufferPrototype, run against every available
-//! prototype: CPU always; pinned and CUDA when a GPU is present (skipped with a printed line
-//! otherwise, failing when ZARRBUF_REQUIRE_GPU=1). The cases live in `conformance/cases.rs`
+//! prototype: CPU always; pinned and CUDA when a GPU is present (otherwise skipped with a
+//! visible `SKIPPED:` line, failing when ZARRBUF_REQUIRE_GPU=1: see tests/common/mod.rs). The cases live in `conformance/cases.rs`
 //! so the GPU check binary runs the very same code.
 
 #[path = "conformance/cases.rs"]
@@ -62,3 +62,50 @@ conformance!(
     ndarray_round_trips,
     item_of_every_type,
 );
+
+/// The skip contract of tests/common/mod.rs, checked on one case run in a child process: on
+/// a machine without a GPU the skip of the pinned and CUDA prototypes shows in plain
+/// `cargo test` output (no `--nocapture`), reaches `ZARRBUF_SKIP_LOG`, and fails the test
+/// under ZARRBUF_REQUIRE_GPU=1; on a GPU machine nothing is skipped.
+#[test]
+fn gpu_skips_are_visible_and_fail_when_required() {
+    let case = "zero_length_buffers";
+    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("conformance-skip-log-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let log_str = log.to_str().unwrap();
+    let (status, out) = common::run_own_test(
+        case,
+        &[("ZARRBUF_SKIP_LOG", log_str)],
+        &["ZARRBUF_REQUIRE_GPU"],
+    );
+    assert!(
+        status.success(),
+        "{case} failed without a GPU requirement:\n{out}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    if zarrbuf::Device::Cuda(0).is_available() {
+        assert!(
+            !out.contains("SKIPPED"),
+            "nothing may skip on a GPU machine:\n{out}"
+        );
+        assert!(logged.is_empty(), "{logged}");
+        return;
+    }
+    let line = format!("SKIPPED: {case}: pinned:0 and cuda:0 prototypes (");
+    assert!(out.contains(&line), "no visible skip line in:\n{out}");
+    assert!(
+        out.contains("ZARRBUF_REQUIRE_GPU=1 makes this a failure"),
+        "{out}"
+    );
+    assert_eq!(logged.matches("SKIPPED: ").count(), 1, "{logged:?}");
+    assert!(logged.starts_with(&line), "{logged:?}");
+
+    let (status, out) = common::run_own_test(case, &[("ZARRBUF_REQUIRE_GPU", "1")], &[]);
+    assert!(
+        !status.success(),
+        "{case} passed under ZARRBUF_REQUIRE_GPU=1 without a GPU:\n{out}"
+    );
+    assert!(out.contains("ZARRBUF_REQUIRE_GPU=1 requires it"), "{out}");
+}

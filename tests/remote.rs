@@ -1,11 +1,12 @@
 //! Async reads and writes against real servers on 127.0.0.1: an S3-protocol server
 //! (moto_server) and a plain HTTP server over fixtures/data, both started by
 //! scripts/start-test-servers.sh (CI does it and sets ZARRBUF_REQUIRE_SERVERS=1, so these
-//! tests cannot skip there). Without the servers they print a skip line.
+//! tests cannot skip there). Without the servers they skip visibly (a `SKIPPED:` line in
+//! plain `cargo test` output, see tests/common/mod.rs), failing under ZARRBUF_REQUIRE_SERVERS=1.
 
 mod common;
 
-use common::{Fixture, fixtures, prototypes, root, walk};
+use common::{Fixture, Need, fixtures, prototypes, root, skip, walk};
 use object_store::ObjectStoreExt;
 use std::io::{Read, Write};
 use std::ops::Range;
@@ -27,14 +28,12 @@ fn servers() -> Option<Servers> {
         std::env::var("ZARRBUF_TEST_HTTP_URL"),
     ) {
         (Ok(s3), Ok(http)) => Some(Servers { s3, http }),
-        _ if std::env::var("ZARRBUF_REQUIRE_SERVERS").is_ok_and(|v| v == "1") => {
-            panic!(
-                "ZARRBUF_REQUIRE_SERVERS=1 but ZARRBUF_TEST_S3_ENDPOINT / ZARRBUF_TEST_HTTP_URL are not set; run scripts/start-test-servers.sh"
-            )
-        }
         _ => {
-            println!(
-                "skipping remote tests: no test servers (source <(bash scripts/start-test-servers.sh))"
+            skip(
+                Need::Servers,
+                "reads and writes against the local S3 and HTTP servers",
+                "ZARRBUF_TEST_S3_ENDPOINT / ZARRBUF_TEST_HTTP_URL are not set: \
+                 source <(bash scripts/start-test-servers.sh)",
             );
             None
         }
@@ -234,9 +233,98 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Set in the child process that runs a measured test body alone (see
+/// [`sixty_four_concurrent_reads_are_exact_and_bounded`]).
+const MEASURED_BODY: &str = "ZARRBUF_TEST_MEASURED_BODY";
+
+/// The line the measured child prints its figures on.
+const MEASURED_LINE: &str = "MEASURED peak RSS bytes:";
+
+/// Peak RSS is a per-process figure and the other tests of this binary run in parallel
+/// threads, so the measured reads run in a child process of their own: this test re-runs
+/// itself (`--exact`) with [`MEASURED_BODY`] set, the child does the work and prints its own
+/// VmHWM before and after the reads, and the parent reaps it with `wait4`, whose rusage is
+/// that child's alone.
 #[test]
 fn sixty_four_concurrent_reads_are_exact_and_bounded() {
     let Some(sv) = servers() else { return };
+    if std::env::var(MEASURED_BODY).as_deref() == Ok("sixty_four_concurrent_reads") {
+        sixty_four_concurrent_reads(&sv);
+        return;
+    }
+    let name = "sixty_four_concurrent_reads_are_exact_and_bounded";
+    let (status, maxrss, out) = run_measured_child(name, "sixty_four_concurrent_reads");
+    assert!(
+        status == 0,
+        "the measured child failed (wait status {status}):\n{out}"
+    );
+    let figures = out
+        .lines()
+        .find_map(|l| l.split_once(MEASURED_LINE).map(|(_, figures)| figures))
+        .unwrap_or_else(|| panic!("the child printed no '{MEASURED_LINE}' line:\n{out}"));
+    let (before, after) = figures
+        .trim()
+        .split_once(' ')
+        .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)))
+        .unwrap_or_else(|| panic!("bad figures {figures:?}"));
+    assert!(before > 0 && after >= before, "VmHWM {before} -> {after}");
+    // The child's own peak, from the kernel: at least what it saw itself.
+    assert!(
+        maxrss >= after,
+        "wait4 reports a peak of {maxrss} bytes, the child saw {after}"
+    );
+    let growth = after - before;
+    println!(
+        "the reads' own process: peak RSS {} KiB before 64 concurrent reads, {} KiB after (+{} KiB); rusage maxrss {} KiB",
+        before / 1024,
+        after / 1024,
+        growth / 1024,
+        maxrss / 1024
+    );
+    assert!(growth < 512 << 20, "peak RSS grew by {growth} bytes");
+}
+
+/// Runs test `name` of this binary alone in a child process with [`MEASURED_BODY`]=`body`;
+/// returns its wait status, its peak RSS in bytes (`wait4`'s rusage: this child only, unlike
+/// `RUSAGE_CHILDREN`, which other tests' children would share) and its output.
+// The child is reaped by `wait4` (which also gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+fn run_measured_child(name: &str, body: &str) -> (i32, u64, String) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(MEASURED_BODY, body)
+        .env_remove("ZARRBUF_SKIP_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = r.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet reaped (std's `Child` is never waited on
+    // here); `status` and `usage` are valid for writes.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    let out = format!("{}{}", stdout.join().unwrap(), stderr.join().unwrap());
+    // ru_maxrss is in KiB on Linux.
+    (status, usage.ru_maxrss as u64 * 1024, out)
+}
+
+/// The measured body: 64 concurrent subset reads of v3_large_3d over S3, each exact, no task
+/// left behind; prints the process's VmHWM just before and just after the reads.
+fn sixty_four_concurrent_reads(sv: &Servers) {
     let rt = runtime();
     create_bucket(&sv.s3, "load");
     rt.block_on(upload_fixtures(&sv.s3, "load"));
@@ -298,12 +386,7 @@ fn sixty_four_concurrent_reads_are_exact_and_bounded() {
             "{alive} tasks alive after the reads, {baseline} before them"
         );
     });
-    let growth = peak_rss_bytes().saturating_sub(before);
-    println!(
-        "peak RSS grew by {} KiB during 64 concurrent reads",
-        growth / 1024
-    );
-    assert!(growth < 512 << 20, "peak RSS grew by {growth} bytes");
+    println!("{MEASURED_LINE} {before} {}", peak_rss_bytes());
 }
 
 #[test]
@@ -345,11 +428,10 @@ fn missing_chunk_reads_as_fill_value() {
     });
 }
 
+/// Needs no test server: the silent server is a listener of this test, the stopped one a
+/// port nobody listens on.
 #[test]
 fn stopped_and_silent_servers_give_clear_errors_without_hanging() {
-    if servers().is_none() {
-        return;
-    }
     let rt = runtime();
     // A server that accepts connections and never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -436,4 +518,44 @@ fn dropping_a_read_cancels_it() {
         "all 18 chunks were read: the read was not cancelled"
     );
     drop(rt);
+}
+
+/// The skip contract of tests/common/mod.rs for the servers, on one test run in a child
+/// process without the server variables: the skip shows in plain `cargo test` output and
+/// reaches `ZARRBUF_SKIP_LOG`; under ZARRBUF_REQUIRE_SERVERS=1 the same run fails.
+#[test]
+fn server_skips_are_visible_and_fail_when_required() {
+    let test = "missing_chunk_reads_as_fill_value";
+    let unset = [
+        "ZARRBUF_TEST_S3_ENDPOINT",
+        "ZARRBUF_TEST_HTTP_URL",
+        "ZARRBUF_REQUIRE_SERVERS",
+    ];
+    let log = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("remote-skip-log-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let (status, out) =
+        common::run_own_test(test, &[("ZARRBUF_SKIP_LOG", log.to_str().unwrap())], &unset);
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(status.success(), "{out}");
+    let line = format!("SKIPPED: {test}: reads and writes against the local S3 and HTTP servers (");
+    assert!(out.contains(&line), "no visible skip line in:\n{out}");
+    assert!(
+        out.contains("ZARRBUF_REQUIRE_SERVERS=1 makes this a failure"),
+        "{out}"
+    );
+    assert_eq!(logged.matches("SKIPPED: ").count(), 1, "{logged:?}");
+    assert!(logged.starts_with(&line), "{logged:?}");
+
+    let (status, out) =
+        common::run_own_test(test, &[("ZARRBUF_REQUIRE_SERVERS", "1")], &unset[..2]);
+    assert!(
+        !status.success(),
+        "passed without servers under ZARRBUF_REQUIRE_SERVERS=1:\n{out}"
+    );
+    assert!(
+        out.contains("ZARRBUF_REQUIRE_SERVERS=1 requires it"),
+        "{out}"
+    );
 }

@@ -1,23 +1,60 @@
 //! CUDA kernels against the host implementations, byte for byte.
 //!
-//! Without a CUDA device these tests print a line and pass, unless `ZARRBUF_REQUIRE_GPU=1`,
-//! in which case they fail: that is how they run on a GPU machine.
+//! Without a CUDA device these tests skip: each writes a `SKIPPED: <test>: <what> (<why>)`
+//! line straight to stderr (past libtest's capture, so it shows in plain `cargo test`
+//! output) and appends it to `$ZARRBUF_SKIP_LOG` when that is set, like zarrbuf's own tests
+//! (tests/common/mod.rs). Under `ZARRBUF_REQUIRE_GPU=1` every skip is a failure instead:
+//! that is how they run on a GPU machine.
 
 use cudarc::driver::{CudaContext, DevicePtr, DevicePtrMut};
+use std::io::Write;
 use std::sync::Arc;
 use zarrbuf_codecs::cuda::{self, CudaKernels};
 use zarrbuf_codecs::{CodecError, ScalarKind, Strided};
 
-/// The device context, or `None` (after printing why) when the tests must be skipped.
+fn gpu_required() -> bool {
+    std::env::var("ZARRBUF_REQUIRE_GPU").as_deref() == Ok("1")
+}
+
+/// What a skip of `what` (because `why`) in test `test` does: `Err(panic message)` when
+/// `required`, otherwise `Ok(the SKIPPED line)`.
+fn skip_outcome(required: bool, test: &str, what: &str, why: &str) -> Result<String, String> {
+    if required {
+        Err(format!(
+            "{test}: {what} cannot run ({why}) but ZARRBUF_REQUIRE_GPU=1 requires it"
+        ))
+    } else {
+        Ok(format!(
+            "SKIPPED: {test}: {what} ({why}; ZARRBUF_REQUIRE_GPU=1 makes this a failure)\n"
+        ))
+    }
+}
+
+/// Records that `what` did not run because `why`: a panic under ZARRBUF_REQUIRE_GPU=1,
+/// otherwise a `SKIPPED:` line written straight to stderr (past libtest's capture) and
+/// appended to `$ZARRBUF_SKIP_LOG`.
+fn skip(what: &str, why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("<unnamed thread>");
+    let line = skip_outcome(gpu_required(), test, what, why).unwrap_or_else(|m| panic!("{m}"));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    if let Some(log) = std::env::var_os("ZARRBUF_SKIP_LOG") {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .unwrap_or_else(|e| panic!("cannot append to ZARRBUF_SKIP_LOG: {e}"));
+    }
+}
+
+/// The device context, or `None` (after a visible skip) when the tests must be skipped.
 fn context() -> Option<Arc<CudaContext>> {
     if !cuda::cuda_available() {
-        if std::env::var("ZARRBUF_REQUIRE_GPU").as_deref() == Ok("1") {
-            panic!(
-                "ZARRBUF_REQUIRE_GPU=1 but no usable CUDA device: libcuda/libnvrtc missing or \
-                 no device present"
-            );
-        }
-        println!("skipping CUDA kernel tests: no CUDA device");
+        skip(
+            "CUDA kernel test",
+            "no usable CUDA device: libcuda/libnvrtc missing or no device present",
+        );
         return None;
     }
     Some(CudaContext::new(0).expect("cuCtxCreate on device 0"))
@@ -91,8 +128,17 @@ fn bad_layouts_are_rejected_before_launch() {
 fn stream_of_another_context_is_rejected() {
     let Some(ctx) = context() else { return };
     let k = CudaKernels::for_context(&ctx).unwrap();
-    let Ok(other) = CudaContext::new_non_primary(0, 0) else {
-        return;
+    // A second context can be refused (e.g. exclusive-process compute mode): that is a skip
+    // of this test, never a silent pass, and a failure under ZARRBUF_REQUIRE_GPU=1.
+    let other = match CudaContext::new_non_primary(0, 0) {
+        Ok(other) => other,
+        Err(e) => {
+            skip(
+                "a kernel launch on another context's stream",
+                &format!("cuCtxCreate: {e:?}"),
+            );
+            return;
+        }
     };
     let stream = other.default_stream();
     let v = Strided {
@@ -102,4 +148,51 @@ fn stream_of_another_context_is_rejected() {
     // SAFETY: fails the context check before using the (null) pointers.
     let e = unsafe { k.fill(&stream, 0, 0, v, &[0], &[0]) };
     assert!(matches!(e, Err(CodecError::Cuda(_))), "{e:?}");
+}
+
+#[test]
+fn a_skip_is_a_failure_when_a_gpu_is_required() {
+    assert_eq!(
+        skip_outcome(false, "t", "something", "a reason"),
+        Ok("SKIPPED: t: something (a reason; ZARRBUF_REQUIRE_GPU=1 makes this a failure)\n".into())
+    );
+    let m = skip_outcome(true, "t", "something", "a reason").unwrap_err();
+    assert!(m.contains("ZARRBUF_REQUIRE_GPU=1 requires it"), "{m}");
+}
+
+/// Without a GPU, the skip of a kernel test shows in plain `cargo test` output (the test
+/// run again in a child process, without `--nocapture`) and fails under ZARRBUF_REQUIRE_GPU=1.
+#[test]
+fn gpu_skips_show_in_plain_test_output() {
+    if cuda::cuda_available() {
+        return; // nothing skips here; the GPU tests themselves run
+    }
+    let run = |require: bool| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["self_test_matches_host", "--exact"])
+            .env_remove("ZARRBUF_SKIP_LOG");
+        if require {
+            cmd.env("ZARRBUF_REQUIRE_GPU", "1");
+        } else {
+            cmd.env_remove("ZARRBUF_REQUIRE_GPU");
+        }
+        let out = cmd.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, out) = run(false);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("SKIPPED: self_test_matches_host: CUDA kernel test ("),
+        "no visible skip line in:\n{out}"
+    );
+    let (ok, out) = run(true);
+    assert!(
+        !ok,
+        "passed without a GPU under ZARRBUF_REQUIRE_GPU=1:\n{out}"
+    );
 }
