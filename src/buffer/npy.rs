@@ -140,12 +140,14 @@ pub fn read(path: &Path) -> Result<NDBuffer> {
     let (dtype, order) =
         parse_descr(descr).ok_or_else(|| bad(&format!("unsupported dtype {descr:?}")))?;
     let body = data.split_off(start + header_len);
-    let count: usize = shape.iter().product();
-    if body.len() != count * dtype.size() {
+    let expected = shape
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+        .ok_or_else(|| bad(&format!("shape {shape:?} of {descr} is too large")))?;
+    if body.len() != expected {
         return Err(bad(&format!(
-            "{} data bytes for shape {shape:?} of {descr}, expected {}",
+            "{} data bytes for shape {shape:?} of {descr}, expected {expected}",
             body.len(),
-            count * dtype.size()
         )));
     }
     let layout = if fortran { Order::F } else { Order::C };
@@ -154,9 +156,11 @@ pub fn read(path: &Path) -> Result<NDBuffer> {
 }
 
 fn parse_descr(descr: &str) -> Option<(DataType, ByteOrder)> {
-    let (endian, code) = descr.split_at(1);
+    // The first character is the byte order; anything else (empty, non-ASCII) is not a descr.
+    let (endian, code) = descr.split_at_checked(1)?;
     let order = match endian {
-        "<" | "|" | "=" => ByteOrder::Little,
+        "<" | "|" => ByteOrder::Little,
+        "=" => ByteOrder::native(),
         ">" => ByteOrder::Big,
         _ => return None,
     };

@@ -21,6 +21,12 @@ pub type AsyncArray = Array<RemoteStore>;
 /// configuration keys, e.g. `("aws_endpoint", "http://127.0.0.1:9000")`,
 /// `("aws_region", "us-east-1")`, `("timeout", "5s")`), which take precedence.
 ///
+/// Two more options set object_store's retries, which have no configuration keys of their
+/// own: `max_retries` (how many times a failed or timed-out request is retried; 0 disables
+/// retries; default 10) and `retry_timeout` (no retry starts later than this after the first
+/// attempt, e.g. `30s`, `500ms`, `2m`; default `3m`). A request can therefore take up to
+/// about `(max_retries + 1) × timeout` plus backoff before its error is returned.
+///
 /// ```
 /// let store = zarrbuf::object_store_for_url("memory://", &[])?;
 /// # Ok::<(), zarrbuf::Error>(())
@@ -73,6 +79,7 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         S::AmazonS3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url);
             let mut pairs = with_options(Vec::new());
+            b = b.with_retry(take_retry_config(&mut pairs, &bad)?);
             let endpoint = pairs
                 .iter()
                 .find(|(k, _)| k.contains("endpoint"))
@@ -93,13 +100,11 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         }
         #[cfg(feature = "gcs")]
         S::GoogleCloudStorage => {
-            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url);
-            let b = configure(
-                b,
-                with_options(Vec::new()),
-                |b, k, v| b.with_config(k, v),
-                &bad,
-            )?;
+            let mut pairs = with_options(Vec::new());
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(url)
+                .with_retry(take_retry_config(&mut pairs, &bad)?);
+            let b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
             Arc::new(object_store::prefix::PrefixStore::new(
                 b.build().map_err(|e| bad(e.to_string()))?,
                 prefix,
@@ -107,13 +112,11 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         }
         #[cfg(feature = "azure")]
         S::MicrosoftAzure => {
-            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url);
-            let b = configure(
-                b,
-                with_options(Vec::new()),
-                |b, k, v| b.with_config(k, v),
-                &bad,
-            )?;
+            let mut pairs = with_options(Vec::new());
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(url)
+                .with_retry(take_retry_config(&mut pairs, &bad)?);
+            let b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
             Arc::new(object_store::prefix::PrefixStore::new(
                 b.build().map_err(|e| bad(e.to_string()))?,
                 prefix,
@@ -128,7 +131,9 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
             } else {
                 Vec::new()
             };
-            let b = configure(b, with_options(plain), |b, k, v| b.with_config(k, v), &bad)?;
+            let mut pairs = with_options(plain);
+            let b = b.with_retry(take_retry_config(&mut pairs, &bad)?);
+            let b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
             Arc::new(b.build().map_err(|e| bad(e.to_string()))?)
         }
         S::Local => {
@@ -157,6 +162,61 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         other => return Err(bad(format!("{other:?} URLs are not supported"))),
     };
     Ok(store)
+}
+
+/// Takes zarrbuf's retry options (`max_retries`, `retry_timeout`) out of `pairs`: object_store
+/// has no configuration keys for its `RetryConfig`.
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
+fn take_retry_config(
+    pairs: &mut Vec<(String, String)>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<object_store::RetryConfig> {
+    let mut config = object_store::RetryConfig::default();
+    let mut error = None;
+    pairs.retain(|(k, v)| match k.as_str() {
+        "max_retries" => {
+            match v.trim().parse() {
+                Ok(n) => config.max_retries = n,
+                Err(_) => error = Some(format!("option max_retries: {v:?} is not a count")),
+            }
+            false
+        }
+        "retry_timeout" => {
+            match parse_duration(v) {
+                Some(d) => config.retry_timeout = d,
+                None => {
+                    error = Some(format!(
+                        "option retry_timeout: {v:?} is not a duration such as 30s, 500ms or 2m"
+                    ))
+                }
+            }
+            false
+        }
+        _ => true,
+    });
+    match error {
+        Some(m) => Err(bad(m)),
+        None => Ok(config),
+    }
+}
+
+/// `500ms`, `30s`, `2.5s`, `2m`, `1h`; a bare number is seconds.
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
+fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let seconds = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    std::time::Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// Opens the zarr array at `array_path` inside the store at `url` (any URL
@@ -197,7 +257,16 @@ pub async fn open_async_with_options(
                 Some(Box::new(e)),
             )
         })?;
-        format!("file://{}", abs.display())
+        // Url::from_file_path percent-encodes what a URL would misread (`#`, `?`, `%`, spaces).
+        url::Url::from_file_path(&abs)
+            .map_err(|()| {
+                Error::store(
+                    url,
+                    format!("{} cannot be written as a file:// URL", abs.display()),
+                    None,
+                )
+            })?
+            .to_string()
     };
     let path = node_path(array_path)?;
     let store = Arc::new(AsyncObjectStore::new(object_store_for_url(
