@@ -4,9 +4,10 @@
 # installed requirements match (a hash of the requirements file is kept in the venv).
 #
 #   scripts/setup-python-env.sh            # then: .venv/bin/python fixtures/generate.py
-#   PYTHON=python3.11 scripts/setup-python-env.sh
+#   PYTHON=python3.12 scripts/setup-python-env.sh
 #
-# Needs Python >= 3.11 and pip access to PyPI. No GPU needed.
+# Needs Python >= 3.12 (zarr-python 3.4) and pip access to PyPI. No GPU needed. A .venv made
+# with an older Python is recreated.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,15 +16,25 @@ req="$root/fixtures/requirements.txt"
 stamp="$venv/.requirements.sha256"
 
 if [[ -z "${PYTHON:-}" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
+    # python3.12 / python3.13 on PATH, else a pyenv-installed 3.12+ (pyenv's shims only run the
+    # versions its configuration selects), else python3.
+    PYTHON=python3
+    pyenv_root=$(pyenv root 2>/dev/null || true)
+    for candidate in python3.12 python3.13 ${pyenv_root:+"$pyenv_root"/versions/3.1[2-9]*/bin/python3}; do
+        if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys' >/dev/null 2>&1; then
+            PYTHON=$candidate
+            break
+        fi
+    done
 fi
 
-if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
-    echo "setup-python-env: $PYTHON is $("$PYTHON" --version 2>&1); zarr 3 needs Python >= 3.11" >&2
+new_enough='import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)'
+if ! "$PYTHON" -c "$new_enough"; then
+    echo "setup-python-env: $PYTHON is $("$PYTHON" --version 2>&1); zarr-python 3.4 needs Python >= 3.12" >&2
     exit 1
 fi
 
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import sys' >/dev/null 2>&1; then
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "$new_enough" >/dev/null 2>&1; then
     echo "setup-python-env: creating $venv with $("$PYTHON" --version 2>&1)"
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
