@@ -38,11 +38,11 @@ pub use buffer::{
     Allocator, Buffer, BufferPrototype, HostArrayView, HostBytes, NDBuffer, default_prototype,
     set_default_prototype,
 };
-pub use device::Stream;
+pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order};
 pub use error::{BoxError, Error, Result};
-pub use options::{PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
+pub use options::{Decode, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};
 pub use read::ArrayReadExt;

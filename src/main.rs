@@ -6,7 +6,9 @@ use std::io::IsTerminal;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
-use zarrbuf::{ArrayReadExt, BufferPrototype, Device, Error, NDBuffer, ReadOptions, Result};
+use zarrbuf::{
+    ArrayReadExt, BufferPrototype, Decode, Device, Error, NDBuffer, ReadOptions, Result,
+};
 
 #[derive(Parser)]
 #[command(
@@ -46,6 +48,10 @@ enum Command {
         /// Write the result as a C-order little-endian .npy file.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Where to decompress: cpu, gpu (nvCOMP), both (CPU threads and the GPU at once) or
+        /// auto (the fastest measured: today cpu; default).
+        #[arg(long, default_value = "auto")]
+        decode: Decode,
         /// Use the async (object_store) reader also for a directory path.
         #[arg(long = "async")]
         force_async: bool,
@@ -63,6 +69,9 @@ enum Command {
         /// Timed repetitions (after one warm-up read).
         #[arg(long, default_value_t = 5)]
         reps: usize,
+        /// Where to decompress: cpu, gpu (nvCOMP), both or auto (default).
+        #[arg(long, default_value = "auto")]
+        decode: Decode,
         /// Use the async (object_store) reader also for a directory path.
         #[arg(long = "async")]
         force_async: bool,
@@ -131,6 +140,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             subset,
             device,
             out,
+            decode,
             force_async,
         } => read(
             &store,
@@ -138,6 +148,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             subset.as_deref(),
             device.as_deref(),
             out,
+            decode,
             force_async,
         ),
         Command::Bench {
@@ -145,8 +156,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             path,
             device,
             reps,
+            decode,
             force_async,
-        } => bench(&store, &path, device.as_deref(), reps, force_async),
+        } => bench(&store, &path, device.as_deref(), reps, decode, force_async),
     }
 }
 
@@ -265,6 +277,7 @@ fn read(
     subset: Option<&str>,
     device: Option<&str>,
     out: Option<PathBuf>,
+    decode: Decode,
     force_async: bool,
 ) -> Result<()> {
     let proto = prototype(device)?;
@@ -275,6 +288,7 @@ fn read(
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let (opts, bar) = progress_options("reading");
+    let opts = opts.with_decode(decode);
     let start = Instant::now();
     let data = array.read(&ranges, &proto, &opts)?;
     let seconds = start.elapsed().as_secs_f64();
@@ -327,6 +341,7 @@ fn bench(
     path: &str,
     device: Option<&str>,
     reps: usize,
+    decode: Decode,
     force_async: bool,
 ) -> Result<()> {
     if reps == 0 {
@@ -335,7 +350,7 @@ fn bench(
     let proto = prototype(device)?;
     let array = Source::open(store, path, force_async)?;
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
-    let opts = ReadOptions::default();
+    let opts = ReadOptions::default().with_decode(decode);
     let warm = array.read(&all, &proto, &opts)?;
     let bytes = warm.nbytes();
     drop(warm);

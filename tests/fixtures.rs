@@ -57,6 +57,60 @@ fn every_fixture_reads_exactly_into_every_prototype() {
     }
 }
 
+/// The device decoder's batches, run by its host twin (the same batch plan, framing checks
+/// and result checks as nvCOMP on a GPU; CPU codecs underneath): every fixture, whole and by
+/// subsets, with slots so small that batches hold one chunk, and with room for many.
+#[test]
+fn every_fixture_reads_exactly_through_the_device_decoder() {
+    use zarrbuf::Decode;
+    let mut decoded_on_device = 0;
+    for f in &fixtures() {
+        let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
+        let want = expected(f);
+        let mut all_subsets = vec![array.shape().iter().map(|&n| 0..n).collect::<Vec<_>>()];
+        all_subsets.extend(subsets(array.shape()));
+        for staging in [1, 64 << 20] {
+            let opts = ReadOptions::default()
+                .with_mode(PipelineMode::Staged)
+                .with_decode(Decode::Gpu)
+                .with_staging_bytes(staging)
+                .with_concurrency(2);
+            for subset in &all_subsets {
+                let ranges: Vec<Range<usize>> = subset
+                    .iter()
+                    .map(|r| r.start as usize..r.end as usize)
+                    .collect();
+                let got = array
+                    .read_opt(subset, &zarrbuf::BufferPrototype::cpu(), &opts)
+                    .unwrap_or_else(|e| panic!("{} {subset:?} device decode: {e}", f.name));
+                assert_same(
+                    f,
+                    &format!("{subset:?} through the device decoder (staging {staging})"),
+                    &got,
+                    &want.get(&ranges).unwrap(),
+                );
+            }
+        }
+        let codecs = array
+            .codecs()
+            .bytes_to_bytes_codecs()
+            .iter()
+            .filter_map(|c| zarrs::plugin::ExtensionName::name_v3(c.as_ref()))
+            .map(|n| n.into_owned())
+            .collect::<Vec<_>>();
+        if codecs
+            .iter()
+            .any(|n| ["zstd", "gzip", "zlib"].iter().any(|c| n.ends_with(c)))
+        {
+            decoded_on_device += 1;
+        }
+    }
+    assert!(
+        decoded_on_device >= 15,
+        "only {decoded_on_device} fixtures have device-decodable codecs"
+    );
+}
+
 #[test]
 fn every_fixture_reads_subsets_exactly() {
     let staged = ReadOptions::default()

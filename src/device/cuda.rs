@@ -1,6 +1,8 @@
 //! The CUDA implementation of the device trait: stream-ordered copies and NVRTC kernels.
 
-use super::{DeviceOps, Event, Queue};
+use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
+use super::nvcomp::nvcomp;
+use super::{DeviceOps, Event, Queue, track};
 use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
@@ -219,11 +221,101 @@ impl DeviceOps for CudaOps {
         Ok(())
     }
 
+    fn batch_decoder(&self) -> std::result::Result<(), String> {
+        nvcomp().map(|_| ()).map_err(str::to_string)
+    }
+
+    fn new_batch_desc(&self, capacity: usize) -> Result<BatchDesc> {
+        let len = DescLayout::new(capacity).len;
+        let n = self.ctx.ordinal();
+        let device = Region::alloc_cuda(n, len, Init::Zeroed)?;
+        device.settle()?;
+        Ok(BatchDesc {
+            capacity,
+            host: Region::alloc_pinned(n, len, Init::Zeroed)?,
+            device,
+            temp: None,
+        })
+    }
+
+    fn decompress_batch(
+        &self,
+        q: &Queue,
+        format: Compression,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()> {
+        let lib = nvcomp().map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+        if items.is_empty() {
+            return Ok(());
+        }
+        let api = match format {
+            Compression::Zstd => lib.zstd,
+            Compression::Deflate => lib.deflate,
+        };
+        // Request arrays: written on the host (this waits for the descriptor's last batch,
+        // whose fence is on it), copied to the device on the batch's queue.
+        desc.write_requests(items, &|r| device_address(r, "batch chunk"))?;
+        let l = DescLayout::new(desc.capacity);
+        let (host, device) = (desc.host.clone(), desc.device.clone());
+        self.copy(q, &host.sub(0, l.out_actual), &device.sub(0, l.out_actual))?;
+        let mut regions: Vec<&Region> = vec![&host, &device];
+        regions.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
+        let stream = self.stream_after(q, &regions)?;
+        let max_chunk = items.iter().map(|it| it.output.len()).max().unwrap_or(0);
+        let total: usize = items.iter().map(|it| it.output.len()).sum();
+        let temp_bytes = lib.temp_bytes(api, items.len(), max_chunk, total, stream.cu_stream())?;
+        if desc.temp.as_ref().is_none_or(|t| t.len() < temp_bytes) {
+            let t = Region::alloc_cuda(self.ctx.ordinal(), temp_bytes.max(1), Init::Unwritten)?;
+            t.settle()?;
+            desc.temp = Some(t);
+        }
+        let temp = desc.temp.as_ref().expect("allocated above");
+        let base = device_address(&device, "batch descriptor")?;
+        // SAFETY: the descriptor arrays on the device hold the device addresses and sizes of
+        // `items` (written above, copied on this stream before this call); every input and
+        // output region and the temp buffer are live device memory of the stated sizes, kept
+        // alive past the stream's completion of this call by the fences tracked below; the
+        // pipeline validated each input's framing on the CPU before upload.
+        unsafe {
+            lib.decompress(
+                api,
+                base + l.in_ptrs as u64,
+                base + l.in_bytes as u64,
+                base + l.out_capacity as u64,
+                base + l.out_actual as u64,
+                items.len(),
+                device_address(temp, "nvCOMP scratch")?,
+                temp.len(),
+                base + l.out_ptrs as u64,
+                base + l.statuses as u64,
+                stream.cu_stream(),
+            )?
+        };
+        self.copy(
+            q,
+            &device.sub(l.out_actual, l.len),
+            &host.sub(l.out_actual, l.len),
+        )?;
+        // Whoever touches these next (the host reading results, the next batch writing
+        // requests, the allocator) waits for this batch.
+        let mut tracked: Vec<&Region> = vec![&host, &device, temp];
+        tracked.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
+        track(q, &tracked)
+    }
+
+    fn describe_status(&self, status: i32) -> String {
+        match nvcomp() {
+            Ok(lib) => lib.describe(status),
+            Err(_) => format!("nvCOMP status {status}"),
+        }
+    }
+
     fn record(&self, q: &Queue) -> Result<Event> {
         let stream = self.stream(q)?;
         stream
             .record_event(None)
-            .map(Event::Cuda)
+            .map(|e| Event::Cuda(Arc::new(e)))
             .map_err(|e| Error::cuda("cuEventRecord", e))
     }
 

@@ -1,5 +1,9 @@
 //! The host implementation of the device trait: host memory, memcpy, host kernels.
 
+use super::batch::{
+    BatchDesc, BatchItem, CANNOT_DECOMPRESS, Compression, DescLayout, decode_on_host,
+    describe_host_status,
+};
 use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
@@ -127,6 +131,51 @@ impl DeviceOps for HostOps {
             )?
         };
         Ok(())
+    }
+
+    fn batch_decoder(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn new_batch_desc(&self, capacity: usize) -> Result<BatchDesc> {
+        let host = Region::alloc_host(DescLayout::new(capacity).len, Init::Zeroed)?;
+        Ok(BatchDesc {
+            capacity,
+            device: host.clone(),
+            host,
+            temp: None,
+        })
+    }
+
+    fn decompress_batch(
+        &self,
+        _q: &Queue,
+        format: Compression,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()> {
+        // The same request arrays the GPU decoder gets (host addresses here), then the
+        // chunks decoded one by one with the CPU codecs, results in nvCOMP's layout.
+        desc.write_requests(items, &|r| {
+            r.host_ptr()
+                .map(|p| p as u64)
+                .ok_or_else(|| Error::NotHostAccessible(format!("batch chunk in {}", r.memory())))
+        })?;
+        for (i, it) in items.iter().enumerate() {
+            let (_guard, input) = it.input.host_bytes()?;
+            let decoded = it
+                .output
+                .with_host_mut(|out| Ok(decode_on_host(format, input, out)))?;
+            match decoded {
+                Ok(n) => desc.write_outcome(i, n, 0)?,
+                Err(_) => desc.write_outcome(i, 0, CANNOT_DECOMPRESS)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn describe_status(&self, status: i32) -> String {
+        describe_host_status(status)
     }
 
     fn record(&self, _q: &Queue) -> Result<Event> {

@@ -3,12 +3,18 @@
 //! Nothing here touches CUDA until a CUDA device is asked for, and then only through
 //! [`crate::driver`], which probes the driver first.
 
+mod batch;
 mod cuda;
 mod host;
+mod nvcomp;
 mod ops;
 mod stream;
 
+#[cfg(test)]
+pub(crate) use batch::decode_on_host;
+pub(crate) use batch::{BatchDesc, BatchItem, Compression};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
+pub use nvcomp::nvcomp_library;
 pub(crate) use ops::{DeviceOps, Event, Queue, ops_for, ops_for_pair, track};
 pub use stream::Stream;

@@ -4,6 +4,7 @@
 //! [`super::HostOps`] (host memory, memcpy, the host twins of the kernels, everything done
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
+use super::batch::{BatchDesc, BatchItem, Compression};
 use super::{CudaOps, HostOps};
 use crate::error::Result;
 use crate::memory::{Fence, Region};
@@ -20,9 +21,11 @@ pub(crate) enum Queue {
 }
 
 /// A point in a queue; waiting on it blocks the host until the work before it is done.
+/// Cheap to clone (one batch's event is shared by all the slots it used).
+#[derive(Clone)]
 pub(crate) enum Event {
     Complete,
-    Cuda(CudaEvent),
+    Cuda(Arc<CudaEvent>),
 }
 
 impl Event {
@@ -32,6 +35,14 @@ impl Event {
             Event::Cuda(e) => e
                 .synchronize()
                 .map_err(|e| crate::error::Error::cuda("cuEventSynchronize", e)),
+        }
+    }
+
+    /// True once the work before the event is done (never blocks).
+    pub(crate) fn is_complete(&self) -> bool {
+        match self {
+            Event::Complete => true,
+            Event::Cuda(e) => e.is_complete(),
         }
     }
 }
@@ -92,6 +103,22 @@ pub(crate) trait DeviceOps: Send + Sync {
         dst_kind: ScalarKind,
         shape: &[usize],
     ) -> Result<()>;
+    /// Why this device cannot decompress batches itself (`Ok` when it can: always on the
+    /// host, with nvCOMP on CUDA).
+    fn batch_decoder(&self) -> std::result::Result<(), String>;
+    /// Descriptor memory for batches of up to `capacity` chunks.
+    fn new_batch_desc(&self, capacity: usize) -> Result<BatchDesc>;
+    /// Enqueues the decompression of `items` (all in `format`) on `q`. Each chunk's outcome
+    /// is in `desc` once the queue has passed this point ([`BatchDesc::outcomes`]).
+    fn decompress_batch(
+        &self,
+        q: &Queue,
+        format: Compression,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()>;
+    /// A batch status code in words.
+    fn describe_status(&self, status: i32) -> String;
     /// Marks the current end of the queue.
     fn record(&self, q: &Queue) -> Result<Event>;
     /// Blocks until everything queued so far is done.

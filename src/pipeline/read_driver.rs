@@ -2,14 +2,19 @@
 //! fetch stage, sync or async) and decodes it on the worker that fetched it, into the staged
 //! read's slots.
 
+use super::staged_read::DeviceDecode;
 use super::{Produced, StagedRead};
 use crate::buffer::NDBuffer;
-use crate::device::ops_for;
-use crate::error::{BoxError, Result};
-use crate::options::ReadOptions;
-use crate::zarr::{ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, fill_bytes, plan_units};
+use crate::device::{DeviceOps, ops_for};
+use crate::error::{BoxError, Error, Result};
+use crate::options::{Decode, ReadOptions};
+use crate::place::Memory;
+use crate::zarr::{
+    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, fill_bytes, plan_units,
+};
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::Once;
 use zarrs::array::{Array, CodecOptions};
 
 /// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads.
@@ -27,8 +32,12 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
 ) -> Result<()> {
     let elem = out.dtype().size();
     let plan = plan_units(array, subset, elem)?;
+    let ops = ops_for(out.memory())?;
+    let device_codec = plan.chain.as_ref().and_then(|c| DeviceCodec::of(&c.chain));
+    let device_decode = device_decode(opts.decode, out.memory(), ops.as_ref(), device_codec);
+    let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     let staged = StagedRead {
-        ops: ops_for(out.memory())?,
+        ops,
         units: &plan.units,
         layout: plan.layout(),
         request_start: subset.iter().map(|r| r.start).collect(),
@@ -36,6 +45,8 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         staging_bytes: opts.staging_bytes,
         threads: opts.threads(),
         progress: opts.progress.clone(),
+        device_decode,
+        unit_error: &unit_error,
     };
     // Chunks are decoded in parallel, so each codec runs single-threaded.
     let codec_opts = CodecOptions::default()
@@ -45,13 +56,51 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         UnitSource::Subchunk => Some(ShardIndex::new(array)?),
         _ => None,
     };
-    let produce = |unit: &Unit, slot: &mut [u8]| -> Result<Produced> {
-        match fetch(&plan, shards.as_ref(), unit)? {
-            None => Ok(Produced::Missing),
-            Some(encoded) => decode_unit(array, &plan, &codec_opts, unit, encoded, slot),
+    let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
+        let Some(encoded) = fetch(&plan, shards.as_ref(), unit)? else {
+            return Ok(Produced::Missing);
+        };
+        if let (true, Some(codec)) = (to_device, device_codec) {
+            // Checked on the CPU before the device sees it (nvCOMP trusts its input).
+            let expected = unit.num_elements() * elem;
+            let payload = codec
+                .payload(&encoded, expected, opts.validate_checksums)
+                .map_err(|why| chunk_error(array, &unit.indices, why))?;
+            // A chunk that does not compress below a slot is decoded here instead.
+            if let Some(dst) = slot.get_mut(..payload.len()) {
+                dst.copy_from_slice(&encoded[payload.clone()]);
+                return Ok(Produced::Compressed(payload.len()));
+            }
         }
+        decode_unit(array, &plan, &codec_opts, unit, encoded, slot)
     };
     staged.run(out, &produce)
+}
+
+/// Whether, and how, a read into `memory` decompresses on the device (see [`Decode`]).
+fn device_decode(
+    choice: Decode,
+    memory: Memory,
+    ops: &dyn DeviceOps,
+    codec: Option<DeviceCodec>,
+) -> Option<DeviceDecode> {
+    let codec = codec?;
+    let hybrid = match (choice, memory) {
+        (Decode::Cpu | Decode::Auto, _) => return None,
+        (Decode::Gpu, _) => false,
+        (Decode::Both, Memory::Cuda(_)) => true,
+        // The host twin decodes with the same CPU codecs: nothing to share with.
+        (Decode::Both, _) => false,
+    };
+    if let Err(why) = ops.batch_decoder() {
+        static SAID: Once = Once::new();
+        SAID.call_once(|| eprintln!("zarrbuf: decoding on the CPU: {why}"));
+        return None;
+    }
+    Some(DeviceDecode {
+        compression: codec.compression(),
+        hybrid,
+    })
 }
 
 /// Runs the CPU half of a unit's codecs on its encoded bytes, into `slot`: only the

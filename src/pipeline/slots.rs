@@ -25,9 +25,10 @@ pub(crate) fn allocate_slots(
     elem: usize,
     budget: usize,
     threads: usize,
+    in_batches: usize,
 ) -> Result<Vec<Slot>> {
     let slot_bytes = ring_slot_bytes(units, elem);
-    let n = slot_count(budget, slot_bytes, threads, units.len());
+    let n = slot_count(budget, slot_bytes, threads, units.len(), in_batches);
     let mut slots = super::slot_pool::take(ops.memory(), slot_bytes, n);
     while slots.len() < n {
         slots.push(Slot {
@@ -72,10 +73,18 @@ fn drain(ops: &dyn DeviceOps, slots: &[Slot]) -> Result<()> {
 }
 
 /// Number of slots: what fits in the budget, at least two (double buffering), at most what
-/// the workers and the device can keep busy.
-pub(crate) fn slot_count(budget: usize, slot_bytes: usize, threads: usize, units: usize) -> usize {
+/// the workers and the device can keep busy — plus `in_batches`, the slots a device decoder
+/// holds while it gathers and decodes batches.
+pub(crate) fn slot_count(
+    budget: usize,
+    slot_bytes: usize,
+    threads: usize,
+    units: usize,
+    in_batches: usize,
+) -> usize {
     let fits = budget / slot_bytes.max(1);
-    fits.clamp(2, (2 * threads + 2).max(2)).min(units.max(1))
+    fits.clamp(2, (2 * threads + 2 + in_batches).max(2))
+        .min(units.max(1))
 }
 
 #[cfg(test)]
@@ -84,8 +93,11 @@ mod tests {
 
     #[test]
     fn slots_fit_the_budget_but_never_fewer_than_two() {
-        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1000), 6);
-        assert_eq!(slot_count(1 << 20, 4 << 20, 8, 1000), 2);
-        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1), 1);
+        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1000, 0), 6);
+        assert_eq!(slot_count(1 << 20, 4 << 20, 8, 1000, 0), 2);
+        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1, 0), 1);
+        // A device decoder's batches get their own slots, within the budget.
+        assert_eq!(slot_count(256 << 20, 1 << 20, 2, 1000, 128), 134);
+        assert_eq!(slot_count(64 << 20, 1 << 20, 2, 1000, 128), 64);
     }
 }

@@ -76,6 +76,7 @@ impl StagedWrite<'_> {
             elem,
             self.staging_bytes,
             self.threads,
+            0,
         )?;
         let result = self.run_with_slots(data, consume, &slots);
         let drained = finish(self.ops.as_ref(), slots, self.units, elem);

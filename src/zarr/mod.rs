@@ -4,6 +4,7 @@
 
 mod array;
 mod codec_plan;
+mod framing;
 mod info;
 mod remote;
 mod shard_index;
@@ -13,6 +14,7 @@ mod units;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, zarr_error};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
+pub(crate) use framing::DeviceCodec;
 pub use info::{ArrayInfo, describe};
 pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,

@@ -1,0 +1,280 @@
+//! nvCOMP, NVIDIA's GPU (de)compression library, loaded at run time.
+//!
+//! zarrbuf never bundles nvCOMP and never needs it to build: it opens `libnvcomp.so.6` (or
+//! `.so.5`) the first time a read asks for GPU decompression, declares the few batched C
+//! functions it calls (from the headers of the `nvidia-libnvcomp-cu13` wheel, nvCOMP 6), and
+//! reads on without it — decoding on the CPU — when it is absent. Where it looks, in order:
+//! `ZARRBUF_NVCOMP` (a path to the library), the dynamic loader's own search
+//! (`LD_LIBRARY_PATH`, the system), then the `nvidia/libnvcomp/lib64` folder of the
+//! pip wheel under the active Python environment (`VIRTUAL_ENV`, `CONDA_PREFIX`), the
+//! user's site-packages and the system's.
+
+use crate::error::{Error, Result};
+use cudarc::driver::sys::CUstream;
+use std::ffi::{CStr, c_char, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The decompression options of nvCOMP 6's batched API: every format's struct is 64 bytes
+/// whose all-zero value selects the defaults (backend chosen by nvCOMP, no sorting).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct DecompressOpts {
+    words: [u32; 16],
+}
+
+const DEFAULT_OPTS: DecompressOpts = DecompressOpts { words: [0; 16] };
+
+type GetTempSize = unsafe extern "C" fn(
+    num_chunks: usize,
+    max_uncompressed_chunk_bytes: usize,
+    opts: DecompressOpts,
+    temp_bytes: *mut usize,
+    max_total_uncompressed_bytes: usize,
+    stream: CUstream,
+) -> i32;
+
+type DecompressAsync = unsafe extern "C" fn(
+    device_compressed_chunk_ptrs: *const *const c_void,
+    device_compressed_chunk_bytes: *const usize,
+    device_uncompressed_buffer_bytes: *const usize,
+    device_uncompressed_chunk_bytes: *mut usize,
+    num_chunks: usize,
+    device_temp_ptr: *mut c_void,
+    temp_bytes: usize,
+    device_uncompressed_chunk_ptrs: *const *mut c_void,
+    opts: DecompressOpts,
+    device_statuses: *mut i32,
+    stream: CUstream,
+) -> i32;
+
+type StatusString = unsafe extern "C" fn(status: i32) -> *const c_char;
+
+/// One compression format's pair of batched functions.
+#[derive(Clone, Copy)]
+pub(crate) struct Format {
+    temp_size: GetTempSize,
+    decompress: DecompressAsync,
+}
+
+/// The loaded library and the functions zarrbuf calls.
+pub(crate) struct Nvcomp {
+    /// Keeps the functions below valid.
+    _lib: libloading::Library,
+    path: String,
+    pub(crate) zstd: Format,
+    pub(crate) deflate: Format,
+    status_string: StatusString,
+}
+
+/// Where nvCOMP, the GPU decoder, was loaded from; or why it cannot be (a sentence saying
+/// how to install it). Loads it on first use.
+///
+/// ```
+/// match zarrbuf::nvcomp_library() {
+///     Ok(path) => println!("GPU decode with {path}"),
+///     Err(e) => println!("GPU decode unavailable: {e}"),
+/// }
+/// ```
+pub fn nvcomp_library() -> Result<String> {
+    nvcomp()
+        .map(|lib| lib.path().to_string())
+        .map_err(|why| Error::DeviceUnavailable(why.to_string()))
+}
+
+/// The library, loaded once per process; `Err` says why it is not there (one sentence).
+pub(crate) fn nvcomp() -> std::result::Result<&'static Nvcomp, &'static str> {
+    static LIB: OnceLock<std::result::Result<Nvcomp, String>> = OnceLock::new();
+    LIB.get_or_init(load).as_ref().map_err(|s| s.as_str())
+}
+
+fn candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = std::env::var_os("ZARRBUF_NVCOMP") {
+        out.push(PathBuf::from(p));
+        return out;
+    }
+    for name in ["libnvcomp.so.6", "libnvcomp.so.5", "libnvcomp.so"] {
+        out.push(PathBuf::from(name));
+    }
+    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .collect();
+    if let Some(home) = std::env::var_os("HOME") {
+        prefixes.push(PathBuf::from(home).join(".local"));
+    }
+    prefixes.push(PathBuf::from("/usr/local"));
+    prefixes.push(PathBuf::from("/usr"));
+    for prefix in prefixes {
+        let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.file_name().to_string_lossy().starts_with("python3") {
+                continue;
+            }
+            for site in ["site-packages", "dist-packages"] {
+                let lib = e.path().join(site).join("nvidia/libnvcomp/lib64");
+                for name in ["libnvcomp.so.6", "libnvcomp.so.5"] {
+                    if lib.join(name).is_file() {
+                        out.push(lib.join(name));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn load() -> std::result::Result<Nvcomp, String> {
+    #[cfg(miri)]
+    {
+        return Err("Miri cannot load native libraries".into());
+    }
+    #[cfg_attr(miri, allow(unreachable_code))]
+    let mut tried = Vec::new();
+    for path in candidates() {
+        // SAFETY: loading nvCOMP runs its (C++) initialisers, which only set up its own
+        // state; it is a shared library NVIDIA ships for exactly this use.
+        let lib = match unsafe { libloading::Library::new(&path) } {
+            Ok(lib) => lib,
+            Err(_) => {
+                tried.push(path.display().to_string());
+                continue;
+            }
+        };
+        return resolve(lib, path.display().to_string());
+    }
+    Err(format!(
+        "nvCOMP was not found (tried {}); install it with `pip install nvidia-libnvcomp-cu13` \
+         (or -cu12) or point ZARRBUF_NVCOMP at libnvcomp.so.6",
+        tried.join(", ")
+    ))
+}
+
+fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp, String> {
+    /// Copies a function pointer out of the library (valid while `lib` is loaded, which the
+    /// returned `Nvcomp` guarantees by owning it).
+    fn sym<T: Copy>(
+        lib: &libloading::Library,
+        name: &str,
+        path: &str,
+    ) -> std::result::Result<T, String> {
+        // SAFETY: `T` is the exact C signature of `name` in nvCOMP 6's headers
+        // (nvcomp/zstd.h, nvcomp/deflate.h, nvcomp.h); the pointer is used only while the
+        // library stays loaded.
+        unsafe { lib.get::<T>(name.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|e| format!("{path} has no {name} ({e}); zarrbuf needs nvCOMP 5 or 6"))
+    }
+    let zstd = Format {
+        temp_size: sym(&lib, "nvcompBatchedZstdDecompressGetTempSize", &path)?,
+        decompress: sym(&lib, "nvcompBatchedZstdDecompressAsync", &path)?,
+    };
+    let deflate = Format {
+        temp_size: sym(&lib, "nvcompBatchedDeflateDecompressGetTempSize", &path)?,
+        decompress: sym(&lib, "nvcompBatchedDeflateDecompressAsync", &path)?,
+    };
+    let status_string = sym(&lib, "nvcompGetStatusString", &path)?;
+    Ok(Nvcomp {
+        _lib: lib,
+        path,
+        zstd,
+        deflate,
+        status_string,
+    })
+}
+
+impl Nvcomp {
+    /// Where the library was loaded from.
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// nvCOMP's own words for a status code.
+    pub(crate) fn describe(&self, status: i32) -> String {
+        // SAFETY: nvcompGetStatusString returns a static C string (or null) for any value.
+        let p = unsafe { (self.status_string)(status) };
+        if p.is_null() {
+            return format!("nvCOMP status {status}");
+        }
+        // SAFETY: non-null, NUL-terminated and static, per nvCOMP's documentation.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+        format!("{s} (nvCOMP status {status})")
+    }
+
+    /// Bytes of device scratch `format` needs for a batch.
+    pub(crate) fn temp_bytes(
+        &self,
+        format: Format,
+        chunks: usize,
+        max_chunk: usize,
+        total: usize,
+        stream: CUstream,
+    ) -> Result<usize> {
+        let mut bytes = 0usize;
+        // SAFETY: plain values and a valid out-pointer; the stream is live.
+        let st = unsafe {
+            (format.temp_size)(chunks, max_chunk, DEFAULT_OPTS, &mut bytes, total, stream)
+        };
+        if st != 0 {
+            return Err(Error::Cuda {
+                call: "nvcompBatched*DecompressGetTempSize",
+                message: self.describe(st),
+                source: None,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Enqueues one batched decompression on `stream`.
+    ///
+    /// # Safety
+    /// Every pointer is a device address (or a device array of `n` device addresses and
+    /// sizes, as nvCOMP documents) that stays valid until the stream has passed this call;
+    /// the input chunks are in `format` (nvCOMP treats corrupt input as undefined
+    /// behaviour: callers validate the framing on the CPU first); each output buffer holds
+    /// the size given for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn decompress(
+        &self,
+        format: Format,
+        in_ptrs: u64,
+        in_bytes: u64,
+        out_capacity: u64,
+        out_actual: u64,
+        n: usize,
+        temp: u64,
+        temp_bytes: usize,
+        out_ptrs: u64,
+        statuses: u64,
+        stream: CUstream,
+    ) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        let st = unsafe {
+            (format.decompress)(
+                in_ptrs as *const *const c_void,
+                in_bytes as *const usize,
+                out_capacity as *const usize,
+                out_actual as *mut usize,
+                n,
+                temp as *mut c_void,
+                temp_bytes,
+                out_ptrs as *const *mut c_void,
+                DEFAULT_OPTS,
+                statuses as *mut i32,
+                stream,
+            )
+        };
+        if st != 0 {
+            return Err(Error::Cuda {
+                call: "nvcompBatched*DecompressAsync",
+                message: self.describe(st),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,338 @@
+//! The framing of compressed chunks that a device decoder takes: which codec chains qualify,
+//! and the checks run on the CPU before a chunk is uploaded.
+//!
+//! nVIDIA documents corrupt input to nvCOMP as undefined behaviour, so every chunk bound for
+//! the device is checked here first, with what can be checked without decoding it: the zstd
+//! frame header (magic, descriptor, declared content size), the gzip header and trailer
+//! (method, flags, declared size), the zlib header, and a trailing crc32c over the whole
+//! encoded chunk. After decoding, the pipeline checks each chunk's status and decoded size.
+
+use crate::device::Compression;
+use std::ops::Range;
+use std::sync::Arc;
+use zarrs::array::CodecChain;
+use zarrs::plugin::ExtensionName;
+
+/// A chunk's outer compression, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// One zstd frame.
+    Zstd,
+    /// A gzip member (RFC 1952): header, raw DEFLATE, CRC-32 and size trailer.
+    Gzip,
+    /// A zlib stream (RFC 1950): two header bytes, raw DEFLATE, Adler-32.
+    Zlib,
+}
+
+/// The bytes-to-bytes codecs of a chain the device decoder handles: one compressor,
+/// optionally followed by a `crc32c` checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceCodec {
+    pub framing: Framing,
+    pub crc32c: bool,
+}
+
+impl DeviceCodec {
+    /// The device-decodable part of `chain`'s bytes-to-bytes codecs, or `None`.
+    pub(crate) fn of(chain: &Arc<CodecChain>) -> Option<Self> {
+        let names: Vec<String> = chain
+            .bytes_to_bytes_codecs()
+            .iter()
+            .map(|c| c.name_v3().map(|n| n.into_owned()).unwrap_or_default())
+            .collect();
+        let framing = |n: &str| match n.trim_start_matches("numcodecs.") {
+            "zstd" => Some(Framing::Zstd),
+            "gzip" => Some(Framing::Gzip),
+            "zlib" => Some(Framing::Zlib),
+            _ => None,
+        };
+        match names.as_slice() {
+            [one] => framing(one).map(|framing| DeviceCodec {
+                framing,
+                crc32c: false,
+            }),
+            [one, crc] if crc == "crc32c" => framing(one).map(|framing| DeviceCodec {
+                framing,
+                crc32c: true,
+            }),
+            _ => None,
+        }
+    }
+
+    /// What the device decoder runs on the payload.
+    pub(crate) fn compression(&self) -> Compression {
+        match self.framing {
+            Framing::Zstd => Compression::Zstd,
+            Framing::Gzip | Framing::Zlib => Compression::Deflate,
+        }
+    }
+
+    /// Checks `encoded` (one stored chunk that decodes to `expected` bytes) and returns the
+    /// range of it the device decoder takes; `Err` says what is wrong with the chunk.
+    pub(crate) fn payload(
+        &self,
+        encoded: &[u8],
+        expected: usize,
+        validate_checksums: bool,
+    ) -> Result<Range<usize>, String> {
+        let mut body = 0..encoded.len();
+        if self.crc32c {
+            if encoded.len() < 4 {
+                return Err("shorter than its crc32c checksum".into());
+            }
+            body.end -= 4;
+            if validate_checksums {
+                let stored = u32::from_le_bytes(encoded[body.end..].try_into().expect("4 bytes"));
+                let actual = crc32c::crc32c(&encoded[body.clone()]);
+                if stored != actual {
+                    return Err(format!(
+                        "crc32c checksum mismatch: stored {stored:08x}, computed {actual:08x}"
+                    ));
+                }
+            }
+        }
+        let inner = match self.framing {
+            Framing::Zstd => zstd_payload(&encoded[body.clone()], expected)?,
+            Framing::Gzip => gzip_payload(&encoded[body.clone()], expected)?,
+            Framing::Zlib => zlib_payload(&encoded[body.clone()])?,
+        };
+        Ok(body.start + inner.start..body.start + inner.end)
+    }
+}
+
+/// A zstd frame: magic, a valid frame header, and a declared content size (when present)
+/// equal to the chunk's size.
+fn zstd_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
+    const MAGIC: u32 = 0xFD2F_B528;
+    if b.len() < 6 {
+        return Err(format!("a {}-byte zstd frame is too short", b.len()));
+    }
+    let magic = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+    if magic != MAGIC {
+        return Err(format!("not a zstd frame (magic {magic:08x})"));
+    }
+    let fhd = b[4];
+    if fhd & 0x08 != 0 {
+        return Err("the zstd frame header sets its reserved bit".into());
+    }
+    let fcs_flag = fhd >> 6;
+    let single_segment = fhd & 0x20 != 0;
+    let dict_id_bytes = [0usize, 1, 2, 4][(fhd & 0x03) as usize];
+    let window_bytes = usize::from(!single_segment);
+    let fcs_bytes = match fcs_flag {
+        0 => usize::from(single_segment),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let header = 5 + window_bytes + dict_id_bytes + fcs_bytes;
+    if b.len() < header + 3 {
+        return Err(format!(
+            "a {}-byte zstd frame ends inside its {header}-byte header",
+            b.len()
+        ));
+    }
+    if dict_id_bytes != 0
+        && b[5 + window_bytes..5 + window_bytes + dict_id_bytes]
+            .iter()
+            .any(|&x| x != 0)
+    {
+        return Err("the zstd frame needs a dictionary".into());
+    }
+    if fcs_bytes > 0 {
+        let at = 5 + window_bytes + dict_id_bytes;
+        let mut v = [0u8; 8];
+        v[..fcs_bytes].copy_from_slice(&b[at..at + fcs_bytes]);
+        let mut size = u64::from_le_bytes(v);
+        if fcs_bytes == 2 {
+            size += 256;
+        }
+        if size != expected as u64 {
+            return Err(format!(
+                "the zstd frame declares {size} decoded bytes, the chunk holds {expected}"
+            ));
+        }
+    }
+    Ok(0..b.len())
+}
+
+/// A gzip member: magic, DEFLATE method, optional fields skipped, and a trailer whose size
+/// (mod 2^32) is the chunk's size. Returns the raw DEFLATE range.
+fn gzip_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
+    if b.len() < 18 {
+        return Err(format!("a {}-byte gzip member is too short", b.len()));
+    }
+    if b[0] != 0x1f || b[1] != 0x8b {
+        return Err("not a gzip member (bad magic)".into());
+    }
+    if b[2] != 8 {
+        return Err(format!("gzip compression method {} is not DEFLATE", b[2]));
+    }
+    let flags = b[3];
+    if flags & 0xe0 != 0 {
+        return Err("the gzip header sets reserved flags".into());
+    }
+    let mut at = 10usize;
+    let end = b.len() - 8;
+    if flags & 0x04 != 0 {
+        if at + 2 > end {
+            return Err("the gzip extra field is cut off".into());
+        }
+        let xlen = u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+        at += 2 + xlen;
+    }
+    for flag in [0x08u8, 0x10] {
+        if flags & flag != 0 {
+            let zero = b
+                .get(at..end)
+                .and_then(|rest| rest.iter().position(|&x| x == 0))
+                .ok_or("a gzip name or comment field is not terminated")?;
+            at += zero + 1;
+        }
+    }
+    if flags & 0x02 != 0 {
+        at += 2;
+    }
+    if at >= end {
+        return Err("the gzip header leaves no compressed data".into());
+    }
+    let isize = u32::from_le_bytes(b[end + 4..].try_into().expect("4 bytes"));
+    if isize != expected as u32 {
+        return Err(format!(
+            "the gzip trailer declares {isize} decoded bytes (mod 2^32), the chunk holds {expected}"
+        ));
+    }
+    Ok(at..end)
+}
+
+/// A zlib stream: DEFLATE method, a header check that holds, no preset dictionary.
+/// Returns the raw DEFLATE range (the Adler-32 trailer is not part of it).
+fn zlib_payload(b: &[u8]) -> Result<Range<usize>, String> {
+    if b.len() < 7 {
+        return Err(format!("a {}-byte zlib stream is too short", b.len()));
+    }
+    let (cmf, flg) = (b[0], b[1]);
+    if cmf & 0x0f != 8 || cmf >> 4 > 7 {
+        return Err(format!("zlib header {cmf:02x}{flg:02x} is not DEFLATE"));
+    }
+    if (u16::from(cmf) * 256 + u16::from(flg)) % 31 != 0 {
+        return Err("the zlib header check fails".into());
+    }
+    if flg & 0x20 != 0 {
+        return Err("the zlib stream needs a preset dictionary".into());
+    }
+    Ok(2..b.len() - 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    const SIZE: usize = 4096;
+
+    fn data() -> Vec<u8> {
+        (0..SIZE).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    fn zstd_codec() -> DeviceCodec {
+        DeviceCodec {
+            framing: Framing::Zstd,
+            crc32c: false,
+        }
+    }
+
+    #[test]
+    fn zstd_frames_are_checked_and_passed_whole() {
+        let enc = zstd::bulk::compress(&data(), 1).unwrap();
+        let c = zstd_codec();
+        assert_eq!(c.payload(&enc, SIZE, true).unwrap(), 0..enc.len());
+        assert!(
+            c.payload(&enc, SIZE + 1, true)
+                .unwrap_err()
+                .contains("declares")
+        );
+        let mut bad = enc.clone();
+        bad[0] ^= 1;
+        assert!(c.payload(&bad, SIZE, true).unwrap_err().contains("magic"));
+        assert!(c.payload(&enc[..5], SIZE, true).is_err());
+    }
+
+    #[test]
+    fn gzip_and_zlib_are_unwrapped_to_deflate() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&data()).unwrap();
+        let gz = gz.finish().unwrap();
+        let c = DeviceCodec {
+            framing: Framing::Gzip,
+            crc32c: false,
+        };
+        let r = c.payload(&gz, SIZE, true).unwrap();
+        let mut out = vec![0u8; SIZE];
+        let n = crate::device::decode_on_host(Compression::Deflate, &gz[r], &mut out).unwrap();
+        assert_eq!((n, out), (SIZE, data()));
+        assert!(
+            c.payload(&gz, SIZE - 1, true)
+                .unwrap_err()
+                .contains("trailer")
+        );
+
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        zl.write_all(&data()).unwrap();
+        let zl = zl.finish().unwrap();
+        let c = DeviceCodec {
+            framing: Framing::Zlib,
+            crc32c: false,
+        };
+        let r = c.payload(&zl, SIZE, true).unwrap();
+        let mut out = vec![0u8; SIZE];
+        crate::device::decode_on_host(Compression::Deflate, &zl[r], &mut out).unwrap();
+        assert_eq!(out, data());
+        let mut bad = zl.clone();
+        bad[1] ^= 1;
+        assert!(c.payload(&bad, SIZE, true).is_err());
+    }
+
+    #[test]
+    fn crc32c_trailers_are_verified_and_stripped() {
+        let mut enc = zstd::bulk::compress(&data(), 1).unwrap();
+        let crc = crc32c::crc32c(&enc);
+        enc.extend_from_slice(&crc.to_le_bytes());
+        let c = DeviceCodec {
+            framing: Framing::Zstd,
+            crc32c: true,
+        };
+        assert_eq!(c.payload(&enc, SIZE, true).unwrap(), 0..enc.len() - 4);
+        let n = enc.len();
+        enc[n - 1] ^= 0xff;
+        assert!(c.payload(&enc, SIZE, true).unwrap_err().contains("crc32c"));
+        assert!(c.payload(&enc, SIZE, false).is_ok());
+    }
+
+    #[test]
+    fn no_input_panics() {
+        let codecs = [
+            zstd_codec(),
+            DeviceCodec {
+                framing: Framing::Gzip,
+                crc32c: true,
+            },
+            DeviceCodec {
+                framing: Framing::Zlib,
+                crc32c: false,
+            },
+        ];
+        for len in 0..64usize {
+            for fill in [0u8, 0x1f, 0x8b, 0x28, 0xff] {
+                let mut b = vec![fill; len];
+                if len > 1 {
+                    b[0] = 0x1f;
+                    b[1] = 0x8b;
+                }
+                for c in &codecs {
+                    let _ = c.payload(&b, len, true);
+                }
+            }
+        }
+    }
+}
