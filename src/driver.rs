@@ -49,6 +49,13 @@ pub fn cuda_device_count() -> Result<usize> {
 }
 
 fn probe_cuda() -> std::result::Result<usize, String> {
+    if cfg!(miri) {
+        return Err(
+            "the NVIDIA driver cannot be loaded under Miri, which does not run foreign (C) code; \
+                    CUDA is unavailable here, use the CPU"
+                .into(),
+        );
+    }
     // SAFETY: only tries to dlopen the driver library; has no other preconditions.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(

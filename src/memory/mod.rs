@@ -11,6 +11,8 @@ mod cuda;
 mod decode_target;
 mod foreign;
 mod host;
+#[cfg(test)]
+mod miri_tests;
 mod pinned;
 mod region;
 mod storage;

@@ -202,10 +202,14 @@ impl NDBuffer {
         if self.is_c_contiguous()
             && self.byte_order == ByteOrder::native()
             && self.buffer.is_host_accessible()
+            // An element's alignment is its swap unit (a complex number's part size).
+            && self.buffer.host_ptr().is_some_and(|p| {
+                (p as usize).wrapping_add(self.offset) % self.dtype.swap_unit() == 0
+            })
         {
             return Ok(self.clone());
         }
-        if self.is_c_contiguous() {
+        if self.is_c_contiguous() && !self.buffer.is_host_accessible() {
             // One plain copy of the bytes to the host, then fix the byte order there.
             let (start, end) = self.byte_span();
             let bytes = self.buffer.try_slice(start..end)?.to_vec()?;
