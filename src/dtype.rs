@@ -7,14 +7,22 @@ use zarrbuf_codecs::ScalarKind;
 
 /// A fixed-size zarr data type.
 ///
-/// Names follow zarr v3 (`"float32"`, `"complex64"`, `"r16"` for 16 raw bits).
+/// Names follow zarr v3 (`"float32"`, `"complex64"`, `"r16"` for 16 raw bits); numpy's
+/// time and string types, which zarr-python writes, use numpy's names (`"datetime64[10s]"`,
+/// `"timedelta64[ns]"`, `"S5"` for 5 NUL-padded bytes, `"U4"` for 4 UTF-32 characters).
+/// Structured records (zarr-python's `struct`, v2 structured dtypes) are read as
+/// [`DataType::RawBits`] of the record size.
 ///
 /// ```
-/// use zarrbuf::DataType;
+/// use zarrbuf::{DataType, TimeUnit};
 /// let t: DataType = "float32".parse().unwrap();
 /// assert_eq!(t.size(), 4);
 /// assert_eq!(t.to_string(), "float32");
 /// assert_eq!(DataType::RawBits(2).to_string(), "r16");
+/// let d: DataType = "datetime64[10s]".parse().unwrap();
+/// assert_eq!(d, DataType::DateTime64(TimeUnit::Second, 10));
+/// assert_eq!(d.npy_descr(), "<M8[10s]");
+/// assert_eq!(DataType::FixedUtf32(4).size(), 16);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -49,8 +57,133 @@ pub enum DataType {
     Complex64,
     /// `complex128` (two float64).
     Complex128,
-    /// `rN`: raw bits, the number of bytes given.
+    /// `rN`: raw bits, the number of bytes given (also numpy `V{n}` and structured records).
     RawBits(usize),
+    /// numpy `datetime64` counting `scale` × `unit` since the epoch: an `int64`, `NaT` is
+    /// `i64::MIN` (zarr `numpy.datetime64`, v2 `<M8[unit]`).
+    DateTime64(TimeUnit, u32),
+    /// numpy `timedelta64` of `scale` × `unit`: an `int64`, `NaT` is `i64::MIN` (zarr
+    /// `numpy.timedelta64`, v2 `<m8[unit]`).
+    TimeDelta64(TimeUnit, u32),
+    /// numpy `S{n}`: `n` bytes, shorter values NUL-padded (zarr `null_terminated_bytes`).
+    FixedBytes(usize),
+    /// numpy `U{n}`: `n` UTF-32 code units, NUL-padded (zarr `fixed_length_utf32`).
+    FixedUtf32(usize),
+}
+
+/// The unit of numpy's `datetime64` and `timedelta64`.
+///
+/// ```
+/// assert_eq!(zarrbuf::TimeUnit::Microsecond.abbreviation(), "us");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeUnit {
+    /// No unit (numpy's generic `datetime64`).
+    Generic,
+    /// `Y`.
+    Year,
+    /// `M`.
+    Month,
+    /// `W`.
+    Week,
+    /// `D`.
+    Day,
+    /// `h`.
+    Hour,
+    /// `m`.
+    Minute,
+    /// `s`.
+    Second,
+    /// `ms`.
+    Millisecond,
+    /// `us`.
+    Microsecond,
+    /// `ns`.
+    Nanosecond,
+    /// `ps`.
+    Picosecond,
+    /// `fs`.
+    Femtosecond,
+    /// `as`.
+    Attosecond,
+}
+
+impl TimeUnit {
+    const ALL: [TimeUnit; 14] = [
+        TimeUnit::Generic,
+        TimeUnit::Year,
+        TimeUnit::Month,
+        TimeUnit::Week,
+        TimeUnit::Day,
+        TimeUnit::Hour,
+        TimeUnit::Minute,
+        TimeUnit::Second,
+        TimeUnit::Millisecond,
+        TimeUnit::Microsecond,
+        TimeUnit::Nanosecond,
+        TimeUnit::Picosecond,
+        TimeUnit::Femtosecond,
+        TimeUnit::Attosecond,
+    ];
+
+    /// numpy's abbreviation (`""` for the generic unit).
+    pub fn abbreviation(self) -> &'static str {
+        match self {
+            TimeUnit::Generic => "",
+            TimeUnit::Year => "Y",
+            TimeUnit::Month => "M",
+            TimeUnit::Week => "W",
+            TimeUnit::Day => "D",
+            TimeUnit::Hour => "h",
+            TimeUnit::Minute => "m",
+            TimeUnit::Second => "s",
+            TimeUnit::Millisecond => "ms",
+            TimeUnit::Microsecond => "us",
+            TimeUnit::Nanosecond => "ns",
+            TimeUnit::Picosecond => "ps",
+            TimeUnit::Femtosecond => "fs",
+            TimeUnit::Attosecond => "as",
+        }
+    }
+
+    /// The unit of an abbreviation (`"us"` and `"μs"` alike; `""` or `"generic"`: generic).
+    ///
+    /// ```
+    /// assert_eq!(zarrbuf::TimeUnit::from_abbreviation("ns"), Some(zarrbuf::TimeUnit::Nanosecond));
+    /// ```
+    pub fn from_abbreviation(text: &str) -> Option<TimeUnit> {
+        match text {
+            "generic" => Some(TimeUnit::Generic),
+            "μs" => Some(TimeUnit::Microsecond),
+            t => TimeUnit::ALL.into_iter().find(|u| u.abbreviation() == t),
+        }
+    }
+}
+
+/// `[10s]`, `[ns]`, or nothing for the generic unit with scale 1.
+fn time_suffix(unit: TimeUnit, scale: u32) -> String {
+    match (unit, scale) {
+        (TimeUnit::Generic, 1) => String::new(),
+        (TimeUnit::Generic, n) => format!("[{n}]"),
+        (u, 1) => format!("[{}]", u.abbreviation()),
+        (u, n) => format!("[{n}{}]", u.abbreviation()),
+    }
+}
+
+/// Parses `[10s]`, `[ns]` or `` (generic) after a time type's name.
+fn parse_time_suffix(text: &str) -> Option<(TimeUnit, u32)> {
+    if text.is_empty() {
+        return Some((TimeUnit::Generic, 1));
+    }
+    let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+    let digits = inner.chars().take_while(char::is_ascii_digit).count();
+    let scale = if digits == 0 {
+        1
+    } else {
+        inner[..digits].parse().ok()?
+    };
+    (scale > 0).then_some(())?;
+    Some((TimeUnit::from_abbreviation(&inner[digits..])?, scale))
 }
 
 impl DataType {
@@ -85,12 +218,15 @@ impl DataType {
             DataType::Int32 | DataType::UInt32 | DataType::Float32 => 4,
             DataType::Int64 | DataType::UInt64 | DataType::Float64 | DataType::Complex64 => 8,
             DataType::Complex128 => 16,
-            DataType::RawBits(n) => n,
+            DataType::RawBits(n) | DataType::FixedBytes(n) => n,
+            DataType::DateTime64(..) | DataType::TimeDelta64(..) => 8,
+            DataType::FixedUtf32(n) => 4 * n,
         }
     }
 
     /// The size of the units that change order with endianness: the element size, except
-    /// complex (each part swaps on its own) and single bytes / raw bits (never swapped).
+    /// complex (each part swaps on its own), UTF-32 strings (4-byte code units) and single
+    /// bytes / raw bits / byte strings (never swapped).
     ///
     /// ```
     /// assert_eq!(zarrbuf::DataType::Complex64.swap_unit(), 4);
@@ -100,7 +236,8 @@ impl DataType {
         match self {
             DataType::Complex64 => 4,
             DataType::Complex128 => 8,
-            DataType::RawBits(_) => 1,
+            DataType::RawBits(_) | DataType::FixedBytes(_) => 1,
+            DataType::FixedUtf32(_) => 4,
             other => other.size(),
         }
     }
@@ -122,7 +259,8 @@ impl DataType {
         )
     }
 
-    /// Formats one element given as native-order bytes (`1.5`, `NaN`, `(1+2j)`, `true`, `0x0a0b`).
+    /// Formats one element given as native-order bytes (`1.5`, `NaN`, `(1+2j)`, `true`,
+    /// `0x0a0b`, `b"ab"`, `"ab"`, `17[10s]`, `NaT`).
     ///
     /// ```
     /// use zarrbuf::DataType;
@@ -189,10 +327,29 @@ impl DataType {
                 "0x{}",
                 b.iter().map(|x| format!("{x:02x}")).collect::<String>()
             ),
+            DataType::DateTime64(unit, scale) | DataType::TimeDelta64(unit, scale) => {
+                match i64::from_ne_bytes(a(8)) {
+                    i64::MIN => "NaT".into(),
+                    v => format!("{v}{}", time_suffix(unit, scale)),
+                }
+            }
+            DataType::FixedBytes(_) => {
+                let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+                format!("b\"{}\"", b[..end].escape_ascii())
+            }
+            DataType::FixedUtf32(_) => {
+                let text: String = b
+                    .chunks_exact(4)
+                    .map(|u| u32::from_ne_bytes([u[0], u[1], u[2], u[3]]))
+                    .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+                    .collect();
+                format!("{:?}", text.trim_end_matches('\0'))
+            }
         }
     }
 
-    /// The scalar kind the kernels use for conversions; `None` for raw bits.
+    /// The scalar kind the kernels use for conversions (times as `int64`); `None` for raw bits
+    /// and strings.
     pub(crate) fn scalar_kind(self) -> Option<ScalarKind> {
         Some(match self {
             DataType::Bool => ScalarKind::Bool,
@@ -210,11 +367,15 @@ impl DataType {
             DataType::Float64 => ScalarKind::F64,
             DataType::Complex64 => ScalarKind::C64,
             DataType::Complex128 => ScalarKind::C128,
-            DataType::RawBits(_) => return None,
+            DataType::DateTime64(..) | DataType::TimeDelta64(..) => ScalarKind::I64,
+            DataType::RawBits(_) | DataType::FixedBytes(_) | DataType::FixedUtf32(_) => {
+                return None;
+            }
         })
     }
 
-    /// The numpy `.npy` descriptor in little-endian (`<f4`, `|b1`, `<c8`, `|V2`).
+    /// The numpy `.npy` descriptor in little-endian (`<f4`, `|b1`, `<c8`, `|V2`, `<M8[s]`,
+    /// `|S5`, `<U4`).
     ///
     /// ```
     /// assert_eq!(zarrbuf::DataType::Bool.npy_descr(), "|b1");
@@ -239,7 +400,57 @@ impl DataType {
             DataType::Complex64 => "<c8".into(),
             DataType::Complex128 => "<c16".into(),
             DataType::RawBits(n) => format!("|V{n}"),
+            DataType::DateTime64(u, k) => format!("<M8{}", time_suffix(u, k)),
+            DataType::TimeDelta64(u, k) => format!("<m8{}", time_suffix(u, k)),
+            DataType::FixedBytes(n) => format!("|S{n}"),
+            DataType::FixedUtf32(n) => format!("<U{n}"),
         }
+    }
+
+    /// The data type of a numpy type code without its byte-order character (`"f4"`, `"b1"`,
+    /// `"M8[ns]"`, `"S5"`, `"U4"`, `"V3"`), as `.npy` headers and zarr v2 spell them.
+    ///
+    /// ```
+    /// use zarrbuf::{DataType, TimeUnit};
+    /// assert_eq!(DataType::from_numpy_code("c8"), Some(DataType::Complex64));
+    /// assert_eq!(DataType::from_numpy_code("m8[ms]"), Some(DataType::TimeDelta64(TimeUnit::Millisecond, 1)));
+    /// assert_eq!(DataType::from_numpy_code("O"), None);
+    /// ```
+    pub fn from_numpy_code(code: &str) -> Option<DataType> {
+        let sized = |rest: &str| rest.parse::<usize>().ok().filter(|&n| n > 0);
+        Some(match code {
+            "b1" | "?" => DataType::Bool,
+            "i1" => DataType::Int8,
+            "i2" => DataType::Int16,
+            "i4" => DataType::Int32,
+            "i8" => DataType::Int64,
+            "u1" => DataType::UInt8,
+            "u2" => DataType::UInt16,
+            "u4" => DataType::UInt32,
+            "u8" => DataType::UInt64,
+            "f2" => DataType::Float16,
+            "f4" => DataType::Float32,
+            "f8" => DataType::Float64,
+            "c8" => DataType::Complex64,
+            "c16" => DataType::Complex128,
+            c => {
+                if let Some(rest) = c.strip_prefix("M8") {
+                    let (u, k) = parse_time_suffix(rest)?;
+                    DataType::DateTime64(u, k)
+                } else if let Some(rest) = c.strip_prefix("m8") {
+                    let (u, k) = parse_time_suffix(rest)?;
+                    DataType::TimeDelta64(u, k)
+                } else if let Some(rest) = c.strip_prefix('V') {
+                    DataType::RawBits(sized(rest)?)
+                } else if let Some(rest) = c.strip_prefix('S') {
+                    DataType::FixedBytes(sized(rest)?)
+                } else if let Some(rest) = c.strip_prefix('U') {
+                    DataType::FixedUtf32(sized(rest)?)
+                } else {
+                    return None;
+                }
+            }
+        })
     }
 }
 
@@ -262,6 +473,10 @@ impl std::fmt::Display for DataType {
             DataType::Complex64 => "complex64",
             DataType::Complex128 => "complex128",
             DataType::RawBits(n) => return write!(f, "r{}", n * 8),
+            DataType::DateTime64(u, k) => return write!(f, "datetime64{}", time_suffix(*u, *k)),
+            DataType::TimeDelta64(u, k) => return write!(f, "timedelta64{}", time_suffix(*u, *k)),
+            DataType::FixedBytes(n) => return write!(f, "S{n}"),
+            DataType::FixedUtf32(n) => return write!(f, "U{n}"),
         };
         f.write_str(name)
     }
@@ -279,8 +494,21 @@ impl std::str::FromStr for DataType {
                 return Ok(DataType::RawBits(bits / 8));
             }
         }
+        let numpy = s.strip_prefix("numpy.").unwrap_or(s);
+        let time = numpy
+            .strip_prefix("datetime64")
+            .map(|r| ("M8", r))
+            .or_else(|| numpy.strip_prefix("timedelta64").map(|r| ("m8", r)));
+        let code = match time {
+            Some((code, rest)) => format!("{code}{rest}"),
+            None if s.starts_with(['S', 'U']) => s.to_string(),
+            None => String::new(),
+        };
+        if let Some(t) = DataType::from_numpy_code(&code) {
+            return Ok(t);
+        }
         Err(Error::DataType(format!(
-            "unknown data type {s:?}; expected one of bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128 or rN (N a multiple of 8)"
+            "unknown data type {s:?}; expected one of bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64, complex64, complex128, rN (N a multiple of 8), datetime64[unit], timedelta64[unit], S<n> or U<n>"
         )))
     }
 }

@@ -40,7 +40,7 @@ pub use buffer::{
 };
 pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;
-pub use dtype::{ByteOrder, DataType, Element, Order};
+pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
 pub use options::{Decode, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
 pub use pipeline::release_cached_memory;

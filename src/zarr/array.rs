@@ -1,12 +1,60 @@
 //! What zarrbuf needs to know of a zarrs `Array` everywhere: its data type in zarrbuf's
 //! terms, its fill value's bytes, and errors that name the array and chunk.
 
-use crate::dtype::DataType;
+use super::dtypes::{NullTerminatedBytesDataType, StructDataType};
+use crate::dtype::{ByteOrder, DataType, TimeUnit};
 use crate::error::{BoxError, Error, Result};
-use zarrs::array::Array;
+use zarrs::array::data_type::{
+    FixedLengthUTF32DataType, NumpyDateTime64DataType, NumpyTimeDelta64DataType,
+};
+use zarrs::array::{Array, ArrayMetadata};
+use zarrs::metadata_ext::data_type::NumpyTimeUnit;
 use zarrs::plugin::ExtensionName;
 
+fn time_unit(u: NumpyTimeUnit) -> TimeUnit {
+    match u {
+        NumpyTimeUnit::Generic => TimeUnit::Generic,
+        NumpyTimeUnit::Year => TimeUnit::Year,
+        NumpyTimeUnit::Month => TimeUnit::Month,
+        NumpyTimeUnit::Week => TimeUnit::Week,
+        NumpyTimeUnit::Day => TimeUnit::Day,
+        NumpyTimeUnit::Hour => TimeUnit::Hour,
+        NumpyTimeUnit::Minute => TimeUnit::Minute,
+        NumpyTimeUnit::Second => TimeUnit::Second,
+        NumpyTimeUnit::Millisecond => TimeUnit::Millisecond,
+        NumpyTimeUnit::Microsecond => TimeUnit::Microsecond,
+        NumpyTimeUnit::Nanosecond => TimeUnit::Nanosecond,
+        NumpyTimeUnit::Picosecond => TimeUnit::Picosecond,
+        NumpyTimeUnit::Femtosecond => TimeUnit::Femtosecond,
+        NumpyTimeUnit::Attosecond => TimeUnit::Attosecond,
+    }
+}
+
+/// The `endian` of every `bytes` codec in a v3 chain, sharding included.
+fn bytes_endians(codecs: &[serde_json::Value], out: &mut Vec<String>) {
+    for c in codecs {
+        let cfg = c.get("configuration");
+        match c.get("name").and_then(|n| n.as_str()) {
+            Some("bytes") => {
+                if let Some(e) = cfg.and_then(|c| c.get("endian")).and_then(|e| e.as_str()) {
+                    out.push(e.to_string());
+                }
+            }
+            Some("sharding_indexed") => {
+                if let Some(inner) = cfg.and_then(|c| c.get("codecs")).and_then(|c| c.as_array()) {
+                    bytes_endians(inner, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// zarrbuf's data type for a zarrs array, or `Unsupported` for variable-length types.
+///
+/// Variable-length strings and bytes (zarr `string`, `bytes`; v2 `|O` with `vlen-utf8`,
+/// `vlen-bytes`, `json2`, `msgpack2`, `pickle`) have no fixed-size element, which every
+/// zarrbuf buffer (host, pinned, device) is made of: the error says how to read them.
 pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
     let dt = array.data_type();
     let name = dt
@@ -15,10 +63,56 @@ pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
         .unwrap_or_else(|| "unnamed".into());
     let Some(size) = dt.fixed_size() else {
         return Err(Error::Unsupported(format!(
-            "array {} has the variable-length data type {name}; zarrbuf buffers hold fixed-size elements",
+            "array {} has the variable-length data type {name}; zarrbuf buffers hold fixed-size \
+             elements on every prototype. Read variable-length strings or bytes on the CPU with \
+             zarrs (array.retrieve_array_subset::<Vec<String>>(..) or ::<Vec<Vec<u8>>>(..)) or \
+             with zarr-python",
             array.path()
         )));
     };
+    if let Some(t) = dt.downcast_ref::<NumpyDateTime64DataType>() {
+        return Ok(DataType::DateTime64(
+            time_unit(t.unit),
+            t.scale_factor.get(),
+        ));
+    }
+    if let Some(t) = dt.downcast_ref::<NumpyTimeDelta64DataType>() {
+        return Ok(DataType::TimeDelta64(
+            time_unit(t.unit),
+            t.scale_factor.get(),
+        ));
+    }
+    if dt.downcast_ref::<FixedLengthUTF32DataType>().is_some() {
+        return Ok(DataType::FixedUtf32(size / 4));
+    }
+    if dt.downcast_ref::<NullTerminatedBytesDataType>().is_some() {
+        return Ok(DataType::FixedBytes(size));
+    }
+    if let Some(s) = dt.downcast_ref::<StructDataType>() {
+        // Records are read as raw bytes, which no zarrbuf path byte-swaps field by field.
+        let native = match ByteOrder::native() {
+            ByteOrder::Little => "little",
+            ByteOrder::Big => "big",
+        };
+        let mut endians = Vec::new();
+        if let ArrayMetadata::V3(m) = array.metadata() {
+            let codecs = serde_json::to_value(&m.codecs).unwrap_or_default();
+            bytes_endians(
+                codecs.as_array().map_or(&[][..], Vec::as_slice),
+                &mut endians,
+            );
+        }
+        if s.has_multi_byte_fields() && endians.iter().any(|e| e != native) {
+            return Err(Error::Unsupported(format!(
+                "array {} holds struct records stored {} endian; zarrbuf reads struct records \
+                 as raw bytes in the stored order and needs them {native} endian (zarr-python's \
+                 default) — read this array with zarr-python",
+                array.path(),
+                endians.join("/")
+            )));
+        }
+        return Ok(DataType::RawBits(size));
+    }
     match name.parse::<DataType>() {
         Ok(t) if t.size() == size => Ok(t),
         _ if size > 0 => Ok(DataType::RawBits(size)),

@@ -4,6 +4,8 @@
 
 mod array;
 mod codec_plan;
+mod codecs;
+mod dtypes;
 mod framing;
 mod info;
 mod remote;

@@ -101,13 +101,36 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
         ));
     }
     let store = open_store(location)?;
-    Array::open(store, &path).map_err(|e| {
+    let refused = match Array::open(store.clone(), &path) {
+        Ok(array) => return Ok(array),
+        Err(e) => e,
+    };
+    let err = |e: zarrs::array::ArrayCreateError| {
         Error::zarr(
             label(location, array_path),
             describe_open_error(&e),
             Some(Box::new(e)),
         )
-    })
+    };
+    // v2 metadata zarr-python writes that zarrs refuses as written (structured dtypes, null
+    // fill values): open the equivalent metadata instead.
+    let node = zarrs::node::NodePath::new(&path).map_err(|e| err(e.into()))?;
+    let zarray = store
+        .get(&zarrs::node::meta_key_v2_array(&node))
+        .ok()
+        .flatten();
+    match zarray
+        .as_deref()
+        .and_then(super::dtypes::v2_metadata_fallback)
+    {
+        Some(Ok(meta)) => Array::new_with_metadata(store, &path, meta).map_err(err),
+        Some(Err(why)) => Err(Error::zarr(
+            label(location, array_path),
+            format!("cannot open the array: {why}"),
+            Some(Box::new(refused)),
+        )),
+        None => Err(err(refused)),
+    }
 }
 
 /// A sentence for the reasons an array does not open.
