@@ -1,7 +1,7 @@
 //! Host export: ndarray views, owned ndarrays, Vecs and scalars.
 
 use super::NDBuffer;
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, BufferPrototype};
 use crate::dtype::{ByteOrder, DataType, Element};
 use crate::error::{Error, Result};
 use crate::memory::ReadGuard;
@@ -212,9 +212,13 @@ impl NDBuffer {
         if self.is_c_contiguous() && !self.buffer.is_host_accessible() {
             // One plain copy of the bytes to the host, then fix the byte order there.
             let (start, end) = self.byte_span();
-            let bytes = self.buffer.try_slice(start..end)?.to_vec()?;
+            // Into zarrbuf's own (64-byte aligned) host memory: a Vec<u8> promises no
+            // alignment, and the elements are viewed as their type below. Written whole by
+            // the copy; dropped if it fails.
+            let mut bytes = Buffer::empty_unwritten(end - start, &BufferPrototype::cpu())?;
+            bytes.copy_from(&self.buffer.try_slice(start..end)?)?;
             let host = NDBuffer::from_parts(
-                Buffer::from_vec(bytes),
+                bytes,
                 self.dtype,
                 &self.shape,
                 &self.strides,
