@@ -43,6 +43,7 @@ soundness!(
     released_memory_waits_for_copies,
     close_orders_the_release,
     prototype_streams_order_copies,
+    mutable_views_are_exclusive,
 );
 
 /// Defect 5: dropping an async read must not leave its blocking half writing into the

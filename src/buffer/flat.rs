@@ -4,7 +4,9 @@ use super::BufferPrototype;
 use crate::device::Stream;
 use crate::device::{CudaOps, DeviceOps, Queue, ops_for, ops_for_pair, track};
 use crate::error::{Error, Result};
-use crate::memory::{ForeignCuda, ForeignHost, ReadGuard, Region, StorageKind, next_id};
+use crate::memory::{
+    ForeignCuda, ForeignHost, ReadGuard, Region, StorageKind, WriteGuard, next_id,
+};
 use crate::place::{Device, Memory};
 use bytes::Bytes;
 use std::any::Any;
@@ -382,6 +384,17 @@ impl Buffer {
         elem_strides: &[usize],
     ) -> Result<(ReadGuard<'_>, ndarray::ArrayViewD<'_, T>)> {
         self.region.ndarray_view::<T>(offset, shape, elem_strides)
+    }
+
+    /// A typed, mutable host ndarray view (see [`crate::NDBuffer::as_ndarray_mut`]).
+    pub(crate) fn storage_view_mut<T: crate::dtype::Element>(
+        &self,
+        offset: usize,
+        shape: &[usize],
+        elem_strides: &[usize],
+    ) -> Result<(WriteGuard<'_>, ndarray::ArrayViewMutD<'_, T>)> {
+        self.region
+            .ndarray_view_mut::<T>(offset, shape, elem_strides)
     }
 
     /// Host address of the first byte, `None` for device memory. Dereferencing it is unsafe:

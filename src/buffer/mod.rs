@@ -8,5 +8,5 @@ mod prototype;
 
 pub use flat::{Buffer, HostBytes};
 pub(crate) use ndbuffer::CWindow;
-pub use ndbuffer::{HostArrayView, NDBuffer};
+pub use ndbuffer::{HostArrayView, HostArrayViewMut, NDBuffer};
 pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};

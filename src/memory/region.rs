@@ -167,6 +167,17 @@ impl Region {
             .ndarray_view::<T>(self.offset + offset, shape, elem_strides)
     }
 
+    /// A typed, mutable ndarray view; `offset` is relative to this region's first byte.
+    pub(crate) fn ndarray_view_mut<T: crate::dtype::Element>(
+        &self,
+        offset: usize,
+        shape: &[usize],
+        elem_strides: &[usize],
+    ) -> Result<(WriteGuard<'_>, ndarray::ArrayViewMutD<'_, T>)> {
+        self.storage
+            .ndarray_view_mut::<T>(self.offset + offset, shape, elem_strides)
+    }
+
     /// The `Vec` behind this region when it wraps one and no other handle shares it.
     pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
         Arc::try_unwrap(self.storage)

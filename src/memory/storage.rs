@@ -211,6 +211,73 @@ impl Storage {
         Ok((guard, view))
     }
 
+    /// A typed, mutable ndarray view of host memory (see [`Self::ndarray_view`]), with the
+    /// write guard that keeps every other host reader and writer out while it lives. Views
+    /// whose elements overlap (a zero stride, strides shorter than the axes below them) are
+    /// refused: two `&mut` to one element would be undefined behaviour.
+    pub(crate) fn ndarray_view_mut<T: crate::dtype::Element>(
+        &self,
+        offset: usize,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<(WriteGuard<'_>, ndarray::ArrayViewMutD<'_, T>)> {
+        let size = std::mem::size_of::<T>();
+        let count: usize = shape.iter().product();
+        if count == 0 {
+            let view = ndarray::ArrayViewMutD::from_shape(ndarray::IxDyn(shape), &mut [])
+                .map_err(|e| Error::ShapeMismatch(e.to_string()))?;
+            return Ok((self.write()?, view));
+        }
+        // No self-overlap: taking the axes by increasing stride, each steps past everything
+        // the axes before it reach.
+        let mut axes: Vec<(usize, usize)> = shape
+            .iter()
+            .zip(strides)
+            .filter(|(n, _)| **n > 1)
+            .map(|(&n, &s)| (s, n))
+            .collect();
+        axes.sort_unstable();
+        let mut reach = 1usize;
+        for &(s, n) in &axes {
+            if s < reach {
+                return Err(Error::InvalidArgument(format!(
+                    "a mutable view needs elements that do not overlap, but strides {strides:?} \
+                     (in elements) for shape {shape:?} make some coincide; copy the array first"
+                )));
+            }
+            reach = s * (n - 1) + reach;
+        }
+        let extent = (reach - 1) * size + size;
+        let ptr = self.host_range(offset, extent)?;
+        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "the data at byte offset {offset} is not aligned for {}; copy it first",
+                T::DTYPE
+            )));
+        }
+        let guard = self.write()?;
+        let dims = ndarray::ShapeBuilder::strides(ndarray::IxDyn(shape), ndarray::IxDyn(strides));
+        if T::DTYPE == crate::dtype::DataType::Bool {
+            // A bool view over another byte would be undefined behaviour: look at the bytes
+            // first (as bytes, under the guard already held).
+            // SAFETY: as below, with u8 (size and alignment 1, every byte valid); this view
+            // is dropped before the typed one is made.
+            let bytes =
+                unsafe { ndarray::ArrayViewD::from_shape_ptr(dims.clone(), ptr as *const u8) };
+            if let Some(b) = bytes.iter().find(|&&b| b > 1) {
+                return Err(Error::DataType(format!(
+                    "a bool element holds the byte {b}, which is neither 0 nor 1"
+                )));
+            }
+        }
+        // SAFETY: every element lies in [ptr, ptr+extent) (bounds checked above) and no two
+        // elements overlap (checked above); ptr is aligned for T; every bit pattern is a valid
+        // T for the sealed Element types, and bool bytes were checked above; the write guard
+        // excludes every other host access through any handle while the view lives.
+        let view = unsafe { ndarray::ArrayViewMutD::from_shape_ptr(dims, ptr as *mut T) };
+        Ok((guard, view))
+    }
+
     /// The Vec this storage wraps, if it is one (used to hand host copies back without copying).
     pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
         if !matches!(&*self.kind, StorageKind::ForeignHost(_)) || !self.completion.is_idle() {

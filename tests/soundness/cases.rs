@@ -25,6 +25,7 @@ pub fn all() -> Vec<(&'static str, Case)> {
             "prototype_streams_order_copies",
             prototype_streams_order_copies,
         ),
+        ("mutable_views_are_exclusive", mutable_views_are_exclusive),
     ]
 }
 
@@ -270,4 +271,62 @@ pub fn prototype_streams_order_copies(proto: &BufferPrototype) -> Result<(), Str
         );
     }
     s.synchronize().map_err(e)
+}
+
+/// `as_ndarray_mut`: exclusive while it lives, refused where two elements share memory (a
+/// zero stride), and bool bytes checked before the view exists.
+pub fn mutable_views_are_exclusive(proto: &BufferPrototype) -> Result<(), String> {
+    let mut a = NDBuffer::zeros(&[3, 4], DataType::Int32, Order::C, proto).map_err(e)?;
+    if !proto.memory().is_host_accessible() {
+        ensure!(
+            matches!(a.as_ndarray_mut::<i32>(), Err(Error::NotHostAccessible(_))),
+            "a mutable host view of device memory must be refused"
+        );
+        return Ok(());
+    }
+    let other = a.clone();
+    {
+        let mut v = a.as_ndarray_mut::<i32>().map_err(e)?;
+        v[[2, 3]] = 9;
+        ensure!(
+            matches!(other.as_ndarray::<i32>(), Err(Error::Busy(_))),
+            "a read through another handle while a mutable view lives"
+        );
+        ensure!(
+            matches!(other.buffer().clone().fill_bytes(1), Err(Error::Busy(_))),
+            "a write through another handle while a mutable view lives"
+        );
+    }
+    ensure!(
+        other.to_vec::<i32>().map_err(e)?[11] == 9,
+        "the write through the mutable view"
+    );
+    // Every element of this view is the same four bytes.
+    let mut broadcast = NDBuffer::from_parts(
+        a.buffer().clone(),
+        DataType::Int32,
+        &[4],
+        &[0],
+        0,
+        zarrbuf::ByteOrder::native(),
+    )
+    .map_err(e)?;
+    ensure!(
+        matches!(
+            broadcast.as_ndarray_mut::<i32>(),
+            Err(Error::InvalidArgument(_))
+        ),
+        "a mutable view with a zero stride must be refused"
+    );
+    let mut bad = NDBuffer::from_vec(vec![0u8, 3], &[2])
+        .map_err(e)?
+        .with_type(DataType::Bool)
+        .map_err(e)?
+        .to_prototype(proto)
+        .map_err(e)?;
+    ensure!(
+        matches!(bad.as_ndarray_mut::<bool>(), Err(Error::DataType(_))),
+        "a mutable bool view over the byte 3 must be refused"
+    );
+    Ok(())
 }

@@ -115,6 +115,41 @@ impl NDBuffer {
         Self::from_buffer(Buffer::empty_unwritten(bytes, proto)?, dtype, shape, order)
     }
 
+    /// A new NDBuffer shaped like `like` (shape, data type, C or F order as `like` is laid
+    /// out, C otherwise; native byte order), made by `proto` (parpy's `empty_like`). Its bytes
+    /// are zero, as for [`empty`](Self::empty).
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, NDBuffer};
+    /// let a = NDBuffer::from_vec(vec![1.5f64; 6], &[2, 3])?.transpose(&[1, 0])?;
+    /// let b = NDBuffer::empty_like(&a, &BufferPrototype::cpu())?;
+    /// assert_eq!((b.shape(), b.dtype()), (a.shape(), a.dtype()));
+    /// assert!(b.is_f_contiguous());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn empty_like(like: &NDBuffer, proto: &BufferPrototype) -> Result<Self> {
+        let order = if !like.is_c_contiguous() && like.is_f_contiguous() {
+            Order::F
+        } else {
+            Order::C
+        };
+        Self::empty(like.shape(), like.dtype(), order, proto)
+    }
+
+    /// A new NDBuffer of zeros shaped like `like` (see [`empty_like`](Self::empty_like)).
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, NDBuffer};
+    /// let a = NDBuffer::from_vec(vec![7u16; 4], &[4])?;
+    /// let z = NDBuffer::zeros_like(&a, &BufferPrototype::cpu())?;
+    /// assert_eq!(z.to_vec::<u16>()?, vec![0; 4]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn zeros_like(like: &NDBuffer, proto: &BufferPrototype) -> Result<Self> {
+        // `empty` is zeroed already; spelled out for readers who know numpy's pair.
+        Self::empty_like(like, proto)
+    }
+
     /// A new NDBuffer of zeros.
     ///
     /// ```
@@ -134,7 +169,7 @@ impl NDBuffer {
     }
 
     /// A new NDBuffer filled with `fill_value` (one element's bytes, native order), or
-    /// uninitialised when `None` (zarr-python's `NDBuffer.create`).
+    /// zeroed when `None` (zarr-python's `NDBuffer.create`).
     ///
     /// ```
     /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};

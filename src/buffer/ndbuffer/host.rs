@@ -4,7 +4,7 @@ use super::NDBuffer;
 use crate::buffer::{Buffer, BufferPrototype};
 use crate::dtype::{ByteOrder, DataType, Element};
 use crate::error::{Error, Result};
-use crate::memory::ReadGuard;
+use crate::memory::{ReadGuard, WriteGuard};
 
 /// A host ndarray view that keeps the buffer borrowed (no writes elsewhere) while it lives.
 ///
@@ -61,7 +61,93 @@ impl<T> std::ops::Deref for HostArrayView<'_, T> {
     }
 }
 
+/// A mutable host ndarray view: the buffer is borrowed exclusively (every other read or
+/// write through any handle fails with `Error::Busy`) while it lives.
+///
+/// ```
+/// let mut a = zarrbuf::NDBuffer::from_vec(vec![1i32, 2, 3, 4], &[2, 2])?;
+/// {
+///     let mut v = a.as_ndarray_mut::<i32>()?;
+///     v[[1, 0]] = 30;
+///     v.map_inplace(|x| *x *= 2);
+///     assert!(matches!(a.clone().as_ndarray::<i32>(), Err(zarrbuf::Error::Busy(_))));
+/// }
+/// assert_eq!(a.to_vec::<i32>()?, vec![2, 4, 60, 8]);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+///
+/// Nothing borrowed from it outlives it (this does not compile):
+///
+/// ```compile_fail
+/// let mut a = zarrbuf::NDBuffer::from_vec(vec![1i32, 2], &[2])?;
+/// let s: &mut [i32] = { let mut v = a.as_ndarray_mut::<i32>()?; v.as_slice_mut().unwrap() };
+/// s[0] = 5;
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub struct HostArrayViewMut<'a, T> {
+    // Field order matters: the view is dropped before the guard that makes it valid.
+    view: ndarray::ArrayViewMutD<'a, T>,
+    _guard: WriteGuard<'a>,
+}
+
+impl<T> std::ops::Deref for HostArrayViewMut<'_, T> {
+    type Target = ndarray::ArrayRef<T, ndarray::IxDyn>;
+    fn deref(&self) -> &Self::Target {
+        &self.view
+    }
+}
+
+impl<T> std::ops::DerefMut for HostArrayViewMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.view
+    }
+}
+
 impl NDBuffer {
+    /// The checks shared by the host views; returns the strides in elements.
+    fn host_view_strides<T: Element>(&self, what: &str) -> Result<Vec<usize>> {
+        self.check_type::<T>()?;
+        if !self.buffer.is_host_accessible() {
+            return Err(Error::NotHostAccessible(format!(
+                "{what} on an array in {}",
+                self.memory()
+            )));
+        }
+        if self.byte_order != ByteOrder::native() && self.dtype.swap_unit() > 1 {
+            return Err(Error::InvalidArgument(
+                "the array is stored in non-native byte order; convert it with to_byte_order(ByteOrder::native())".into(),
+            ));
+        }
+        let size = self.dtype.size();
+        if self.strides.iter().any(|&s| s as usize % size != 0) {
+            return Err(Error::InvalidArgument(format!(
+                "strides {:?} are not multiples of the element size {size}; copy the array first",
+                self.strides
+            )));
+        }
+        Ok(self.strides.iter().map(|&s| s as usize / size).collect())
+    }
+
+    /// A mutable host ndarray view of the elements, without copying (the rules of
+    /// [`as_ndarray`](Self::as_ndarray), plus: no two elements may share memory).
+    ///
+    /// ```
+    /// let mut a = zarrbuf::NDBuffer::from_vec(vec![0u8; 6], &[2, 3])?;
+    /// a.as_ndarray_mut::<u8>()?.fill(7);
+    /// assert_eq!(a.to_vec::<u8>()?, vec![7; 6]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn as_ndarray_mut<T: Element>(&mut self) -> Result<HostArrayViewMut<'_, T>> {
+        let elem_strides = self.host_view_strides::<T>("as_ndarray_mut")?;
+        let (guard, view) =
+            self.buffer
+                .storage_view_mut::<T>(self.offset, &self.shape, &elem_strides)?;
+        Ok(HostArrayViewMut {
+            view,
+            _guard: guard,
+        })
+    }
+
     /// The single element's value. `ShapeMismatch` unless the array has exactly one element.
     ///
     /// ```
@@ -110,26 +196,7 @@ impl NDBuffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn as_ndarray<T: Element>(&self) -> Result<HostArrayView<'_, T>> {
-        self.check_type::<T>()?;
-        if !self.buffer.is_host_accessible() {
-            return Err(Error::NotHostAccessible(format!(
-                "as_ndarray on an array in {}",
-                self.memory()
-            )));
-        }
-        if self.byte_order != ByteOrder::native() && self.dtype.swap_unit() > 1 {
-            return Err(Error::InvalidArgument(
-                "the array is stored in non-native byte order; convert it with to_byte_order(ByteOrder::native())".into(),
-            ));
-        }
-        let size = self.dtype.size();
-        if self.strides.iter().any(|&s| s as usize % size != 0) {
-            return Err(Error::InvalidArgument(format!(
-                "strides {:?} are not multiples of the element size {size}; copy the array first",
-                self.strides
-            )));
-        }
-        let elem_strides: Vec<usize> = self.strides.iter().map(|&s| s as usize / size).collect();
+        let elem_strides = self.host_view_strides::<T>("as_ndarray")?;
         // For bool, the bytes are checked under a read guard that is held until the bool view
         // has its own, so no write can slip in between the check and the view.
         let bool_check = if self.dtype == DataType::Bool {

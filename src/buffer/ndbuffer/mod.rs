@@ -6,7 +6,7 @@ mod copies;
 mod host;
 mod views;
 
-pub use host::HostArrayView;
+pub use host::{HostArrayView, HostArrayViewMut};
 
 use super::Buffer;
 use crate::dtype::{ByteOrder, DataType, Order};
@@ -136,6 +136,17 @@ impl NDBuffer {
     /// Where the memory lives.
     pub fn memory(&self) -> Memory {
         self.buffer.memory()
+    }
+
+    /// Waits for zarrbuf's work in flight on this array's memory and for its device's queued
+    /// work (see [`Buffer::sync`]); a no-op for host memory.
+    ///
+    /// ```
+    /// zarrbuf::NDBuffer::from_vec(vec![1u8], &[1])?.sync()?;
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn sync(&self) -> Result<()> {
+        self.buffer.sync()
     }
 
     /// Row-major contiguous (size-1 dimensions ignored).
