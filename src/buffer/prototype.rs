@@ -242,3 +242,130 @@ pub fn default_prototype() -> Result<BufferPrototype> {
         _ => Ok(BufferPrototype::cpu()),
     }
 }
+
+/// The ways to make a [`Buffer`] that need a prototype: new memory, and copies into it.
+impl Buffer {
+    /// `len` bytes made by `proto` (zarr-python's `Buffer.empty`). Unlike zarr-python's, the
+    /// bytes are never another allocation's: they are zero (fresh pages from the OS are zero
+    /// already, and a block recycled from zarrbuf's cache or a prototype's allocator is
+    /// cleared), so `empty` and [`zeros`](Self::zeros) hand out the same thing.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::empty(1024, &zarrbuf::BufferPrototype::cpu())?;
+    /// assert_eq!(b.len(), 1024);
+    /// assert!(b.to_vec()?.iter().all(|&x| x == 0));
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn empty(len: usize, proto: &BufferPrototype) -> Result<Self> {
+        proto.allocate(len)
+    }
+
+    /// `len` bytes made by `proto` that may hold a recycled block's old bytes.
+    ///
+    /// Only for zarrbuf's own writers, under the invariant that every byte is written before
+    /// the buffer reaches safe code (a failed write drops the buffer instead of returning it).
+    pub(crate) fn empty_unwritten(len: usize, proto: &BufferPrototype) -> Result<Self> {
+        proto.allocate_unwritten(len)
+    }
+
+    /// `len` zero bytes made by `proto`.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::zeros(8, &zarrbuf::BufferPrototype::cpu())?;
+    /// assert_eq!(b.to_bytes()?.as_ref(), &[0u8; 8]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn zeros(len: usize, proto: &BufferPrototype) -> Result<Self> {
+        proto.allocate(len)
+    }
+
+    /// Copies host bytes into a new buffer made by `proto`.
+    ///
+    /// ```
+    /// let b = zarrbuf::Buffer::from_slice(&[1, 2, 3], &zarrbuf::BufferPrototype::cpu())?;
+    /// assert_eq!(b.to_vec()?, vec![1, 2, 3]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_slice(data: &[u8], proto: &BufferPrototype) -> Result<Self> {
+        let src = Self::from_vec(data.to_vec());
+        Self::from_buffer(&src, proto)
+    }
+
+    /// Copies this buffer into new memory made by `proto`.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let a = Buffer::from_vec(vec![1u8, 2]);
+    /// let b = a.copy_to_new(&BufferPrototype::cpu())?;
+    /// assert_ne!(a.storage_id(), b.storage_id());
+    /// assert!(a.content_eq(&b)?);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn copy_to_new(&self, proto: &BufferPrototype) -> Result<Buffer> {
+        // Every byte is written by the copy below before `out` is returned.
+        let mut out = Buffer::empty_unwritten(self.len(), proto)?;
+        match proto.stream() {
+            Some(s) => {
+                out.copy_from_on(self, s)?;
+                s.synchronize()?;
+            }
+            None => out.copy_from(self)?,
+        }
+        Ok(out)
+    }
+
+    /// Zero-copy promotion: `b` itself (same storage) when its memory already satisfies
+    /// `proto`, else a copy made by `proto`.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let b = Buffer::from_vec(vec![1u8]);
+    /// assert_eq!(Buffer::from_buffer(&b, &BufferPrototype::cpu())?.storage_id(), b.storage_id());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn from_buffer(b: &Buffer, proto: &BufferPrototype) -> Result<Buffer> {
+        if proto.is_satisfied_by(b.memory()) {
+            Ok(b.clone())
+        } else {
+            b.copy_to_new(proto)
+        }
+    }
+
+    /// Concatenates `parts` into one new buffer made by `proto`.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let ab = Buffer::concat(&[Buffer::from_vec(vec![1]), Buffer::from_vec(vec![2, 3])], &BufferPrototype::cpu())?;
+    /// assert_eq!(ab.to_vec()?, vec![1, 2, 3]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn concat(parts: &[Buffer], proto: &BufferPrototype) -> Result<Buffer> {
+        let total = parts
+            .iter()
+            .try_fold(0usize, |acc, p| acc.checked_add(p.len()))
+            .ok_or_else(|| Error::InvalidSize("the concatenated length overflows usize".into()))?;
+        // The parts cover every byte; a failed copy drops `out`.
+        let out = Buffer::empty_unwritten(total, proto)?;
+        let mut at = 0;
+        for p in parts {
+            out.try_slice(at..at + p.len())?.copy_from_inner(p)?;
+            at += p.len();
+        }
+        Ok(out)
+    }
+
+    /// This buffer followed by `others`, in this buffer's kind of memory (zarr-python's `+`).
+    ///
+    /// ```
+    /// let a = zarrbuf::Buffer::from_vec(vec![1u8]);
+    /// let ab = a.combine(&[zarrbuf::Buffer::from_vec(vec![2u8])])?;
+    /// assert_eq!(ab.to_vec()?, vec![1, 2]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn combine(&self, others: &[Buffer]) -> Result<Buffer> {
+        let mut parts = Vec::with_capacity(others.len() + 1);
+        parts.push(self.clone());
+        parts.extend(others.iter().cloned());
+        Buffer::concat(&parts, &BufferPrototype::for_memory(self.memory()))
+    }
+}
