@@ -8,6 +8,7 @@ mod cuda;
 mod host;
 mod nvcomp;
 mod ops;
+mod select;
 mod stream;
 
 #[cfg(test)]
@@ -16,5 +17,6 @@ pub(crate) use batch::{BatchDesc, BatchItem, Compression};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
 pub use nvcomp::nvcomp_library;
-pub(crate) use ops::{DeviceOps, Event, Queue, ops_for, ops_for_pair, track};
+pub(crate) use ops::{DeviceOps, Event, Queue, track};
+pub(crate) use select::{ops_for, ops_for_pair};
 pub use stream::Stream;

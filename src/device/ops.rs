@@ -5,7 +5,6 @@
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
 use super::batch::{BatchDesc, BatchItem, Compression};
-use super::{CudaOps, HostOps};
 use crate::error::Result;
 use crate::memory::{Fence, Region};
 use crate::place::Memory;
@@ -137,20 +136,4 @@ pub(crate) fn track(q: &Queue, regions: &[&Region]) -> Result<()> {
         r.storage().completion().add(fence.clone());
     }
     Ok(())
-}
-
-/// The device whose kernels operate on memory `m`: the host for host and pinned memory.
-pub(crate) fn ops_for(m: Memory) -> Result<Arc<dyn DeviceOps>> {
-    match m {
-        Memory::Host | Memory::Pinned(_) => Ok(Arc::new(HostOps)),
-        Memory::Cuda(n) => Ok(Arc::new(CudaOps::new(n)?)),
-    }
-}
-
-/// The device that can copy between `a` and `b`: CUDA if either lives on a device.
-pub(crate) fn ops_for_pair(a: Memory, b: Memory) -> Result<Arc<dyn DeviceOps>> {
-    match (a, b) {
-        (Memory::Cuda(n), _) | (_, Memory::Cuda(n)) => Ok(Arc::new(CudaOps::new(n)?)),
-        _ => Ok(Arc::new(HostOps)),
-    }
 }

@@ -1,4 +1,4 @@
-//! Staging slots kept between pipeline runs.
+//! Staging slots — what one is — and the pool that keeps them between pipeline runs.
 //!
 //! A pipeline run needs a ring of pinned staging buffers, device scratch buffers and
 //! streams. Creating them costs page-locking, `cuMemAlloc` and `cuStreamCreate` per slot —
@@ -6,12 +6,22 @@
 //! the same slot size on the same device takes them back. At most `MAX_POOLED_BYTES` are
 //! parked; [`release_cached_memory`] frees them.
 
-use super::Slot;
+use crate::buffer::Buffer;
+use crate::device::{Event, Queue};
 use crate::driver::trim_device_pools;
 use crate::memory::release_cached_blocks;
 use crate::place::Memory;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
+
+/// One staging slot: host-side staging memory, device-side scratch, the queue its work uses,
+/// and (for reads) the event that marks the end of the device work that last read it.
+pub(crate) struct Slot {
+    pub staging: Buffer,
+    pub scratch: Buffer,
+    pub queue: Queue,
+    pub pending: Mutex<Option<Event>>,
+}
 
 /// Bytes of parked slots (staging + scratch), over all devices and sizes.
 const MAX_POOLED_BYTES: usize = 1 << 30;

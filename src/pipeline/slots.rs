@@ -2,20 +2,12 @@
 //! memory the device can DMA from and to, device scratch, a queue, and the event of the
 //! device work that last used it. Host memory in flight is bounded by slot count × size.
 
+use super::slot_pool::{self, Slot};
 use crate::buffer::Buffer;
-use crate::device::{DeviceOps, Event, Queue};
+use crate::device::DeviceOps;
 use crate::error::Result;
 use crate::zarr::Unit;
 use std::sync::Mutex;
-
-/// One staging slot: host-side staging memory, device-side scratch, the queue its work uses,
-/// and (for reads) the event that marks the end of the device work that last read it.
-pub(crate) struct Slot {
-    pub staging: Buffer,
-    pub scratch: Buffer,
-    pub queue: Queue,
-    pub pending: Mutex<Option<Event>>,
-}
 
 /// The slot ring for `units` of `elem`-byte elements: slots as large as the largest unit, as
 /// many as [`slot_count`] allows, taken from the slot pool first.
@@ -29,7 +21,7 @@ pub(crate) fn allocate_slots(
 ) -> Result<Vec<Slot>> {
     let slot_bytes = ring_slot_bytes(units, elem);
     let n = slot_count(budget, slot_bytes, threads, units.len(), in_batches);
-    let mut slots = super::slot_pool::take(ops.memory(), slot_bytes, n);
+    let mut slots = slot_pool::take(ops.memory(), slot_bytes, n);
     while slots.len() < n {
         slots.push(Slot {
             staging: Buffer::from_region(ops.alloc_staging(slot_bytes)?),
@@ -63,7 +55,7 @@ pub(crate) fn finish(
             *p = None;
         }
     }
-    super::slot_pool::give_back(ops.memory(), ring_slot_bytes(units, elem), slots);
+    slot_pool::give_back(ops.memory(), ring_slot_bytes(units, elem), slots);
     Ok(())
 }
 
