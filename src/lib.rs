@@ -33,6 +33,7 @@ mod write;
 mod write_async;
 mod zarr;
 
+pub use buffer::dlpack;
 pub use buffer::npy;
 pub use buffer::{
     Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, NDBuffer,

@@ -1,6 +1,7 @@
 //! The three types: [`Buffer`] (flat, untyped bytes), [`NDBuffer`] (typed, strided views) and
 //! [`BufferPrototype`] (where new memory comes from), plus `.npy` files of NDBuffers.
 
+pub mod dlpack;
 mod flat;
 mod ndbuffer;
 pub mod npy;
