@@ -1,0 +1,189 @@
+"""zarrbuf: read and write zarr arrays (v2 and v3) into host or CUDA memory, from Python.
+
+    >>> import zarrbuf, numpy, torch
+    >>> a = zarrbuf.open("data.zarr", "group/temperature")
+    >>> x = a.read((slice(0, 64), ...), device="cuda")   # decoded on the way into the GPU
+    >>> t = torch.from_dlpack(x)                          # no copy
+    >>> h = numpy.asarray(a.read(...))                    # host memory, no copy
+
+Results are :class:`NDArray` objects: they implement ``__dlpack__`` /
+``__dlpack_device__`` and ``__array_interface__`` (host) or ``__cuda_array_interface__``
+(device), so numpy, torch, CuPy and JAX take them without copying.
+
+zarr-python uses zarrbuf for its reads and writes with::
+
+    zarr.config.set({"codec_pipeline.path": "zarrbuf.ZarrbufCodecPipeline"})
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._zarrbuf import NDArray, ZarrbufError, cuda_device_count, from_dlpack
+from ._zarrbuf import open as _open
+
+__all__ = [
+    "Array",
+    "NDArray",
+    "ZarrbufCodecPipeline",
+    "ZarrbufError",
+    "cuda_device_count",
+    "from_dlpack",
+    "open",
+]
+
+
+def normalize_selection(
+    selection: Any, shape: tuple[int, ...]
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """Basic numpy indexing (integers, slices with step 1, one Ellipsis) as array ranges.
+
+    Returns one ``(start, stop)`` per dimension and the axes indexed by an integer (which the
+    result drops).
+    """
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    ellipses = [k for k, s in enumerate(selection) if s is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if ellipses:
+        k = ellipses[0]
+        fill = len(shape) - (len(selection) - 1)
+        if fill < 0:
+            raise IndexError(
+                f"too many indices: the array has {len(shape)} dimensions, "
+                f"{len(selection) - 1} were indexed"
+            )
+        selection = selection[:k] + (slice(None),) * fill + selection[k + 1 :]
+    if len(selection) > len(shape):
+        raise IndexError(
+            f"too many indices: the array has {len(shape)} dimensions, "
+            f"{len(selection)} were indexed"
+        )
+    selection = selection + (slice(None),) * (len(shape) - len(selection))
+    ranges: list[tuple[int, int]] = []
+    drop: list[int] = []
+    for axis, (s, n) in enumerate(zip(selection, shape, strict=True)):
+        if isinstance(s, slice):
+            start, stop, step = s.indices(n)
+            if step != 1:
+                raise IndexError(
+                    f"zarrbuf reads slices with step 1; axis {axis} has step {step} "
+                    "(read the range, then step through the result)"
+                )
+            ranges.append((start, max(start, stop)))
+        elif isinstance(s, (bool, np.bool_)):
+            raise IndexError(f"boolean index on axis {axis}: zarrbuf supports basic slicing only")
+        else:
+            try:
+                i = operator.index(s)
+            except TypeError:
+                raise IndexError(
+                    f"unsupported index {s!r} on axis {axis}: zarrbuf supports integers, "
+                    "slices with step 1 and one Ellipsis (use zarr-python for fancy indexing)"
+                ) from None
+            if i < 0:
+                i += n
+            if not 0 <= i < n:
+                raise IndexError(f"index {s} is out of bounds for axis {axis} with size {n}")
+            ranges.append((i, i + 1))
+            drop.append(axis)
+    return ranges, drop
+
+
+def _dlpack_device(obj: Any) -> tuple[int, int] | None:
+    f = getattr(obj, "__dlpack_device__", None)
+    if f is None:
+        return None
+    try:
+        return tuple(f())
+    except Exception:
+        return None
+
+
+_CPU_DEVICES = {1, 3}  # kDLCPU, kDLCUDAHost
+
+
+class Array:
+    """A zarr array opened by :func:`open`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._inner.shape)
+
+    @property
+    def dtype(self) -> str:
+        """numpy's type string (``"<f4"``); ``numpy.dtype(a.dtype)`` is the numpy dtype."""
+        return self._inner.dtype
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return tuple(self._inner.chunks)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def read(self, selection: Any = Ellipsis, device: str = "cpu") -> NDArray:
+        """Reads ``selection`` (basic slicing) into new memory on ``device`` (``"cpu"``,
+        ``"cuda"``, ``"cuda:N"``)."""
+        ranges, drop = normalize_selection(selection, self.shape)
+        return self._inner.read(ranges, drop, device)
+
+    def __getitem__(self, selection: Any) -> np.ndarray:
+        """``a[sel]``: a numpy array over zarrbuf's host memory (no copy)."""
+        return np.asarray(self.read(selection))
+
+    def write(self, selection: Any, data: Any) -> None:
+        """Writes ``data`` into ``selection``: numpy arrays and anything numpy.asarray takes
+        (cast to the array's dtype and broadcast as numpy would), or device arrays (torch,
+        CuPy, JAX) of exactly the selection's shape and dtype, read in place."""
+        ranges, drop = normalize_selection(selection, self.shape)
+        shape = tuple(b - a for k, (a, b) in enumerate(ranges) if k not in drop)
+        device = _dlpack_device(data)
+        if device is not None and device[0] not in _CPU_DEVICES:
+            self._inner.write(ranges, drop, data)
+            return
+        dtype = np.dtype(self.dtype)
+        value = np.asarray(data)
+        if value.dtype != dtype:
+            value = value.astype(dtype)
+        if value.shape != shape:
+            value = np.broadcast_to(value, shape)
+        if not value.dtype.isnative:
+            value = value.astype(value.dtype.newbyteorder("="))
+        if dtype.kind in "MmSUV":
+            # No DLPack code for these: hand over their bytes, which the Rust side retypes.
+            value = np.ascontiguousarray(value)
+            value = value.view(np.uint8).reshape(value.shape + (dtype.itemsize,))
+            self._inner.write_raw(ranges, drop, value)
+            return
+        self._inner.write(ranges, drop, value)
+
+    def __setitem__(self, selection: Any, data: Any) -> None:
+        self.write(selection, data)
+
+    def __repr__(self) -> str:
+        return repr(self._inner)
+
+
+def open(location: str, path: str = "") -> Array:  # noqa: A001 - mirrors zarr.open
+    """Opens the zarr array at ``path`` in the store at ``location``: a directory, a
+    ``file://`` URL, or an object-store URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``)
+    with credentials from the usual environment variables."""
+    return Array(_open(str(location), path))
+
+
+def __getattr__(name: str) -> Any:
+    # The codec pipeline imports zarr-python: only when asked for.
+    if name == "ZarrbufCodecPipeline":
+        from .pipeline import ZarrbufCodecPipeline
+
+        return ZarrbufCodecPipeline
+    raise AttributeError(f"module 'zarrbuf' has no attribute {name!r}")

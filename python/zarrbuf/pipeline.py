@@ -1,0 +1,319 @@
+"""``ZarrbufCodecPipeline``: zarr-python's reads and writes through zarrbuf.
+
+    zarr.config.set({"codec_pipeline.path": "zarrbuf.ZarrbufCodecPipeline"})
+
+zarr-python hands a codec pipeline one batch per read or write: for every chunk the
+selection touches, its store key, the part of the chunk and the part of the output. When the
+batch is a box of the array (basic slicing with step 1, integers), the array sits in a local
+directory store, and the output is a native-order NumPy array of a type DLPack knows, zarrbuf
+decodes the whole box straight into the output (``read_into``: no per-chunk temporaries) or
+encodes it from the input, off the event loop and without the GIL. Everything else — other
+stores, fancy and strided indexing, variable-length and other types, GPU (CuPy) buffers,
+``array.read_missing_chunks = False`` — goes to zarr-python's own ``BatchedCodecPipeline``,
+as zarrs-python does. Modelled on zarrs-python's ``ZarrsCodecPipeline``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.abc.codec import CodecPipeline
+from zarr.codecs._v2 import V2Codec
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.core.config import config
+from zarr.core.metadata import ArrayMetadata, ArrayV2Metadata, ArrayV3Metadata
+from zarr.storage import LocalStore
+
+from . import _zarrbuf
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import Self
+
+    from zarr.abc.codec import Codec
+    from zarr.abc.store import Store
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer, NDBuffer
+
+# Element kinds DLPack carries: bool, signed, unsigned, float, complex.
+_KINDS = frozenset("biufc")
+
+
+def _codecs(metadata: ArrayMetadata) -> tuple[Codec, ...]:
+    if isinstance(metadata, ArrayV3Metadata):
+        return tuple(metadata.codecs)
+    return (V2Codec(filters=metadata.filters, compressor=metadata.compressor),)
+
+
+@dataclass
+class _Plan:
+    """One batch as a box of the array: zarrbuf reads or writes it in one call."""
+
+    array: Any  # _zarrbuf.Array
+    ranges: list[tuple[int, int]]
+    drop: list[int]
+    target: np.ndarray  # the part of the output (or input) the box maps to
+
+
+@dataclass
+class ZarrbufCodecPipeline(CodecPipeline):
+    """A zarr-python codec pipeline that reads and writes through zarrbuf (see module docs)."""
+
+    # Registered and pickled as "zarrbuf.ZarrbufCodecPipeline", the name users configure.
+    __module__ = "zarrbuf"
+
+    metadata: ArrayMetadata
+    store: Store
+    python_impl: BatchedCodecPipeline
+    _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: Batches zarrbuf handled and batches handed to zarr-python (for tests and tuning).
+    stats: dict[str, int] = field(
+        default_factory=lambda: {"zarrbuf": 0, "fallback": 0}, repr=False
+    )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"metadata": self.metadata, "store": self.store}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fresh = type(self).from_array_metadata_and_store(state["metadata"], state["store"])
+        self.__dict__.update(fresh.__dict__)
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: ArrayMetadata, store: Store) -> Self:
+        return cls(
+            metadata=array_metadata,
+            store=store,
+            python_impl=BatchedCodecPipeline.from_codecs(_codecs(array_metadata)),
+        )
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Codec]) -> BatchedCodecPipeline:  # type: ignore[override]
+        # Without metadata and a store there is nothing for zarrbuf to open.
+        return BatchedCodecPipeline.from_codecs(codecs)
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        return self
+
+    @property
+    def supports_partial_decode(self) -> bool:
+        return False
+
+    @property
+    def supports_partial_encode(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator[Codec]:
+        yield from self.python_impl
+
+    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+        self.python_impl.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
+
+    def compute_encoded_size(self, byte_length: int, array_spec: ArraySpec) -> int:
+        return self.python_impl.compute_encoded_size(byte_length, array_spec)
+
+    async def decode(
+        self, chunk_bytes_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
+    ) -> Iterable[NDBuffer | None]:
+        return await self.python_impl.decode(chunk_bytes_and_specs)
+
+    async def encode(
+        self, chunk_arrays_and_specs: Iterable[tuple[NDBuffer | None, ArraySpec]]
+    ) -> Iterable[Buffer | None]:
+        return await self.python_impl.encode(chunk_arrays_and_specs)
+
+    # --- the zarrbuf path -------------------------------------------------------------------
+
+    def _split_key(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """A chunk's store key as (array path, chunk coordinates), checked by re-encoding."""
+        md = self.metadata
+        ndim = len(md.shape)
+        if isinstance(md, ArrayV3Metadata):
+            enc = md.chunk_key_encoding
+            sep = getattr(enc, "separator", "/")
+            default = getattr(enc, "name", "default") == "default"
+        else:
+            sep = md.dimension_separator or "."
+            default = False
+        if sep == "/":
+            n = max(ndim + (1 if default else 0), 1)
+            parts = key.split("/")
+            if len(parts) < n:
+                return None
+            prefix, suffix = "/".join(parts[:-n]), parts[-n:]
+        else:
+            prefix, _, last = key.rpartition("/")
+            suffix = last.split(sep)
+        if default:
+            if not suffix or suffix[0] != "c":
+                return None
+            suffix = suffix[1:]
+        try:
+            coords = tuple(int(x) for x in suffix) if ndim else ()
+        except ValueError:
+            return None
+        if len(coords) != ndim:
+            return None
+        encoded = md.encode_chunk_key(coords)
+        if (f"{prefix}/{encoded}" if prefix else encoded) != key:
+            return None
+        return prefix, coords
+
+    def _array(self, prefix: str) -> Any:
+        if prefix not in self._arrays:
+            try:
+                root = str(self.store.root)
+                meta = json.dumps(self.metadata.to_dict())
+                self._arrays[prefix] = _zarrbuf.open_with_metadata(root, prefix, meta)
+            except (_zarrbuf.ZarrbufError, TypeError, ValueError):
+                # Metadata zarrs cannot use (a codec or type it lacks): zarr-python reads it.
+                self._arrays[prefix] = None
+        return self._arrays[prefix]
+
+    def _plan(self, batch_info: list[Any], data: NDBuffer, drop_axes: tuple[int, ...], writing: bool) -> _Plan | None:
+        """The batch as one box of the array, or None when zarr-python must handle it."""
+        if not batch_info or drop_axes:
+            return None
+        if not isinstance(self.store, LocalStore):
+            return None
+        if writing and self.store.read_only:
+            return None  # zarr-python raises its own error
+        if not writing and config.get("array.read_missing_chunks", True) is False:
+            return None  # zarr-python reports missing chunks; zarrbuf reads them as fill
+        arr = data.as_ndarray_like()
+        if type(arr) is not np.ndarray:
+            return None  # CuPy (GPU) buffers: zarr-python's pipeline
+        md_dtype = self.metadata.dtype.to_native_dtype()
+        if arr.dtype.kind not in _KINDS or not arr.dtype.isnative or arr.dtype != md_dtype:
+            return None
+        if not writing and not arr.flags.writeable:
+            return None
+        try:
+            chunk_shape = tuple(self.metadata.chunks)
+        except (AttributeError, NotImplementedError, ValueError, TypeError):
+            return None  # an irregular chunk grid
+        ndim = len(chunk_shape)
+        lo = [math.inf] * ndim
+        hi = [-math.inf] * ndim
+        delta: list[int | None] = [None] * ndim
+        ints: list[int | None] = [None] * ndim
+        volume = 0
+        prefix = None
+        for byte_getter, _spec, chunk_sel, out_sel, _complete in batch_info:
+            if getattr(byte_getter, "store", None) is not self.store:
+                return None
+            split = self._split_key(byte_getter.path)
+            if split is None:
+                return None
+            key_prefix, coords = split
+            if prefix is None:
+                prefix = key_prefix
+            elif prefix != key_prefix:
+                return None
+            if not isinstance(chunk_sel, tuple) or len(chunk_sel) != ndim:
+                return None
+            if not isinstance(out_sel, tuple):
+                out_sel = (out_sel,)
+            out_iter = iter(out_sel)
+            n = 1
+            for k, s in enumerate(chunk_sel):
+                origin = coords[k] * chunk_shape[k]
+                if isinstance(s, slice):
+                    start, stop, step = s.indices(chunk_shape[k])
+                    if step != 1 or stop <= start:
+                        return None
+                    a0, a1 = origin + start, origin + stop
+                    o = next(out_iter, None)
+                    if not isinstance(o, slice) or o.step not in (None, 1) or o.start is None:
+                        return None
+                    d = a0 - o.start
+                    if delta[k] is None:
+                        delta[k] = d
+                    elif delta[k] != d:
+                        return None
+                    if ints[k] is not None:
+                        return None
+                elif isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
+                    a0 = origin + int(s)
+                    a1 = a0 + 1
+                    if ints[k] is None:
+                        ints[k] = a0
+                    elif ints[k] != a0:
+                        return None
+                    if delta[k] is not None:
+                        return None
+                else:
+                    return None  # arrays, masks: fancy indexing
+                lo[k] = min(lo[k], a0)
+                hi[k] = max(hi[k], a1)
+                n *= a1 - a0
+            if next(out_iter, None) is not None:
+                return None
+            volume += n
+        ranges = [(int(a), int(b)) for a, b in zip(lo, hi, strict=True)]
+        if volume != math.prod(b - a for a, b in ranges):
+            return None  # not a box (chunks of a box are disjoint, so volumes add up)
+        drop = [k for k in range(ndim) if ints[k] is not None]
+        window = tuple(
+            slice(ranges[k][0] - delta[k], ranges[k][1] - delta[k])  # type: ignore[operator]
+            for k in range(ndim)
+            if ints[k] is None
+        )
+        expected = tuple(b - a for k, (a, b) in enumerate(ranges) if ints[k] is None)
+        if arr.ndim == len(window):
+            target = arr[window + (Ellipsis,)]  # a view, also for 0-d outputs
+        elif writing and arr.ndim == 0:
+            target = np.broadcast_to(arr, expected)  # a scalar written to a region
+        else:
+            return None
+        if target.shape != expected:
+            return None
+        array = self._array(prefix or "")
+        if array is None:
+            return None
+        return _Plan(array, ranges, drop, target)
+
+    async def read(
+        self,
+        batch_info: Iterable[tuple[Any, ArraySpec, Any, Any, bool]],
+        out: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> tuple[dict[str, str], ...]:
+        batch = list(batch_info)
+        plan = self._plan(batch, out, drop_axes, writing=False)
+        if plan is None:
+            self.stats["fallback"] += 1
+            return await self.python_impl.read(batch, out, drop_axes)
+        self.stats["zarrbuf"] += 1
+        await asyncio.to_thread(plan.array.read_into, plan.ranges, plan.drop, plan.target)
+        # zarr-python looks at the statuses only with array.read_missing_chunks = False,
+        # which _plan hands to its own pipeline.
+        return tuple({"status": "present"} for _ in batch)
+
+    async def write(
+        self,
+        batch_info: Iterable[tuple[Any, ArraySpec, Any, Any, bool]],
+        value: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> None:
+        batch = list(batch_info)
+        plan = self._plan(batch, value, drop_axes, writing=True)
+        if plan is None:
+            self.stats["fallback"] += 1
+            await self.python_impl.write(batch, value, drop_axes)
+            return
+        self.stats["zarrbuf"] += 1
+        await asyncio.to_thread(plan.array.write, plan.ranges, plan.drop, plan.target)
+
+
+def _register() -> None:
+    from zarr.registry import register_pipeline
+
+    register_pipeline(ZarrbufCodecPipeline)  # "zarrbuf.ZarrbufCodecPipeline"
+
+
+_register()
