@@ -72,6 +72,21 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
                 return Ok(Produced::Compressed(payload.len()));
             }
         }
+        if let Some(codec) = device_codec {
+            // The common chains decode straight into the slot: no allocation, no copy.
+            let expected = unit.num_elements() * elem;
+            let dst = slot.get_mut(..expected).ok_or_else(|| {
+                chunk_error(
+                    array,
+                    &unit.indices,
+                    "the chunk does not fit its staging slot",
+                )
+            })?;
+            return codec
+                .decode_into(&encoded, dst, opts.validate_checksums)
+                .map(Produced::Decoded)
+                .map_err(|why| chunk_error(array, &unit.indices, why));
+        }
         decode_unit(array, &plan, &codec_opts, unit, encoded, slot)
     };
     staged.run(out, &produce)

@@ -100,6 +100,62 @@ impl DeviceCodec {
     }
 }
 
+impl DeviceCodec {
+    /// Decodes one stored chunk straight into `out` (exactly the chunk's decoded size) on
+    /// the CPU — no intermediate allocation — with every check the codecs define: the
+    /// crc32c trailer (when `validate_checksums`), zstd's own content checksum, gzip's CRC-32
+    /// and size, zlib's Adler-32. Returns the decoded size.
+    pub(crate) fn decode_into(
+        &self,
+        encoded: &[u8],
+        out: &mut [u8],
+        validate_checksums: bool,
+    ) -> Result<usize, String> {
+        use std::io::Read;
+        let body = if self.crc32c {
+            // The framing checks (and the crc32c) are those of `payload`.
+            let r = self.payload(encoded, out.len(), validate_checksums)?;
+            match self.framing {
+                Framing::Zstd => r,
+                // gzip and zlib are decoded whole, with their own checks.
+                Framing::Gzip | Framing::Zlib => 0..encoded.len() - 4,
+            }
+        } else {
+            0..encoded.len()
+        };
+        let body = &encoded[body];
+        let want = out.len();
+        let complete = |n: usize, trailing: bool| {
+            if n != want || trailing {
+                Err(format!(
+                    "decoded to a size other than the chunk's {want} bytes"
+                ))
+            } else {
+                Ok(n)
+            }
+        };
+        match self.framing {
+            Framing::Zstd => {
+                let n = zstd::zstd_safe::decompress(&mut *out, body)
+                    .map_err(|code| zstd::zstd_safe::get_error_name(code).to_string())?;
+                complete(n, false)
+            }
+            Framing::Gzip => {
+                let mut d = flate2::read::GzDecoder::new(body);
+                d.read_exact(out).map_err(|e| format!("gzip: {e}"))?;
+                let trailing = d.read(&mut [0u8; 1]).map_err(|e| format!("gzip: {e}"))? > 0;
+                complete(want, trailing)
+            }
+            Framing::Zlib => {
+                let mut d = flate2::read::ZlibDecoder::new(body);
+                d.read_exact(out).map_err(|e| format!("zlib: {e}"))?;
+                let trailing = d.read(&mut [0u8; 1]).map_err(|e| format!("zlib: {e}"))? > 0;
+                complete(want, trailing)
+            }
+        }
+    }
+}
+
 /// A zstd frame: magic, a valid frame header, and a declared content size (when present)
 /// equal to the chunk's size.
 fn zstd_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
@@ -310,6 +366,40 @@ mod tests {
     }
 
     #[test]
+    fn decode_into_checks_everything_the_codecs_define() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&data()).unwrap();
+        let gz = gz.finish().unwrap();
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        zl.write_all(&data()).unwrap();
+        let zl = zl.finish().unwrap();
+        let zs = zstd::bulk::compress(&data(), 3).unwrap();
+        for (framing, enc) in [
+            (Framing::Gzip, gz),
+            (Framing::Zlib, zl),
+            (Framing::Zstd, zs),
+        ] {
+            for crc32c in [false, true] {
+                let c = DeviceCodec { framing, crc32c };
+                let mut enc = enc.clone();
+                if crc32c {
+                    let crc = crc32c::crc32c(&enc);
+                    enc.extend_from_slice(&crc.to_le_bytes());
+                }
+                let mut out = vec![0u8; SIZE];
+                assert_eq!(c.decode_into(&enc, &mut out, true), Ok(SIZE), "{c:?}");
+                assert_eq!(out, data(), "{c:?}");
+                // A wrong size, and damaged data (the codecs' own checksums catch it).
+                let mut small = vec![0u8; SIZE - 1];
+                assert!(c.decode_into(&enc, &mut small, true).is_err(), "{c:?}");
+                let at = enc.len() - if crc32c { 6 } else { 2 };
+                enc[at] ^= 0x10;
+                assert!(c.decode_into(&enc, &mut out, !crc32c).is_err(), "{c:?}");
+            }
+        }
+    }
+
+    #[test]
     fn no_input_panics() {
         let codecs = [
             zstd_codec(),
@@ -331,6 +421,7 @@ mod tests {
                 }
                 for c in &codecs {
                     let _ = c.payload(&b, len, true);
+                    let _ = c.decode_into(&b, &mut vec![0u8; len], true);
                 }
             }
         }
