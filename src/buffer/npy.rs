@@ -164,23 +164,6 @@ fn parse_descr(descr: &str) -> Option<(DataType, ByteOrder)> {
         ">" => ByteOrder::Big,
         _ => return None,
     };
-    let dtype = match code {
-        "b1" => DataType::Bool,
-        "i1" => DataType::Int8,
-        "i2" => DataType::Int16,
-        "i4" => DataType::Int32,
-        "i8" => DataType::Int64,
-        "u1" => DataType::UInt8,
-        "u2" => DataType::UInt16,
-        "u4" => DataType::UInt32,
-        "u8" => DataType::UInt64,
-        "f2" => DataType::Float16,
-        "f4" => DataType::Float32,
-        "f8" => DataType::Float64,
-        "c8" => DataType::Complex64,
-        "c16" => DataType::Complex128,
-        v if v.starts_with('V') => DataType::RawBits(v[1..].parse().ok()?),
-        _ => return None,
-    };
+    let dtype = DataType::from_numpy_code(code)?;
     Some((dtype, order))
 }

@@ -272,6 +272,7 @@ pub async fn open_async_with_options(
     let store = Arc::new(AsyncObjectStore::new(object_store_for_url(
         &location, options,
     )?));
+    super::codecs::register_zarrs_overrides();
     Array::async_open(store, &path).await.map_err(|e| {
         Error::zarr(
             label(url, array_path),

@@ -101,6 +101,7 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
         ));
     }
     let store = open_store(location)?;
+    super::codecs::register_zarrs_overrides();
     let refused = match Array::open(store.clone(), &path) {
         Ok(array) => return Ok(array),
         Err(e) => e,

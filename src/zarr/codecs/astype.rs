@@ -54,6 +54,9 @@ impl ArrayToArrayCodecTraits for AsTypeCodec {
         self
     }
 
+    // A missing chunk must read as the fill value, not as the decoded encoded fill.
+    super::whole_chunk::whole_chunk_partial_decoders!();
+
     fn encoded_data_type(&self, decoded_data_type: &DataType) -> Result<DataType, CodecError> {
         self.check(decoded_data_type)?;
         Ok(self.encode_dtype.scalar.zarrs())

@@ -1,7 +1,7 @@
 //! numcodecs' `BitRound` filter under its zarr v2 id `bitround`. zarrs implements the codec
 //! (v3 names `bitround` and `numcodecs.bitround`) but registers no v2 id; this plugin reads
-//! `{"id": "bitround", "keepbits": N}` into zarrs' codec. Lossy: reading returns exactly what
-//! zarr-python returns.
+//! `{"id": "bitround", "keepbits": N}` into zarrs' codec, with the whole-chunk partial decoder
+//! (see [`super::lossy_overrides`]). Lossy: reading returns exactly what zarr-python returns.
 
 use super::{Config, bad_config, int_field};
 use std::sync::Arc;
@@ -26,6 +26,8 @@ impl CodecTraitsV2 for BitroundV2 {
                 "keepbits must be given as a non-negative integer",
             )
         })?;
-        Ok(Codec::ArrayToArray(Arc::new(BitroundCodec::new(keepbits))))
+        Ok(super::lossy_overrides::whole_chunk(Arc::new(
+            BitroundCodec::new(keepbits),
+        )))
     }
 }

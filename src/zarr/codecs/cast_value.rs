@@ -317,6 +317,9 @@ impl ArrayToArrayCodecTraits for CastValueCodec {
         self
     }
 
+    // A missing chunk must read as the fill value, not as the decoded encoded fill.
+    super::whole_chunk::whole_chunk_partial_decoders!();
+
     fn encoded_data_type(&self, decoded_data_type: &DataType) -> Result<DataType, CodecError> {
         self.source(decoded_data_type)?;
         Ok(self.target.zarrs())

@@ -25,6 +25,7 @@ mod crc32c;
 mod delta;
 mod jenkins_lookup3;
 mod json_scalar;
+mod lossy_overrides;
 mod lz4;
 mod lzma;
 mod numcodecs_blosc;
@@ -36,6 +37,7 @@ mod quantize;
 mod scale_offset;
 mod whole_chunk;
 
+pub(crate) use lossy_overrides::register as register_zarrs_overrides;
 pub(crate) use numpy_dtype::Scalar;
 
 use serde_json::{Map, Value as Json};

@@ -1,7 +1,9 @@
-//! A partial decoder for filters that are not element-wise (`delta`, `packbits`): zarrs'
-//! default array-to-array partial decoder decodes only the requested elements, which is
-//! right for element-wise filters and wrong for these. This one decodes the whole chunk and
-//! extracts the request.
+//! The partial decoder of every filter here. zarrs' default array-to-array partial decoder
+//! decodes only the requested elements, and a chunk that does not exist as the encoded fill
+//! value decoded: wrong for filters that are not element-wise (`delta`, `packbits`), and for
+//! lossy ones (`quantize`, `astype`, `cast_value`, ...) whose encoded fill does not decode
+//! back to the fill value. This one reads a missing chunk as the fill value, as a whole-chunk
+//! read does, and otherwise decodes the whole chunk and extracts the request.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -42,6 +44,15 @@ impl Shapes {
 
     fn decoded_u64(&self) -> Vec<u64> {
         self.decoded.iter().map(|n| n.get()).collect()
+    }
+
+    /// The fill value for `indexer`: what a chunk that does not exist reads as.
+    fn fill(&self, indexer: &dyn Indexer) -> Result<ArrayBytes<'static>, CodecError> {
+        Ok(ArrayBytes::new_fill_value(
+            &self.data_type,
+            indexer.len(),
+            &self.fill_value,
+        )?)
     }
 
     /// Decodes the whole encoded chunk and extracts `indexer` from it.
@@ -108,6 +119,11 @@ impl ArrayPartialDecoderTraits for WholeChunkDecoder {
         indexer: &dyn Indexer,
         options: &CodecOptions,
     ) -> Result<ArrayBytes<'_>, CodecError> {
+        // A missing chunk reads as the fill value; decoding the encoded fill would not give
+        // it back for codecs that are not element-wise.
+        if !self.input.exists()? {
+            return self.shapes.fill(indexer);
+        }
         let all = ArraySubset::new_with_shape(self.shapes.encoded.clone());
         let encoded = self.input.partial_decode(&all, options)?;
         self.shapes
@@ -163,6 +179,9 @@ impl AsyncArrayPartialDecoderTraits for AsyncWholeChunkDecoder {
         indexer: &dyn Indexer,
         options: &CodecOptions,
     ) -> Result<ArrayBytes<'a>, CodecError> {
+        if !self.input.exists().await? {
+            return self.shapes.fill(indexer);
+        }
         let all = ArraySubset::new_with_shape(self.shapes.encoded.clone());
         let encoded = self.input.partial_decode(&all, options).await?;
         self.shapes
