@@ -1,12 +1,13 @@
 //! Opening zarr arrays in object storage (S3, GCS, Azure, HTTP) and local files through
 //! `object_store`, as async zarrs arrays.
 
-use super::store::{describe_open_error, label, node_path};
+use super::store::{describe_open_error, label, node_path, open_fallback};
 use crate::error::{Error, Result};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use std::sync::Arc;
 use zarrs::array::Array;
+use zarrs::storage::AsyncReadableStorageTraits;
 use zarrs_object_store::AsyncObjectStore;
 
 /// The async store zarrbuf builds for a URL.
@@ -273,11 +274,20 @@ pub async fn open_async_with_options(
         &location, options,
     )?));
     super::codecs::register_zarrs_overrides();
-    Array::async_open(store, &path).await.map_err(|e| {
-        Error::zarr(
-            label(url, array_path),
-            describe_open_error(&e),
-            Some(Box::new(e)),
-        )
-    })
+    let refused = match Array::async_open(store.clone(), &path).await {
+        Ok(array) => return Ok(array),
+        Err(e) => e,
+    };
+    let zarray = match zarrs::node::NodePath::new(&path) {
+        Ok(node) => store
+            .get(&zarrs::node::meta_key_v2_array(&node))
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => None,
+    };
+    let name = label(url, array_path);
+    let meta = open_fallback(&name, refused, zarray.as_deref())?;
+    Array::new_with_metadata(store, &path, meta)
+        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }

@@ -106,31 +106,37 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
         Ok(array) => return Ok(array),
         Err(e) => e,
     };
-    let err = |e: zarrs::array::ArrayCreateError| {
-        Error::zarr(
-            label(location, array_path),
-            describe_open_error(&e),
-            Some(Box::new(e)),
-        )
-    };
-    // v2 metadata zarr-python writes that zarrs refuses as written (structured dtypes, null
-    // fill values): open the equivalent metadata instead.
-    let node = zarrs::node::NodePath::new(&path).map_err(|e| err(e.into()))?;
-    let zarray = store
-        .get(&zarrs::node::meta_key_v2_array(&node))
+    let zarray = zarrs::node::NodePath::new(&path)
         .ok()
+        .and_then(|node| store.get(&zarrs::node::meta_key_v2_array(&node)).ok())
         .flatten();
-    match zarray
-        .as_deref()
-        .and_then(super::dtypes::v2_metadata_fallback)
-    {
-        Some(Ok(meta)) => Array::new_with_metadata(store, &path, meta).map_err(err),
+    let name = label(location, array_path);
+    let meta = open_fallback(&name, refused, zarray.as_deref())?;
+    Array::new_with_metadata(store, &path, meta).map_err(|e| {
+        Error::zarr(name, describe_open_error(&e), Some(Box::new(e)))
+    })
+}
+
+/// After zarrs refused an array's metadata: the equivalent v2 metadata zarrbuf opens instead
+/// (structured dtypes, null fill values; see `dtypes::v2_metadata_fallback`), or the error,
+/// given the `.zarray` bytes if there are any.
+pub(crate) fn open_fallback(
+    name: &str,
+    refused: zarrs::array::ArrayCreateError,
+    zarray: Option<&[u8]>,
+) -> Result<zarrs::array::ArrayMetadata> {
+    match zarray.and_then(super::dtypes::v2_metadata_fallback) {
+        Some(Ok(meta)) => Ok(meta),
         Some(Err(why)) => Err(Error::zarr(
-            label(location, array_path),
+            name,
             format!("cannot open the array: {why}"),
             Some(Box::new(refused)),
         )),
-        None => Err(err(refused)),
+        None => Err(Error::zarr(
+            name,
+            describe_open_error(&refused),
+            Some(Box::new(refused)),
+        )),
     }
 }
 
@@ -141,6 +147,30 @@ pub(crate) fn describe_open_error(e: &zarrs::array::ArrayCreateError) -> String 
         E::MissingMetadata => {
             "no array metadata (neither zarr.json nor .zarray) at this path; check the store and --path".into()
         }
-        other => format!("cannot open the array: {other}"),
+        other => {
+            let text = other.to_string();
+            let names = |ids: &[&'static str]| -> Option<&'static str> {
+                ids.iter().copied().find(|id| {
+                    text.contains(&format!("codec {id} "))
+                        || text.contains(&format!("codec numcodecs.{id} "))
+                        || text.contains(&format!("id: \"{id}\""))
+                })
+            };
+            if let Some(id) = names(&["json2", "msgpack2", "pickle", "vlen-array"]) {
+                format!(
+                    "cannot open the array: {text}. Its elements are Python objects (numcodecs' \
+                     {id} filter), which have no fixed-size form for zarrbuf buffers; read it with \
+                     zarr-python"
+                )
+            } else if !cfg!(feature = "zfp") && names(&["zfpy", "zfp"]).is_some() {
+                format!(
+                    "cannot open the array: {text}. zarrbuf reads zfp/zfpy (numcodecs ZFPY) when \
+                     built with the `zfp` feature (cargo build --features zfp; building the zfp \
+                     C library needs cmake and libclang)"
+                )
+            } else {
+                format!("cannot open the array: {text}")
+            }
+        }
     }
 }
