@@ -122,7 +122,7 @@ fn insert_axes(a: NDBuffer, axes: &[usize]) -> zarrbuf::Result<NDBuffer> {
     for k in 0..ndim {
         if axes.contains(&k) {
             shape.push(1);
-            strides.push(0);
+            strides.push(-1); // filled in below
         } else {
             let (&n, &s) = src.next().ok_or_else(|| {
                 zarrbuf::Error::ShapeMismatch(format!(
@@ -132,6 +132,17 @@ fn insert_axes(a: NDBuffer, axes: &[usize]) -> zarrbuf::Result<NDBuffer> {
             })?;
             shape.push(n);
             strides.push(s);
+        }
+    }
+    // A size-1 axis may take any stride; give it the one C order would (zarrbuf's readers
+    // recognise C-order windows by their strides, and a zero stride is not one).
+    for k in (0..ndim).rev() {
+        if strides[k] < 0 {
+            strides[k] = if k + 1 < ndim {
+                strides[k + 1] * shape[k + 1].max(1) as isize
+            } else {
+                a.dtype().size() as isize
+            };
         }
     }
     NDBuffer::from_parts(

@@ -154,6 +154,8 @@ class Array:
         value = np.asarray(data)
         if value.dtype != dtype:
             value = value.astype(dtype)
+        while value.ndim > len(shape) and value.shape[0] == 1:
+            value = value[0]  # numpy's assignment drops leading length-1 axes
         if value.shape != shape:
             value = np.broadcast_to(value, shape)
         if not value.dtype.isnative:

@@ -193,7 +193,10 @@ class ZarrbufCodecPipeline(CodecPipeline):
         if not writing and not arr.flags.writeable:
             return None
         try:
-            chunk_shape = tuple(self.metadata.chunks)
+            # The grid zarr-python's keys address: shards for sharded arrays.
+            md = self.metadata
+            shards = getattr(md, "shards", None)
+            chunk_shape = tuple(shards if shards is not None else md.chunks)
         except (AttributeError, NotImplementedError, ValueError, TypeError):
             return None  # an irregular chunk grid
         ndim = len(chunk_shape)
