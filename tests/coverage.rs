@@ -25,8 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, ReadOptions,
-    WriteOptions,
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, ReadOptions, WriteOptions,
 };
 
 const START: &str = "<!-- coverage-table:start -->";
@@ -73,7 +72,13 @@ fn codec_row(name: &str) -> String {
 fn v3_codecs(codecs: &Value, out: &mut Vec<Feature>) {
     for c in codecs.as_array().into_iter().flatten() {
         let name = c["name"].as_str().expect("codec name");
-        out.push((Kind::Codec, codec_row(name), None, Some(name.to_string()), None));
+        out.push((
+            Kind::Codec,
+            codec_row(name),
+            None,
+            Some(name.to_string()),
+            None,
+        ));
         if name == "sharding_indexed" {
             v3_codecs(&c["configuration"]["codecs"], out);
             v3_codecs(&c["configuration"]["index_codecs"], out);
@@ -144,7 +149,13 @@ fn features(store: &Path, path: &str) -> Vec<Feature> {
         let big = serde_json::to_string(&meta["codecs"])
             .unwrap()
             .contains(r#""endian":"big""#);
-        out.push((Kind::DataType, name.clone(), None, Some(name.clone()), variant));
+        out.push((
+            Kind::DataType,
+            name.clone(),
+            None,
+            Some(name.clone()),
+            variant,
+        ));
         if big {
             out.push((Kind::DataType, name, None, None, Some("big-endian".into())));
         }
@@ -156,7 +167,10 @@ fn features(store: &Path, path: &str) -> Vec<Feature> {
             .flatten()
             .map(|f| f["id"].as_str().expect("filter id").to_string())
             .collect();
-        for id in filters.iter().chain(meta["compressor"]["id"].as_str().map(String::from).iter()) {
+        for id in filters
+            .iter()
+            .chain(meta["compressor"]["id"].as_str().map(String::from).iter())
+        {
             out.push((Kind::Codec, codec_row(id), Some(id.clone()), None, None));
         }
         let object_codec = filters
@@ -167,7 +181,13 @@ fn features(store: &Path, path: &str) -> Vec<Feature> {
         out.push((Kind::DataType, name, Some(spelling), None, variant));
         if meta["fill_value"].is_null() {
             let spelling = Some("\"fill_value\": null".to_string());
-            out.push((Kind::Metadata, "fill_value null".into(), spelling, None, None));
+            out.push((
+                Kind::Metadata,
+                "fill_value null".into(),
+                spelling,
+                None,
+                None,
+            ));
         }
         if meta["order"] == "F" {
             let spelling = Some("\"order\": \"F\"".to_string());
@@ -185,7 +205,10 @@ fn empty_copy(src: &Path, dest: &Path) {
     for entry in walk(src) {
         let rel = entry.strip_prefix(src).unwrap();
         let name = rel.file_name().unwrap().to_string_lossy();
-        if matches!(name.as_ref(), "zarr.json" | ".zarray" | ".zattrs" | ".zgroup") {
+        if matches!(
+            name.as_ref(),
+            "zarr.json" | ".zarray" | ".zattrs" | ".zgroup"
+        ) {
             let to = dest.join(rel);
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             std::fs::copy(&entry, &to).unwrap();
@@ -204,14 +227,20 @@ fn check_reads(name: &str, store: &str, path: &str, want: &NDBuffer) {
         let got = array
             .read_all(&proto)
             .unwrap_or_else(|e| panic!("{name} on {pname}: {e}"));
-        assert!(same(&got, want), "{name}: read on {pname} differs from the .npy");
+        assert!(
+            same(&got, want),
+            "{name}: read on {pname} differs from the .npy"
+        );
     }
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
     let staged = ReadOptions::default().with_mode(PipelineMode::Staged);
     let got = array
         .read_opt(&all, &BufferPrototype::cpu(), &staged)
         .unwrap_or_else(|e| panic!("{name} staged: {e}"));
-    assert!(same(&got, want), "{name}: staged read differs from the .npy");
+    assert!(
+        same(&got, want),
+        "{name}: staged read differs from the .npy"
+    );
 }
 
 /// Writes `want` into a metadata copy of the fixture and reads it back; the store stays
@@ -221,13 +250,17 @@ fn check_write(name: &str, store: &Path, path: &str, want: &NDBuffer) {
     std::fs::create_dir_all(&written).unwrap();
     let dest = written.join(format!("coverage-{name}.zarr"));
     empty_copy(store, &dest);
-    let array = zarrbuf::open(dest.to_str().unwrap(), path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let array =
+        zarrbuf::open(dest.to_str().unwrap(), path).unwrap_or_else(|e| panic!("{name}: {e}"));
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
     array
         .write_opt(&all, want, &WriteOptions::default())
         .unwrap_or_else(|e| panic!("{name}: zarrbuf cannot write it: {e}"));
     let back = array.read_all(&BufferPrototype::cpu()).unwrap();
-    assert!(same(&back, want), "{name}: what zarrbuf wrote reads back differently");
+    assert!(
+        same(&back, want),
+        "{name}: what zarrbuf wrote reads back differently"
+    );
     zarrbuf::npy::write(&dest.with_extension("npy"), want).unwrap();
     std::fs::write(dest.with_extension("path"), path).unwrap();
 }
@@ -270,7 +303,8 @@ fn build_rows() -> BTreeMap<(Kind, String), Row> {
         let path = f["path"].as_str().unwrap_or("");
         let reads_with_feature = f["feature"].as_str() == Some("zfp") && cfg!(feature = "zfp");
         if reads_with_feature {
-            let want = zarrbuf::npy::read(&root().join(relative(f["npy"].as_str().unwrap()))).unwrap();
+            let want =
+                zarrbuf::npy::read(&root().join(relative(f["npy"].as_str().unwrap()))).unwrap();
             check_reads(name, &store, path, &want);
             check_write(name, Path::new(&store), path, &want);
         }
@@ -319,7 +353,10 @@ fn cell(set: &BTreeSet<String>) -> String {
     if set.is_empty() {
         "—".into()
     } else {
-        set.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+        set.iter()
+            .map(|s| format!("`{s}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -345,7 +382,9 @@ fn render(rows: &BTreeMap<(Kind, String), Row>) -> String {
     let mut out = String::new();
     let (mut reads, mut writes, mut errors) = (0, 0, 0);
     let mut notes = Vec::new();
-    out.push_str("| kind | name | zarr v2 | zarr v3 | variants | read | write | written by | fixtures |\n");
+    out.push_str(
+        "| kind | name | zarr v2 | zarr v3 | variants | read | write | written by | fixtures |\n",
+    );
     out.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for ((kind, name), r) in rows {
         let kind = match kind {
@@ -375,11 +414,17 @@ fn render(rows: &BTreeMap<(Kind, String), Row>) -> String {
         "\n{} rows: {reads} read ✔, {writes} write ✔, {errors} clear error.\n",
         rows.len()
     ));
-    out.push_str("\n¹ The error zarrbuf gives for each store it refuses (`fixtures/refused.json`):\n\n");
+    out.push_str(
+        "\n¹ The error zarrbuf gives for each store it refuses (`fixtures/refused.json`):\n\n",
+    );
     let mut by_fixture: BTreeMap<&String, (Vec<&String>, &String)> = BTreeMap::new();
     for (row, errs) in &notes {
         for (fixture, e) in errs {
-            by_fixture.entry(fixture).or_insert((Vec::new(), e)).0.push(row);
+            by_fixture
+                .entry(fixture)
+                .or_insert((Vec::new(), e))
+                .0
+                .push(row);
         }
     }
     for (fixture, (rows_of, e)) in by_fixture {
@@ -405,7 +450,12 @@ fn readme_coverage_table_is_what_the_fixtures_show() {
         return;
     }
     if std::env::var("ZARRBUF_UPDATE_README").is_ok_and(|v| v == "1") {
-        let updated = format!("{}{START}\n{}\n{}", &readme[..a], table.trim(), &readme[b..]);
+        let updated = format!(
+            "{}{START}\n{}\n{}",
+            &readme[..a],
+            table.trim(),
+            &readme[b..]
+        );
         std::fs::write(&readme_path, updated).unwrap();
         return;
     }
