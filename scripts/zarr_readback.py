@@ -7,7 +7,9 @@ Read mode (default)::
 
 opens ``ARRAY_PATH`` ('' for the store root) in ``STORE`` with zarr-python, reads the whole
 array and compares it with ``EXPECTED.npy``: same shape, same dtype up to byte order, and
-the same bytes element by element (so NaN payloads and the sign of -0.0 count). Prints
+the same bytes element by element (so NaN payloads and the sign of -0.0 count). Structured
+records compare with raw records of the same size (``|V<n>``, how zarrbuf stores them) byte
+for byte. Prints
 ``ok STORE SHAPE DTYPE`` and exits 0 on a match; otherwise prints what differs and exits 1.
 
 Write mode::

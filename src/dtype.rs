@@ -615,3 +615,59 @@ element!(
     Complex<f32> => DataType::Complex64,
     Complex<f64> => DataType::Complex128,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numpy_types_round_trip_through_names_and_descriptors() {
+        let mut types = vec![
+            DataType::FixedBytes(5),
+            DataType::FixedUtf32(3),
+            DataType::RawBits(7),
+        ];
+        for unit in TimeUnit::ALL {
+            for scale in [1, 25] {
+                types.push(DataType::DateTime64(unit, scale));
+                types.push(DataType::TimeDelta64(unit, scale));
+            }
+        }
+        for t in types {
+            assert_eq!(t.to_string().parse::<DataType>().unwrap(), t, "{t}");
+            let descr = t.npy_descr();
+            assert_eq!(DataType::from_numpy_code(&descr[1..]), Some(t), "{descr}");
+        }
+        assert_eq!(
+            "numpy.timedelta64[ms]".parse::<DataType>().unwrap(),
+            DataType::TimeDelta64(TimeUnit::Millisecond, 1)
+        );
+        assert!("datetime64[0s]".parse::<DataType>().is_err());
+        assert!("datetime64[parsec]".parse::<DataType>().is_err());
+        assert!("S0".parse::<DataType>().is_err());
+        assert_eq!(
+            DataType::from_numpy_code("M8[μs]"),
+            Some(DataType::DateTime64(TimeUnit::Microsecond, 1))
+        );
+    }
+
+    #[test]
+    fn numpy_types_have_their_sizes_swap_units_and_formats() {
+        let d = DataType::DateTime64(TimeUnit::Second, 10);
+        assert_eq!((d.size(), d.swap_unit()), (8, 8));
+        assert_eq!(d.format_value(&17i64.to_ne_bytes()), "17[10s]");
+        assert_eq!(d.format_value(&i64::MIN.to_ne_bytes()), "NaT");
+        let u = DataType::FixedUtf32(3);
+        assert_eq!((u.size(), u.swap_unit()), (12, 4));
+        let text: Vec<u8> = ['é', 'x', '\0']
+            .iter()
+            .flat_map(|c| (*c as u32).to_ne_bytes())
+            .collect();
+        assert_eq!(u.format_value(&text), "\"éx\"");
+        let b = DataType::FixedBytes(4);
+        assert_eq!((b.size(), b.swap_unit()), (4, 1));
+        assert_eq!(b.format_value(b"a\x01\0\0"), "b\"a\\x01\"");
+        assert_eq!(d.scalar_kind(), Some(ScalarKind::I64));
+        assert_eq!(u.scalar_kind(), None);
+    }
+}
