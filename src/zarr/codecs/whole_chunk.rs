@@ -85,7 +85,7 @@ pub(crate) struct WholeChunkDecoder {
 
 impl WholeChunkDecoder {
     /// A decoder of `codec` over `input` for chunks of decoded `shape`.
-    pub(crate) fn new(
+    pub(crate) fn shared(
         codec: Arc<dyn ArrayToArrayCodecTraits>,
         input: Arc<dyn ArrayPartialDecoderTraits>,
         shape: &[NonZeroU64],
@@ -144,7 +144,7 @@ pub(crate) struct AsyncWholeChunkDecoder {
 
 impl AsyncWholeChunkDecoder {
     /// A decoder of `codec` over `input` for chunks of decoded `shape`.
-    pub(crate) fn new(
+    pub(crate) fn shared(
         codec: Arc<dyn ArrayToArrayCodecTraits>,
         input: Arc<dyn AsyncArrayPartialDecoderTraits>,
         shape: &[NonZeroU64],
@@ -208,7 +208,7 @@ macro_rules! whole_chunk_partial_decoders {
             std::sync::Arc<dyn zarrs_codec::ArrayPartialDecoderTraits>,
             zarrs_codec::CodecError,
         > {
-            $crate::zarr::codecs::whole_chunk::WholeChunkDecoder::new(
+            $crate::zarr::codecs::whole_chunk::WholeChunkDecoder::shared(
                 self,
                 input_handle,
                 shape,
@@ -242,7 +242,7 @@ macro_rules! whole_chunk_partial_decoders {
             'life3: 'async_trait,
             Self: 'async_trait,
         {
-            let made = $crate::zarr::codecs::whole_chunk::AsyncWholeChunkDecoder::new(
+            let made = $crate::zarr::codecs::whole_chunk::AsyncWholeChunkDecoder::shared(
                 self,
                 input_handle,
                 shape,

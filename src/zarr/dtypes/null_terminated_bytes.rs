@@ -3,6 +3,10 @@
 //! Elements are `n` raw bytes, shorter values padded with NUL; the fill value is base64
 //! (shorter than `n` bytes: NUL-padded).
 
+// zarrs' registration macros use `TypeId::of` in const context (Rust 1.91), which zarrs
+// 0.23 itself requires; the workspace's older rust-version does not describe that.
+#![allow(clippy::incompatible_msrv)]
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
@@ -38,7 +42,7 @@ inventory::submit! { DataTypePluginV3::new::<NullTerminatedBytesDataType>() }
 inventory::submit! { DataTypePluginV2::new::<NullTerminatedBytesDataType>() }
 
 impl NullTerminatedBytesDataType {
-    fn new(length: usize) -> Result<DataType, PluginCreateError> {
+    fn data_type(length: usize) -> Result<DataType, PluginCreateError> {
         if length == 0 {
             return Err(PluginCreateError::Other(
                 "null_terminated_bytes needs a length of at least 1 byte".into(),
@@ -51,7 +55,7 @@ impl NullTerminatedBytesDataType {
 impl DataTypeTraitsV3 for NullTerminatedBytesDataType {
     fn create(metadata: &MetadataV3) -> Result<DataType, PluginCreateError> {
         let c: LengthBytes = metadata.to_typed_configuration()?;
-        Self::new(c.length_bytes)
+        Self::data_type(c.length_bytes)
     }
 }
 
@@ -65,7 +69,7 @@ impl DataTypeTraitsV2 for NullTerminatedBytesDataType {
             .strip_prefix('S')
             .and_then(|n| n.parse().ok())
             .ok_or_else(|| PluginCreateError::NameInvalid { name: name.clone() })?;
-        Self::new(n)
+        Self::data_type(n)
     }
 }
 
