@@ -112,9 +112,8 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
         .flatten();
     let name = label(location, array_path);
     let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, &path, meta).map_err(|e| {
-        Error::zarr(name, describe_open_error(&e), Some(Box::new(e)))
-    })
+    Array::new_with_metadata(store, &path, meta)
+        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }
 
 /// After zarrs refused an array's metadata: the equivalent v2 metadata zarrbuf opens instead
