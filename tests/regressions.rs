@@ -177,3 +177,33 @@ fn open_async_takes_directories_with_url_characters_in_their_names() {
         );
     }
 }
+
+/// An output with a zero stride on its first axis (a broadcast view) made the direct read
+/// path divide by zero while it looked for a C-order window. Such an output would receive
+/// two elements in one place: it is now refused with a clear error, on both paths.
+#[test]
+fn reads_into_outputs_with_zero_strides_are_refused_without_panicking() {
+    use zarrbuf::{ArrayReadExt, Buffer, ByteOrder, DataType, PipelineMode, ReadOptions};
+    let fixture = root().join("data/v3_large_3d.zarr");
+    let array = zarrbuf::open(fixture.to_str().unwrap(), "").unwrap();
+    let row = 20 * 4;
+    let mut out = NDBuffer::from_parts(
+        Buffer::from_vec(vec![0u8; 32 * row]),
+        DataType::Float32,
+        &[2, 32, 20],
+        &[0, row as isize, 4],
+        0,
+        ByteOrder::native(),
+    )
+    .unwrap();
+    for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+        let err = array
+            .read_into_opt(
+                &[0..2, 0..32, 0..20],
+                &mut out,
+                &ReadOptions::default().with_mode(mode),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("zero strides"), "{mode:?}: {err}");
+    }
+}

@@ -196,7 +196,8 @@ impl NDBuffer {
             });
         }
         let s: Vec<usize> = self.strides.iter().map(|&s| s as usize).collect();
-        if s[d - 1] != e {
+        // A zero stride (a broadcast axis) is no window of a C-order parent.
+        if s[d - 1] != e || s.contains(&0) {
             return None;
         }
         let mut parent = vec![0usize; d];
