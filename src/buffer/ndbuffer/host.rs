@@ -66,11 +66,12 @@ impl<T> std::ops::Deref for HostArrayView<'_, T> {
 ///
 /// ```
 /// let mut a = zarrbuf::NDBuffer::from_vec(vec![1i32, 2, 3, 4], &[2, 2])?;
+/// let other = a.clone(); // another handle on the same memory
 /// {
 ///     let mut v = a.as_ndarray_mut::<i32>()?;
 ///     v[[1, 0]] = 30;
 ///     v.map_inplace(|x| *x *= 2);
-///     assert!(matches!(a.clone().as_ndarray::<i32>(), Err(zarrbuf::Error::Busy(_))));
+///     assert!(matches!(other.as_ndarray::<i32>(), Err(zarrbuf::Error::Busy(_))));
 /// }
 /// assert_eq!(a.to_vec::<i32>()?, vec![2, 4, 60, 8]);
 /// # Ok::<(), zarrbuf::Error>(())
