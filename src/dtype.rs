@@ -60,7 +60,8 @@ pub enum DataType {
     /// `rN`: raw bits, the number of bytes given (also numpy `V{n}` and structured records).
     RawBits(usize),
     /// numpy `datetime64` counting `scale` × `unit` since the epoch: an `int64`, `NaT` is
-    /// `i64::MIN` (zarr `numpy.datetime64`, v2 `<M8[unit]`).
+    /// `i64::MIN` (zarr `numpy.datetime64`, v2 `<M8[unit]`). For the counts as `i64`, view
+    /// the buffer with `with_type(DataType::Int64)`.
     DateTime64(TimeUnit, u32),
     /// numpy `timedelta64` of `scale` × `unit`: an `int64`, `NaT` is `i64::MIN` (zarr
     /// `numpy.timedelta64`, v2 `<m8[unit]`).
