@@ -49,14 +49,11 @@ impl<S: ?Sized> AsyncSink<'_, S> {
 
     /// Runs one store operation on the runtime, abandoned if the future is dropped (a put
     /// is atomic: the chunk is either stored whole or not at all).
-    fn run<T, E: std::fmt::Display + Send + Sync + 'static>(
+    fn run<T, E: Into<crate::error::BoxError>>(
         &self,
         indices: &[u64],
         op: impl Future<Output = std::result::Result<T, E>>,
-    ) -> Result<T>
-    where
-        E: Into<crate::error::BoxError>,
-    {
+    ) -> Result<T> {
         self.check()?;
         let op = async { op.await.map_err(|e| chunk_error(self.array, indices, e)) };
         self.handle

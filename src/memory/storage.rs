@@ -245,7 +245,7 @@ impl Storage {
                      (in elements) for shape {shape:?} make some coincide; copy the array first"
                 )));
             }
-            reach = s * (n - 1) + reach;
+            reach += s * (n - 1);
         }
         let extent = (reach - 1) * size + size;
         let ptr = self.host_range(offset, extent)?;

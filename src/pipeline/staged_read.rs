@@ -174,15 +174,8 @@ impl StagedRead<'_> {
                 });
             }
             drop(ready_tx);
-            let outcome = self.submit_all(
-                out,
-                slots,
-                &ready_rx,
-                &free_tx,
-                elem_of(out),
-                batch,
-                &on_device,
-            );
+            let outcome =
+                self.submit_all(out, slots, &ready_rx, &free_tx, elem_of(out), &on_device);
             if outcome.is_err() {
                 abort.store(true, Ordering::Relaxed);
             }
@@ -200,9 +193,9 @@ impl StagedRead<'_> {
         ready: &mpsc::Receiver<(usize, usize, Result<Produced>)>,
         free: &mpsc::Sender<usize>,
         elem: usize,
-        batch_capacity: usize,
         on_device: &AtomicUsize,
     ) -> Result<()> {
+        let batch_capacity = self.batch_capacity(slots.len());
         let swap = if self.layout.endian == out.byte_order() {
             0
         } else {
