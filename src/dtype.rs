@@ -558,9 +558,11 @@ impl Order {
     pub fn strides(self, shape: &[usize], elem_size: usize) -> Vec<isize> {
         let mut strides = vec![0isize; shape.len()];
         let mut step = elem_size as isize;
+        // Saturating: a shape too large for memory gets impossible strides instead of a
+        // panic; every allocation checks its byte length on its own.
         let mut set = |i: usize| {
             strides[i] = step;
-            step *= shape[i].max(1) as isize;
+            step = step.saturating_mul(isize::try_from(shape[i].max(1)).unwrap_or(isize::MAX));
         };
         match self {
             Order::C => (0..shape.len()).rev().for_each(&mut set),

@@ -8,7 +8,8 @@ use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions};
 use crate::pipeline::{fetch_unit, run_staged};
 use crate::zarr::{
-    UnitSource, check_subset, chunk_error, data_type_of, plan_chunks, plan_units, zarr_error,
+    UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks, plan_units,
+    zarr_error,
 };
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
@@ -156,9 +157,11 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
             &window.parent_shape,
             window.window.clone(),
             |target| {
-                array
-                    .retrieve_array_subset_into_opt(&request, target, &codec_opts)
-                    .map_err(|e| zarr_error(array, e))
+                guard_zarrs(array, || {
+                    array
+                        .retrieve_array_subset_into_opt(&request, target, &codec_opts)
+                        .map_err(|e| zarr_error(array, e))
+                })
             },
         )
     });
@@ -189,10 +192,13 @@ fn locate_failing_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
         plan.units
     };
     grid_units.iter().find_map(|u| {
-        array
-            .retrieve_chunk_if_exists::<ArrayBytes<'static>>(&u.indices)
-            .err()
-            .map(|e| chunk_error(array, &u.indices, e))
+        guard_zarrs(array, || {
+            array
+                .retrieve_chunk_if_exists::<ArrayBytes<'static>>(&u.indices)
+                .map(|_| ())
+                .map_err(|e| chunk_error(array, &u.indices, e))
+        })
+        .err()
     })
 }
 

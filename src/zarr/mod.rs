@@ -14,7 +14,7 @@ mod store;
 mod subset;
 mod units;
 
-pub(crate) use array::{chunk_error, data_type_of, fill_bytes, zarr_error};
+pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub(crate) use framing::DeviceCodec;
 pub use info::{ArrayInfo, describe};

@@ -28,6 +28,9 @@ pub(crate) struct ShardIndex {
     chunks_per_shard: Vec<u64>,
     index_shape: Vec<NonZeroU64>,
     encoded_size: u64,
+    /// The most encoded bytes an inner chunk may claim: far above what any codec produces
+    /// for the chunk's decoded size, so a damaged index cannot ask for an unbounded read.
+    max_inner_bytes: u64,
     cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
 }
 
@@ -49,11 +52,30 @@ impl ShardIndex {
         let shard_shape = array
             .chunk_shape(&vec![0; array.dimensionality()])
             .map_err(|e| bad(e.to_string()))?;
+        if shard_shape.len() != sc.chunk_shape.len()
+            || shard_shape
+                .iter()
+                .zip(sc.chunk_shape.iter())
+                .any(|(s, c)| s.get() % c.get() != 0)
+        {
+            return Err(bad(format!(
+                "invalid subchunk shape {:?}, it must evenly divide shard shape {:?}",
+                sc.chunk_shape.iter().map(|c| c.get()).collect::<Vec<_>>(),
+                shard_shape.iter().map(|s| s.get()).collect::<Vec<_>>()
+            )));
+        }
         let chunks_per_shard: Vec<u64> = shard_shape
             .iter()
             .zip(sc.chunk_shape.iter())
             .map(|(s, c)| s.get() / c.get())
             .collect();
+        let elem = array.data_type().fixed_size().unwrap_or(1) as u64;
+        let decoded = sc
+            .chunk_shape
+            .iter()
+            .try_fold(elem, |acc, c| acc.checked_mul(c.get()))
+            .unwrap_or(u64::MAX);
+        let max_inner_bytes = decoded.saturating_mul(16).saturating_add(1 << 20);
         let mut index_shape: Vec<NonZeroU64> = chunks_per_shard
             .iter()
             .map(|&n| NonZeroU64::new(n).ok_or_else(|| bad("a shard holds no inner chunks".into())))
@@ -82,6 +104,7 @@ impl ShardIndex {
             chunks_per_shard,
             index_shape,
             encoded_size,
+            max_inner_bytes,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -172,8 +195,16 @@ impl ShardIndex {
             (Some(&o), Some(&s)) => (o, s),
             _ => return Err(format!("inner chunk {within:?} is outside the shard index")),
         };
-        if offset == u64::MAX && size == u64::MAX {
+        // Not stored (the spec's marker), or stored empty as zarrs reads it: the fill value.
+        if (offset == u64::MAX && size == u64::MAX) || size == 0 {
             return Ok(None);
+        }
+        if size > self.max_inner_bytes {
+            return Err(format!(
+                "the shard index claims {size} bytes for inner chunk {within:?}, more than any \
+                 encoding of it takes ({} at most): the index is damaged",
+                self.max_inner_bytes
+            ));
         }
         let end = offset
             .checked_add(size)
