@@ -8,8 +8,8 @@ use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions};
 use crate::pipeline::{fetch_unit, run_staged};
 use crate::zarr::{
-    UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks, plan_units,
-    zarr_error,
+    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
+    plan_units, zarr_error,
 };
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
@@ -150,6 +150,7 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
     let region = out.buffer().try_slice(window.byte_start..window.byte_end)?;
     let request = ArraySubset::new_with_ranges(subset);
     let codec_opts = opts.codec_options();
+    check_shard_indexes(array, subset, elem, opts)?;
     let result = region.with_host_mut(|bytes| {
         with_decode_target(
             bytes,
@@ -176,6 +177,36 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
         });
     }
     result.map_err(|e| locate_failing_chunk(array, subset, elem).unwrap_or(e))
+}
+
+/// For sharded arrays, reads (and caches in the OS) the index of every shard the request
+/// touches and refuses damaged ones before zarrs reads through them: zarrs trusts index
+/// entries, and a damaged one makes it overflow or allocate whatever size the entry claims.
+fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    elem: usize,
+    opts: &ReadOptions,
+) -> Result<()> {
+    if plan_units(array, subset, elem)?.source != UnitSource::Subchunk {
+        return Ok(());
+    }
+    let shards = ShardIndex::new(array, opts.validate_checksums)?;
+    let storage = array.storage();
+    for shard in plan_chunks(array, subset)? {
+        let key = array.chunk_key(&shard.indices);
+        let index = shards
+            .index_of(&shard.indices, |range| {
+                storage.get_partial(&key, range).map_err(|e| e.to_string())
+            })
+            .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        if let Some(index) = index {
+            shards
+                .check(&index)
+                .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// After a failed whole-subset read, decodes chunk by chunk to name the one at fault.

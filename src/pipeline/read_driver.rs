@@ -53,7 +53,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         .with_validate_checksums(opts.validate_checksums)
         .with_concurrent_target(1);
     let shards = match plan.source {
-        UnitSource::Subchunk => Some(ShardIndex::new(array)?),
+        UnitSource::Subchunk => Some(ShardIndex::new(array, opts.validate_checksums)?),
         _ => None,
     };
     let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {

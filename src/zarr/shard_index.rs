@@ -31,12 +31,14 @@ pub(crate) struct ShardIndex {
     /// The most encoded bytes an inner chunk may claim: far above what any codec produces
     /// for the chunk's decoded size, so a damaged index cannot ask for an unbounded read.
     max_inner_bytes: u64,
+    /// Check the index's own checksum (the read's `validate_checksums`, as zarrs does).
+    validate_checksums: bool,
     cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
 }
 
 impl ShardIndex {
     /// Reads the sharding configuration of an exclusively sharded array.
-    pub(crate) fn new<S: ?Sized>(array: &Array<S>) -> Result<Self> {
+    pub(crate) fn new<S: ?Sized>(array: &Array<S>, validate_checksums: bool) -> Result<Self> {
         let bad = |m: String| Error::zarr(array.path().as_str(), m, None);
         let cfg = array
             .codecs()
@@ -105,6 +107,7 @@ impl ShardIndex {
             index_shape,
             encoded_size,
             max_inner_bytes,
+            validate_checksums,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -135,7 +138,7 @@ impl ShardIndex {
                 &self.index_shape,
                 &data_type::uint64(),
                 &FillValue::from(u64::MAX),
-                &CodecOptions::default(),
+                &CodecOptions::default().with_validate_checksums(self.validate_checksums),
             )
             .map_err(|e| format!("cannot decode the shard index: {e}"))?
             .into_fixed()
@@ -144,6 +147,25 @@ impl ShardIndex {
             .chunks_exact(8)
             .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
             .collect())
+    }
+
+    /// Checks every entry of a decoded index the way [`Self::inner_range`] would, so a
+    /// damaged index is refused before anything (zarrs included) reads through it.
+    pub(crate) fn check(&self, index: &[u64]) -> std::result::Result<(), String> {
+        for pair in index.chunks_exact(2) {
+            let (offset, size) = (pair[0], pair[1]);
+            if offset == u64::MAX && size == u64::MAX {
+                continue;
+            }
+            if size > self.max_inner_bytes || offset.checked_add(size).is_none() {
+                return Err(format!(
+                    "the shard index claims {size} bytes at {offset} for an inner chunk (at \
+                     most {} are possible): the index is damaged",
+                    self.max_inner_bytes
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The cached index of a shard, fetching it with `fetch(range)` on first use.
