@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora under tests/fuzz/corpus/<target>/ from fixtures/data.
+
+Each seed has the input layout its target reads (src/lib.rs):
+  metadata       [format byte: 0 = zarr.json, 1 = .zarray] + metadata document
+  chunk_decode   [fixture index | flags] + the fixture's first chunk
+  shard_index    [fixture index | flags] + 6 subset bytes + a shard
+  npy_read       a .npy file
+  subset_parser  [ndim] + ndim little-endian u16 lengths + --subset text
+
+Run from anywhere: python3 tests/fuzz/make_corpus.py (stdlib only). The fixture order of
+chunk_decode and shard_index must match CHUNK_FIXTURES and SHARD_FIXTURES in src/lib.rs.
+"""
+
+import hashlib
+import shutil
+import struct
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent.parent / "fixtures" / "data"
+CORPUS = HERE / "corpus"
+
+# (fixture, chunk 0's key) in CHUNK_FIXTURES order.
+CHUNK_FIXTURES = [
+    ("v3_uint32_be_zstd_crc32c", "c/0/0"),
+    ("ts_v3_gzip_be", "c/0/0"),
+    ("ts_v2_blosc", "0.0"),
+    ("v3_int32_blosc_lz4", "c/0/0/0"),
+    ("ts_v3_transpose_crc32c", "c/0/0"),
+    ("v2_i4_be_gzip_F", "0/0"),
+    ("v2_u1_blosc_bitshuffle", "0"),
+    ("v2_c8_zstd_nested", "0/0"),
+    ("v3_shard_end", "c/0/0"),
+]
+
+# (fixture, first shard's key, last shard's key or None) in SHARD_FIXTURES order; None as
+# the fixture means a synthetic raw array (built below).
+SHARD_FIXTURES = [
+    ("v3_shard_end", "c/0/0", "c/2/1"),
+    ("v3_shard_start", "c/0", "c/3"),
+    ("ts_v3_shard_end_gzip", "c/0/0", "c/2/1"),
+    ("ts_v3_shard_start_transpose", "c/0/0/0", "c/1/1/1"),
+    ("v3_shard_3d_transpose", "c/0/0/0", None),
+    (None, "end", None),
+    (None, "start", None),
+]
+
+
+def raw_shard(index_at_start: bool, missing: int | None = None) -> bytes:
+    """A shard of the raw arrays in src/lib.rs: 2x2 inner chunks of 2x3 uint16 (inner
+    chunks little-endian at the end, big-endian at the start), u64 LE index pairs."""
+    fmt = ">6H" if index_at_start else "<6H"
+    chunks = [struct.pack(fmt, *range(10 * k, 10 * k + 6)) for k in range(4)]
+    index_len = 4 * 16
+    offset = index_len if index_at_start else 0
+    index, body = b"", b""
+    for k, c in enumerate(chunks):
+        if k == missing:
+            index += struct.pack("<QQ", 2**64 - 1, 2**64 - 1)
+            continue
+        index += struct.pack("<QQ", offset + len(body), len(c))
+        body += c
+    return index + body if index_at_start else body + index
+
+
+def put(target: str, data: bytes) -> None:
+    d = CORPUS / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / hashlib.sha1(data).hexdigest()).write_bytes(data)
+
+
+def main() -> None:
+    shutil.rmtree(CORPUS, ignore_errors=True)
+
+    # metadata: every fixture's metadata document.
+    for store in sorted(DATA.glob("*.zarr")):
+        for p in sorted(store.rglob("zarr.json")):
+            if b'"array"' in p.read_bytes():
+                put("metadata", b"\x00" + p.read_bytes())
+        for p in sorted(store.rglob(".zarray")):
+            put("metadata", b"\x01" + p.read_bytes())
+
+    # chunk_decode: each fixture's first chunk as stored, and with "recompute checksums".
+    for i, (name, key) in enumerate(CHUNK_FIXTURES):
+        chunk = (DATA / f"{name}.zarr" / key).read_bytes()
+        put("chunk_decode", bytes([i]) + chunk)
+        put("chunk_decode", bytes([i | 0x10]) + chunk)
+
+    # shard_index: first and last shards, a few subsets each.
+    subsets = [bytes(6), bytes([0, 255, 0, 255, 0, 255]), bytes([1, 3, 2, 5, 1, 2])]
+    for i, (name, first, last) in enumerate(SHARD_FIXTURES):
+        if name is None:
+            start = first == "start"
+            shards = [(0, raw_shard(start)), (0x10, raw_shard(start, missing=1))]
+        else:
+            shards = [(0, (DATA / f"{name}.zarr" / first).read_bytes())]
+            if last:
+                shards.append((0x40, (DATA / f"{name}.zarr" / last).read_bytes()))
+        for flags, shard in shards:
+            for s in subsets:
+                put("shard_index", bytes([i | flags]) + s + shard)
+
+    # npy_read: the small .npy files.
+    for p in sorted(DATA.glob("*.npy")):
+        if p.stat().st_size <= 3000:
+            put("npy_read", p.read_bytes())
+
+    # subset_parser: accepted and rejected --subset texts.
+    def subset(shape: list[int], text: str) -> bytes:
+        return bytes([len(shape)]) + b"".join(struct.pack("<H", n) for n in shape) + text.encode()
+
+    for shape, text in [
+        ([100, 20], "0:10,5:20"),
+        ([7], ":"),
+        ([], ""),
+        ([8, 1, 1], "a:b,0:1,0:1"),
+        ([4], "0:99"),
+        ([5, 5], " 1 : 3 ,:"),
+        ([5, 5, 5, 5], "0:5,1:,:4,2:2"),
+        ([65535], "0:18446744073709551615"),
+        ([3], "2:1"),
+        ([3, 3], "0:1"),
+    ]:
+        put("subset_parser", subset(shape, text))
+
+
+if __name__ == "__main__":
+    main()
