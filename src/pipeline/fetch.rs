@@ -8,6 +8,21 @@ use zarrs::array::Array;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
+/// An error about inner chunk `within` of `shard` (stored under `key`).
+fn inner_chunk_error<S: ?Sized>(
+    array: &Array<S>,
+    shard: &[u64],
+    key: &impl std::fmt::Display,
+    within: &[u64],
+    e: String,
+) -> Error {
+    Error::zarr(
+        array.path().as_str(),
+        format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
+        None,
+    )
+}
+
 /// Fetches the encoded bytes of one inner chunk through its shard's index.
 fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
@@ -17,13 +32,7 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     let (shard, within) = shards.split(inner);
     let key = array.chunk_key(&shard);
     let storage = array.storage();
-    let fail = |e: String| {
-        Error::zarr(
-            array.path().as_str(),
-            format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
-            None,
-        )
-    };
+    let fail = |e: String| inner_chunk_error(array, &shard, &key, &within, e);
     let index = shards
         .index_of(&shard, |range| {
             storage.get_partial(&key, range).map_err(|e| e.to_string())
@@ -87,13 +96,7 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
             let (shard, within) = shards.split(&unit.indices);
             let key = array.chunk_key(&shard);
             let storage = array.storage();
-            let fail = |e: String| {
-                Error::zarr(
-                    array.path().as_str(),
-                    format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
-                    None,
-                )
-            };
+            let fail = |e: String| inner_chunk_error(array, &shard, &key, &within, e);
             let index = match shards.cached(&shard) {
                 Some(hit) => hit,
                 None => {
