@@ -23,6 +23,9 @@ enum Expect {
     /// Some step fails with an error (the input is corrupt; where the error comes from, open
     /// or read, is the fix's choice).
     Err,
+    /// Every step that ran succeeds (the input is valid, or damaged only where the
+    /// harness does not look).
+    Ok,
     /// Only "returns normally" (and the paths' agreement) is checked.
     Returns,
 }
@@ -30,34 +33,36 @@ enum Expect {
 /// Every committed input, with what it must give. An input on disk missing from this list
 /// fails `every_regression_input_is_listed`.
 const CASES: &[(&str, &str, Expect)] = &[
-    // zarrs' ShardingCodec::decode adds offset + size of an index entry unchecked.
+    // zarrs' ShardingCodec::decode adds offset + size of an index entry unchecked (fixed in
+    // zarrbuf: the direct path checks the index before zarrs reads through it).
     ("chunk_decode", "zarrs-index-overflow", Expect::Err),
     ("shard_index", "zarrs-index-overflow", Expect::Err),
     // The staged path fetches an inner chunk whose index size exceeds the shard; the
-    // filesystem store allocates that size up front.
+    // filesystem store allocates that size up front (fixed: sizes are bounded).
     ("chunk_decode", "unbounded-inner-fetch", Expect::Err),
     ("shard_index", "unbounded-inner-fetch", Expect::Err),
     // The same with a size past isize::MAX: Vec::with_capacity panics ("capacity overflow").
     ("shard_index", "unbounded-inner-fetch-capacity", Expect::Err),
     // A sharding codec whose inner chunk shape does not divide the shard shape: zarrs refuses
-    // to read it, the staged path reads it without an error.
+    // to read it, the staged path read it without an error (fixed).
     ("metadata", "staged-ragged-inner-chunks", Expect::Err),
     // With validate_checksums = false, zarrs reads a shard whose index checksum is wrong; the
-    // staged path validates the index checksum anyway and fails.
+    // staged path validated the index checksum anyway and failed (fixed).
     (
         "shard_index",
         "staged-index-checksum-always-validated",
-        Expect::Returns,
+        Expect::Ok,
     ),
     // A .npy shape with a zero dimension and other dimensions whose product overflows: no
-    // data is needed, and Order::strides multiplies the dimensions unchecked.
+    // data is needed, and Order::strides multiplied the dimensions unchecked (fixed).
     ("npy_read", "strides-overflow", Expect::Returns),
     // The same through an array: shape [0, 2^62, 4] has no elements, and reading it builds
     // the output NDBuffer with those strides.
     ("metadata", "strides-overflow", Expect::Returns),
     // A subset read of a sharded array with compressed inner chunks whose index gives an
     // inner chunk a size of 2^40: zarrs' partial decoder (direct path) and the staged fetch
-    // both ask the filesystem store for 2^40 bytes, which it allocates before reading.
+    // both ask the filesystem store for 2^40 bytes, which it allocates before reading
+    // (fixed with the index checks above).
     ("shard_index", "unbounded-partial-decode", Expect::Err),
     // An inner chunk of size 0 (not the missing marker), or an uncompressed one of 14 bytes
     // where 12 are due, or a blosc frame damaged outside the blocks a subset needs: zarrs'
@@ -78,9 +83,24 @@ const CASES: &[(&str, &str, Expect)] = &[
     // The same on a whole-array read: the edge shard the array clips is read partially.
     ("shard_index", "zarrs-partial-edge-shard", Expect::Returns),
     // A v2 array of shape [7, 9, 6] with chunks [3, 44294967296, 2] and no chunk stored: the
-    // staged path sizes its staging slots by the whole chunk (531 GB), beyond the staging
-    // budget; zarrs reads fill values.
-    ("metadata", "staged-slots-unbounded", Expect::Returns),
+    // staged path sizes its staging slots by the whole chunk (2 x 531 GB), far beyond the
+    // staging budget, and fails to allocate; zarrs reads fill values. OPEN (fix in
+    // src/pipeline/slots.rs): it must read, as the direct path does.
+    ("metadata", "staged-slots-unbounded", Expect::Ok),
+    // Found after the fixes above. Shard index entries of 0 bytes (some at offsets past the
+    // shard): the staged path reads them as the fill value, zarrs' whole-shard decoder on the
+    // direct path refuses them. OPEN (src/zarr/shard_index.rs): refuse a 0-byte entry on both
+    // paths, as zarrs' whole-shard decoder does.
+    (
+        "chunk_decode",
+        "staged-empty-inner-chunk-as-fill",
+        Expect::Err,
+    ),
+    // A damaged entry (a size of 4e18) for an inner chunk the subset does not touch: the
+    // direct path checks every entry of the shard's index and refuses, the staged path checks
+    // only the entries it reads and succeeds. OPEN (src/zarr/shard_index.rs): check the whole
+    // index once when it is decoded (ShardIndex::remember), on both paths.
+    ("shard_index", "staged-index-checked-partially", Expect::Err),
 ];
 
 fn regressions() -> PathBuf {
@@ -115,11 +135,16 @@ fn replay_one_input() {
     let data = std::fs::read(regressions().join(target).join(name)).expect("the input exists");
     let outcomes = replay(target, &data);
     println!("{target}/{name}: {outcomes:?}");
-    if let Expect::Err = expect {
-        assert!(
+    match expect {
+        Expect::Err => assert!(
             outcomes.iter().any(Outcome::is_err),
             "{target}/{name} should fail with an error: {outcomes:?}"
-        );
+        ),
+        Expect::Ok => assert!(
+            outcomes.iter().all(|o| !o.is_err()),
+            "{target}/{name} should read: {outcomes:?}"
+        ),
+        Expect::Returns => {}
     }
 }
 

@@ -1,7 +1,7 @@
 #![no_main]
 //! Fuzz target `npy_read`: see `zarrbuf_fuzz::npy_read`. Inputs that hit a known, still open bug
 //! are skipped here unless `ZARRBUF_FUZZ_KEEP_KNOWN` is set (to minimise or reproduce
-//! them); the regression tests always replay them. See `zarrbuf_fuzz::known_issue`.
+//! them); the regression tests always replay them. See `zarrbuf_fuzz::known_divergence`.
 
 static INIT: std::sync::Once = std::sync::Once::new();
 
