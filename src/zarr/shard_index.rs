@@ -157,7 +157,7 @@ impl ShardIndex {
             if offset == u64::MAX && size == u64::MAX {
                 continue;
             }
-            if size > self.max_inner_bytes || offset.checked_add(size).is_none() {
+            if size == 0 || size > self.max_inner_bytes || offset.checked_add(size).is_none() {
                 return Err(format!(
                     "the shard index claims {size} bytes at {offset} for an inner chunk (at \
                      most {} are possible): the index is damaged",
@@ -194,7 +194,12 @@ impl ShardIndex {
     ) -> std::result::Result<CachedIndex, String> {
         let index = match encoded {
             None => None,
-            Some(bytes) => Some(Arc::new(self.decode(bytes)?)),
+            Some(bytes) => {
+                let index = self.decode(bytes)?;
+                // The whole index, once: both read paths refuse the same damaged shards.
+                self.check(&index)?;
+                Some(Arc::new(index))
+            }
         };
         if let Ok(mut c) = self.cache.lock() {
             c.insert(shard.to_vec(), index.clone());
@@ -217,9 +222,13 @@ impl ShardIndex {
             (Some(&o), Some(&s)) => (o, s),
             _ => return Err(format!("inner chunk {within:?} is outside the shard index")),
         };
-        // Not stored (the spec's marker), or stored empty as zarrs reads it: the fill value.
-        if (offset == u64::MAX && size == u64::MAX) || size == 0 {
+        if offset == u64::MAX && size == u64::MAX {
             return Ok(None);
+        }
+        if size == 0 {
+            return Err(format!(
+                "the shard index gives inner chunk {within:?} 0 bytes: the index is damaged"
+            ));
         }
         if size > self.max_inner_bytes {
             return Err(format!(
