@@ -90,6 +90,12 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The buffer was described lazily ([`crate::Buffer::lazy`]) and nothing has written it
+    /// yet, so there are no bytes to read or hand out.
+    #[error(
+        "{0}: the buffer has no memory yet (it was made lazily and nothing has written it); write it first, or call `ensure_allocated()` to get zeros"
+    )]
+    NotAllocated(String),
     /// Something valid that zarrbuf does not do (yet).
     #[error("unsupported: {0}")]
     Unsupported(String),

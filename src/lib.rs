@@ -36,8 +36,8 @@ mod zarr;
 pub use buffer::dlpack;
 pub use buffer::npy;
 pub use buffer::{
-    Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, NDBuffer,
-    default_prototype, set_default_prototype,
+    Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, MemoryResource,
+    NDBuffer, default_prototype, set_default_prototype,
 };
 pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;

@@ -61,6 +61,8 @@ conformance!(
     byte_order_round_trips,
     ndarray_round_trips,
     item_of_every_type,
+    lazy_allocation,
+    memory_resource,
 );
 
 /// The skip contract of tests/common/mod.rs, checked on one case run in a child process: on

@@ -516,6 +516,8 @@ impl NDBuffer {
             strides.push((s / size as isize) as i64);
         }
         let shape: Vec<i64> = self.shape().iter().map(|&n| n as i64).collect();
+        // Another framework would read bytes nobody wrote: a lazy buffer must be written first.
+        self.buffer().written_region("a DLPack export")?;
         // zarrbuf's work in flight on the memory (asynchronous copies, the stream-ordered
         // allocation, kernels) is done before anyone else touches it.
         self.buffer().sync()?;
@@ -532,7 +534,7 @@ impl NDBuffer {
         })?;
         // Memory zarrbuf must not let others write (immutable `bytes::Bytes`) is read-only.
         let read_only = matches!(
-            buffer.region().storage().write(),
+            buffer.region()?.storage().write(),
             Err(Error::InvalidArgument(_))
         );
         Ok(Described {

@@ -1,5 +1,6 @@
 //! [`Buffer`]: a flat, contiguous, untyped block of bytes in any memory.
 
+use super::lazy::{Allocate, LazyCell};
 use crate::device::Stream;
 use crate::device::{CudaOps, DeviceOps, Queue, ops_for, ops_for_pair, track};
 use crate::error::{Error, Result};
@@ -10,6 +11,7 @@ use crate::place::{Device, Memory};
 use bytes::Bytes;
 use std::any::Any;
 use std::ops::{Bound, Deref, RangeBounds};
+use std::sync::{Arc, OnceLock};
 
 /// A flat, untyped, byte-indexed block of memory: host, pinned host or CUDA device memory.
 ///
@@ -32,14 +34,52 @@ use std::ops::{Bound, Deref, RangeBounds};
 /// ```
 pub struct Buffer {
     id: u64,
-    region: Region,
+    backing: Backing,
+    /// Who made the memory, type-erased so that this layer does not name the prototype's
+    /// `Allocator` (the prototype stores and reads it back; see `Buffer::memory_resource`).
+    origin: Option<Origin>,
+}
+
+/// A handle's memory: a region of an allocation, or a range of a lazily allocated buffer.
+enum Backing {
+    Ready(Region),
+    Lazy {
+        cell: Arc<LazyCell>,
+        offset: usize,
+        len: usize,
+        /// This handle's range of the allocation, once there is one.
+        view: OnceLock<Region>,
+    },
+}
+
+/// What made a buffer's memory (the prototype's allocator), kept without naming its type.
+pub(crate) type Origin = Arc<dyn Any + Send + Sync>;
+
+impl Clone for Backing {
+    fn clone(&self) -> Self {
+        match self {
+            Backing::Ready(r) => Backing::Ready(r.clone()),
+            Backing::Lazy {
+                cell,
+                offset,
+                len,
+                view,
+            } => Backing::Lazy {
+                cell: cell.clone(),
+                offset: *offset,
+                len: *len,
+                view: view.clone(),
+            },
+        }
+    }
 }
 
 impl Clone for Buffer {
     fn clone(&self) -> Self {
         Buffer {
             id: next_id(),
-            region: self.region.clone(),
+            backing: self.backing.clone(),
+            origin: self.origin.clone(),
         }
     }
 }
@@ -48,11 +88,16 @@ impl std::fmt::Debug for Buffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Buffer({} bytes at +{} of storage {} in {})",
+            "Buffer({} bytes at +{} of storage {} in {}{})",
             self.len(),
             self.offset(),
             self.storage_id(),
-            self.memory()
+            self.memory(),
+            if self.is_allocated() {
+                ""
+            } else {
+                ", not allocated yet"
+            }
         )
     }
 }
@@ -109,17 +154,124 @@ impl Buffer {
     pub(crate) fn from_region(region: Region) -> Self {
         Buffer {
             id: next_id(),
-            region,
+            backing: Backing::Ready(region),
+            origin: None,
         }
+    }
+
+    /// A buffer of `len` bytes in `memory` with no memory behind it yet: `allocate` makes it
+    /// on first write (see [`crate::Buffer::lazy`]).
+    pub(crate) fn from_lazy(len: usize, memory: Memory, allocate: Allocate) -> Self {
+        Buffer {
+            id: next_id(),
+            backing: Backing::Lazy {
+                cell: Arc::new(LazyCell::new(len, memory, allocate)),
+                offset: 0,
+                len,
+                view: OnceLock::new(),
+            },
+            origin: None,
+        }
+    }
+
+    /// Records what made this buffer's memory (see `Buffer::memory_resource`).
+    pub(crate) fn with_origin(mut self, origin: Origin) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    pub(crate) fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+
+    /// True when the memory is foreign (wrapped, not allocated by zarrbuf); a lazy buffer
+    /// that has no memory yet is not.
+    pub(crate) fn is_foreign_memory(&self) -> bool {
+        self.allocated_region()
+            .is_some_and(|r| r.storage().is_foreign())
     }
 
     fn from_storage(kind: StorageKind) -> Self {
         Self::from_region(Region::new(kind))
     }
 
-    /// The region of memory this handle views (what device operations take).
-    pub(crate) fn region(&self) -> &Region {
-        &self.region
+    /// The region of memory this handle views, for operations that write it: a lazy
+    /// buffer is allocated (zeroed) here on first use.
+    pub(crate) fn region(&self) -> Result<&Region> {
+        match &self.backing {
+            Backing::Ready(r) => Ok(r),
+            Backing::Lazy {
+                cell,
+                offset,
+                len,
+                view,
+            } => {
+                if let Some(r) = view.get() {
+                    return Ok(r);
+                }
+                let whole = cell.get_or_allocate()?;
+                Ok(view.get_or_init(|| whole.sub(*offset, *offset + *len)))
+            }
+        }
+    }
+
+    /// The region of memory this handle views, for operations that only read it: a lazy
+    /// buffer nothing has written yet is `NotAllocated` (its bytes were never written, and
+    /// handing out zeros nobody wrote would hide a missing write).
+    pub(crate) fn written_region(&self, what: &str) -> Result<&Region> {
+        match &self.backing {
+            Backing::Ready(r) => Ok(r),
+            Backing::Lazy { cell, .. } if cell.allocated().is_some() => self.region(),
+            Backing::Lazy { len, .. } => Err(Error::NotAllocated(format!(
+                "{what} of {len} bytes of {}",
+                self.memory()
+            ))),
+        }
+    }
+
+    /// The region, when memory is behind this handle (no allocation is made).
+    fn allocated_region(&self) -> Option<&Region> {
+        match &self.backing {
+            Backing::Ready(r) => Some(r),
+            Backing::Lazy { cell, .. } if cell.allocated().is_some() => self.region().ok(),
+            Backing::Lazy { .. } => None,
+        }
+    }
+
+    /// True when memory is behind this buffer: always, except for a [lazy](Self::lazy)
+    /// buffer that nothing has written yet.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// assert!(Buffer::from_vec(vec![1u8]).is_allocated());
+    /// let lazy = Buffer::lazy(1 << 20, &BufferPrototype::cpu());
+    /// assert!(!lazy.is_allocated());
+    /// ```
+    pub fn is_allocated(&self) -> bool {
+        match &self.backing {
+            Backing::Ready(_) => true,
+            Backing::Lazy { cell, .. } => cell.allocated().is_some(),
+        }
+    }
+
+    /// Allocates the memory of a [lazy](Self::lazy) buffer now (zero bytes, as
+    /// [`Buffer::zeros`] makes them); a no-op when it has memory. Every view of the buffer
+    /// sees the allocation.
+    ///
+    /// # Errors
+    /// What the prototype's allocation reports: `OutOfMemory`, `DeviceUnavailable`, ….
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// let lazy = Buffer::lazy(4, &BufferPrototype::cpu());
+    /// let view = lazy.slice(2..);
+    /// view.ensure_allocated()?;
+    /// assert!(lazy.is_allocated());
+    /// assert_eq!(lazy.to_vec()?, vec![0; 4]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn ensure_allocated(&self) -> Result<()> {
+        self.region().map(|_| ())
     }
 
     /// A buffer of no bytes (host memory, no allocation).
@@ -209,12 +361,15 @@ impl Buffer {
 
     /// Number of bytes in this view.
     pub fn len(&self) -> usize {
-        self.region.len()
+        match &self.backing {
+            Backing::Ready(r) => r.len(),
+            Backing::Lazy { len, .. } => *len,
+        }
     }
 
     /// True when the view has no bytes.
     pub fn is_empty(&self) -> bool {
-        self.region.is_empty()
+        self.len() == 0
     }
 
     /// Size of the whole underlying allocation (≥ `len()` for slices).
@@ -224,12 +379,18 @@ impl Buffer {
     /// assert_eq!(b.slice(2..4).total_size(), 10);
     /// ```
     pub fn total_size(&self) -> usize {
-        self.region.storage().len()
+        match &self.backing {
+            Backing::Ready(r) => r.storage().len(),
+            Backing::Lazy { cell, .. } => cell.len(),
+        }
     }
 
     /// Byte offset of this view in its allocation.
     pub fn offset(&self) -> usize {
-        self.region.offset()
+        match &self.backing {
+            Backing::Ready(r) => r.offset(),
+            Backing::Lazy { offset, .. } => *offset,
+        }
     }
 
     /// Id of this handle (unique per clone or slice).
@@ -238,13 +399,21 @@ impl Buffer {
     }
 
     /// Id of the underlying allocation, shared by all views of it.
+    /// A [lazy](Self::lazy) buffer's id is fixed when it is described and stays the same
+    /// once memory is allocated for it.
     pub fn storage_id(&self) -> u64 {
-        self.region.storage().id()
+        match &self.backing {
+            Backing::Ready(r) => r.storage().id(),
+            Backing::Lazy { cell, .. } => cell.storage_id(),
+        }
     }
 
     /// Where the memory lives.
     pub fn memory(&self) -> Memory {
-        self.region.memory()
+        match &self.backing {
+            Backing::Ready(r) => r.memory(),
+            Backing::Lazy { cell, .. } => cell.memory(),
+        }
     }
 
     /// The device that computes on this memory (CPU for host and pinned memory).
@@ -287,7 +456,20 @@ impl Buffer {
     /// ```
     pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Result<Buffer> {
         let (start, end) = resolve_range(range, self.len())?;
-        Ok(Self::from_region(self.region.sub(start, end)))
+        let backing = match &self.backing {
+            Backing::Ready(r) => Backing::Ready(r.sub(start, end)),
+            Backing::Lazy { cell, offset, .. } => Backing::Lazy {
+                cell: cell.clone(),
+                offset: offset + start,
+                len: end - start,
+                view: OnceLock::new(),
+            },
+        };
+        Ok(Buffer {
+            id: next_id(),
+            backing,
+            origin: self.origin.clone(),
+        })
     }
 
     /// Borrows the bytes on the host: `NotHostAccessible` for device memory (never a hidden
@@ -306,7 +488,7 @@ impl Buffer {
                 self.memory()
             )));
         }
-        let (guard, bytes) = self.region.host_bytes()?;
+        let (guard, bytes) = self.written_region("as_host_bytes")?.host_bytes()?;
         Ok(HostBytes {
             _guard: guard,
             bytes,
@@ -326,7 +508,7 @@ impl Buffer {
     }
 
     pub(crate) fn with_host_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
-        self.region.with_host_mut(f)
+        self.region()?.with_host_mut(f)
     }
 
     /// A typed host ndarray view (see [`crate::NDBuffer::as_ndarray`]); offset relative to this handle.
@@ -336,7 +518,8 @@ impl Buffer {
         shape: &[usize],
         elem_strides: &[usize],
     ) -> Result<(ReadGuard<'_>, ndarray::ArrayViewD<'_, T>)> {
-        self.region.ndarray_view::<T>(offset, shape, elem_strides)
+        self.written_region("a host ndarray view")?
+            .ndarray_view::<T>(offset, shape, elem_strides)
     }
 
     /// A typed, mutable host ndarray view (see [`crate::NDBuffer::as_ndarray_mut`]).
@@ -346,20 +529,20 @@ impl Buffer {
         shape: &[usize],
         elem_strides: &[usize],
     ) -> Result<(WriteGuard<'_>, ndarray::ArrayViewMutD<'_, T>)> {
-        self.region
+        self.region()?
             .ndarray_view_mut::<T>(offset, shape, elem_strides)
     }
 
     /// Host address of the first byte, `None` for device memory. Dereferencing it is unsafe:
     /// the caller must respect the buffer's length and not race other handles.
     pub fn host_ptr(&self) -> Option<*mut u8> {
-        self.region.host_ptr()
+        self.allocated_region().and_then(Region::host_ptr)
     }
 
     /// Device address of the first byte (device memory, or pinned memory through unified
     /// addressing), `None` for pageable host memory. For passing to CUDA kernels.
     pub fn device_addr(&self) -> Option<u64> {
-        self.region.device_addr()
+        self.allocated_region().and_then(Region::device_addr)
     }
 
     /// A host copy of the bytes (a device-to-host copy for device memory).
@@ -378,9 +561,12 @@ impl Buffer {
         if self.is_host_accessible() {
             return Ok(self.as_host_bytes()?.to_vec());
         }
-        let host = Buffer::from_vec(vec![0u8; self.len()]);
-        host.copy_from_inner(self)?;
-        host.region.into_vec().ok_or_else(|| {
+        let host = Region::new(StorageKind::ForeignHost(ForeignHost::from_vec(vec![
+            0u8;
+            self.len()
+        ])));
+        Buffer::from_region(host.clone()).copy_from_inner(self)?;
+        host.into_vec().ok_or_else(|| {
             Error::Busy("the host copy is still shared (internal error: please report)".into())
         })
     }
@@ -400,7 +586,7 @@ impl Buffer {
     pub(crate) fn copy_from_inner(&self, src: &Buffer) -> Result<()> {
         let ops = ops_for_pair(src.memory(), self.memory())?;
         let q = ops.default_queue();
-        ops.copy(&q, src.region(), self.region())?;
+        ops.copy(&q, src.written_region("a copy")?, self.region()?)?;
         ops.synchronize(&q)
     }
 
@@ -424,8 +610,9 @@ impl Buffer {
     pub fn copy_from_on(&mut self, src: &Buffer, stream: &Stream) -> Result<()> {
         let ops = CudaOps::new(stream.device_ordinal())?;
         let q = Queue::Cuda(stream.inner.clone());
-        ops.copy(&q, src.region(), self.region())?;
-        track(&q, &[src.region(), self.region()])
+        let (from, to) = (src.written_region("a copy")?, self.region()?);
+        ops.copy(&q, from, to)?;
+        track(&q, &[from, to])
     }
 
     /// Releases this handle with stream-ordered semantics (cuda.core's `Buffer.close`): when
@@ -456,7 +643,10 @@ impl Buffer {
             Memory::Cuda(_) | Memory::Pinned(_) => {
                 // The release (stream-ordered free, or the host wait before a pinned block is
                 // recycled) comes after this fence and every other one on the memory.
-                track(&Queue::Cuda(stream.inner.clone()), &[self.region()])
+                match self.allocated_region() {
+                    Some(r) => track(&Queue::Cuda(stream.inner.clone()), &[r]),
+                    None => Ok(()),
+                }
             }
             Memory::Host => Ok(()),
         }
@@ -482,7 +672,7 @@ impl Buffer {
         let strides = [1isize];
         ops.fill(
             &q,
-            self.region(),
+            self.region()?,
             zarrbuf_codecs::Strided {
                 offset: 0,
                 strides: &strides,
@@ -511,7 +701,10 @@ impl Buffer {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn sync(&self) -> Result<()> {
-        self.region.settle()?;
+        let Some(region) = self.allocated_region() else {
+            return Ok(());
+        };
+        region.settle()?;
         match self.memory() {
             Memory::Cuda(n) | Memory::Pinned(n) => crate::driver::cuda_context(n)?
                 .synchronize()

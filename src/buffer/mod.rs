@@ -3,11 +3,14 @@
 
 pub mod dlpack;
 mod flat;
+mod lazy;
 mod ndbuffer;
 pub mod npy;
 mod prototype;
+mod resource;
 
 pub use flat::{Buffer, HostBytes};
 pub(crate) use ndbuffer::CWindow;
 pub use ndbuffer::{HostArrayView, HostArrayViewMut, NDBuffer};
 pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};
+pub use resource::MemoryResource;

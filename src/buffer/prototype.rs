@@ -158,7 +158,7 @@ impl BufferPrototype {
         if self.allocator.is_some() {
             b.fill_bytes(0)?;
         }
-        b.region().settle()?;
+        b.region()?.settle()?;
         Ok(b)
     }
 
@@ -179,7 +179,7 @@ impl BufferPrototype {
                     self.memory
                 )));
             }
-            return Ok(b);
+            return Ok(b.with_origin(Arc::new(a.clone())));
         }
         match self.memory {
             Memory::Host => Region::alloc_host(len, init),
@@ -258,6 +258,47 @@ impl Buffer {
     /// ```
     pub fn empty(len: usize, proto: &BufferPrototype) -> Result<Self> {
         proto.allocate(len)
+    }
+
+    /// `len` bytes that will live where `proto` says, with no memory behind them yet (lazy
+    /// allocation, as morok's `Buffer`): describing a buffer is free, and memory is made
+    /// (zeroed, by `proto`, with its allocator) by the first operation that needs it.
+    ///
+    /// - **Allocate on first use** — everything that writes: `copy_from`, `fill_bytes`,
+    ///   `with_host_bytes_mut`, reading a zarr array into it (`read_into`), `as_ndarray_mut`,
+    ///   and [`ensure_allocated`](Self::ensure_allocated), which allocates deliberately.
+    /// - **`NotAllocated` error** — everything that only reads: `as_host_bytes`, `to_vec`,
+    ///   `to_bytes`, `content_eq`, `as_ndarray`, copies *from* it, writing it to a zarr
+    ///   array, DLPack export. Nothing has written the bytes yet, so reading them would hand
+    ///   out zeros nobody wrote and hide a missing write; call `ensure_allocated` first when
+    ///   zeros are what you want.
+    /// - **No memory needed** — `len`, `memory`, `device`, slicing (views share the lazy
+    ///   storage, its [`storage_id`](Self::storage_id), and see the allocation once it
+    ///   happens), `sync` and `close` (no-ops). [`host_ptr`](Self::host_ptr) and
+    ///   [`device_addr`](Self::device_addr) are `None` until memory is allocated.
+    ///
+    /// ```
+    /// use zarrbuf::{Buffer, BufferPrototype, Error};
+    /// let lazy = Buffer::lazy(8, &BufferPrototype::cpu());
+    /// let tail = lazy.slice(4..);
+    /// assert!(matches!(lazy.to_vec(), Err(Error::NotAllocated(_))));
+    /// tail.clone().fill_bytes(9)?; // the first write allocates, for every view
+    /// assert!(lazy.is_allocated());
+    /// assert_eq!(lazy.to_vec()?, vec![0, 0, 0, 0, 9, 9, 9, 9]);
+    /// assert_eq!(tail.storage_id(), lazy.storage_id());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn lazy(len: usize, proto: &BufferPrototype) -> Buffer {
+        let maker = proto.clone();
+        let buffer = Buffer::from_lazy(
+            len,
+            proto.memory(),
+            Box::new(move || maker.allocate(len)?.region().cloned()),
+        );
+        match &proto.allocator {
+            Some(a) => buffer.with_origin(Arc::new(a.clone())),
+            None => buffer,
+        }
     }
 
     /// `len` bytes made by `proto` that may hold a recycled block's old bytes.

@@ -85,6 +85,15 @@ impl Storage {
         }
     }
 
+    /// True for memory zarrbuf wraps but did not allocate (a `Vec`, `Bytes`, a raw pointer
+    /// with its owner).
+    pub(crate) fn is_foreign(&self) -> bool {
+        matches!(
+            &*self.kind,
+            StorageKind::ForeignHost(_) | StorageKind::ForeignCuda(_)
+        )
+    }
+
     /// Base pointer for host access; `None` for device memory.
     pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
         match &*self.kind {

@@ -97,7 +97,7 @@ impl StagedRead<'_> {
         }
         // The slots' queues do not consult the output's fences operation by operation:
         // whatever is in flight on it (its allocation, a copy) is waited for once, here.
-        out.buffer().region().settle()?;
+        out.buffer().region()?.settle()?;
         let elem = out.dtype().size();
         let in_batches = if self.device_decode.is_some() {
             BATCH_RING * MAX_BATCH
@@ -263,7 +263,7 @@ impl StagedRead<'_> {
                 Produced::Missing => {
                     self.ops.fill(
                         &slot.queue,
-                        out.buffer().region(),
+                        out.buffer().region()?,
                         dst,
                         &region_shape,
                         &fill,
@@ -294,8 +294,8 @@ impl StagedRead<'_> {
                         slot.scratch.try_slice(..len)?,
                     );
                     self.ops
-                        .copy(&slot.queue, staged.region(), scratch.region())?;
-                    self.scatter(&slot.queue, unit, scratch.region(), &scatter)?;
+                        .copy(&slot.queue, staged.region()?, scratch.region()?)?;
+                    self.scatter(&slot.queue, unit, scratch.region()?, &scatter)?;
                 }
             }
             let event = self.ops.record(&slot.queue)?;
@@ -345,7 +345,7 @@ impl StagedRead<'_> {
             q,
             decoded,
             src,
-            s.out.buffer().region(),
+            s.out.buffer().region()?,
             dst,
             &unit.region_shape(),
             s.elem,
@@ -390,11 +390,11 @@ impl StagedRead<'_> {
                 let at = n * entry.stride;
                 let input = entry.input.sub(at, at + len);
                 let staged = slot.staging.try_slice(..len)?;
-                self.ops.copy(&d.queue, staged.region(), &input)?;
+                self.ops.copy(&d.queue, staged.region()?, &input)?;
                 let output = slot.scratch.try_slice(..expected)?;
                 items.push(BatchItem {
                     input,
-                    output: output.region().clone(),
+                    output: output.region()?.clone(),
                 });
                 units.push((i, expected));
             }

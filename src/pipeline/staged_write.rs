@@ -68,7 +68,7 @@ impl StagedWrite<'_> {
             return Ok(());
         }
         // As for reads: work in flight on the data is waited for once, before the slots' queues.
-        data.buffer().region().settle()?;
+        data.buffer().written_region("a write")?.settle()?;
         let elem = data.dtype().size();
         let slots = allocate_slots(
             self.ops.as_ref(),
@@ -194,7 +194,7 @@ impl StagedWrite<'_> {
                         let s = [elem as isize];
                         self.ops.fill(
                             &slot.queue,
-                            scratch.region(),
+                            scratch.region()?,
                             Strided {
                                 offset: 0,
                                 strides: &s,
@@ -212,9 +212,9 @@ impl StagedWrite<'_> {
                     };
                     self.ops.strided_copy(
                         &slot.queue,
-                        data.buffer().region(),
+                        data.buffer().written_region("a write")?,
                         src,
-                        scratch.region(),
+                        scratch.region()?,
                         Strided {
                             offset: dst_offset,
                             strides: &dst_strides,
@@ -236,9 +236,9 @@ impl StagedWrite<'_> {
                     };
                     self.ops.strided_copy(
                         &slot.queue,
-                        data.buffer().region(),
+                        data.buffer().written_region("a write")?,
                         src,
-                        scratch.region(),
+                        scratch.region()?,
                         Strided {
                             offset: 0,
                             strides: &dst_strides,
@@ -255,7 +255,7 @@ impl StagedWrite<'_> {
                 slot.staging.try_slice(..len)?,
             );
             self.ops
-                .copy(&slot.queue, scratch.region(), staging.region())?;
+                .copy(&slot.queue, scratch.region()?, staging.region()?)?;
             let event = self.ops.record(&slot.queue)?;
             if work.send((i, slot_id, gathered, len, event)).is_err() {
                 break;

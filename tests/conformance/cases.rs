@@ -54,6 +54,8 @@ pub fn all() -> Vec<(&'static str, Case)> {
         ("byte_order_round_trips", byte_order_round_trips),
         ("ndarray_round_trips", ndarray_round_trips),
         ("item_of_every_type", item_of_every_type),
+        ("lazy_allocation", features::lazy_allocation),
+        ("memory_resource", features::memory_resource),
     ]
 }
 
@@ -71,6 +73,9 @@ macro_rules! ensure {
 fn e(err: Error) -> String {
     err.to_string()
 }
+
+#[path = "features.rs"]
+mod features;
 
 /// Fixed-seed pseudo-random numbers (SplitMix64), so failures reproduce. A local generator
 /// rather than `rand`: this file is also compiled into the `zarrbuf-gpucheck` binary, which

@@ -136,6 +136,49 @@ impl NDBuffer {
         Self::empty(like.shape(), like.dtype(), order, proto)
     }
 
+    /// An NDBuffer with no memory behind it yet: its buffer is [`Buffer::lazy`], allocated
+    /// by the first operation that writes it (reading a zarr array into it, `fill`,
+    /// `copy_from`, `as_ndarray_mut`, `ensure_allocated`); reads before that are
+    /// `NotAllocated` errors. `order` says how its elements will be laid out.
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+    /// let mut a = NDBuffer::lazy(&[2, 3], DataType::Int32, Order::C, &BufferPrototype::cpu())?;
+    /// assert!(!a.is_allocated());
+    /// a.fill(&5i32.to_ne_bytes())?;
+    /// assert!(a.is_allocated());
+    /// assert_eq!(a.to_vec::<i32>()?, vec![5; 6]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn lazy(
+        shape: &[usize],
+        dtype: DataType,
+        order: Order,
+        proto: &BufferPrototype,
+    ) -> Result<Self> {
+        let bytes = byte_len(shape, dtype)?;
+        Self::from_buffer(Buffer::lazy(bytes, proto), dtype, shape, order)
+    }
+
+    /// True when memory is behind this array (see [`Buffer::is_allocated`]).
+    pub fn is_allocated(&self) -> bool {
+        self.buffer.is_allocated()
+    }
+
+    /// Allocates the memory of a [lazy](Self::lazy) array now, zeroed (see
+    /// [`Buffer::ensure_allocated`]).
+    ///
+    /// ```
+    /// use zarrbuf::{BufferPrototype, DataType, NDBuffer, Order};
+    /// let a = NDBuffer::lazy(&[4], DataType::UInt8, Order::C, &BufferPrototype::cpu())?;
+    /// a.ensure_allocated()?;
+    /// assert_eq!(a.to_vec::<u8>()?, vec![0; 4]);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn ensure_allocated(&self) -> Result<()> {
+        self.buffer.ensure_allocated()
+    }
+
     /// A new NDBuffer of zeros shaped like `like` (see [`empty_like`](Self::empty_like)).
     ///
     /// ```

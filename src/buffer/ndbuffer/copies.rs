@@ -33,7 +33,13 @@ impl NDBuffer {
         }
         let ops = ops_for(self.memory())?;
         let q = ops.default_queue();
-        ops.fill(&q, self.buffer.region(), self.view(), &self.shape, &pattern)?;
+        ops.fill(
+            &q,
+            self.buffer.region()?,
+            self.view(),
+            &self.shape,
+            &pattern,
+        )?;
         ops.synchronize(&q)
     }
 
@@ -113,9 +119,9 @@ impl NDBuffer {
         };
         ops.strided_copy(
             &q,
-            src.buffer.region(),
+            src.buffer.written_region("a copy")?,
             src.view(),
-            self.buffer.region(),
+            self.buffer.region()?,
             self.view(),
             &self.shape,
             self.dtype.size(),
@@ -144,7 +150,7 @@ impl NDBuffer {
             Buffer::empty_unwritten(end - start, &BufferPrototype::for_memory(ops.memory()))?;
         let pair = ops_for_pair(span.memory(), local.memory())?;
         let q = pair.default_queue();
-        pair.copy(&q, span.region(), local.region())?;
+        pair.copy(&q, span.written_region("a copy")?, local.region()?)?;
         pair.synchronize(&q)?;
         NDBuffer::from_parts(
             local,
@@ -253,10 +259,10 @@ impl NDBuffer {
         let q = ops.default_queue();
         ops.cast(
             &q,
-            src.buffer.region(),
+            src.buffer.written_region("a cast")?,
             src.view(),
             from,
-            out.buffer.region(),
+            out.buffer.region()?,
             out.view(),
             to,
             &self.shape,
