@@ -262,3 +262,47 @@ fn failed_write_keeps_chunks_written_before_it() {
     let back = array.read(&[0..6], &BufferPrototype::cpu()).unwrap();
     assert_eq!(back.to_vec::<i32>().unwrap(), vec![11, 12, 13, 14, 15, 16]);
 }
+
+/// A lazily described output is allocated by the read that fills it (sync direct path on
+/// host memory, staged path on device memory); writing a lazy array nothing has written is
+/// refused before any chunk is stored.
+#[test]
+fn lazy_outputs_are_allocated_by_reads_and_refused_by_writes() {
+    use std::sync::Arc;
+    use zarrbuf::Order;
+    use zarrs::array::{ArrayBuilder, data_type};
+    let store = Arc::new(zarrs::storage::store::MemoryStore::new());
+    let array = ArrayBuilder::new(vec![6, 4], vec![4, 3], data_type::int32(), -1i32)
+        .build(store, "/lazy")
+        .unwrap();
+    let data: Vec<i32> = (0..24).collect();
+    array
+        .write(
+            &[0..6, 0..4],
+            &NDBuffer::from_vec(data.clone(), &[6, 4]).unwrap(),
+        )
+        .unwrap();
+    for (pname, proto) in prototypes() {
+        let mut out = NDBuffer::lazy(&[6, 4], zarrbuf::DataType::Int32, Order::C, &proto).unwrap();
+        assert!(!out.is_allocated());
+        array.read_into(&[0..6, 0..4], &mut out).unwrap();
+        assert!(out.is_allocated(), "{pname}");
+        assert_eq!(out.to_vec::<i32>().unwrap(), data, "{pname}");
+
+        let unwritten =
+            NDBuffer::lazy(&[6, 4], zarrbuf::DataType::Int32, Order::C, &proto).unwrap();
+        let err = array.write(&[0..6, 0..4], &unwritten).unwrap_err();
+        assert!(matches!(err, Error::NotAllocated(_)), "{pname}: {err}");
+        assert!(err.to_string().contains("ensure_allocated"), "{err}");
+        assert!(
+            !unwritten.is_allocated(),
+            "{pname}: a refused write allocated"
+        );
+    }
+    let back = array.read(&[0..6, 0..4], &BufferPrototype::cpu()).unwrap();
+    assert_eq!(
+        back.to_vec::<i32>().unwrap(),
+        data,
+        "the refused writes changed the array"
+    );
+}

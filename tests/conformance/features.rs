@@ -49,7 +49,10 @@ pub fn lazy_allocation(proto: &BufferPrototype) -> Result<(), String> {
     let (count, cproto) = counting(proto);
     let lazy = Buffer::lazy(64, &cproto);
     let tail = lazy.slice(40..);
-    ensure!(!lazy.is_allocated() && !tail.is_allocated(), "allocated early");
+    ensure!(
+        !lazy.is_allocated() && !tail.is_allocated(),
+        "allocated early"
+    );
     ensure!(
         lazy.len() == 64 && tail.len() == 24 && lazy.memory() == proto.memory(),
         "described size or memory wrong: {lazy:?} {tail:?}"
@@ -79,8 +82,8 @@ pub fn lazy_allocation(proto: &BufferPrototype) -> Result<(), String> {
         "reads, sync and views allocated memory"
     );
     // Promotion to a prototype it satisfies keeps it lazy and shared.
-    let promoted = Buffer::from_buffer(&lazy, &BufferPrototype::for_memory(proto.memory()))
-        .map_err(e)?;
+    let promoted =
+        Buffer::from_buffer(&lazy, &BufferPrototype::for_memory(proto.memory())).map_err(e)?;
     ensure!(
         promoted.storage_id() == id_before && !promoted.is_allocated(),
         "promotion of a lazy buffer copied or allocated"
@@ -147,7 +150,10 @@ pub fn lazy_allocation(proto: &BufferPrototype) -> Result<(), String> {
     let data: Vec<f32> = (0..12).map(|i| i as f32 * 0.5).collect();
     let mut nd = NDBuffer::lazy(&[3, 4], DataType::Float32, Order::F, proto).map_err(e)?;
     let row = nd.get(&[1..2, 0..4]).map_err(e)?;
-    ensure!(!nd.is_allocated() && !row.is_allocated(), "NDBuffer allocated early");
+    ensure!(
+        !nd.is_allocated() && !row.is_allocated(),
+        "NDBuffer allocated early"
+    );
     not_allocated("NDBuffer::to_vec", nd.to_vec::<f32>())?;
     let host = upload(&data, &[3, 4], Order::C, &BufferPrototype::cpu())?;
     nd.set(&full(&[3, 4]), &host).map_err(e)?;
@@ -183,8 +189,7 @@ pub fn memory_resource(proto: &BufferPrototype) -> Result<(), String> {
 
     let (count, cproto) = counting(proto);
     let custom = Buffer::zeros(16, &cproto).map_err(e)?;
-    let MemoryResource::Custom { memory, allocator } = custom.slice(4..8).memory_resource()
-    else {
+    let MemoryResource::Custom { memory, allocator } = custom.slice(4..8).memory_resource() else {
         return Err(format!(
             "a prototype's allocator: {:?}",
             custom.memory_resource()
@@ -218,7 +223,10 @@ pub fn memory_resource(proto: &BufferPrototype) -> Result<(), String> {
 
     let foreign = Buffer::from_vec(vec![1u8, 2, 3]);
     ensure!(
-        matches!(foreign.memory_resource(), MemoryResource::Foreign(Memory::Host)),
+        matches!(
+            foreign.memory_resource(),
+            MemoryResource::Foreign(Memory::Host)
+        ),
         "a wrapped Vec: {:?}",
         foreign.memory_resource()
     );
