@@ -29,6 +29,7 @@ mod pipeline;
 mod place;
 mod read;
 mod read_async;
+mod read_multi;
 mod write;
 mod write_async;
 mod zarr;
@@ -37,7 +38,8 @@ pub use buffer::dlpack;
 pub use buffer::npy;
 pub use buffer::{
     Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, MemoryResource,
-    NDBuffer, default_prototype, set_default_prototype,
+    MultiBuffer, MultiNDBuffer, MultiPrototype, NDBuffer, Placement, default_prototype,
+    set_default_prototype,
 };
 pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 /// let p = zarrbuf::Progress { chunks_done: 1, chunks_total: 4, bytes_done: 1024 };
 /// assert_eq!(p.fraction(), 0.25);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Chunks finished so far.
     pub chunks_done: usize,

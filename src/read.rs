@@ -1,7 +1,7 @@
 //! Reading any subset of a zarrs `Array` into any [`BufferPrototype`].
 
 use crate::buffer::BufferPrototype;
-use crate::buffer::NDBuffer;
+use crate::buffer::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement};
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
@@ -67,6 +67,45 @@ pub trait ArrayReadExt {
         opts: &ReadOptions,
     ) -> Result<()>;
 
+    /// Reads `subset` onto several devices, one part per prototype of `proto`:
+    ///
+    /// - [`Placement::Replicate`]: the whole subset on every device. It is read (fetched
+    ///   and decoded) once, into the first part, and copied to the others in parallel.
+    /// - [`Placement::Split { axis }`](Placement::Split): the subset cut along `axis` at
+    ///   chunk boundaries (shard boundaries for sharded arrays) into consecutive partitions
+    ///   balanced by extent, each read by its own pipeline on its own device, all in
+    ///   parallel; `opts.concurrency` is shared out between them and `opts.progress` sees
+    ///   the sum. A device gets an empty part when there are fewer chunks than devices.
+    ///
+    /// Each pipeline stages through up to `opts.staging_bytes` of its own.
+    ///
+    /// # Errors
+    /// What a read reports, for the first part that failed; `InvalidArgument` for an axis
+    /// the subset does not have.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, MultiPrototype, NDBuffer, Placement, ReadOptions};
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// let array = ArrayBuilder::new(vec![8, 2], vec![2, 2], data_type::uint16(), 0u16)
+    ///     .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/a")
+    ///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// array.write_all(&NDBuffer::from_vec((0..16u16).collect::<Vec<_>>(), &[8, 2])?)?;
+    /// // Two host memories stand in for two GPUs (BufferPrototype::cuda_devices(&[0, 1])).
+    /// let parts = array.read_multi(&[1..8, 0..2], &MultiPrototype::host(2)?,
+    ///     Placement::Split { axis: 0 }, &ReadOptions::default())?;
+    /// assert_eq!(parts.subset(0), Some(&[1..4, 0..2][..])); // cut at a chunk boundary
+    /// assert_eq!(parts[1].to_vec::<u16>()?, (8..16).collect::<Vec<_>>());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    fn read_multi(
+        &self,
+        subset: &[Range<u64>],
+        proto: &MultiPrototype,
+        placement: Placement,
+        opts: &ReadOptions,
+    ) -> Result<MultiNDBuffer>;
+
     /// The array's data type as zarrbuf names it.
     fn zarrbuf_data_type(&self) -> Result<DataType>;
 }
@@ -131,6 +170,16 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
             }
         }
         read_staged(self, subset, out, opts)
+    }
+
+    fn read_multi(
+        &self,
+        subset: &[Range<u64>],
+        proto: &MultiPrototype,
+        placement: Placement,
+        opts: &ReadOptions,
+    ) -> Result<MultiNDBuffer> {
+        crate::read_multi::read_multi(self, subset, proto, placement, opts)
     }
 
     fn zarrbuf_data_type(&self) -> Result<DataType> {

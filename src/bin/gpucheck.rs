@@ -21,8 +21,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Decode, NDBuffer, PipelineMode,
-    ReadOptions, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Decode, MultiPrototype, NDBuffer,
+    PipelineMode, Placement, ReadOptions, WriteOptions,
 };
 
 type Check = Result<(), String>;
@@ -142,6 +142,14 @@ fn main() {
             table.push((
                 "fixtures read+write on pinned/cuda".into(),
                 format!("ok: {n} fixtures ({:.1} s)", t.elapsed().as_secs_f64()),
+            ));
+        }
+        if what.includes(What::Fixtures) {
+            let t = Instant::now();
+            let n = multi_device(&root)?;
+            table.push((
+                "multi-device reads (split + replicate) on cuda:0 twice and pinned:0+cuda:0".into(),
+                format!("ok: {n} reads ({:.1} s)", t.elapsed().as_secs_f64()),
             ));
         }
         if what.includes(What::Fixtures) {
@@ -294,6 +302,59 @@ fn fixtures(root: &Path) -> Result<usize, String> {
         same(&format!("{name} written from cuda"), &back, &want)?;
     }
     Ok(list.len())
+}
+
+/// `read_multi` on every fixture onto two parts on one GPU (the same ordinal twice, and
+/// pinned + device memory): split along the first and last axis, and replicated, each part
+/// in its own memory and the whole equal to the .npy written by zarr-python/tensorstore.
+fn multi_device(root: &Path) -> Result<usize, String> {
+    let multis = [
+        (
+            "cuda:0 x 2",
+            BufferPrototype::cuda_devices(&[0, 0]).map_err(|e| e.to_string())?,
+        ),
+        (
+            "pinned:0 + cuda:0",
+            MultiPrototype::new(vec![BufferPrototype::pinned(0), BufferPrototype::cuda(0)])
+                .map_err(|e| e.to_string())?,
+        ),
+    ];
+    let mut reads = 0;
+    for (name, store, path, npy) in &manifest(root)? {
+        let e = |x: zarrbuf::Error| format!("{name}: {x}");
+        let array = zarrbuf::open(store, path).map_err(e)?;
+        let want = zarrbuf::npy::read(npy).map_err(e)?;
+        let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+        let last = all.len().saturating_sub(1);
+        for (mname, multi) in &multis {
+            for placement in [
+                Placement::Split { axis: 0 },
+                Placement::Split { axis: last },
+                Placement::Replicate,
+            ] {
+                let got = array
+                    .read_multi(&all, multi, placement, &ReadOptions::default())
+                    .map_err(e)?;
+                for (i, part) in got.parts().iter().enumerate() {
+                    if part.memory() != multi.parts()[i].memory() {
+                        return Err(format!(
+                            "{name} {mname} {placement:?}: part {i} landed in {}",
+                            part.memory()
+                        ));
+                    }
+                }
+                let whole = got.gather(&BufferPrototype::cpu()).map_err(e)?;
+                same(&format!("{name} {mname} {placement:?}"), &whole, &want)?;
+                if placement == Placement::Replicate {
+                    for (i, part) in got.parts().iter().enumerate() {
+                        same(&format!("{name} {mname} replica {i}"), part, &want)?;
+                    }
+                }
+                reads += 1;
+            }
+        }
+    }
+    Ok(reads)
 }
 
 /// A transpose outside the sharding codec: chunks are decoded whole by zarrs, scattered on the device.

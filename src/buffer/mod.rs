@@ -4,12 +4,15 @@
 pub mod dlpack;
 mod flat;
 mod lazy;
+mod multi;
 mod ndbuffer;
 pub mod npy;
 mod prototype;
 mod resource;
 
 pub use flat::{Buffer, HostBytes};
+pub(crate) use multi::join_worker;
+pub use multi::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
 pub(crate) use ndbuffer::CWindow;
 pub use ndbuffer::{HostArrayView, HostArrayViewMut, NDBuffer};
 pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};

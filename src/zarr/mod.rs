@@ -8,6 +8,7 @@ mod codecs;
 mod dtypes;
 mod framing;
 mod info;
+mod partition;
 mod remote;
 mod shard_index;
 mod store;
@@ -18,6 +19,7 @@ pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub(crate) use framing::DeviceCodec;
 pub use info::{ArrayInfo, describe};
+pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
 };
