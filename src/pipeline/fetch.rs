@@ -2,8 +2,11 @@
 //! or an inner chunk's byte range through its shard's (cached) index. `None`: not stored,
 //! reads as the fill value.
 
+use super::ShardReads;
+use super::shard_reads::{Fetched, InnerPlan, Role, inner_chunk_sync};
 use crate::error::{Error, Result};
-use crate::zarr::{ShardIndex, Unit, UnitPlan, UnitSource, chunk_error};
+use crate::zarr::{Unit, UnitPlan, UnitSource, chunk_error};
+use std::ops::Range;
 use zarrs::array::Array;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
@@ -23,48 +26,35 @@ fn inner_chunk_error<S: ?Sized>(
     )
 }
 
-/// Fetches the encoded bytes of one inner chunk through its shard's index.
+/// Fetches the encoded bytes of one inner chunk: its shard's index once per read, then the
+/// merged request that holds it (see [`ShardReads`]).
 fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
-    shards: &ShardIndex,
+    shards: &ShardReads,
     inner: &[u64],
 ) -> Result<Option<Vec<u8>>> {
-    let (shard, within) = shards.split(inner);
+    let (shard, within) = shards.index().split(inner);
     let key = array.chunk_key(&shard);
     let storage = array.storage();
     let fail = |e: String| inner_chunk_error(array, &shard, &key, &within, e);
-    let index = shards
-        .index_of(&shard, |range| {
-            storage.get_partial(&key, range).map_err(|e| e.to_string())
-        })
-        .map_err(fail)?;
-    let Some(index) = index else {
-        return Ok(None);
+    let get = |range: Range<u64>| -> Fetched {
+        storage
+            .get_partial(&key, ByteRange::new(range))
+            .map_err(|e| e.to_string())
     };
-    let Some(range) = shards.inner_range(&index, &within).map_err(fail)? else {
-        return Ok(None);
+    let get_index = || -> Fetched {
+        storage
+            .get_partial(&key, shards.index().index_range())
+            .map_err(|e| e.to_string())
     };
-    let bytes = storage
-        .get_partial(&key, ByteRange::new(range.clone()))
-        .map_err(|e| fail(e.to_string()))?
-        .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
-    if bytes.len() as u64 != range.end - range.start {
-        return Err(fail(format!(
-            "the shard is truncated: {} bytes at {}..{} expected, {} read",
-            range.end - range.start,
-            range.start,
-            range.end,
-            bytes.len()
-        )));
-    }
-    Ok(Some(bytes.to_vec()))
+    inner_chunk_sync(shards, &shard, &within, &get, &get_index).map_err(fail)
 }
 
 /// Fetches one unit's encoded bytes (`None`: not stored, reads as the fill value).
 pub(crate) fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
     plan: &UnitPlan,
-    shards: Option<&ShardIndex>,
+    shards: Option<&ShardReads>,
     unit: &Unit,
 ) -> Result<Option<Vec<u8>>> {
     match plan.source {
@@ -82,7 +72,7 @@ pub(crate) fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
 pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Array<S>,
     plan: &UnitPlan,
-    shards: Option<&ShardIndex>,
+    shards: Option<&ShardReads>,
     unit: &Unit,
 ) -> Result<Option<Vec<u8>>> {
     match plan.source {
@@ -93,36 +83,56 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
             .map(|b| b.to_vec())),
         UnitSource::Subchunk => {
             let shards = shards.expect("sharded plans carry their index");
-            let (shard, within) = shards.split(&unit.indices);
-            let key = array.chunk_key(&shard);
-            let storage = array.storage();
-            let fail = |e: String| inner_chunk_error(array, &shard, &key, &within, e);
-            let index = match shards.cached(&shard) {
-                Some(hit) => hit,
-                None => {
-                    let encoded = storage
-                        .get_partial(&key, shards.index_range())
-                        .await
-                        .map_err(|e| fail(e.to_string()))?;
-                    shards.remember(&shard, encoded.as_deref()).map_err(fail)?
-                }
-            };
-            let Some(index) = index else { return Ok(None) };
-            let Some(range) = shards.inner_range(&index, &within).map_err(fail)? else {
-                return Ok(None);
-            };
-            let bytes = storage
-                .get_partial(&key, ByteRange::new(range.clone()))
-                .await
-                .map_err(|e| fail(e.to_string()))?
-                .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(fail(format!(
-                    "the shard is truncated at {}..{}",
-                    range.start, range.end
-                )));
-            }
-            Ok(Some(bytes.to_vec()))
+            fetch_inner_chunk_async(array, shards, &unit.indices).await
         }
     }
+}
+
+/// [`fetch_inner_chunk`] on an async store: the leading worker awaits the request.
+async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    shards: &ShardReads,
+    inner: &[u64],
+) -> Result<Option<Vec<u8>>> {
+    let (shard, within) = shards.index().split(inner);
+    let key = array.chunk_key(&shard);
+    let storage = array.storage();
+    let fail = |e: String| inner_chunk_error(array, &shard, &key, &within, e);
+    let index = match shards.index_of(&shard) {
+        Ok(hit) => hit.flatten(),
+        Err(Role::Lead(leader)) => {
+            let encoded = storage
+                .get_partial(&key, shards.index().index_range())
+                .await
+                .map_err(|e| e.to_string());
+            shards.finish_index(leader, &shard, encoded).map_err(fail)?
+        }
+        Err(Role::Wait(flight)) => shards.waited_index(&flight, &shard).map_err(fail)?,
+    };
+    let Some(index) = index else {
+        return Ok(None);
+    };
+    let InnerPlan::InGroup { group, range } =
+        shards.plan_inner(&shard, &index, &within).map_err(fail)?
+    else {
+        return Ok(None);
+    };
+    let fetched = match shards.join_group(&shard, &group) {
+        Role::Lead(leader) => {
+            let got = storage
+                .get_partial(&key, ByteRange::new(group.clone()))
+                .await
+                .map_err(|e| e.to_string());
+            shards.finish_group(leader, got.clone());
+            got
+        }
+        Role::Wait(flight) => shards.waited_group(&flight),
+    }
+    .map_err(fail)?;
+    let bytes =
+        fetched.ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
+    shards
+        .take(&shard, &group, &bytes, &range)
+        .map(Some)
+        .map_err(fail)
 }

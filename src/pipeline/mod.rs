@@ -9,6 +9,7 @@
 mod cancel;
 mod fetch;
 mod read_driver;
+mod shard_reads;
 mod slot_pool;
 mod slots;
 mod staged_read;
@@ -18,6 +19,7 @@ mod write_driver;
 pub(crate) use cancel::Cancel;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use read_driver::run_staged;
+pub(crate) use shard_reads::ShardReads;
 pub(crate) use slot_pool::Slot;
 pub use slot_pool::release_cached_memory;
 pub(crate) use slots::{allocate_slots, finish};

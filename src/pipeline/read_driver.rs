@@ -2,6 +2,7 @@
 //! fetch stage, sync or async) and decodes it on the worker that fetched it, into the staged
 //! read's slots.
 
+use super::ShardReads;
 use super::staged_read::DeviceDecode;
 use super::{Produced, StagedRead};
 use crate::buffer::NDBuffer;
@@ -19,7 +20,7 @@ use zarrs::array::{Array, CodecOptions};
 
 /// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads.
 pub(crate) type Fetch<'a> =
-    dyn Fn(&UnitPlan, Option<&ShardIndex>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
+    dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
 
 /// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
 /// with `fetch` and decoding it on the worker thread that fetched it.
@@ -31,7 +32,16 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     fetch: &Fetch<'_>,
 ) -> Result<()> {
     let elem = out.dtype().size();
-    let plan = plan_units(array, subset, elem)?;
+    let mut plan = plan_units(array, subset, elem)?;
+    // Sharded arrays: units ordered shard by shard, each shard's inner chunks fetched in as
+    // few requests as possible.
+    let shards = match plan.source {
+        UnitSource::Subchunk => Some(ShardReads::new(
+            ShardIndex::new(array, opts.validate_checksums)?,
+            &mut plan.units,
+        )),
+        _ => None,
+    };
     let ops = ops_for(out.memory())?;
     let device_codec = plan.chain.as_ref().and_then(|c| DeviceCodec::of(&c.chain));
     let device_decode = device_decode(opts.decode, out.memory(), ops.as_ref(), device_codec);
@@ -52,10 +62,6 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     let codec_opts = CodecOptions::default()
         .with_validate_checksums(opts.validate_checksums)
         .with_concurrent_target(1);
-    let shards = match plan.source {
-        UnitSource::Subchunk => Some(ShardIndex::new(array, opts.validate_checksums)?),
-        _ => None,
-    };
     let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
         let Some(encoded) = fetch(&plan, shards.as_ref(), unit)? else {
             return Ok(Produced::Missing);

@@ -10,6 +10,7 @@ mod framing;
 mod info;
 mod partition;
 mod remote;
+mod remote_store;
 mod shard_index;
 mod store;
 mod subset;

@@ -1,6 +1,7 @@
 //! Opening zarr arrays in object storage (S3, GCS, Azure, HTTP) and local files through
 //! `object_store`, as async zarrs arrays.
 
+pub use super::remote_store::RemoteStore;
 use super::store::{describe_open_error, label, node_path, open_fallback};
 use crate::error::{Error, Result};
 use object_store::ObjectStore;
@@ -8,10 +9,6 @@ use object_store::path::Path as ObjectPath;
 use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
-use zarrs_object_store::AsyncObjectStore;
-
-/// The async store zarrbuf builds for a URL.
-pub type RemoteStore = AsyncObjectStore<Arc<dyn ObjectStore>>;
 
 /// A zarrs array over an object store.
 pub type AsyncArray = Array<RemoteStore>;
@@ -270,9 +267,7 @@ pub async fn open_async_with_options(
             .to_string()
     };
     let path = node_path(array_path)?;
-    let store = Arc::new(AsyncObjectStore::new(object_store_for_url(
-        &location, options,
-    )?));
+    let store = Arc::new(RemoteStore::new(object_store_for_url(&location, options)?));
     super::codecs::register_zarrs_overrides();
     let refused = match Array::async_open(store.clone(), &path).await {
         Ok(array) => return Ok(array),

@@ -1,0 +1,401 @@
+//! Fetching the inner chunks of sharded arrays with few requests: per read, each shard's
+//! index is fetched once (however many workers want it at the same moment), and the byte
+//! ranges of the inner chunks the read needs are merged into as few requests as a bounded
+//! gap allows. The first worker that needs a merged range fetches it; the others wait for it
+//! and take their slices; the bytes are dropped once every inner chunk in them was taken.
+//!
+//! Both the sync and the async fetch stage use it: the async leader awaits its request, and
+//! waiting workers block their (pipeline worker) threads, never an async runtime thread.
+
+use crate::zarr::{ShardIndex, Unit};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Ranges closer than this are fetched together (object_store's own coalescing gap).
+pub(crate) const MAX_GAP: u64 = 1 << 20;
+/// No merged request grows beyond this (a single inner chunk may still be larger).
+pub(crate) const MAX_REQUEST: u64 = 64 << 20;
+
+/// `ranges` merged into requests: ranges at most `max_gap` apart join one request while it
+/// stays within `max_len`. Returns the requests, ascending.
+pub(crate) fn coalesce(ranges: &[Range<u64>], max_gap: u64, max_len: u64) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.to_vec();
+    sorted.sort_by_key(|r| (r.start, r.end));
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for r in sorted {
+        match out.last_mut() {
+            Some(last)
+                if r.start <= last.end.saturating_add(max_gap)
+                    && r.end.max(last.end) - last.start <= max_len =>
+            {
+                last.end = last.end.max(r.end);
+            }
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// What a fetch produced: the bytes of a range (`None`: the shard is not stored).
+pub(crate) type Fetched = std::result::Result<Option<Bytes>, String>;
+
+/// One request in flight or done, shared by the workers that need it.
+pub(crate) struct Flight {
+    state: Mutex<Option<Fetched>>,
+    done: Condvar,
+    /// Inner chunks still to take their bytes from it (group flights).
+    remaining: Mutex<usize>,
+}
+
+impl Flight {
+    fn new(remaining: usize) -> Arc<Self> {
+        Arc::new(Flight {
+            state: Mutex::new(None),
+            done: Condvar::new(),
+            remaining: Mutex::new(remaining),
+        })
+    }
+
+    fn wait(&self) -> Fetched {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(result) = state.as_ref() {
+                return result.clone();
+            }
+            state = self.done.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn finish(&self, result: Fetched) {
+        *lock(&self.state) = Some(result);
+        self.done.notify_all();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum FlightKey {
+    Index(Vec<u64>),
+    Group(Vec<u64>, u64),
+}
+
+/// The worker that runs a request. Finishing is up to it; if it is dropped first (its future
+/// was cancelled, it returned early), the waiting workers get an error instead of waiting
+/// forever.
+pub(crate) struct Leader<'a> {
+    reads: &'a ShardReads,
+    key: FlightKey,
+    flight: Arc<Flight>,
+    finished: bool,
+}
+
+impl Leader<'_> {
+    fn finish(mut self, result: Fetched) {
+        self.flight.finish(result);
+        self.finished = true;
+        if matches!(self.key, FlightKey::Index(_)) {
+            // The index is cached by now: later workers find it there.
+            lock(&self.reads.flights).remove(&self.key);
+        }
+    }
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.flight.finish(Err(
+                "the request was abandoned (the read was cancelled)".into()
+            ));
+            lock(&self.reads.flights).remove(&self.key);
+        }
+    }
+}
+
+/// Either run the request (and then [`ShardReads::finish_index`] / `finish_group`), or
+/// wait for the worker that does.
+pub(crate) enum Role<'a> {
+    Lead(Leader<'a>),
+    Wait(Arc<Flight>),
+}
+
+/// How one inner chunk's bytes are got: not stored, or a slice of a merged request.
+pub(crate) enum InnerPlan {
+    Missing,
+    InGroup {
+        /// The merged request that holds it.
+        group: Range<u64>,
+        /// Its bytes in the shard object.
+        range: Range<u64>,
+    },
+}
+
+/// A shard's merged requests, each with how many needed inner chunks it holds.
+type Groups = Arc<Vec<(Range<u64>, usize)>>;
+
+/// The per-read state for fetching inner chunks of one sharded array.
+pub(crate) struct ShardReads {
+    index: ShardIndex,
+    /// For each shard the read touches, the inner chunks (within the shard) it needs.
+    needed: HashMap<Vec<u64>, Vec<Vec<u64>>>,
+    /// Each shard's merged requests and how many needed inner chunks each holds.
+    groups: Mutex<HashMap<Vec<u64>, Groups>>,
+    flights: Mutex<HashMap<FlightKey, Arc<Flight>>>,
+}
+
+impl ShardReads {
+    /// Orders `units` shard by shard (so each shard's merged requests are consumed soon
+    /// after they arrive) and records what each shard needs.
+    pub(crate) fn new(index: ShardIndex, units: &mut [Unit]) -> Self {
+        units.sort_by_cached_key(|u| {
+            let (shard, within) = index.split(&u.indices);
+            (shard, within)
+        });
+        let mut needed: HashMap<Vec<u64>, Vec<Vec<u64>>> = HashMap::new();
+        for u in units.iter() {
+            let (shard, within) = index.split(&u.indices);
+            needed.entry(shard).or_default().push(within);
+        }
+        ShardReads {
+            index,
+            needed,
+            groups: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The shard index decoder and cache.
+    pub(crate) fn index(&self) -> &ShardIndex {
+        &self.index
+    }
+
+    fn join(&self, key: FlightKey, remaining: usize) -> Role<'_> {
+        let mut flights = lock(&self.flights);
+        if let Some(f) = flights.get(&key) {
+            return Role::Wait(f.clone());
+        }
+        let flight = Flight::new(remaining);
+        flights.insert(key.clone(), flight.clone());
+        Role::Lead(Leader {
+            reads: self,
+            key,
+            flight,
+            finished: false,
+        })
+    }
+
+    /// The cached decoded index of `shard`, or the role to get it: lead the request of the
+    /// encoded index (then [`finish_index`](Self::finish_index)), or wait for it.
+    pub(crate) fn index_of(
+        &self,
+        shard: &[u64],
+    ) -> std::result::Result<Option<Option<Arc<Vec<u64>>>>, Role<'_>> {
+        if let Some(hit) = self.index.cached(shard) {
+            return Ok(Some(hit));
+        }
+        match self.join(FlightKey::Index(shard.to_vec()), 0) {
+            // It may have been cached between the look-up and joining.
+            Role::Lead(leader) => match self.index.cached(shard) {
+                Some(hit) => {
+                    leader.finish(Ok(None));
+                    Ok(Some(hit))
+                }
+                None => Err(Role::Lead(leader)),
+            },
+            wait => Err(wait),
+        }
+    }
+
+    /// Decodes and caches the encoded index the leader fetched, and releases the waiters.
+    pub(crate) fn finish_index(
+        &self,
+        leader: Leader<'_>,
+        shard: &[u64],
+        encoded: Fetched,
+    ) -> std::result::Result<Option<Arc<Vec<u64>>>, String> {
+        let decoded = encoded.and_then(|e| self.index.remember(shard, e.as_deref()));
+        leader.finish(decoded.as_ref().map(|_| None).map_err(Clone::clone));
+        decoded
+    }
+
+    /// The index a waiter was waiting for (cached by the leader), or the leader's error.
+    pub(crate) fn waited_index(
+        &self,
+        flight: &Flight,
+        shard: &[u64],
+    ) -> std::result::Result<Option<Arc<Vec<u64>>>, String> {
+        flight.wait()?;
+        self.index
+            .cached(shard)
+            .ok_or_else(|| "the shard index was not cached (internal error: please report)".into())
+    }
+
+    /// Where inner chunk `within` of `shard` (with decoded `index`) lies, and the merged
+    /// request that holds it.
+    pub(crate) fn plan_inner(
+        &self,
+        shard: &[u64],
+        index: &[u64],
+        within: &[u64],
+    ) -> std::result::Result<InnerPlan, String> {
+        let Some(range) = self.index.inner_range(index, within)? else {
+            return Ok(InnerPlan::Missing);
+        };
+        let groups = self.groups_of(shard, index)?;
+        let group = groups
+            .iter()
+            .find(|(g, _)| g.start <= range.start && range.end <= g.end)
+            .map(|(g, _)| g.clone())
+            // An inner chunk the plan did not list (cannot happen): fetch it alone.
+            .unwrap_or_else(|| range.clone());
+        Ok(InnerPlan::InGroup { group, range })
+    }
+
+    fn groups_of(
+        &self,
+        shard: &[u64],
+        index: &[u64],
+    ) -> std::result::Result<Groups, String> {
+        if let Some(g) = lock(&self.groups).get(shard) {
+            return Ok(g.clone());
+        }
+        let mut ranges = Vec::new();
+        for within in self.needed.get(shard).map(Vec::as_slice).unwrap_or(&[]) {
+            if let Some(r) = self.index.inner_range(index, within)? {
+                ranges.push(r);
+            }
+        }
+        let merged = coalesce(&ranges, MAX_GAP, MAX_REQUEST);
+        let counted: Vec<(Range<u64>, usize)> = merged
+            .into_iter()
+            .map(|g| {
+                let n = ranges
+                    .iter()
+                    .filter(|r| g.start <= r.start && r.end <= g.end)
+                    .count();
+                (g, n)
+            })
+            .collect();
+        let counted = Arc::new(counted);
+        lock(&self.groups)
+            .entry(shard.to_vec())
+            .or_insert(counted.clone());
+        Ok(counted)
+    }
+
+    /// The role for the merged request `group` of `shard`: lead it or wait for it.
+    pub(crate) fn join_group(&self, shard: &[u64], group: &Range<u64>) -> Role<'_> {
+        let users = lock(&self.groups)
+            .get(shard)
+            .and_then(|gs| gs.iter().find(|(g, _)| g == group).map(|(_, n)| *n))
+            .unwrap_or(1);
+        self.join(FlightKey::Group(shard.to_vec(), group.start), users)
+    }
+
+    /// Publishes the leader's bytes of a merged request to its waiters.
+    pub(crate) fn finish_group(&self, leader: Leader<'_>, fetched: Fetched) {
+        leader.finish(fetched);
+    }
+
+    /// The bytes a waiter was waiting for.
+    pub(crate) fn waited_group(&self, flight: &Flight) -> Fetched {
+        flight.wait()
+    }
+
+    /// Takes inner chunk `range` out of the fetched bytes of merged request `group`, and
+    /// drops the bytes once every inner chunk in them was taken.
+    pub(crate) fn take(
+        &self,
+        shard: &[u64],
+        group: &Range<u64>,
+        bytes: &Bytes,
+        range: &Range<u64>,
+    ) -> std::result::Result<Vec<u8>, String> {
+        let key = FlightKey::Group(shard.to_vec(), group.start);
+        // The map's guard is dropped before the map is locked again to remove the entry.
+        let flight = lock(&self.flights).get(&key).cloned();
+        if let Some(flight) = flight {
+            let all_taken = {
+                let mut left = lock(&flight.remaining);
+                *left = left.saturating_sub(1);
+                *left == 0
+            };
+            if all_taken {
+                lock(&self.flights).remove(&key);
+            }
+        }
+        let want = group.end - group.start;
+        if (bytes.len() as u64) < want {
+            return Err(format!(
+                "the shard is truncated: {want} bytes at {}..{} expected, {} read",
+                group.start,
+                group.end,
+                bytes.len()
+            ));
+        }
+        let from = (range.start - group.start) as usize;
+        let to = (range.end - group.start) as usize;
+        Ok(bytes[from..to].to_vec())
+    }
+}
+
+/// The inner chunk's bytes given its plan and a way to run one request, for the sync stage.
+pub(crate) fn inner_chunk_sync(
+    reads: &ShardReads,
+    shard: &[u64],
+    within: &[u64],
+    get: &dyn Fn(Range<u64>) -> Fetched,
+    get_index: &dyn Fn() -> Fetched,
+) -> std::result::Result<Option<Vec<u8>>, String> {
+    let index = match reads.index_of(shard) {
+        Ok(hit) => hit,
+        Err(Role::Lead(leader)) => Some(reads.finish_index(leader, shard, get_index())?),
+        Err(Role::Wait(flight)) => Some(reads.waited_index(&flight, shard)?),
+    }
+    .flatten();
+    let Some(index) = index else {
+        return Ok(None);
+    };
+    let InnerPlan::InGroup { group, range } = reads.plan_inner(shard, &index, within)? else {
+        return Ok(None);
+    };
+    let fetched = match reads.join_group(shard, &group) {
+        Role::Lead(leader) => {
+            let got = get(group.clone());
+            reads.finish_group(leader, got.clone());
+            got
+        }
+        Role::Wait(flight) => reads.waited_group(&flight),
+    }?;
+    let bytes = fetched.ok_or("the shard disappeared while it was being read")?;
+    reads.take(shard, &group, &bytes, &range).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::single_range_in_vec_init)]
+    use super::coalesce;
+
+    #[test]
+    fn ranges_merge_across_small_gaps_only() {
+        let r = vec![0..10, 10..20, 25..30, 5000..5010];
+        assert_eq!(coalesce(&r, 5, 1000), vec![0..30, 5000..5010]);
+        assert_eq!(coalesce(&r, 0, 1000), vec![0..20, 25..30, 5000..5010]);
+        // Unsorted input, overlaps.
+        assert_eq!(coalesce(&[40..50, 0..45], 0, 1000), vec![0..50]);
+    }
+
+    #[test]
+    fn merged_requests_stay_within_the_length_cap() {
+        let r: Vec<_> = (0..10u64).map(|i| i * 100..i * 100 + 100).collect();
+        let got = coalesce(&r, 0, 350);
+        assert_eq!(got, vec![0..300, 300..600, 600..900, 900..1000]);
+        // One range over the cap stays whole.
+        let one = [0..5000];
+        assert_eq!(coalesce(&one, 0, 100), one.to_vec());
+    }
+}

@@ -1,0 +1,184 @@
+//! [`RemoteStore`]: the async zarrs store zarrbuf reads object storage through.
+//!
+//! It is zarrs_object_store's `AsyncObjectStore` except for ranged reads: that adapter asks
+//! for an object's size (a `HEAD` request) before every ranged `GET`, which doubles the
+//! requests of a sharded read and costs a round trip per inner chunk. Object stores take
+//! suffix and open-ended ranges themselves, so every ranged read here is one `GET`.
+
+use futures::StreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore};
+use std::sync::Arc;
+use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
+use zarrs::storage::{
+    AsyncListableStorageTraits, AsyncMaybeBytesIterator, AsyncReadableStorageTraits,
+    AsyncWritableStorageTraits, Bytes, MaybeBytes, OffsetBytesIterator, StorageError, StoreKey,
+    StoreKeys, StoreKeysPrefixes, StorePrefix,
+};
+use zarrs_object_store::AsyncObjectStore;
+
+/// The async store zarrbuf builds for a URL: an `object_store` store seen as a zarrs store,
+/// with one request per ranged read.
+pub struct RemoteStore {
+    adapter: AsyncObjectStore<Arc<dyn ObjectStore>>,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl RemoteStore {
+    /// Wraps an object store (see [`crate::object_store_for_url`]).
+    ///
+    /// ```
+    /// let store = zarrbuf::RemoteStore::new(zarrbuf::object_store_for_url("memory://", &[])?);
+    /// assert!(store.object_store().to_string().contains("InMemory"));
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn new(store: Arc<dyn ObjectStore>) -> Self {
+        RemoteStore {
+            adapter: AsyncObjectStore::new(store.clone()),
+            store,
+        }
+    }
+
+    /// The object store underneath.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// One ranged `GET` (`None`: the object does not exist).
+    async fn get_range(
+        &self,
+        key: &StoreKey,
+        range: ByteRange,
+    ) -> Result<MaybeBytes, StorageError> {
+        let range = match range {
+            ByteRange::FromStart(_, Some(0)) | ByteRange::Suffix(0) => {
+                // An empty range is not a valid HTTP range: check the object exists instead.
+                return self
+                    .adapter
+                    .size_key(key)
+                    .await
+                    .map(|size| size.map(|_| Bytes::new()));
+            }
+            ByteRange::FromStart(offset, Some(len)) => {
+                let end = offset.checked_add(len).ok_or_else(|| {
+                    StorageError::Other(format!("byte range {offset}+{len} overflows"))
+                })?;
+                GetRange::Bounded(offset..end)
+            }
+            ByteRange::FromStart(offset, None) => GetRange::Offset(offset),
+            ByteRange::Suffix(len) => GetRange::Suffix(len),
+        };
+        let expected = match &range {
+            GetRange::Bounded(r) => Some(r.end - r.start),
+            _ => None,
+        };
+        let options = GetOptions {
+            range: Some(range),
+            ..Default::default()
+        };
+        let got = match self
+            .store
+            .get_opts(&ObjectPath::from(key.as_str()), options)
+            .await
+        {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(StorageError::Other(e.to_string())),
+        };
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| StorageError::Other(e.to_string()))?;
+        if let Some(n) = expected {
+            if bytes.len() as u64 != n {
+                return Err(StorageError::Other(format!(
+                    "{key}: {n} bytes were requested but {} came back (the object is shorter than the range)",
+                    bytes.len()
+                )));
+            }
+        }
+        Ok(Some(bytes))
+    }
+}
+
+impl std::fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteStore({})", self.store)
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncReadableStorageTraits for RemoteStore {
+    async fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
+        self.adapter.get(key).await
+    }
+
+    async fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
+        let mut parts = Vec::new();
+        for range in byte_ranges {
+            match self.get_range(key, range).await? {
+                Some(bytes) => parts.push(Ok(bytes)),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(futures::stream::iter(parts).boxed()))
+    }
+
+    async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        self.adapter.size_key(key).await
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncWritableStorageTraits for RemoteStore {
+    async fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
+        self.adapter.set(key, value).await
+    }
+
+    async fn set_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        offset_values: OffsetBytesIterator<'a>,
+    ) -> Result<(), StorageError> {
+        self.adapter.set_partial_many(key, offset_values).await
+    }
+
+    async fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
+        self.adapter.erase(key).await
+    }
+
+    async fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
+        self.adapter.erase_prefix(prefix).await
+    }
+
+    fn supports_set_partial(&self) -> bool {
+        self.adapter.supports_set_partial()
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncListableStorageTraits for RemoteStore {
+    async fn list(&self) -> Result<StoreKeys, StorageError> {
+        self.adapter.list().await
+    }
+
+    async fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
+        self.adapter.list_prefix(prefix).await
+    }
+
+    async fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
+        self.adapter.list_dir(prefix).await
+    }
+
+    async fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
+        self.adapter.size_prefix(prefix).await
+    }
+}
