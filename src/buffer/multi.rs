@@ -90,11 +90,7 @@ impl BufferPrototype {
 
 /// The part of a multi-device buffer that lives on `device`: the only one there, or a clear
 /// error naming the index accessor.
-fn only_part_on<T>(
-    parts: &[T],
-    device: Device,
-    device_of: impl Fn(&T) -> Device,
-) -> Result<&T> {
+fn only_part_on<T>(parts: &[T], device: Device, device_of: impl Fn(&T) -> Device) -> Result<&T> {
     let mut on = parts.iter().filter(|p| device_of(p) == device);
     match (on.next(), on.next()) {
         (Some(p), None) => Ok(p),
