@@ -218,6 +218,14 @@ fn host_memory_cannot_be_exported() {
 }
 
 #[test]
+fn lazy_host_buffers_are_refused_before_they_get_memory() {
+    let lazy = Buffer::lazy(64, &BufferPrototype::cpu());
+    assert!(matches!(lazy.ipc_descriptor(), Err(Error::Unsupported(_))));
+    assert!(!lazy.is_allocated());
+    assert!(!lazy.is_ipc_shareable());
+}
+
+#[test]
 fn ipc_shareable_host_and_pinned_prototypes_are_unsupported() {
     match Buffer::zeros(16, &BufferPrototype::cpu().ipc_shareable()) {
         Err(Error::Unsupported(m)) => assert!(m.contains("cuda(n).ipc_shareable"), "{m}"),
