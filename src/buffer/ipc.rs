@@ -149,13 +149,10 @@ fn process_token() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     static TOKEN: OnceLock<u64> = OnceLock::new();
     *TOKEN.get_or_init(|| {
+        // RandomState's keys come from the OS's randomness, fresh in every process (no
+        // clock: Miri, which runs these tests, has none under isolation).
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        h.write_u128(now);
         h.finish().max(1)
     })
 }
