@@ -37,9 +37,9 @@ mod zarr;
 pub use buffer::dlpack;
 pub use buffer::npy;
 pub use buffer::{
-    Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, MemoryResource,
-    MultiBuffer, MultiNDBuffer, MultiPrototype, NDBuffer, Placement, default_prototype,
-    set_default_prototype,
+    Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, IpcDescriptor,
+    MemoryResource, MultiBuffer, MultiNDBuffer, MultiPrototype, NDBuffer, Placement,
+    default_prototype, set_default_prototype,
 };
 pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;

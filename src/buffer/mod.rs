@@ -1,8 +1,10 @@
 //! The three types: [`Buffer`] (flat, untyped bytes), [`NDBuffer`] (typed, strided views) and
-//! [`BufferPrototype`] (where new memory comes from), plus `.npy` files of NDBuffers.
+//! [`BufferPrototype`] (where new memory comes from), plus `.npy` files of NDBuffers and
+//! sharing device buffers with other processes (CUDA IPC).
 
 pub mod dlpack;
 mod flat;
+mod ipc;
 mod lazy;
 mod multi;
 mod ndbuffer;
@@ -11,6 +13,7 @@ mod prototype;
 mod resource;
 
 pub use flat::{Buffer, HostBytes};
+pub use ipc::IpcDescriptor;
 pub(crate) use multi::join_worker;
 pub use multi::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
 pub(crate) use ndbuffer::CWindow;

@@ -23,10 +23,29 @@ impl CudaAlloc {
     /// undefined contents (zarrbuf writes every byte before safe code can see them). The
     /// fence, when there is one, is where the memory becomes usable (stream order).
     pub(crate) fn new(ordinal: usize, len: usize, zeroed: bool) -> Result<(Self, Option<Fence>)> {
+        let stream = alloc_stream(ordinal)?;
+        Self::new_with(ordinal, len, zeroed, stream)
+    }
+
+    /// Allocates `len` bytes on device `ordinal` with `cuMemAlloc`, never from a memory pool,
+    /// set to zero when `zeroed` (the memset is complete when this returns). Legacy CUDA IPC
+    /// (`cuIpcGetMemHandle`) can export such an allocation; it cannot export pool memory.
+    pub(crate) fn new_unpooled(ordinal: usize, len: usize, zeroed: bool) -> Result<Self> {
+        let (alloc, _no_fence) = Self::new_with(ordinal, len, zeroed, None)?;
+        Ok(alloc)
+    }
+
+    /// Allocates on `stream` (stream-ordered, from the default pool) or, without one, with
+    /// `cuMemAlloc`.
+    fn new_with(
+        ordinal: usize,
+        len: usize,
+        zeroed: bool,
+        stream: Option<Arc<CudaStream>>,
+    ) -> Result<(Self, Option<Fence>)> {
         let ctx = cuda_context(ordinal)?;
         ctx.bind_to_thread()
             .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
-        let stream = alloc_stream(ordinal)?;
         let request = len.max(1);
         let ptr = match &stream {
             // SAFETY: a context is bound and `s` is a live stream of it; the memory is bytes,
@@ -79,6 +98,12 @@ impl CudaAlloc {
 
     pub(crate) fn ordinal(&self) -> usize {
         self.ctx.ordinal()
+    }
+
+    /// True when the memory came from a stream-ordered pool (`cuMemAllocAsync`), which
+    /// legacy CUDA IPC cannot export.
+    pub(crate) fn is_stream_ordered(&self) -> bool {
+        self.stream.is_some()
     }
 
     /// Gets ready to be dropped after the work behind `fences`: the free is ordered after

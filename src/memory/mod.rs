@@ -11,6 +11,7 @@ mod cuda;
 mod decode_target;
 mod foreign;
 mod host;
+pub(crate) mod ipc;
 #[cfg(test)]
 mod miri_tests;
 mod pinned;

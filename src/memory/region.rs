@@ -70,6 +70,13 @@ impl Region {
         })
     }
 
+    /// `len` bytes of memory on CUDA device `ordinal` from `cuMemAlloc`, never from a memory
+    /// pool, so that CUDA IPC can export it; usable at once (no allocation fence).
+    pub(crate) fn alloc_cuda_unpooled(ordinal: usize, len: usize, init: Init) -> Result<Self> {
+        let alloc = CudaAlloc::new_unpooled(ordinal, len, init == Init::Zeroed)?;
+        Ok(Self::new(StorageKind::Cuda(alloc)))
+    }
+
     pub(crate) fn storage(&self) -> &Arc<Storage> {
         &self.storage
     }

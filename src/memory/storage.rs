@@ -301,6 +301,12 @@ impl Storage {
             _ => None,
         }
     }
+
+    /// True for device memory zarrbuf allocated from a stream-ordered memory pool
+    /// (`cuMemAllocAsync`), which legacy CUDA IPC (`cuIpcGetMemHandle`) cannot export.
+    pub(crate) fn is_pool_allocation(&self) -> bool {
+        matches!(&*self.kind, StorageKind::Cuda(a) if a.is_stream_ordered())
+    }
 }
 
 impl Drop for Storage {
