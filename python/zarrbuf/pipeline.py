@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,31 @@ if TYPE_CHECKING:
 
 # Element kinds DLPack carries: bool, signed, unsigned, float, complex.
 _KINDS = frozenset("biufc")
+
+#: Batches zarrbuf handled and batches handed to zarr-python, over every pipeline of this
+#: process (``stats`` on a pipeline counts its own). Tests read it to check that zarrbuf's
+#: Rust path really ran.
+STATS: dict[str, int] = {"zarrbuf": 0, "fallback": 0}
+
+
+# zarrbuf's Rust side runs on threads (a rayon pool, a tokio runtime) that a fork does not
+# copy: in a forked child they look alive but never run, and a call into them would hang.
+# Children of fork() therefore hand every batch to zarr-python's pipeline (spawn and
+# forkserver children start clean and use zarrbuf).
+_FORKED = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _count(pipeline: ZarrbufCodecPipeline, path: str) -> None:
+    pipeline.stats[path] += 1
+    STATS[path] += 1
 
 
 def _codecs(metadata: ArrayMetadata) -> tuple[Codec, ...]:
@@ -70,10 +96,12 @@ class ZarrbufCodecPipeline(CodecPipeline):
     metadata: ArrayMetadata
     store: Store
     python_impl: BatchedCodecPipeline
-    _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+    # A cache and counters: two pipelines for the same array and store are equal (as
+    # zarr-python's are), whatever they have opened or counted so far.
+    _arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     #: Batches zarrbuf handled and batches handed to zarr-python (for tests and tuning).
     stats: dict[str, int] = field(
-        default_factory=lambda: {"zarrbuf": 0, "fallback": 0}, repr=False
+        default_factory=lambda: {"zarrbuf": 0, "fallback": 0}, repr=False, compare=False
     )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -176,10 +204,10 @@ class ZarrbufCodecPipeline(CodecPipeline):
 
     def _plan(self, batch_info: list[Any], data: NDBuffer, drop_axes: tuple[int, ...], writing: bool) -> _Plan | None:
         """The batch as one box of the array, or None when zarr-python must handle it."""
-        if not batch_info or drop_axes:
+        if not batch_info or drop_axes or _FORKED:
             return None
-        if not isinstance(self.store, LocalStore):
-            return None
+        if not issubclass(type(self.store), LocalStore):
+            return None  # (type(): a mock or proxy with LocalStore's spec passes isinstance)
         if writing and self.store.read_only:
             return None  # zarr-python raises its own error
         if not writing and config.get("array.read_missing_chunks", True) is False:
@@ -289,9 +317,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
         batch = list(batch_info)
         plan = self._plan(batch, out, drop_axes, writing=False)
         if plan is None:
-            self.stats["fallback"] += 1
+            _count(self, "fallback")
             return await self.python_impl.read(batch, out, drop_axes)
-        self.stats["zarrbuf"] += 1
+        _count(self, "zarrbuf")
         await asyncio.to_thread(plan.array.read_into, plan.ranges, plan.drop, plan.target)
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.
@@ -306,10 +334,10 @@ class ZarrbufCodecPipeline(CodecPipeline):
         batch = list(batch_info)
         plan = self._plan(batch, value, drop_axes, writing=True)
         if plan is None:
-            self.stats["fallback"] += 1
+            _count(self, "fallback")
             await self.python_impl.write(batch, value, drop_axes)
             return
-        self.stats["zarrbuf"] += 1
+        _count(self, "zarrbuf")
         await asyncio.to_thread(plan.array.write, plan.ranges, plan.drop, plan.target)
 
 
