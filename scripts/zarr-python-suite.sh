@@ -37,7 +37,7 @@ sha256=645d64f292f457120fc0ca18dbe38f665b4c21aaea38a2a88b5eead8f06f3d28
 cache="$root/target/zarr-suite"
 src="$cache/zarr-$version"
 expected="$root/python/zarr_suite_expected_failures.txt"
-min_on_zarrbuf=1000
+min_on_zarrbuf=600
 modules=(tests/test_buffer.py tests/test_array.py tests/test_indexing.py tests/test_codecs)
 
 [ -x "$py" ] || { echo "no .venv: run scripts/python-tests.sh first" >&2; exit 1; }

@@ -329,21 +329,49 @@ fn open(py: Python<'_>, location: &str, path: &str) -> PyResult<Array> {
     })
 }
 
-/// Opens the array at `path` inside the directory store `root` with the metadata zarr-python
-/// holds (`json.dumps(metadata.to_dict())`), as the codec pipeline does.
+/// Opens the array at `path` inside the store at `root` with the metadata zarr-python holds
+/// (`json.dumps(metadata.to_dict())`), as the codec pipeline does. `root` is a directory
+/// (or `file://` URL), read and written synchronously, or an object-store URL
+/// (`s3://bucket/prefix`, ...) read and written through the async API, configured by
+/// `options` (object_store's keys, e.g. `aws_endpoint`) on top of the environment.
 #[pyfunction]
-fn open_with_metadata(py: Python<'_>, root: &str, path: &str, metadata: &str) -> PyResult<Array> {
+#[pyo3(signature = (root, path, metadata, options = None))]
+fn open_with_metadata(
+    py: Python<'_>,
+    root: &str,
+    path: &str,
+    metadata: &str,
+    options: Option<Vec<(String, String)>>,
+) -> PyResult<Array> {
     let label = zarrbuf::location_label(root, path);
+    let local = !root.contains("://") || root.starts_with("file://");
     run(py, || {
         let meta: zarrs::array::ArrayMetadata = serde_json::from_str(metadata).map_err(|e| {
             zarrbuf::Error::InvalidArgument(format!("array metadata zarrs cannot read: {e}"))
         })?;
-        let store = zarrbuf::open_store(root)?;
         let node = zarrbuf::node_path(path)?;
-        let array = zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(|e| {
+        let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))
-        })?;
-        Array::from_inner(Inner::Sync(Arc::new(array)), label)
+        };
+        let inner = if local {
+            let store = zarrbuf::open_store(root)?;
+            let array =
+                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
+            Inner::Sync(Arc::new(array))
+        } else {
+            let options = options.unwrap_or_default();
+            let pairs: Vec<(&str, &str)> = options
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let store = Arc::new(zarrs_object_store::AsyncObjectStore::new(
+                zarrbuf::object_store_for_url(root, &pairs)?,
+            ));
+            let array =
+                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
+            Inner::Async(Arc::new(array))
+        };
+        Array::from_inner(inner, label)
     })
 }
 
