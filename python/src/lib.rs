@@ -375,6 +375,23 @@ fn open_with_metadata(
     })
 }
 
+/// `nbytes` zeroed bytes of page-locked (pinned) host memory registered with CUDA device
+/// `device`, as a 1-d uint8 array (numpy views it through `__array_interface__`). Needs the
+/// CUDA driver and a device: without them, `ZarrbufError` says so.
+#[pyfunction]
+#[pyo3(signature = (nbytes, device = 0))]
+fn empty_pinned(py: Python<'_>, nbytes: usize, device: usize) -> PyResult<NDArray> {
+    let nd = run(py, || {
+        NDBuffer::empty(
+            &[nbytes],
+            zarrbuf::DataType::UInt8,
+            zarrbuf::Order::C,
+            &BufferPrototype::pinned(device),
+        )
+    })?;
+    Ok(NDArray { nd })
+}
+
 /// A zarrbuf array in host, pinned or device memory. Hands itself to numpy
 /// (`numpy.asarray`, `numpy.from_dlpack`), torch, CuPy and JAX without a copy.
 #[pyclass(frozen, module = "zarrbuf._zarrbuf")]
@@ -694,5 +711,6 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_with_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_pinned, m)?)?;
     Ok(())
 }
