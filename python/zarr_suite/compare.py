@@ -82,6 +82,12 @@ def main() -> int:
             f"only {on_zarrbuf} tests read or wrote through zarrbuf's Rust path "
             f"(at least {min_tests} expected): is the pipeline configured?"
         )
+    reasons: dict[str, int] = {}
+    for t in skipped:
+        r = report.get("skip_reasons", {}).get(t, "?")
+        reasons[r] = reasons.get(r, 0) + 1
+    for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  skipped {n:5d}: {r}")
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0

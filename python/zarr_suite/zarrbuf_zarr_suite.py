@@ -32,6 +32,7 @@ zarr.config.refresh()
 
 _outcomes: dict[str, str] = {}
 _batches: dict[str, tuple[int, int]] = {}
+_skip_reasons: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +57,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _outcomes.setdefault(nodeid, "skipped" if report.skipped else "passed")
         if _outcomes[nodeid] != "failed":
             _outcomes[nodeid] = "skipped" if report.skipped else "passed"
+        if report.skipped and hasattr(report, "wasxfail"):
+            _skip_reasons[nodeid] = f"xfail (zarr-python's own mark): {report.wasxfail}"
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            _skip_reasons[nodeid] = str(report.longrepr[2])
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -68,6 +73,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 "outcomes": _outcomes,
                 "batches": {k: list(v) for k, v in _batches.items()},
                 "totals": dict(zp.STATS),
+                "skip_reasons": _skip_reasons,
             },
             f,
             indent=0,
