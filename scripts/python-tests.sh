@@ -26,4 +26,4 @@ fi
 
 cd "$root/python"
 VIRTUAL_ENV="$venv" CARGO_TARGET_DIR="$root/target" "$venv/bin/maturin" develop --release
-"$venv/bin/python" -m pytest -q "$root/python/tests" "$@"
+"$venv/bin/python" -m pytest -q -rs "$root/python/tests" "$@"

@@ -329,22 +329,67 @@ fn open(py: Python<'_>, location: &str, path: &str) -> PyResult<Array> {
     })
 }
 
-/// Opens the array at `path` inside the directory store `root` with the metadata zarr-python
-/// holds (`json.dumps(metadata.to_dict())`), as the codec pipeline does.
+/// Opens the array at `path` inside the store at `root` with the metadata zarr-python holds
+/// (`json.dumps(metadata.to_dict())`), as the codec pipeline does. `root` is a directory
+/// (or `file://` URL), read and written synchronously, or an object-store URL
+/// (`s3://bucket/prefix`, ...) read and written through the async API, configured by
+/// `options` (object_store's keys, e.g. `aws_endpoint`) on top of the environment.
 #[pyfunction]
-fn open_with_metadata(py: Python<'_>, root: &str, path: &str, metadata: &str) -> PyResult<Array> {
+#[pyo3(signature = (root, path, metadata, options = None))]
+fn open_with_metadata(
+    py: Python<'_>,
+    root: &str,
+    path: &str,
+    metadata: &str,
+    options: Option<Vec<(String, String)>>,
+) -> PyResult<Array> {
     let label = zarrbuf::location_label(root, path);
+    let local = !root.contains("://") || root.starts_with("file://");
     run(py, || {
         let meta: zarrs::array::ArrayMetadata = serde_json::from_str(metadata).map_err(|e| {
             zarrbuf::Error::InvalidArgument(format!("array metadata zarrs cannot read: {e}"))
         })?;
-        let store = zarrbuf::open_store(root)?;
         let node = zarrbuf::node_path(path)?;
-        let array = zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(|e| {
+        let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))
-        })?;
-        Array::from_inner(Inner::Sync(Arc::new(array)), label)
+        };
+        let inner = if local {
+            let store = zarrbuf::open_store(root)?;
+            let array =
+                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
+            Inner::Sync(Arc::new(array))
+        } else {
+            let options = options.unwrap_or_default();
+            let pairs: Vec<(&str, &str)> = options
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let store = Arc::new(zarrs_object_store::AsyncObjectStore::new(
+                zarrbuf::object_store_for_url(root, &pairs)?,
+            ));
+            let array =
+                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
+            Inner::Async(Arc::new(array))
+        };
+        Array::from_inner(inner, label)
     })
+}
+
+/// `nbytes` zeroed bytes of page-locked (pinned) host memory registered with CUDA device
+/// `device`, as a 1-d uint8 array (numpy views it through `__array_interface__`). Needs the
+/// CUDA driver and a device: without them, `ZarrbufError` says so.
+#[pyfunction]
+#[pyo3(signature = (nbytes, device = 0))]
+fn empty_pinned(py: Python<'_>, nbytes: usize, device: usize) -> PyResult<NDArray> {
+    let nd = run(py, || {
+        NDBuffer::empty(
+            &[nbytes],
+            zarrbuf::DataType::UInt8,
+            zarrbuf::Order::C,
+            &BufferPrototype::pinned(device),
+        )
+    })?;
+    Ok(NDArray { nd })
 }
 
 /// A zarrbuf array in host, pinned or device memory. Hands itself to numpy
@@ -666,5 +711,6 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_with_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_pinned, m)?)?;
     Ok(())
 }

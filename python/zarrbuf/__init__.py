@@ -33,6 +33,7 @@ __all__ = [
     "cuda_device_count",
     "from_dlpack",
     "open",
+    "rank_slice",
 ]
 
 
@@ -173,6 +174,32 @@ class Array:
 
     def __repr__(self) -> str:
         return repr(self._inner)
+
+
+def rank_slice(length: int, chunk: int, rank: int, world_size: int) -> slice:
+    """The part of an axis of ``length`` elements in chunks of ``chunk`` that rank ``rank`` of
+    ``world_size`` reads: whole chunks only (no chunk is read by two ranks), as even as whole
+    chunks allow (the first ``n_chunks % world_size`` ranks take one chunk more). A rank
+    with no chunk left gets an empty slice.
+
+    >>> [rank_slice(100, 10, r, 3) for r in range(3)]
+    [slice(0, 40, None), slice(40, 70, None), slice(70, 100, None)]
+    """
+    for name, v in (("length", length), ("chunk", chunk), ("rank", rank), ("world_size", world_size)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an integer, got {v!r}")
+    if length < 0 or chunk < 1 or world_size < 1:
+        raise ValueError(
+            f"need length >= 0, chunk >= 1 and world_size >= 1; got length={length}, "
+            f"chunk={chunk}, world_size={world_size}"
+        )
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is outside 0..{world_size - 1} (world_size {world_size})")
+    n_chunks = -(-length // chunk)
+    base, extra = divmod(n_chunks, world_size)
+    first = rank * base + min(rank, extra)
+    count = base + (1 if rank < extra else 0)
+    return slice(min(first * chunk, length), min((first + count) * chunk, length))
 
 
 def open(location: str, path: str = "") -> Array:  # noqa: A001 - mirrors zarr.open

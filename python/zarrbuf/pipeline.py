@@ -5,12 +5,16 @@
 zarr-python hands a codec pipeline one batch per read or write: for every chunk the
 selection touches, its store key, the part of the chunk and the part of the output. When the
 batch is a box of the array (basic slicing with step 1, integers), the array sits in a local
-directory store, and the output is a native-order NumPy array of a type DLPack knows, zarrbuf
-decodes the whole box straight into the output (``read_into``: no per-chunk temporaries) or
-encodes it from the input, off the event loop and without the GIL. Everything else — other
-stores, fancy and strided indexing, variable-length and other types, GPU (CuPy) buffers,
-``array.read_missing_chunks = False`` — goes to zarr-python's own ``BatchedCodecPipeline``,
-as zarrs-python does. Modelled on zarrs-python's ``ZarrsCodecPipeline``.
+directory store (``LocalStore``) or in S3 (``FsspecStore`` over s3fs: zarrbuf reads and
+writes the same ``s3://bucket/prefix`` through object_store, with s3fs's endpoint, region
+and credentials, else the ``AWS_*`` environment), and the output is a native-order NumPy
+array of a type DLPack knows, zarrbuf decodes the whole box straight into the output
+(``read_into``: no per-chunk temporaries) or encodes it from the input, off the event loop
+and without the GIL. Everything else — other stores (memory, zip, obstore, other fsspec
+filesystems, wrapped or mocked stores), fancy and strided indexing, variable-length and
+other types, GPU (CuPy) buffers, ``array.read_missing_chunks = False``, processes forked
+after zarrbuf started its threads — goes to zarr-python's own ``BatchedCodecPipeline``, as
+zarrs-python does. Modelled on zarrs-python's ``ZarrsCodecPipeline``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +47,88 @@ if TYPE_CHECKING:
 
 # Element kinds DLPack carries: bool, signed, unsigned, float, complex.
 _KINDS = frozenset("biufc")
+
+#: Batches zarrbuf handled and batches handed to zarr-python, over every pipeline of this
+#: process (``stats`` on a pipeline counts its own). Tests read it to check that zarrbuf's
+#: Rust path really ran.
+STATS: dict[str, int] = {"zarrbuf": 0, "fallback": 0}
+
+
+# zarrbuf's Rust side runs on threads (a rayon pool, a tokio runtime) that a fork does not
+# copy: in a forked child they look alive but never run, and a call into them would hang.
+# Children of fork() therefore hand every batch to zarr-python's pipeline (spawn and
+# forkserver children start clean and use zarrbuf).
+_FORKED = False
+_UNKNOWN = object()
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _s3_options(fs: Any) -> list[tuple[str, str]] | None:
+    """object_store options equivalent to an s3fs filesystem's settings, or None when it uses
+    a setting zarrbuf would not honour (profiles, extra request arguments, versioning...)."""
+    ck = dict(getattr(fs, "client_kwargs", None) or {})
+    if (
+        getattr(fs, "s3_additional_kwargs", None)
+        or getattr(fs, "config_kwargs", None)
+        or getattr(fs, "version_aware", False)
+        or getattr(fs, "requester_pays", False)
+        or (getattr(fs, "kwargs", None) or {}).get("profile")
+        or set(ck) - {"endpoint_url", "region_name", "aws_access_key_id", "aws_secret_access_key"}
+    ):
+        return None
+    opts: list[tuple[str, str]] = []
+    endpoint = getattr(fs, "endpoint_url", None) or ck.get("endpoint_url")
+    if endpoint:
+        opts.append(("aws_endpoint", str(endpoint)))
+    region = ck.get("region_name")
+    if region:
+        opts.append(("aws_region", str(region)))
+    if getattr(fs, "anon", False):
+        opts.append(("aws_skip_signature", "true"))
+    else:
+        key = getattr(fs, "key", None) or ck.get("aws_access_key_id")
+        secret = getattr(fs, "secret", None) or ck.get("aws_secret_access_key")
+        token = getattr(fs, "token", None)
+        if key and secret:
+            opts += [("aws_access_key_id", str(key)), ("aws_secret_access_key", str(secret))]
+            if token:
+                opts.append(("aws_session_token", str(token)))
+        elif key or secret or token:
+            return None  # half a credential: let s3fs/botocore decide what it means
+    return opts
+
+
+def _store_location(store: Any) -> tuple[str, list[tuple[str, str]] | None] | None:
+    """Where zarrbuf finds ``store``'s keys: a directory (LocalStore) or an s3:// URL with
+    object_store options (FsspecStore over s3fs); None for every other store."""
+    # type(), not isinstance: a mock or proxy with a store's spec passes isinstance.
+    if issubclass(type(store), LocalStore):
+        return str(store.root), None
+    if type(store).__name__ == "FsspecStore" and type(store).__module__.startswith("zarr."):
+        fs = store.fs
+        protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+        if "s3" not in protocol or type(fs).__module__.split(".")[0] != "s3fs":
+            return None
+        path = str(store.path).strip("/")
+        if not path or "://" in path:
+            return None
+        options = _s3_options(fs)
+        if options is None:
+            return None
+        return f"s3://{path}", options
+    return None
+
+
+def _count(pipeline: ZarrbufCodecPipeline, path: str) -> None:
+    pipeline.stats[path] += 1
+    STATS[path] += 1
 
 
 def _codecs(metadata: ArrayMetadata) -> tuple[Codec, ...]:
@@ -70,11 +157,17 @@ class ZarrbufCodecPipeline(CodecPipeline):
     metadata: ArrayMetadata
     store: Store
     python_impl: BatchedCodecPipeline
-    _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+    # A cache and counters: two pipelines for the same array and store are equal (as
+    # zarr-python's are), whatever they have opened or counted so far.
+    _arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _where: object = field(default=None, repr=False, compare=False)
     #: Batches zarrbuf handled and batches handed to zarr-python (for tests and tuning).
     stats: dict[str, int] = field(
-        default_factory=lambda: {"zarrbuf": 0, "fallback": 0}, repr=False
+        default_factory=lambda: {"zarrbuf": 0, "fallback": 0}, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        self._where = _UNKNOWN
 
     def __getstate__(self) -> dict[str, Any]:
         return {"metadata": self.metadata, "store": self.store}
@@ -163,12 +256,20 @@ class ZarrbufCodecPipeline(CodecPipeline):
             return None
         return prefix, coords
 
+    def _location(self) -> tuple[str, list[tuple[str, str]] | None] | None:
+        if self._where is _UNKNOWN:
+            self._where = _store_location(self.store)
+        return self._where  # type: ignore[return-value]
+
     def _array(self, prefix: str) -> Any:
         if prefix not in self._arrays:
             try:
-                root = str(self.store.root)
+                location = self._location()
+                if location is None:
+                    raise TypeError("not a store zarrbuf reaches")
+                root, options = location
                 meta = json.dumps(self.metadata.to_dict())
-                self._arrays[prefix] = _zarrbuf.open_with_metadata(root, prefix, meta)
+                self._arrays[prefix] = _zarrbuf.open_with_metadata(root, prefix, meta, options)
             except (_zarrbuf.ZarrbufError, TypeError, ValueError):
                 # Metadata zarrs cannot use (a codec or type it lacks): zarr-python reads it.
                 self._arrays[prefix] = None
@@ -176,9 +277,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
 
     def _plan(self, batch_info: list[Any], data: NDBuffer, drop_axes: tuple[int, ...], writing: bool) -> _Plan | None:
         """The batch as one box of the array, or None when zarr-python must handle it."""
-        if not batch_info or drop_axes:
+        if not batch_info or drop_axes or _FORKED:
             return None
-        if not isinstance(self.store, LocalStore):
+        if self._location() is None:
             return None
         if writing and self.store.read_only:
             return None  # zarr-python raises its own error
@@ -289,9 +390,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
         batch = list(batch_info)
         plan = self._plan(batch, out, drop_axes, writing=False)
         if plan is None:
-            self.stats["fallback"] += 1
+            _count(self, "fallback")
             return await self.python_impl.read(batch, out, drop_axes)
-        self.stats["zarrbuf"] += 1
+        _count(self, "zarrbuf")
         await asyncio.to_thread(plan.array.read_into, plan.ranges, plan.drop, plan.target)
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.
@@ -306,10 +407,10 @@ class ZarrbufCodecPipeline(CodecPipeline):
         batch = list(batch_info)
         plan = self._plan(batch, value, drop_axes, writing=True)
         if plan is None:
-            self.stats["fallback"] += 1
+            _count(self, "fallback")
             await self.python_impl.write(batch, value, drop_axes)
             return
-        self.stats["zarrbuf"] += 1
+        _count(self, "zarrbuf")
         await asyncio.to_thread(plan.array.write, plan.ranges, plan.drop, plan.target)
 
 
