@@ -364,9 +364,9 @@ fn open_with_metadata(
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
-            let store = Arc::new(zarrs_object_store::AsyncObjectStore::new(
-                zarrbuf::object_store_for_url(root, &pairs)?,
-            ));
+            let store = Arc::new(zarrbuf::RemoteStore::new(zarrbuf::object_store_for_url(
+                root, &pairs,
+            )?));
             let array =
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Async(Arc::new(array))

@@ -255,11 +255,7 @@ impl ShardReads {
         Ok(InnerPlan::InGroup { group, range })
     }
 
-    fn groups_of(
-        &self,
-        shard: &[u64],
-        index: &[u64],
-    ) -> std::result::Result<Groups, String> {
+    fn groups_of(&self, shard: &[u64], index: &[u64]) -> std::result::Result<Groups, String> {
         if let Some(g) = lock(&self.groups).get(shard) {
             return Ok(g.clone());
         }
