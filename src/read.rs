@@ -6,7 +6,7 @@ use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions};
-use crate::pipeline::{fetch_unit, run_staged};
+use crate::pipeline::{InnerFetch, fetch_unit, run_staged};
 use crate::zarr::{
     ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
     plan_units, zarr_error,
@@ -289,7 +289,13 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
     out: &NDBuffer,
     opts: &ReadOptions,
 ) -> Result<()> {
-    run_staged(array, subset, out, opts, &|plan, shards, unit| {
-        fetch_unit(array, plan, shards, unit)
-    })
+    // Sync stores are local: parallel per-chunk reads.
+    run_staged(
+        array,
+        subset,
+        out,
+        opts,
+        InnerFetch::PerChunk,
+        &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
+    )
 }

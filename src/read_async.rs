@@ -11,7 +11,7 @@ use crate::buffer::NDBuffer;
 use crate::dtype::Order;
 use crate::error::{Error, Result};
 use crate::options::ReadOptions;
-use crate::pipeline::{Cancel, fetch_unit_async, run_staged};
+use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
 use crate::zarr::check_subset;
 use crate::zarr::data_type_of;
 use std::ops::Range;
@@ -151,8 +151,18 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     handle: &tokio::runtime::Handle,
     cancel: &Cancel,
 ) -> Result<()> {
-    run_staged(array, subset, out, opts, &|plan, shards, unit| {
-        cancel.check("read")?;
-        handle.block_on(cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)))
-    })
+    // Object stores: every request is a round trip, so inner chunks are merged.
+    run_staged(
+        array,
+        subset,
+        out,
+        opts,
+        InnerFetch::Merged,
+        &|plan, shards, unit| {
+            cancel.check("read")?;
+            handle.block_on(
+                cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)),
+            )
+        },
+    )
 }

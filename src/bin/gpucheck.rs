@@ -581,11 +581,17 @@ fn multi_device(root: &Path) -> Result<usize, String> {
         let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
         let last = all.len().saturating_sub(1);
         for (mname, multi) in &multis {
-            for placement in [
-                Placement::Split { axis: 0 },
-                Placement::Split { axis: last },
-                Placement::Replicate,
-            ] {
+            // A 0-dimensional array has no axis to split: it is only replicated.
+            let placements = if all.is_empty() {
+                vec![Placement::Replicate]
+            } else {
+                vec![
+                    Placement::Split { axis: 0 },
+                    Placement::Split { axis: last },
+                    Placement::Replicate,
+                ]
+            };
+            for placement in placements {
                 let got = array
                     .read_multi(&all, multi, placement, &ReadOptions::default())
                     .map_err(e)?;

@@ -18,7 +18,7 @@ mod write_driver;
 
 pub(crate) use cancel::Cancel;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
-pub(crate) use read_driver::run_staged;
+pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use shard_reads::ShardReads;
 pub(crate) use slot_pool::Slot;
 pub use slot_pool::release_cached_memory;

@@ -22,6 +22,17 @@ use zarrs::array::{Array, CodecOptions};
 pub(crate) type Fetch<'a> =
     dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
 
+/// How a read fetches the inner chunks of a sharded array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InnerFetch {
+    /// One request per inner chunk, issued by the workers in parallel: what local files
+    /// want (parallel reads of the page cache or a disk beat one large sequential read).
+    PerChunk,
+    /// The inner chunks a read needs merged into as few requests as a bounded gap allows:
+    /// what object stores want (each request is a round trip).
+    Merged,
+}
+
 /// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
 /// with `fetch` and decoding it on the worker thread that fetched it.
 pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
@@ -29,6 +40,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     subset: &[Range<u64>],
     out: &NDBuffer,
     opts: &ReadOptions,
+    inner_fetch: InnerFetch,
     fetch: &Fetch<'_>,
 ) -> Result<()> {
     let elem = out.dtype().size();
@@ -39,6 +51,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         UnitSource::Subchunk => Some(ShardReads::new(
             ShardIndex::new(array, opts.validate_checksums)?,
             &mut plan.units,
+            inner_fetch == InnerFetch::Merged,
         )),
         _ => None,
     };

@@ -145,12 +145,15 @@ pub(crate) struct ShardReads {
     /// Each shard's merged requests and how many needed inner chunks each holds.
     groups: Mutex<HashMap<Vec<u64>, Groups>>,
     flights: Mutex<HashMap<FlightKey, Arc<Flight>>>,
+    /// Merge neighbouring inner chunks into one request (object stores), or fetch each on
+    /// its own (local files).
+    merge: bool,
 }
 
 impl ShardReads {
     /// Orders `units` shard by shard (so each shard's merged requests are consumed soon
     /// after they arrive) and records what each shard needs.
-    pub(crate) fn new(index: ShardIndex, units: &mut [Unit]) -> Self {
+    pub(crate) fn new(index: ShardIndex, units: &mut [Unit], merge: bool) -> Self {
         units.sort_by_cached_key(|u| {
             let (shard, within) = index.split(&u.indices);
             (shard, within)
@@ -165,6 +168,7 @@ impl ShardReads {
             needed,
             groups: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
+            merge,
         }
     }
 
@@ -265,7 +269,11 @@ impl ShardReads {
                 ranges.push(r);
             }
         }
-        let merged = coalesce(&ranges, MAX_GAP, MAX_REQUEST);
+        let merged = if self.merge {
+            coalesce(&ranges, MAX_GAP, MAX_REQUEST)
+        } else {
+            coalesce(&ranges, 0, 0)
+        };
         let counted: Vec<(Range<u64>, usize)> = merged
             .into_iter()
             .map(|g| {
