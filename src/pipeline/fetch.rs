@@ -3,7 +3,7 @@
 //! reads as the fill value.
 
 use super::ShardReads;
-use super::shard_reads::{Fetched, InnerPlan, Role, inner_chunk_sync};
+use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, inner_chunk_sync};
 use crate::error::{Error, Result};
 use crate::zarr::{Unit, UnitPlan, UnitSource, chunk_error};
 use std::ops::Range;
@@ -107,7 +107,10 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
                 .map_err(|e| e.to_string());
             shards.finish_index(leader, &shard, encoded).map_err(fail)?
         }
-        Err(Role::Wait(flight)) => shards.waited_index(&flight, &shard).map_err(fail)?,
+        Err(Role::Wait(flight)) => {
+            start_one_ahead(array, shards, inner).await;
+            shards.waited_index(&flight, &shard).map_err(fail)?
+        }
     };
     let Some(index) = index else {
         return Ok(None);
@@ -126,7 +129,10 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
             shards.finish_group(leader, got.clone());
             got
         }
-        Role::Wait(flight) => shards.waited_group(&flight),
+        Role::Wait(flight) => {
+            start_one_ahead(array, shards, inner).await;
+            shards.waited_group(&flight)
+        }
     }
     .map_err(fail)?;
     let bytes =
@@ -135,4 +141,40 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
         .take(&shard, &group, &bytes, &range)
         .map(Some)
         .map_err(fail)
+}
+
+/// Before waiting for a request another worker runs, starts the next request nobody has
+/// started yet (a later shard's index or merged range), so several are in flight at once.
+/// Its outcome, error included, is kept for the workers that need it.
+async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    shards: &ShardReads,
+    inner: &[u64],
+) {
+    let Some(job) = shards.next_to_lead(inner) else {
+        return;
+    };
+    let storage = array.storage();
+    match job {
+        Ahead::Index { shard, leader } => {
+            let key = array.chunk_key(&shard);
+            let encoded = storage
+                .get_partial(&key, shards.index().index_range())
+                .await
+                .map_err(|e| e.to_string());
+            let _ = shards.finish_index(leader, &shard, encoded);
+        }
+        Ahead::Group {
+            shard,
+            group,
+            leader,
+        } => {
+            let key = array.chunk_key(&shard);
+            let got = storage
+                .get_partial(&key, ByteRange::new(group))
+                .await
+                .map_err(|e| e.to_string());
+            shards.finish_group(leader, got);
+        }
+    }
 }

@@ -52,6 +52,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
             ShardIndex::new(array, opts.validate_checksums)?,
             &mut plan.units,
             inner_fetch == InnerFetch::Merged,
+            opts.staging_bytes as u64,
         )),
         _ => None,
     };

@@ -11,6 +11,7 @@ use crate::zarr::{ShardIndex, Unit};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Ranges closer than this are fetched together (object_store's own coalescing gap).
@@ -148,12 +149,37 @@ pub(crate) struct ShardReads {
     /// Merge neighbouring inner chunks into one request (object stores), or fetch each on
     /// its own (local files).
     merge: bool,
+    /// The units in read order, and where each one is in it (for fetching ahead).
+    order: Vec<Vec<u64>>,
+    position: HashMap<Vec<u64>, usize>,
+    /// Bytes of merged requests fetched and not yet taken by all their inner chunks; no
+    /// request is started ahead while this exceeds `budget`.
+    alive: AtomicU64,
+    budget: u64,
+}
+
+/// How far ahead of its own inner chunk a waiting worker looks for a request to start.
+const LOOK_AHEAD: usize = 256;
+
+/// A request a waiting worker starts ahead of the workers that need it.
+pub(crate) enum Ahead<'a> {
+    Index {
+        shard: Vec<u64>,
+        leader: Leader<'a>,
+    },
+    Group {
+        shard: Vec<u64>,
+        group: Range<u64>,
+        leader: Leader<'a>,
+    },
 }
 
 impl ShardReads {
     /// Orders `units` shard by shard (so each shard's merged requests are consumed soon
     /// after they arrive) and records what each shard needs.
-    pub(crate) fn new(index: ShardIndex, units: &mut [Unit], merge: bool) -> Self {
+    /// With `merge`, the inner chunks of each shard are merged into few requests, and up to
+    /// `budget` bytes of them may be fetched ahead of the workers that decode them.
+    pub(crate) fn new(index: ShardIndex, units: &mut [Unit], merge: bool, budget: u64) -> Self {
         units.sort_by_cached_key(|u| {
             let (shard, within) = index.split(&u.indices);
             (shard, within)
@@ -169,7 +195,61 @@ impl ShardReads {
             groups: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
             merge,
+            order: units.iter().map(|u| u.indices.clone()).collect(),
+            position: units
+                .iter()
+                .enumerate()
+                .map(|(i, u)| (u.indices.clone(), i))
+                .collect(),
+            alive: AtomicU64::new(0),
+            budget,
         }
+    }
+
+    /// A request for a unit after `inner` (in read order) that nobody has started: its
+    /// shard's index, or the merged range that holds it, within the byte budget. For a
+    /// worker about to wait on a request in flight: the stores see several requests at once
+    /// while merged ranges keep their number low. `None` when there is nothing to start.
+    pub(crate) fn next_to_lead(&self, inner: &[u64]) -> Option<Ahead<'_>> {
+        if !self.merge {
+            return None;
+        }
+        let from = self.position.get(inner).copied()? + 1;
+        for unit in self.order.iter().skip(from).take(LOOK_AHEAD) {
+            let (shard, within) = self.index.split(unit);
+            let index = match self.index.cached(&shard) {
+                Some(Some(index)) => index,
+                Some(None) => continue,
+                None => {
+                    if lock(&self.flights).contains_key(&FlightKey::Index(shard.clone())) {
+                        continue;
+                    }
+                    return match self.join(FlightKey::Index(shard.clone()), 0) {
+                        Role::Lead(leader) => Some(Ahead::Index { shard, leader }),
+                        Role::Wait(_) => continue,
+                    };
+                }
+            };
+            let Ok(InnerPlan::InGroup { group, .. }) = self.plan_inner(&shard, &index, &within)
+            else {
+                continue;
+            };
+            let key = FlightKey::Group(shard.clone(), group.start);
+            if lock(&self.flights).contains_key(&key) {
+                continue;
+            }
+            if self.alive.load(Ordering::Relaxed) + (group.end - group.start) > self.budget {
+                return None;
+            }
+            if let Role::Lead(leader) = self.join_group(&shard, &group) {
+                return Some(Ahead::Group {
+                    shard,
+                    group,
+                    leader,
+                });
+            }
+        }
+        None
     }
 
     /// The shard index decoder and cache.
@@ -302,6 +382,9 @@ impl ShardReads {
 
     /// Publishes the leader's bytes of a merged request to its waiters.
     pub(crate) fn finish_group(&self, leader: Leader<'_>, fetched: Fetched) {
+        if let Ok(Some(bytes)) = &fetched {
+            self.alive.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
         leader.finish(fetched);
     }
 
@@ -330,6 +413,11 @@ impl ShardReads {
             };
             if all_taken {
                 lock(&self.flights).remove(&key);
+                let _ = self
+                    .alive
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                        Some(a.saturating_sub(bytes.len() as u64))
+                    });
             }
         }
         let want = group.end - group.start;
