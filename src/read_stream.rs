@@ -310,7 +310,9 @@ impl ReadStream {
                     );
                     drop(claim);
                     let _ = tx.send(result);
-                    // `finish` drops last: the stream's drop waits for it.
+                    // `finish` drops last: once the stream's drop has waited for it, the read
+                    // holds nothing of the array (or its store) any more.
+                    drop((source, proto, opts, ranges));
                     drop(finish);
                 }));
                 Some(stop)
