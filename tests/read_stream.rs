@@ -7,6 +7,8 @@
 //! chunk request (by a rule per test) and records how many requests each key got, how many
 //! run at once, and the order they finished in.
 
+#![allow(clippy::single_range_in_vec_init)] // 1-D subsets: one range in a Vec, on purpose
+
 mod common;
 
 use common::{Fixture, fixtures};

@@ -14,10 +14,13 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyException, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyIterator;
 use pyo3::types::{PyDict, PyTuple};
+use std::collections::VecDeque;
 use std::ffi::{CStr, c_void};
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
 use std::sync::{Arc, OnceLock};
 use zarrbuf::dlpack::{DLManagedTensor, DLManagedTensorVersioned, DlpackLegacy, DlpackVersioned};
 use zarrbuf::{
@@ -25,9 +28,6 @@ use zarrbuf::{
     BlockingReadStream, BufferPrototype, ByteOrder, Device, DynArray, Memory, NDBuffer,
     StreamOptions, WriteOptions,
 };
-use pyo3::types::PyIterator;
-use std::collections::VecDeque;
-use std::sync::Mutex;
 
 create_exception!(
     _zarrbuf,
