@@ -111,6 +111,18 @@ pub enum Error {
     /// The operation was cancelled (its future was dropped or a callback asked to stop).
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// One subset of a read stream failed; `source` says why. The stream goes on with the
+    /// next subset.
+    #[error("read stream item {index} (subset {subset}): {source}")]
+    StreamItem {
+        /// The item's position in the stream, from 0.
+        index: usize,
+        /// The subset, as ranges (`[0..64, 0..512]`).
+        subset: String,
+        /// Why it failed.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 /// An underlying error kept as the [`std::error::Error::source`] of zarrbuf's [`Error`].

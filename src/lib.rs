@@ -30,6 +30,7 @@ mod place;
 mod read;
 mod read_async;
 mod read_multi;
+mod read_stream;
 mod write;
 mod write_async;
 mod zarr;
@@ -45,11 +46,14 @@ pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
-pub use options::{Decode, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
+pub use options::{
+    Decode, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
+};
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
+pub use read_stream::{BlockingReadStream, ReadStream};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{

@@ -194,6 +194,60 @@ impl ReadOptions {
     }
 }
 
+/// Options for read streams ([`crate::ArrayReadAsyncExt::read_stream`],
+/// [`crate::ArrayReadExt::read_stream`]).
+///
+/// `prefetch` is how many subsets are read at once, counting those finished but not yet
+/// taken by the consumer: while the consumer works on item k, items k+1..=k+prefetch are
+/// being read. `0` counts as `1` (one read in flight, none ahead). Memory held by a stream is
+/// bounded by these options, not by the number of subsets: at most `prefetch` outputs, each
+/// read's staging (at most `read.staging_bytes`, pooled) and the encoded chunks the reads in
+/// flight share.
+///
+/// ```
+/// use zarrbuf::{ReadOptions, StreamOptions};
+/// let o = StreamOptions::default().with_prefetch(8).with_read(ReadOptions::default().with_concurrency(2));
+/// assert_eq!(o.prefetch, 8);
+/// assert_eq!(o.read.concurrency, Some(2));
+/// assert_eq!(StreamOptions::default().prefetch, 4);
+/// ```
+#[derive(Clone)]
+pub struct StreamOptions {
+    /// Subsets read at once (default 4; `0` counts as `1`).
+    pub prefetch: usize,
+    /// Options of each subset's read (threads, staging, checksums, decode). A progress
+    /// callback, if set, is called by every read with that read's own progress.
+    pub read: ReadOptions,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            prefetch: 4,
+            read: ReadOptions::default(),
+        }
+    }
+}
+
+impl StreamOptions {
+    /// Sets how many subsets are read at once.
+    pub fn with_prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n;
+        self
+    }
+
+    /// Sets the options of each subset's read.
+    pub fn with_read(mut self, read: ReadOptions) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Reads in flight at most (`prefetch`, at least 1).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.prefetch.max(1)
+    }
+}
+
 /// Options for writes.
 ///
 /// ```

@@ -5,8 +5,9 @@ use crate::buffer::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement};
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
-use crate::options::{PipelineMode, ReadOptions};
+use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{InnerFetch, fetch_unit, run_staged};
+use crate::read_stream::BlockingReadStream;
 use crate::zarr::{
     ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
     plan_units, zarr_error,
@@ -106,6 +107,42 @@ pub trait ArrayReadExt {
         opts: &ReadOptions,
     ) -> Result<MultiNDBuffer>;
 
+    /// Reads many subsets (a training loop's minibatches) ahead of the caller, at most
+    /// `opts.prefetch` at once, and yields their NDBuffers in order as a blocking iterator;
+    /// chunks shared by subsets in flight are fetched once. A failed subset is an `Err` item
+    /// ([`Error::StreamItem`]) and the iterator goes on; dropping it cancels the reads in
+    /// flight. See [`crate::ReadStream`] for the design and the async twin
+    /// [`crate::ArrayReadAsyncExt::read_stream`].
+    ///
+    /// ```
+    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
+    /// let array = ArrayBuilder::new(vec![100, 3], vec![10, 3], data_type::uint16(), 0u16)
+    ///     .build(store, "/x").map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// array.write_all(&NDBuffer::from_vec((0..300u16).collect::<Vec<_>>(), &[100, 3])?)?;
+    /// let batches = (0..10u64).rev().map(|b| vec![b * 10..b * 10 + 10, 0..3]);
+    /// let opts = StreamOptions::default().with_prefetch(3);
+    /// let mut seen = 0;
+    /// for (k, batch) in array.read_stream(batches, &BufferPrototype::cpu(), &opts).enumerate() {
+    ///     let batch = batch?;
+    ///     assert_eq!(batch.shape(), &[10, 3]);
+    ///     assert_eq!(batch.to_vec::<u16>()?[0], ((9 - k) * 30) as u16);
+    ///     seen += 1;
+    /// }
+    /// assert_eq!(seen, 10);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> BlockingReadStream
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static;
+
     /// The array's data type as zarrbuf names it.
     fn zarrbuf_data_type(&self) -> Result<DataType>;
 }
@@ -180,6 +217,19 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         opts: &ReadOptions,
     ) -> Result<MultiNDBuffer> {
         crate::read_multi::read_multi(self, subset, proto, placement, opts)
+    }
+
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> BlockingReadStream
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        crate::read_stream::sync_stream(self, subsets, proto, opts)
     }
 
     fn zarrbuf_data_type(&self) -> Result<DataType> {

@@ -10,8 +10,9 @@ use crate::buffer::BufferPrototype;
 use crate::buffer::NDBuffer;
 use crate::dtype::Order;
 use crate::error::{Error, Result};
-use crate::options::ReadOptions;
+use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
+use crate::read_stream::ReadStream;
 use crate::zarr::check_subset;
 use crate::zarr::data_type_of;
 use std::ops::Range;
@@ -56,6 +57,41 @@ pub trait ArrayReadAsyncExt: Sync {
         proto: &BufferPrototype,
     ) -> impl Future<Output = Result<NDBuffer>> + Send;
 
+    /// Reads many subsets (a training loop's minibatches) ahead of the consumer, at most
+    /// `opts.prefetch` at once, and yields their NDBuffers in order as a
+    /// [`futures::Stream`]; chunks shared by subsets in flight are fetched once; a failed
+    /// subset is an `Err` item ([`Error::StreamItem`]) and the stream goes on; dropping the
+    /// stream cancels the reads in flight. The subsets' iterator is pulled lazily. See
+    /// [`ReadStream`] for the design and a full example.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when called outside a tokio runtime (the reads run on it).
+    ///
+    /// ```
+    /// # async fn demo() -> zarrbuf::Result<()> {
+    /// use futures::StreamExt;
+    /// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, StreamOptions};
+    /// let array = zarrbuf::open_async("s3://bucket/data.zarr", "images").await?;
+    /// let batches = (0..100u64).map(|b| vec![b * 64..b * 64 + 64, 0..512]);
+    /// let mut stream = array.read_stream(batches, &BufferPrototype::cuda(0), &StreamOptions::default().with_prefetch(8))?;
+    /// while let Some(batch) = stream.next().await {
+    ///     let batch = batch?; // on the GPU, in order
+    /// }
+    /// # Ok(()) }
+    /// # let rt = tokio::runtime::Runtime::new().unwrap();
+    /// # let array = rt.block_on(zarrbuf::open_async("memory://", ""));
+    /// # assert!(array.is_err()); // (no array there: the example above shows the calls)
+    /// ```
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static;
+
     /// Reads `subset` into `out` (any memory, may be a strided view).
     fn read_into_async(
         &self,
@@ -99,6 +135,19 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
             self.read_opt_async(&subset, &proto, &ReadOptions::default())
                 .await
         }
+    }
+
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        crate::read_stream::async_stream(self, subsets, proto, opts)
     }
 
     fn read_into_async(

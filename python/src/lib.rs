@@ -14,15 +14,19 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyException, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyIterator;
 use pyo3::types::{PyDict, PyTuple};
+use std::collections::VecDeque;
 use std::ffi::{CStr, c_void};
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
 use std::sync::{Arc, OnceLock};
 use zarrbuf::dlpack::{DLManagedTensor, DLManagedTensorVersioned, DlpackLegacy, DlpackVersioned};
 use zarrbuf::{
     ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, AsyncArray,
-    BufferPrototype, ByteOrder, Device, DynArray, Memory, NDBuffer, WriteOptions,
+    BlockingReadStream, BufferPrototype, ByteOrder, Device, DynArray, Memory, NDBuffer,
+    StreamOptions, WriteOptions,
 };
 
 create_exception!(
@@ -300,11 +304,138 @@ impl Array {
         })
     }
 
+    /// A prefetching stream of reads: `subsets` is an iterator of `(ranges, drop)` pairs
+    /// (see `read`), pulled lazily; at most `prefetch` are read at once; results come in
+    /// order (see `ReadStream`).
+    #[pyo3(signature = (subsets, device = "cpu", prefetch = 4))]
+    fn read_stream(
+        &self,
+        py: Python<'_>,
+        subsets: &Bound<'_, PyAny>,
+        device: &str,
+        prefetch: usize,
+    ) -> PyResult<ReadStream> {
+        let proto = prototype(device).map_err(py_err)?;
+        let pulled = PySubsets {
+            iter: subsets.try_iter()?.unbind(),
+            drops: Arc::default(),
+            error: Arc::default(),
+        };
+        let (drops, error) = (pulled.drops.clone(), pulled.error.clone());
+        let opts = StreamOptions::default().with_prefetch(prefetch);
+        let stream = run(py, || match &self.inner {
+            Inner::Sync(a) => Ok(a.read_stream(pulled, &proto, &opts)),
+            Inner::Async(a) => {
+                let _enter = runtime()?.enter();
+                Ok(a.read_stream(pulled, &proto, &opts)?.blocking())
+            }
+        })?;
+        Ok(ReadStream {
+            inner: Mutex::new(Some(stream)),
+            drops,
+            error,
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<zarrbuf.Array {} shape={:?} dtype={} chunks={:?}>",
             self.label, self.info.shape, self.info.data_type, self.info.chunks
         )
+    }
+}
+
+/// The subsets of a read stream, pulled from a Python iterator of `(ranges, drop)` pairs
+/// (taking the GIL for each pull); the axes to drop go to the consumer in order, and an
+/// error of the Python iterator ends the subsets and is raised after the items before it.
+struct PySubsets {
+    iter: Py<PyIterator>,
+    drops: Arc<Mutex<VecDeque<Vec<usize>>>>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl Iterator for PySubsets {
+    type Item = Vec<Range<u64>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Python::attach(|py| {
+            let next = self.iter.bind(py).clone().next()?;
+            let pair = next.and_then(|item| item.extract::<(Vec<(u64, u64)>, Vec<usize>)>());
+            match pair {
+                Ok((ranges, drop)) => {
+                    lock(&self.drops).push_back(drop);
+                    Some(to_ranges(&ranges))
+                }
+                Err(e) => {
+                    *lock(&self.error) = Some(e);
+                    None
+                }
+            }
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The iterator `Array.read_stream` returns: `next()` waits (GIL released) for the next
+/// selection's result, in order, while the reads ahead of it go on. A failed selection
+/// raises `ZarrbufError` naming it, and `next()` may be called again to go on; `close()`
+/// (or dropping it) cancels the reads in flight.
+#[pyclass(frozen, module = "zarrbuf._zarrbuf")]
+struct ReadStream {
+    inner: Mutex<Option<BlockingReadStream>>,
+    drops: Arc<Mutex<VecDeque<Vec<usize>>>>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+#[pymethods]
+impl ReadStream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<NDArray>> {
+        // The lock is taken with the GIL released: a second thread calling `next()` waits
+        // for the first without blocking Python.
+        let item = py.detach(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                let mut inner = lock(&self.inner);
+                let item = inner.as_mut().and_then(|s| s.next());
+                if item.is_none() {
+                    *inner = None;
+                }
+                item
+            }))
+        });
+        let item = item.map_err(|_| {
+            ZarrbufError::new_err("internal error in zarrbuf's read stream (please report)")
+        })?;
+        match item {
+            Some(result) => {
+                let drop = lock(&self.drops).pop_front().unwrap_or_default();
+                let nd = result.and_then(|nd| drop_axes(nd, &drop)).map_err(py_err)?;
+                Ok(Some(NDArray { nd }))
+            }
+            None => match lock(&self.error).take() {
+                Some(e) => Err(e),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Selections being read or read and not yet taken (at most `prefetch`).
+    #[getter]
+    fn in_flight(&self, py: Python<'_>) -> usize {
+        // Never wait for the lock holding the GIL: `next()` may hold it and pull a selection.
+        py.detach(|| lock(&self.inner).as_ref().map_or(0, |s| s.in_flight()))
+    }
+
+    /// Cancels the reads in flight (waiting, with the GIL released, until they stopped);
+    /// the iterator is exhausted afterwards.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| drop(lock(&self.inner).take()));
     }
 }
 
@@ -707,6 +838,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ZarrbufError", m.py().get_type::<ZarrbufError>())?;
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;
+    m.add_class::<ReadStream>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(open_with_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;

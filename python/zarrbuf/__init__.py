@@ -18,6 +18,7 @@ zarr-python uses zarrbuf for its reads and writes with::
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -136,6 +137,29 @@ class Array:
         ``"cuda"``, ``"cuda:N"``)."""
         ranges, drop = normalize_selection(selection, self.shape)
         return self._inner.read(ranges, drop, device)
+
+    def read_stream(
+        self, selections: Iterable[Any], device: str = "cpu", prefetch: int = 4
+    ) -> Iterator[NDArray]:
+        """Reads many selections (a training loop's minibatches) ahead of the caller and
+        yields their results in order, as :meth:`read` would return them.
+
+        At most ``prefetch`` selections are read at once (counting results not yet taken);
+        ``selections`` is pulled lazily, so it may be endless. Chunks needed by several
+        selections in flight are fetched once. ``next()`` waits with the GIL released. A
+        failed selection raises :class:`ZarrbufError` naming it (its position and ranges);
+        calling ``next()`` again goes on with the next one. ``close()`` (or dropping the
+        iterator) cancels the reads in flight. Wrap it in a
+        ``torch.utils.data.IterableDataset`` to feed a training loop (see the README).
+
+            >>> batches = a.read_stream(((slice(i, i + 64), ...) for i in starts), device="cuda")
+            >>> for x in batches: train_step(torch.from_dlpack(x))
+        """
+        if isinstance(prefetch, bool) or not isinstance(prefetch, (int, np.integer)) or prefetch < 1:
+            raise ValueError(f"prefetch must be an integer >= 1, got {prefetch!r}")
+        shape = self.shape
+        normalized = (normalize_selection(s, shape) for s in selections)
+        return self._inner.read_stream(normalized, device, int(prefetch))
 
     def __getitem__(self, selection: Any) -> np.ndarray:
         """``a[sel]``: a numpy array over zarrbuf's host memory (no copy)."""

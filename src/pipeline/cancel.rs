@@ -56,6 +56,14 @@ impl Cancel {
 /// Held by the future: on drop, cancels the blocking half and waits until it has stopped.
 pub(crate) struct StopOnDrop(Arc<Cancel>);
 
+impl StopOnDrop {
+    /// Asks the blocking half to stop now, without waiting (the drop still waits): a stream
+    /// signals all its reads first, so they stop together.
+    pub(crate) fn signal(&self) {
+        self.0.stop.send_replace(true);
+    }
+}
+
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.stop.send_replace(true);

@@ -7,6 +7,7 @@
 //! every line of it in CI.
 
 mod cancel;
+mod chunk_share;
 mod fetch;
 mod read_driver;
 mod shard_reads;
@@ -16,7 +17,8 @@ mod staged_read;
 mod staged_write;
 mod write_driver;
 
-pub(crate) use cancel::Cancel;
+pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
+pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use shard_reads::ShardReads;
