@@ -102,3 +102,26 @@ fn cpu_decode_never_uses_the_device_decoder() {
         "{m}"
     );
 }
+
+#[test]
+fn numcodecs_lz4_chunks_are_checked_and_named() {
+    // numcodecs' lz4 (written by zarr-python): a size header that disagrees with the chunk
+    // is refused before upload...
+    let store = damaged("v3_numcodecs_lz4", "header", "c/2/1", |b| b[0] ^= 0x01);
+    let m = read_error(&store, Decode::Gpu);
+    assert!(m.contains("[2, 1]") && m.contains("lz4 size header"), "{m}");
+    // ...and a damaged block is caught by the decoder, the chunk named.
+    let store = damaged("v3_numcodecs_lz4", "block", "c/1/0", |b| {
+        let n = b.len();
+        for x in &mut b[4..n] {
+            *x = 0xff;
+        }
+    });
+    let m = read_error(&store, Decode::Gpu);
+    assert!(
+        m.contains("[1, 0]") && m.contains("device decoder (lz4)"),
+        "unclear error: {m}"
+    );
+    let m = read_error(&store, Decode::Cpu);
+    assert!(m.contains("[1, 0]") && !m.contains("device decoder"), "{m}");
+}

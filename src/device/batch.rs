@@ -18,6 +18,8 @@ pub(crate) enum Compression {
     Zstd,
     /// A raw DEFLATE stream (the body of the `gzip` and `zlib` codecs, framing removed).
     Deflate,
+    /// One LZ4 block (the body of numcodecs' `lz4` codec, its 4-byte size header removed).
+    Lz4,
 }
 
 impl std::fmt::Display for Compression {
@@ -25,6 +27,7 @@ impl std::fmt::Display for Compression {
         f.write_str(match self {
             Compression::Zstd => "zstd",
             Compression::Deflate => "deflate",
+            Compression::Lz4 => "lz4",
         })
     }
 }
@@ -180,6 +183,9 @@ pub(crate) fn decode_on_host(
                 )),
                 Err(e) => Err(e.to_string()),
             }
+        }
+        Compression::Lz4 => {
+            lz4_flex::block::decompress_into(input, out).map_err(|e| format!("lz4: {e}"))
         }
     }
 }

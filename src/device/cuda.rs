@@ -252,6 +252,7 @@ impl DeviceOps for CudaOps {
         let api = match format {
             Compression::Zstd => lib.zstd,
             Compression::Deflate => lib.deflate,
+            Compression::Lz4 => lib.lz4,
         };
         // Request arrays: written on the host (this waits for the descriptor's last batch,
         // whose fence is on it), copied to the device on the batch's queue.

@@ -64,6 +64,7 @@ pub(crate) struct Nvcomp {
     path: String,
     pub(crate) zstd: Format,
     pub(crate) deflate: Format,
+    pub(crate) lz4: Format,
     status_string: StatusString,
 }
 
@@ -163,7 +164,7 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
         path: &str,
     ) -> std::result::Result<T, String> {
         // SAFETY: `T` is the exact C signature of `name` in nvCOMP 6's headers
-        // (nvcomp/zstd.h, nvcomp/deflate.h, nvcomp.h); the pointer is used only while the
+        // (nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp.h); the pointer is used only while the
         // library stays loaded.
         unsafe { lib.get::<T>(name.as_bytes()) }
             .map(|s| *s)
@@ -177,12 +178,17 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
         temp_size: sym(&lib, "nvcompBatchedDeflateDecompressGetTempSize", &path)?,
         decompress: sym(&lib, "nvcompBatchedDeflateDecompressAsync", &path)?,
     };
+    let lz4 = Format {
+        temp_size: sym(&lib, "nvcompBatchedLZ4DecompressGetTempSize", &path)?,
+        decompress: sym(&lib, "nvcompBatchedLZ4DecompressAsync", &path)?,
+    };
     let status_string = sym(&lib, "nvcompGetStatusString", &path)?;
     Ok(Nvcomp {
         _lib: lib,
         path,
         zstd,
         deflate,
+        lz4,
         status_string,
     })
 }

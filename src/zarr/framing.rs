@@ -22,6 +22,9 @@ pub(crate) enum Framing {
     Gzip,
     /// A zlib stream (RFC 1950): two header bytes, raw DEFLATE, Adler-32.
     Zlib,
+    /// numcodecs' `lz4`: the decoded size as a 4-byte little-endian integer, then one LZ4
+    /// block.
+    Lz4,
 }
 
 /// The bytes-to-bytes codecs of a chain the device decoder handles: one compressor,
@@ -44,6 +47,7 @@ impl DeviceCodec {
             "zstd" => Some(Framing::Zstd),
             "gzip" => Some(Framing::Gzip),
             "zlib" => Some(Framing::Zlib),
+            "lz4" => Some(Framing::Lz4),
             _ => None,
         };
         match names.as_slice() {
@@ -64,6 +68,7 @@ impl DeviceCodec {
         match self.framing {
             Framing::Zstd => Compression::Zstd,
             Framing::Gzip | Framing::Zlib => Compression::Deflate,
+            Framing::Lz4 => Compression::Lz4,
         }
     }
 
@@ -95,6 +100,7 @@ impl DeviceCodec {
             Framing::Zstd => zstd_payload(&encoded[body.clone()], expected)?,
             Framing::Gzip => gzip_payload(&encoded[body.clone()], expected)?,
             Framing::Zlib => zlib_payload(&encoded[body.clone()])?,
+            Framing::Lz4 => lz4_payload(&encoded[body.clone()], expected)?,
         };
         Ok(body.start + inner.start..body.start + inner.end)
     }
@@ -116,7 +122,7 @@ impl DeviceCodec {
             // The framing checks (and the crc32c) are those of `payload`.
             let r = self.payload(encoded, out.len(), validate_checksums)?;
             match self.framing {
-                Framing::Zstd => r,
+                Framing::Zstd | Framing::Lz4 => r,
                 // gzip and zlib are decoded whole, with their own checks.
                 Framing::Gzip | Framing::Zlib => 0..encoded.len() - 4,
             }
@@ -152,8 +158,37 @@ impl DeviceCodec {
                 let trailing = d.read(&mut [0u8; 1]).map_err(|e| format!("zlib: {e}"))? > 0;
                 complete(want, trailing)
             }
+            Framing::Lz4 => {
+                // Without a crc32c the size header has not been checked yet.
+                let block = if self.crc32c {
+                    body
+                } else {
+                    &body[lz4_payload(body, want)?]
+                };
+                let n = lz4_flex::block::decompress_into(block, out)
+                    .map_err(|e| format!("lz4: {e}"))?;
+                complete(n, false)
+            }
         }
     }
+}
+
+/// numcodecs' lz4: a 4-byte little-endian decoded size equal to the chunk's size, then a
+/// non-empty LZ4 block. Returns the block's range.
+fn lz4_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
+    if b.len() < 5 {
+        return Err(format!(
+            "a {}-byte numcodecs lz4 chunk is too short for its size header and a block",
+            b.len()
+        ));
+    }
+    let declared = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
+    if declared as usize != expected {
+        return Err(format!(
+            "the lz4 size header declares {declared} decoded bytes, the chunk holds {expected}"
+        ));
+    }
+    Ok(4..b.len())
 }
 
 /// A zstd frame: magic, a valid frame header, and a declared content size (when present)
@@ -347,6 +382,62 @@ mod tests {
         let mut bad = zl.clone();
         bad[1] ^= 1;
         assert!(c.payload(&bad, SIZE, true).is_err());
+    }
+
+    /// numcodecs' lz4 layout: a 4-byte little-endian size, then one LZ4 block.
+    fn numcodecs_lz4(data: &[u8]) -> Vec<u8> {
+        let mut out = (data.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&lz4_flex::block::compress(data));
+        out
+    }
+
+    #[test]
+    fn numcodecs_lz4_chunks_lose_their_size_header_and_decode_on_both_twins() {
+        let enc = numcodecs_lz4(&data());
+        for crc32c in [false, true] {
+            let mut stored = enc.clone();
+            if crc32c {
+                let crc = crc32c::crc32c(&stored);
+                stored.extend_from_slice(&crc.to_le_bytes());
+            }
+            let c = DeviceCodec {
+                framing: Framing::Lz4,
+                crc32c,
+            };
+            let r = c.payload(&stored, SIZE, true).unwrap();
+            assert_eq!(r, 4..enc.len());
+            let mut out = vec![0u8; SIZE];
+            let n = crate::device::decode_on_host(Compression::Lz4, &stored[r], &mut out).unwrap();
+            assert_eq!((n, &out), (SIZE, &data()));
+            let mut out = vec![0u8; SIZE];
+            assert_eq!(c.decode_into(&stored, &mut out, true).unwrap(), SIZE);
+            assert_eq!(out, data());
+            // A size header that disagrees with the chunk is refused before any decoding.
+            assert!(
+                c.payload(&stored, SIZE + 8, true)
+                    .unwrap_err()
+                    .contains("declares")
+            );
+            let mut short = vec![0u8; SIZE - 1];
+            assert!(c.decode_into(&stored, &mut short, true).is_err());
+        }
+        let c = DeviceCodec {
+            framing: Framing::Lz4,
+            crc32c: false,
+        };
+        assert!(
+            c.payload(&enc[..4], SIZE, true)
+                .unwrap_err()
+                .contains("too short")
+        );
+        // A damaged block is an error on the CPU, never a panic or a short success.
+        let mut bad = enc.clone();
+        for b in bad[4..].iter_mut().take(16) {
+            *b = 0xff;
+        }
+        let mut out = vec![0u8; SIZE];
+        assert!(c.decode_into(&bad, &mut out, true).is_err());
+        assert!(crate::device::decode_on_host(Compression::Lz4, &bad[4..], &mut out).is_err());
     }
 
     #[test]
