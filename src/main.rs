@@ -56,6 +56,49 @@ enum Command {
         #[arg(long = "async")]
         force_async: bool,
     },
+    /// Copy an array (or a subset) into a new array with other chunks, shards or codecs.
+    Copy {
+        /// Source store: a directory path or a file:// URL.
+        src: String,
+        /// Destination store: a directory path (created if missing) or a file:// URL.
+        dst: String,
+        /// Path of the array inside the source store.
+        #[arg(long, default_value = "")]
+        src_path: String,
+        /// Path of the new array inside the destination store.
+        #[arg(long, default_value = "")]
+        dst_path: String,
+        /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
+        /// default: the source's).
+        #[arg(long)]
+        chunks: Option<String>,
+        /// Destination shard shape, a multiple of the chunks, e.g. 256,256,256 (default: the
+        /// source's shards when --chunks is not given either, else no sharding).
+        #[arg(long)]
+        shards: Option<String>,
+        /// Compressors and checksums: none, zstd:LEVEL, gzip:LEVEL,
+        /// blosc:CNAME:CLEVEL:SHUFFLE, crc32c, joined by + (e.g. zstd:3+crc32c; default: the
+        /// source's).
+        #[arg(long)]
+        codec: Option<String>,
+        /// Zarr format of the destination: 3 (zarr v2 output is not written).
+        #[arg(long)]
+        zarr_format: Option<u8>,
+        /// Copy only this half-open subset of the source, e.g. 0:10,5:20.
+        #[arg(long)]
+        subset: Option<String>,
+        /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
+        #[arg(long)]
+        device: Option<String>,
+        /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
+        /// is never smaller than one destination chunk (shard).
+        #[arg(long, default_value = "1GiB")]
+        memory: String,
+        /// Replace an existing array (or group) at the destination; everything under its
+        /// path is deleted first.
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
         /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
@@ -127,6 +170,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Info { store, path }
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
+        // Copy errors name their array (source or destination) themselves.
+        Command::Copy { .. } => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
@@ -151,6 +196,44 @@ fn dispatch(cli: Cli) -> Result<()> {
             decode,
             force_async,
         ),
+        Command::Copy {
+            src,
+            dst,
+            src_path,
+            dst_path,
+            chunks,
+            shards,
+            codec,
+            zarr_format,
+            subset,
+            device,
+            memory,
+            overwrite,
+        } => {
+            let layout = zarrbuf::ArrayLayout {
+                chunks: chunks
+                    .as_deref()
+                    .map(|c| parse_shape("chunks", c))
+                    .transpose()?,
+                shards: shards
+                    .as_deref()
+                    .map(|c| parse_shape("shards", c))
+                    .transpose()?,
+                codecs: codec.as_deref().map(str::parse).transpose()?,
+                zarr_format,
+            };
+            copy(CopyArgs {
+                src: &src,
+                src_path: &src_path,
+                dst: &dst,
+                dst_path: &dst_path,
+                layout,
+                subset: subset.as_deref(),
+                device: device.as_deref(),
+                memory_bytes: parse_bytes(&memory)?,
+                overwrite,
+            })
+        }
         Command::Bench {
             store,
             path,
@@ -370,6 +453,183 @@ fn bench(
         proto.memory(),
         rates[0],
         rates[rates.len() - 1]
+    );
+    Ok(())
+}
+
+/// `--chunks 64,64,64` → `[64, 64, 64]`.
+fn parse_shape(what: &str, text: &str) -> Result<Vec<u64>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .map(|p| {
+            p.trim().parse::<u64>().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "--{what} {text:?}: {p:?} is not a positive integer; give one size per dimension, e.g. 64,64,64"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `--memory 512MiB` → bytes (units B, KiB, MiB, GiB, KB, MB, GB; none means bytes).
+fn parse_bytes(text: &str) -> Result<usize> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => 0,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if scale > 0 && n > 0 => usize::try_from(n.saturating_mul(scale)).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "--memory {text:?} is larger than this machine can address"
+            ))
+        }),
+        _ => Err(Error::InvalidArgument(format!(
+            "--memory {text:?}: give a positive size such as 512MiB, 2GiB or 1000000"
+        ))),
+    }
+}
+
+/// The directory of a local store location (a path or a file:// URL), or an error for URLs.
+fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
+    match location.split_once("://") {
+        None => Ok(PathBuf::from(location)),
+        Some(("file", rest)) => Ok(PathBuf::from(rest)),
+        Some((scheme, _)) => Err(Error::Unsupported(format!(
+            "copy {role} {location}: copy reads and writes local directories (and file:// URLs) \
+             for now, not {scheme}:// stores; copy the store locally first (e.g. with the \
+             cloud provider's CLI)"
+        ))),
+    }
+}
+
+struct CopyArgs<'a> {
+    src: &'a str,
+    src_path: &'a str,
+    dst: &'a str,
+    dst_path: &'a str,
+    layout: zarrbuf::ArrayLayout,
+    subset: Option<&'a str>,
+    device: Option<&'a str>,
+    memory_bytes: usize,
+    overwrite: bool,
+}
+
+fn copy(a: CopyArgs<'_>) -> Result<()> {
+    let proto = prototype(a.device)?;
+    let src_dir = local_dir(a.src, "source")?;
+    let dst_dir = local_dir(a.dst, "destination")?;
+    let src = zarrbuf::open(&src_dir.to_string_lossy(), a.src_path)
+        .map_err(|e| relabel(e, a.src, a.src_path))?;
+    // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
+    let (sp, dp) = (
+        zarrbuf::node_path(a.src_path)?,
+        zarrbuf::node_path(a.dst_path)?,
+    );
+    if let (Ok(s), Ok(d)) = (
+        std::fs::canonicalize(&src_dir),
+        std::fs::canonicalize(&dst_dir),
+    ) {
+        let inside = |outer: &str, inner: &str| {
+            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+        };
+        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
+            return Err(Error::InvalidArgument(format!(
+                "the destination {} is the source {} or overlaps it; copy into another store or path",
+                zarrbuf::location_label(a.dst, a.dst_path),
+                zarrbuf::location_label(a.src, a.src_path)
+            )));
+        }
+    }
+    let shape = src.shape().to_vec();
+    let ranges = match a.subset {
+        Some(s) => zarrbuf::parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
+    let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
+    std::fs::create_dir_all(&dst_dir).map_err(|e| Error::Io {
+        path: dst_dir.display().to_string(),
+        source: e,
+    })?;
+    let store = zarrbuf::open_store(&dst_dir.to_string_lossy())?;
+    let dst = zarrbuf::create_like(&src, &new_shape, store, a.dst_path, &a.layout, a.overwrite)
+        .map_err(|e| relabel(e, a.dst, a.dst_path))?;
+    let mut opts = zarrbuf::CopyOptions::default()
+        .with_subset(ranges)
+        .with_prototype(proto.clone())
+        .with_memory_bytes(a.memory_bytes);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} copying [{bar:30}] {pos}/{len} chunks {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    if let Some(b) = &bar {
+        let b = b.clone();
+        opts = opts.with_progress(move |p| {
+            b.set_length(p.chunks_total as u64);
+            b.set_position(p.chunks_done as u64);
+        });
+    }
+    let start = Instant::now();
+    let result = zarrbuf::copy_array(&src, &dst, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    result.map_err(|e| match e {
+        Error::Zarr {
+            array,
+            message,
+            source,
+            ..
+        } => {
+            let array = if let Some(p) = array.strip_prefix("source ") {
+                format!("{} (source)", zarrbuf::location_label(a.src, p))
+            } else if let Some(p) = array.strip_prefix("destination ") {
+                format!("{} (destination)", zarrbuf::location_label(a.dst, p))
+            } else {
+                array
+            };
+            Error::Zarr {
+                array,
+                message,
+                source,
+            }
+        }
+        other => other,
+    })?;
+    let info = zarrbuf::describe(&dst)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
+    eprintln!(
+        "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",
+        zarrbuf::location_label(a.src, a.src_path),
+        new_shape,
+        info.data_type,
+        zarrbuf::location_label(a.dst, a.dst_path),
+        info.inner_chunks.as_ref().unwrap_or(&info.chunks),
+        match &info.inner_chunks {
+            Some(_) => format!(" in shards {:?}", info.chunks),
+            None => String::new(),
+        },
+        info.codecs.join(", "),
+        proto.memory(),
+        seconds,
+        bytes as f64 / seconds.max(1e-9) / 1e9
     );
     Ok(())
 }
