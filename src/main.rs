@@ -99,6 +99,22 @@ enum Command {
         #[arg(long)]
         overwrite: bool,
     },
+    /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
+    /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
+    /// under DIR (also leaves DIR/data.npy for benches/write_peers.py).
+    BenchWrite {
+        /// Scratch directory for the stores (emptied between repetitions).
+        dir: PathBuf,
+        /// Array size in MiB.
+        #[arg(long, default_value_t = 256)]
+        mib: u64,
+        /// Timed repetitions per writer and codec (after one warm-up write each).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Codecs to measure, comma-separated (see `copy --codec`).
+        #[arg(long, default_value = "zstd:1,none")]
+        codecs: String,
+    },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
         /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
@@ -171,7 +187,7 @@ fn run(cli: Cli) -> Result<()> {
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
         // Copy errors name their array (source or destination) themselves.
-        Command::Copy { .. } => return dispatch(cli),
+        Command::Copy { .. } | Command::BenchWrite { .. } => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
@@ -234,6 +250,12 @@ fn dispatch(cli: Cli) -> Result<()> {
                 overwrite,
             })
         }
+        Command::BenchWrite {
+            dir,
+            mib,
+            reps,
+            codecs,
+        } => bench_write(&dir, mib, reps, &codecs),
         Command::Bench {
             store,
             path,
@@ -631,5 +653,113 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
         seconds,
         bytes as f64 / seconds.max(1e-9) / 1e9
     );
+    Ok(())
+}
+
+/// Smooth float32 data with noise in the low bits (compresses like measurements, partly).
+fn bench_data(shape: &[usize]) -> Result<NDBuffer> {
+    let n: usize = shape.iter().product();
+    let (ny, nx) = (shape[1], shape[2]);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let values: Vec<f32> = (0..n)
+        .map(|i| {
+            let (z, y, x) = (i / (ny * nx), (i / nx) % ny, i % nx);
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let noise = (state >> 40) as f32 / (1u64 << 24) as f32;
+            ((z as f32 * 0.05).sin() + (y as f32 * 0.03).cos() + x as f32 * 1e-3) * 100.0 + noise
+        })
+        .collect();
+    NDBuffer::from_vec(values, shape)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench_write(dir: &std::path::Path, mib: u64, reps: usize, codecs: &str) -> Result<()> {
+    use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
+    use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
+    if reps == 0 || mib == 0 {
+        return Err(Error::InvalidArgument(
+            "--reps and --mib must be at least 1".into(),
+        ));
+    }
+    let specs: Vec<zarrbuf::CodecSpec> =
+        codecs.split(',').map(str::parse).collect::<Result<_>>()?;
+    let shape = [mib as usize, 512, 512];
+    let data = bench_data(&shape)?;
+    let bytes = data.nbytes();
+    let io = |e: std::io::Error| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
+    let host = data.buffer().as_host_bytes()?;
+    let raw = &host[data.offset()..data.offset() + bytes];
+    println!(
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data"
+    );
+    println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
+    println!("|---|---|---|---|");
+    for spec in &specs {
+        // Each writer gets a fresh store per repetition; the writers take turns.
+        let store_dir = dir.join("bench-write.zarr");
+        let fresh = || -> Result<zarrbuf::DynArray> {
+            if store_dir.exists() {
+                std::fs::remove_dir_all(&store_dir).map_err(io)?;
+            }
+            std::fs::create_dir_all(&store_dir).map_err(io)?;
+            let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
+            let array = ArrayBuilder::new(
+                shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+                vec![64u64, 64, 64],
+                data_type::float32(),
+                0.0f32,
+            )
+            .bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?)
+            .build(store, "/")
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            array
+                .store_metadata()
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            Ok(array)
+        };
+        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
+        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+        for rep in 0..=reps {
+            for (k, rate) in rates.iter_mut().enumerate() {
+                let array = fresh()?;
+                let start = Instant::now();
+                match k {
+                    0 => array
+                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(raw))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    1 => array.write_all(&data)?,
+                    _ => {
+                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                        array.write_opt(
+                            &ranges,
+                            &data,
+                            &WriteOptions::default().with_mode(PipelineMode::Staged),
+                        )?
+                    }
+                }
+                let s = start.elapsed().as_secs_f64();
+                if rep > 0 {
+                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
+                }
+            }
+        }
+        let [a, b, c] = rates.map(median);
+        println!(
+            "| {spec} | {a:.3} | {b:.3} ({:.2}× zarrs) | {c:.3} ({:.2}× zarrs) |",
+            b / a,
+            c / a
+        );
+    }
     Ok(())
 }

@@ -179,7 +179,13 @@ impl CodecSpec {
     }
 
     /// The zarrs codecs, for elements of `element_size` bytes (blosc's shuffle unit).
-    pub(crate) fn bytes_to_bytes(
+    ///
+    /// ```
+    /// let codecs = "zstd:1+crc32c".parse::<zarrbuf::CodecSpec>()?.bytes_to_bytes_codecs(4)?;
+    /// assert_eq!(codecs.len(), 2);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn bytes_to_bytes_codecs(
         &self,
         element_size: usize,
     ) -> Result<Vec<Arc<dyn BytesToBytesCodecTraits>>> {

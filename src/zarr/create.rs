@@ -141,7 +141,7 @@ pub fn create_like<S: ?Sized>(
         src.codecs().clone()
     };
     let b2b = match &layout.codecs {
-        Some(spec) => spec.bytes_to_bytes(dtype.size())?,
+        Some(spec) => spec.bytes_to_bytes_codecs(dtype.size())?,
         None => src_chain.bytes_to_bytes_codecs().to_vec(),
     };
     let a2b = src_chain.array_to_bytes_codec();
