@@ -254,8 +254,10 @@ fn gpucheck_rejects_mistyped_subcommands_and_flags() {
 
 fn copy_dir(name: &str) -> std::path::PathBuf {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
-    if dir.exists() {
+    if dir.is_dir() {
         std::fs::remove_dir_all(&dir).unwrap();
+    } else if dir.exists() {
+        std::fs::remove_file(&dir).unwrap();
     }
     dir
 }
