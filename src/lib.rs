@@ -19,6 +19,7 @@
 
 // Layers, bottom to top; each module imports only from those above it in this list.
 mod buffer;
+mod copy;
 mod device;
 mod driver;
 mod dtype;
@@ -42,6 +43,7 @@ pub use buffer::{
     MemoryResource, MultiBuffer, MultiNDBuffer, MultiPrototype, NDBuffer, Placement,
     default_prototype, set_default_prototype,
 };
+pub use copy::{CopyOptions, copy_array};
 pub use device::{Stream, nvcomp_library};
 pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
@@ -57,6 +59,7 @@ pub use read_stream::{BlockingReadStream, ReadStream};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{
-    ArrayInfo, AsyncArray, DynArray, RemoteStore, describe, location_label, node_path,
-    object_store_for_url, open, open_async, open_async_with_options, open_store, parse_subset,
+    ArrayInfo, ArrayLayout, AsyncArray, CodecSpec, DynArray, RemoteStore, create_like, describe,
+    location_label, node_path, object_store_for_url, open, open_async, open_async_with_options,
+    open_store, parse_subset,
 };

@@ -56,6 +56,65 @@ enum Command {
         #[arg(long = "async")]
         force_async: bool,
     },
+    /// Copy an array (or a subset) into a new array with other chunks, shards or codecs.
+    Copy {
+        /// Source store: a directory path or a file:// URL.
+        src: String,
+        /// Destination store: a directory path (created if missing) or a file:// URL.
+        dst: String,
+        /// Path of the array inside the source store.
+        #[arg(long, default_value = "")]
+        src_path: String,
+        /// Path of the new array inside the destination store.
+        #[arg(long, default_value = "")]
+        dst_path: String,
+        /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
+        /// default: the source's).
+        #[arg(long)]
+        chunks: Option<String>,
+        /// Destination shard shape, a multiple of the chunks, e.g. 256,256,256 (default: the
+        /// source's shards when --chunks is not given either, else no sharding).
+        #[arg(long)]
+        shards: Option<String>,
+        /// Compressors and checksums: none, zstd:LEVEL, gzip:LEVEL,
+        /// blosc:CNAME:CLEVEL:SHUFFLE, crc32c, joined by + (e.g. zstd:3+crc32c; default: the
+        /// source's).
+        #[arg(long)]
+        codec: Option<String>,
+        /// Zarr format of the destination: 3 (zarr v2 output is not written).
+        #[arg(long)]
+        zarr_format: Option<u8>,
+        /// Copy only this half-open subset of the source, e.g. 0:10,5:20.
+        #[arg(long)]
+        subset: Option<String>,
+        /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
+        #[arg(long)]
+        device: Option<String>,
+        /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
+        /// is never smaller than one destination chunk (shard).
+        #[arg(long, default_value = "1GiB")]
+        memory: String,
+        /// Replace an existing array (or group) at the destination; everything under its
+        /// path is deleted first.
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
+    /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
+    /// under DIR (also leaves DIR/data.npy for benches/write_peers.py).
+    BenchWrite {
+        /// Scratch directory for the stores (emptied between repetitions).
+        dir: PathBuf,
+        /// Array size in MiB.
+        #[arg(long, default_value_t = 256)]
+        mib: u64,
+        /// Timed repetitions per writer and codec (after one warm-up write each).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Codecs to measure, comma-separated (see `copy --codec`).
+        #[arg(long, default_value = "zstd:1,none")]
+        codecs: String,
+    },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
         /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
@@ -127,6 +186,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Info { store, path }
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
+        // Copy errors name their array (source or destination) themselves.
+        Command::Copy { .. } | Command::BenchWrite { .. } => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
@@ -151,6 +212,50 @@ fn dispatch(cli: Cli) -> Result<()> {
             decode,
             force_async,
         ),
+        Command::Copy {
+            src,
+            dst,
+            src_path,
+            dst_path,
+            chunks,
+            shards,
+            codec,
+            zarr_format,
+            subset,
+            device,
+            memory,
+            overwrite,
+        } => {
+            let layout = zarrbuf::ArrayLayout {
+                chunks: chunks
+                    .as_deref()
+                    .map(|c| parse_shape("chunks", c))
+                    .transpose()?,
+                shards: shards
+                    .as_deref()
+                    .map(|c| parse_shape("shards", c))
+                    .transpose()?,
+                codecs: codec.as_deref().map(str::parse).transpose()?,
+                zarr_format,
+            };
+            copy(CopyArgs {
+                src: &src,
+                src_path: &src_path,
+                dst: &dst,
+                dst_path: &dst_path,
+                layout,
+                subset: subset.as_deref(),
+                device: device.as_deref(),
+                memory_bytes: parse_bytes(&memory)?,
+                overwrite,
+            })
+        }
+        Command::BenchWrite {
+            dir,
+            mib,
+            reps,
+            codecs,
+        } => bench_write(&dir, mib, reps, &codecs),
         Command::Bench {
             store,
             path,
@@ -371,5 +476,290 @@ fn bench(
         rates[0],
         rates[rates.len() - 1]
     );
+    Ok(())
+}
+
+/// `--chunks 64,64,64` → `[64, 64, 64]`.
+fn parse_shape(what: &str, text: &str) -> Result<Vec<u64>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .map(|p| {
+            p.trim().parse::<u64>().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "--{what} {text:?}: {p:?} is not a positive integer; give one size per dimension, e.g. 64,64,64"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `--memory 512MiB` → bytes (units B, KiB, MiB, GiB, KB, MB, GB; none means bytes).
+fn parse_bytes(text: &str) -> Result<usize> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => 0,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if scale > 0 && n > 0 => usize::try_from(n.saturating_mul(scale)).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "--memory {text:?} is larger than this machine can address"
+            ))
+        }),
+        _ => Err(Error::InvalidArgument(format!(
+            "--memory {text:?}: give a positive size such as 512MiB, 2GiB or 1000000"
+        ))),
+    }
+}
+
+/// The directory of a local store location (a path or a file:// URL), or an error for URLs.
+fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
+    match location.split_once("://") {
+        None => Ok(PathBuf::from(location)),
+        Some(("file", rest)) => Ok(PathBuf::from(rest)),
+        Some((scheme, _)) => Err(Error::Unsupported(format!(
+            "copy {role} {location}: copy reads and writes local directories (and file:// URLs) \
+             for now, not {scheme}:// stores; copy the store locally first (e.g. with the \
+             cloud provider's CLI)"
+        ))),
+    }
+}
+
+struct CopyArgs<'a> {
+    src: &'a str,
+    src_path: &'a str,
+    dst: &'a str,
+    dst_path: &'a str,
+    layout: zarrbuf::ArrayLayout,
+    subset: Option<&'a str>,
+    device: Option<&'a str>,
+    memory_bytes: usize,
+    overwrite: bool,
+}
+
+fn copy(a: CopyArgs<'_>) -> Result<()> {
+    let proto = prototype(a.device)?;
+    let src_dir = local_dir(a.src, "source")?;
+    let dst_dir = local_dir(a.dst, "destination")?;
+    let src = zarrbuf::open(&src_dir.to_string_lossy(), a.src_path)
+        .map_err(|e| relabel(e, a.src, a.src_path))?;
+    // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
+    let (sp, dp) = (
+        zarrbuf::node_path(a.src_path)?,
+        zarrbuf::node_path(a.dst_path)?,
+    );
+    if let (Ok(s), Ok(d)) = (
+        std::fs::canonicalize(&src_dir),
+        std::fs::canonicalize(&dst_dir),
+    ) {
+        let inside = |outer: &str, inner: &str| {
+            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+        };
+        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
+            return Err(Error::InvalidArgument(format!(
+                "the destination {} is the source {} or overlaps it; copy into another store or path",
+                zarrbuf::location_label(a.dst, a.dst_path),
+                zarrbuf::location_label(a.src, a.src_path)
+            )));
+        }
+    }
+    let shape = src.shape().to_vec();
+    let ranges = match a.subset {
+        Some(s) => zarrbuf::parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
+    let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
+    std::fs::create_dir_all(&dst_dir).map_err(|e| Error::Io {
+        path: dst_dir.display().to_string(),
+        source: e,
+    })?;
+    let store = zarrbuf::open_store(&dst_dir.to_string_lossy())?;
+    let dst = zarrbuf::create_like(&src, &new_shape, store, a.dst_path, &a.layout, a.overwrite)
+        .map_err(|e| relabel(e, a.dst, a.dst_path))?;
+    let mut opts = zarrbuf::CopyOptions::default()
+        .with_subset(ranges)
+        .with_prototype(proto.clone())
+        .with_memory_bytes(a.memory_bytes);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} copying [{bar:30}] {pos}/{len} chunks {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    if let Some(b) = &bar {
+        let b = b.clone();
+        opts = opts.with_progress(move |p| {
+            b.set_length(p.chunks_total as u64);
+            b.set_position(p.chunks_done as u64);
+        });
+    }
+    let start = Instant::now();
+    let result = zarrbuf::copy_array(&src, &dst, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    result.map_err(|e| match e {
+        Error::Zarr {
+            array,
+            message,
+            source,
+            ..
+        } => {
+            let array = if let Some(p) = array.strip_prefix("source ") {
+                format!("{} (source)", zarrbuf::location_label(a.src, p))
+            } else if let Some(p) = array.strip_prefix("destination ") {
+                format!("{} (destination)", zarrbuf::location_label(a.dst, p))
+            } else {
+                array
+            };
+            Error::Zarr {
+                array,
+                message,
+                source,
+            }
+        }
+        other => other,
+    })?;
+    let info = zarrbuf::describe(&dst)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
+    eprintln!(
+        "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",
+        zarrbuf::location_label(a.src, a.src_path),
+        new_shape,
+        info.data_type,
+        zarrbuf::location_label(a.dst, a.dst_path),
+        info.inner_chunks.as_ref().unwrap_or(&info.chunks),
+        match &info.inner_chunks {
+            Some(_) => format!(" in shards {:?}", info.chunks),
+            None => String::new(),
+        },
+        info.codecs.join(", "),
+        proto.memory(),
+        seconds,
+        bytes as f64 / seconds.max(1e-9) / 1e9
+    );
+    Ok(())
+}
+
+/// Smooth float32 data with noise in the low bits (compresses like measurements, partly).
+fn bench_data(shape: &[usize]) -> Result<NDBuffer> {
+    let n: usize = shape.iter().product();
+    let (ny, nx) = (shape[1], shape[2]);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let values: Vec<f32> = (0..n)
+        .map(|i| {
+            let (z, y, x) = (i / (ny * nx), (i / nx) % ny, i % nx);
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let noise = (state >> 40) as f32 / (1u64 << 24) as f32;
+            ((z as f32 * 0.05).sin() + (y as f32 * 0.03).cos() + x as f32 * 1e-3) * 100.0 + noise
+        })
+        .collect();
+    NDBuffer::from_vec(values, shape)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench_write(dir: &std::path::Path, mib: u64, reps: usize, codecs: &str) -> Result<()> {
+    use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
+    use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
+    if reps == 0 || mib == 0 {
+        return Err(Error::InvalidArgument(
+            "--reps and --mib must be at least 1".into(),
+        ));
+    }
+    let specs: Vec<zarrbuf::CodecSpec> =
+        codecs.split(',').map(str::parse).collect::<Result<_>>()?;
+    let shape = [mib as usize, 512, 512];
+    let data = bench_data(&shape)?;
+    let bytes = data.nbytes();
+    let io = |e: std::io::Error| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
+    let host = data.buffer().as_host_bytes()?;
+    let raw = &host[data.offset()..data.offset() + bytes];
+    println!(
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data"
+    );
+    println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
+    println!("|---|---|---|---|");
+    for spec in &specs {
+        // Each writer gets a fresh store per repetition; the writers take turns.
+        let store_dir = dir.join("bench-write.zarr");
+        let fresh = || -> Result<zarrbuf::DynArray> {
+            if store_dir.exists() {
+                std::fs::remove_dir_all(&store_dir).map_err(io)?;
+            }
+            std::fs::create_dir_all(&store_dir).map_err(io)?;
+            let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
+            let array = ArrayBuilder::new(
+                shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+                vec![64u64, 64, 64],
+                data_type::float32(),
+                0.0f32,
+            )
+            .bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?)
+            .build(store, "/")
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            array
+                .store_metadata()
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            Ok(array)
+        };
+        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
+        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+        for rep in 0..=reps {
+            for (k, rate) in rates.iter_mut().enumerate() {
+                let array = fresh()?;
+                let start = Instant::now();
+                match k {
+                    0 => array
+                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(raw))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    1 => array.write_all(&data)?,
+                    _ => {
+                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                        array.write_opt(
+                            &ranges,
+                            &data,
+                            &WriteOptions::default().with_mode(PipelineMode::Staged),
+                        )?
+                    }
+                }
+                let s = start.elapsed().as_secs_f64();
+                if rep > 0 {
+                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
+                }
+            }
+        }
+        let [a, b, c] = rates.map(median);
+        println!(
+            "| {spec} | {a:.3} | {b:.3} ({:.2}× zarrs) | {c:.3} ({:.2}× zarrs) |",
+            b / a,
+            c / a
+        );
+    }
     Ok(())
 }

@@ -251,3 +251,105 @@ fn gpucheck_rejects_mistyped_subcommands_and_flags() {
         assert!(help.contains(word), "--help lacks {word}: {help}");
     }
 }
+
+fn copy_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
+    if dir.is_dir() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    } else if dir.exists() {
+        std::fs::remove_file(&dir).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn copy_rechunks_recompresses_and_reads_back() {
+    let dst = copy_dir("copy.zarr");
+    let d = dst.to_str().unwrap();
+    let o = zarrbuf(&[
+        "copy",
+        &store("v3_shard_end"),
+        d,
+        "--chunks",
+        "4,4",
+        "--shards",
+        "8,8",
+        "--codec",
+        "blosc:zstd:3:bitshuffle",
+        "--subset",
+        "1:21,2:30",
+        "--memory",
+        "1KiB",
+        "--device",
+        "cpu",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let msg = String::from_utf8_lossy(&o.stderr);
+    assert!(msg.contains("copied") && msg.contains("[20, 28]"), "{msg}");
+    let info = stdout(&zarrbuf(&["info", d]));
+    assert!(
+        info.contains("shards:     [8, 8]") && info.contains("chunks:     [4, 4]"),
+        "{info}"
+    );
+    assert!(info.contains("blosc"), "{info}");
+    let npy = copy_dir("copy.npy");
+    let o = zarrbuf(&["read", d, "--out", npy.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    let back = zarrbuf::npy::read(&npy).unwrap();
+    let want = zarrbuf::npy::read(&root().join("data/v3_shard_end.npy")).unwrap();
+    let want = want.get(&[1..21, 2..30]).unwrap().copy().unwrap();
+    assert_eq!(
+        back.to_native_bytes().unwrap(),
+        want.to_native_bytes().unwrap()
+    );
+    // A second copy to the same place is refused, and --overwrite replaces it.
+    let again = zarrbuf(&["copy", &store("v3_shard_end"), d]);
+    assert_one_line_error(&again, "--overwrite");
+    let o = zarrbuf(&[
+        "copy",
+        &store("v3_shard_end"),
+        d,
+        "--overwrite",
+        "--codec",
+        "none",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&zarrbuf(&["info", d])).contains("shape:      [23, 30]"));
+}
+
+#[test]
+fn copy_failures_are_one_line_errors() {
+    let src = store("v3_int8");
+    let dst = copy_dir("copy-bad.zarr");
+    let d = dst.to_str().unwrap();
+    let cases: [(&[&str], &str); 9] = [
+        (&["--codec", "lzma"], "unknown codec"),
+        (&["--codec", "zstd:99"], "-7..=22"),
+        (&["--chunks", "4"], "one size per dimension"),
+        (&["--chunks", "4,x"], "not a positive integer"),
+        (&["--chunks", "4,0"], "zero size"),
+        (
+            &["--shards", "6,6", "--chunks", "4,4"],
+            "multiple of the chunks",
+        ),
+        (&["--zarr-format", "2"], "v3"),
+        (&["--memory", "lots"], "--memory"),
+        (&["--subset", "0:99,0:1"], "outside"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["copy", src.as_str(), d];
+        args.extend_from_slice(extra);
+        assert_one_line_error(&zarrbuf(&args), want);
+        assert!(
+            !dst.join("zarr.json").exists(),
+            "{extra:?} created the destination"
+        );
+    }
+    // Onto itself: refused before anything is deleted.
+    assert_one_line_error(&zarrbuf(&["copy", &src, &src, "--overwrite"]), "overlaps");
+    assert!(std::path::Path::new(&src).join("zarr.json").exists());
+    assert_one_line_error(
+        &zarrbuf(&["copy", "/no/such/store", d]),
+        "no such directory",
+    );
+}

@@ -4,7 +4,9 @@
 
 mod array;
 mod codec_plan;
+mod codec_spec;
 mod codecs;
+mod create;
 mod dtypes;
 mod framing;
 mod info;
@@ -18,6 +20,8 @@ mod units;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
+pub use codec_spec::CodecSpec;
+pub use create::{ArrayLayout, create_like};
 pub(crate) use framing::DeviceCodec;
 pub use info::{ArrayInfo, describe};
 pub(crate) use partition::chunk_aligned_partitions;
@@ -25,6 +29,7 @@ pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
 };
 pub(crate) use shard_index::ShardIndex;
+pub(crate) use store::label;
 pub use store::{DynArray, location_label, node_path, open, open_store};
 pub use subset::parse_subset;
 pub(crate) use units::{

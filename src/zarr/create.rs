@@ -1,0 +1,215 @@
+//! Creating an array shaped like another one, with new chunks, shards and codecs: the
+//! destination of a copy.
+
+use super::{CodecSpec, DynArray, data_type_of, describe, inner_chain, label};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use zarrs::array::codec::{BytesCodec, ShardingCodec};
+use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
+use zarrs::node::NodePath;
+use zarrs::storage::{ReadableWritableListableStorageTraits, StorePrefix};
+
+/// How a new array is laid out; `None` fields keep the source's choice.
+///
+/// ```
+/// let layout = zarrbuf::ArrayLayout {
+///     chunks: Some(vec![32, 32]),
+///     shards: Some(vec![128, 128]),
+///     codecs: Some("zstd:1".parse()?),
+///     ..Default::default()
+/// };
+/// assert_eq!(layout.zarr_format, None);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArrayLayout {
+    /// Chunk shape (the inner chunk shape when `shards` is set). Default: the source's chunks
+    /// (its inner chunks when it is sharded).
+    pub chunks: Option<Vec<u64>>,
+    /// Shard shape, a multiple of `chunks` in every dimension. Default: the source's shards
+    /// when `chunks` is not given either, else no sharding.
+    pub shards: Option<Vec<u64>>,
+    /// Bytes-to-bytes codecs (compressors, checksums). Default: the source's.
+    pub codecs: Option<CodecSpec>,
+    /// 3 (the default). zarrbuf writes zarr v3 metadata only; 2 is refused with an error.
+    pub zarr_format: Option<u8>,
+}
+
+fn check_shape(what: &str, v: &[u64], shape: &[u64]) -> Result<()> {
+    if v.len() != shape.len() {
+        return Err(Error::InvalidArgument(format!(
+            "--{what} {v:?} has {} sizes but the array has {} dimensions (shape {shape:?}); give one size per dimension",
+            v.len(),
+            shape.len()
+        )));
+    }
+    if v.contains(&0) {
+        return Err(Error::InvalidArgument(format!(
+            "--{what} {v:?} has a zero size; every {what} size must be at least 1"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates a new array at `path` of `store` with `src`'s data type, fill value, attributes and
+/// dimension names, the given `shape` (the source's, or a subset's) and `layout`, and stores
+/// its metadata. Array-to-array codecs (transpose, numcodecs filters) are not carried over;
+/// the array-to-bytes codec is kept unless it is `bytes` or sharding (then `bytes`,
+/// little-endian).
+///
+/// An existing array or group at `path` is an error unless `overwrite` is true; then every
+/// key under `path` is deleted first (the whole store when `path` is the root).
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] for chunk or shard shapes of the wrong length, zero sizes,
+/// shards that are not multiples of the chunks, an existing destination without `overwrite`,
+/// or `zarr_format` 2; [`Error::Zarr`]/[`Error::Store`] when zarrs refuses the metadata or the
+/// store fails.
+///
+/// ```
+/// use std::sync::Arc;
+/// use zarrbuf::ArrayLayout;
+/// use zarrs::storage::store::MemoryStore;
+/// let src = zarrbuf::open("fixtures/data/v3_int8.zarr", "")?;
+/// let store = Arc::new(MemoryStore::new());
+/// let layout = ArrayLayout { chunks: Some(vec![8, 8]), codecs: Some("gzip:1".parse()?), ..Default::default() };
+/// let dst = zarrbuf::create_like(&src, src.shape(), store.clone(), "/copy", &layout, false)?;
+/// assert_eq!(zarrbuf::describe(&dst)?.chunks, vec![8, 8]);
+/// assert!(zarrbuf::create_like(&src, src.shape(), store, "/copy", &layout, false).is_err());
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn create_like<S: ?Sized>(
+    src: &Array<S>,
+    shape: &[u64],
+    store: Arc<dyn ReadableWritableListableStorageTraits>,
+    path: &str,
+    layout: &ArrayLayout,
+    overwrite: bool,
+) -> Result<DynArray> {
+    let node = super::node_path(path)?;
+    let name = label("destination", &node);
+    if let Some(v) = layout.zarr_format {
+        if v != 3 {
+            return Err(Error::InvalidArgument(format!(
+                "--zarr-format {v}: zarrbuf writes zarr v3 arrays only (zarr-python ≥ 3, \
+                 tensorstore and zarrs read them); leave --zarr-format out or pass 3"
+            )));
+        }
+    }
+    if src.shape().len() != shape.len() {
+        return Err(Error::ShapeMismatch(format!(
+            "the new shape {shape:?} has {} dimensions but the source has {}",
+            shape.len(),
+            src.shape().len()
+        )));
+    }
+    let dtype = data_type_of(src)?;
+    let info = describe(src)?;
+    let (chunks, shards) = match (&layout.chunks, &layout.shards) {
+        (None, None) => match &info.inner_chunks {
+            Some(inner) => (inner.clone(), Some(info.chunks.clone())),
+            None => (info.chunks.clone(), None),
+        },
+        (Some(c), None) => (c.clone(), None),
+        (c, Some(s)) => (
+            c.clone()
+                .or_else(|| info.inner_chunks.clone())
+                .unwrap_or_else(|| info.chunks.clone()),
+            Some(s.clone()),
+        ),
+    };
+    check_shape("chunks", &chunks, shape)?;
+    if let Some(s) = &shards {
+        check_shape("shards", s, shape)?;
+        if s.iter().zip(&chunks).any(|(s, c)| s % c != 0) {
+            return Err(Error::InvalidArgument(format!(
+                "--shards {s:?} is not a multiple of the chunks {chunks:?} in every dimension; \
+                 each shard must hold a whole number of chunks"
+            )));
+        }
+    }
+    // The bytes-to-bytes codecs: given, or the source's (inside its shards when sharded).
+    let sharded_src = src
+        .codecs()
+        .array_to_bytes_codec()
+        .as_any()
+        .is::<ShardingCodec>();
+    let src_chain = if sharded_src {
+        inner_chain(src).map_err(|e| Error::zarr(src.path().as_str(), e, None))?
+    } else {
+        src.codecs().clone()
+    };
+    let b2b = match &layout.codecs {
+        Some(spec) => spec.bytes_to_bytes_codecs(dtype.size())?,
+        None => src_chain.bytes_to_bytes_codecs().to_vec(),
+    };
+    let a2b = src_chain.array_to_bytes_codec();
+    let keep_a2b = !(a2b.as_any().is::<BytesCodec>() || a2b.as_any().is::<ShardingCodec>());
+
+    let mut builder = ArrayBuilder::new(
+        shape.to_vec(),
+        shards.clone().unwrap_or_else(|| chunks.clone()),
+        src.data_type().clone(),
+        src.fill_value().clone(),
+    );
+    builder
+        .bytes_to_bytes_codecs(b2b)
+        .attributes(src.attributes().clone())
+        .dimension_names(src.dimension_names().clone());
+    if keep_a2b {
+        builder.array_to_bytes_codec(a2b.clone());
+    }
+    if let ArrayMetadata::V3(m) = src.metadata() {
+        builder.additional_fields(m.additional_fields.clone());
+    }
+    if shards.is_some() {
+        builder.subchunk_shape(chunks.clone());
+    }
+    let array = builder.build(store.clone(), &node).map_err(|e| {
+        Error::zarr(
+            name.clone(),
+            format!("cannot create the array: {e}"),
+            Some(Box::new(e)),
+        )
+    })?;
+    let np = NodePath::new(&node).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let keys = [
+        zarrs::node::meta_key_v3(&np),
+        zarrs::node::meta_key_v2_array(&np),
+        zarrs::node::meta_key_v2_group(&np),
+    ];
+    let mut exists = false;
+    for key in &keys {
+        let found = store
+            .size_key(key)
+            .map_err(|e| Error::store("destination", e.to_string(), Some(Box::new(e))))?;
+        exists |= found.is_some();
+    }
+    if exists {
+        if !overwrite {
+            return Err(Error::InvalidArgument(format!(
+                "the destination store already holds a zarr array or group at {node}; pass --overwrite to replace it \
+                 (everything under that path is deleted first) or choose another destination"
+            )));
+        }
+        let prefix =
+            StorePrefix::new(format!("{}/", node.trim_start_matches('/')).trim_start_matches('/'))
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        store.erase_prefix(&prefix).map_err(|e| {
+            Error::store(
+                "destination",
+                format!("cannot delete the old array: {e}"),
+                Some(Box::new(e)),
+            )
+        })?;
+    }
+    array.store_metadata().map_err(|e| {
+        Error::zarr(
+            name,
+            format!("cannot store the metadata: {e}"),
+            Some(Box::new(e)),
+        )
+    })?;
+    Ok(array)
+}
