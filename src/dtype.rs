@@ -490,10 +490,11 @@ impl std::str::FromStr for DataType {
         if let Some(t) = DataType::ALL.iter().find(|t| t.to_string() == s) {
             return Ok(*t);
         }
-        if let Some(bits) = s.strip_prefix('r').and_then(|b| b.parse::<usize>().ok()) {
-            if bits > 0 && bits % 8 == 0 {
-                return Ok(DataType::RawBits(bits / 8));
-            }
+        if let Some(bits) = s.strip_prefix('r').and_then(|b| b.parse::<usize>().ok())
+            && bits > 0
+            && bits % 8 == 0
+        {
+            return Ok(DataType::RawBits(bits / 8));
         }
         let numpy = s.strip_prefix("numpy.").unwrap_or(s);
         let time = numpy

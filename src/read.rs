@@ -201,10 +201,8 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         let direct = opts.mode == PipelineMode::Auto
             && out.buffer().is_host_accessible()
             && out.byte_order() == ByteOrder::native();
-        if direct {
-            if let Some(window) = out.c_window() {
-                return read_direct(self, subset, out, window, opts);
-            }
+        if direct && let Some(window) = out.c_window() {
+            return read_direct(self, subset, out, window, opts);
         }
         read_staged(self, subset, out, opts)
     }

@@ -29,7 +29,7 @@ fn window(want: &NDBuffer, subset: &[Range<u64>], origin: &[Range<u64>]) -> NDBu
 
 /// The chunk boundaries on `axis` of a regular grid with chunks of `chunk` elements.
 fn aligned(at: u64, chunk: u64) -> bool {
-    at % chunk == 0
+    at.is_multiple_of(chunk)
 }
 
 fn multis() -> Vec<(String, MultiPrototype)> {

@@ -6,9 +6,10 @@
 
 mod common;
 
-use common::{Fixture, Need, fixtures, prototypes, root, skip, walk};
+use common::s3::{create_bucket, opts_ref};
+use common::{Fixture, Need, fixtures, prototypes, root, s3, skip, walk};
 use object_store::ObjectStoreExt;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,42 +42,11 @@ fn servers() -> Option<Servers> {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
+    s3::runtime(4)
 }
 
 fn s3_options(endpoint: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("aws_endpoint", endpoint.to_string()),
-        ("aws_access_key_id", "testing".into()),
-        ("aws_secret_access_key", "testing".into()),
-        ("aws_region", "us-east-1".into()),
-        ("timeout", "10s".into()),
-    ]
-}
-
-fn opts_ref<'a>(o: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
-    o.iter().map(|(k, v)| (*k, v.as_str())).collect()
-}
-
-/// Creates `bucket` on the S3 server (a bare CreateBucket request; moto does not check signatures).
-fn create_bucket(endpoint: &str, bucket: &str) {
-    let addr = endpoint.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    assert!(
-        reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
-        "{reply}"
-    );
+    s3::options(endpoint, "10s")
 }
 
 /// Uploads every fixture store under `s3://bucket/`.

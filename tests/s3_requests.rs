@@ -12,7 +12,8 @@
 
 mod common;
 
-use common::{Need, fixtures, root, skip, walk};
+use common::s3::{create_bucket, opts_ref};
+use common::{Need, fixtures, root, s3, skip, walk};
 use object_store::ObjectStoreExt;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -39,33 +40,7 @@ fn endpoint() -> Option<String> {
 }
 
 fn s3_options(endpoint: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("aws_endpoint", endpoint.to_string()),
-        ("aws_access_key_id", "testing".into()),
-        ("aws_secret_access_key", "testing".into()),
-        ("aws_region", "us-east-1".into()),
-        ("timeout", "30s".into()),
-    ]
-}
-
-fn opts_ref<'a>(o: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
-    o.iter().map(|(k, v)| (*k, v.as_str())).collect()
-}
-
-fn create_bucket(endpoint: &str, bucket: &str) {
-    let addr = endpoint.trim_start_matches("http://");
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    assert!(
-        reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
-        "{reply}"
-    );
+    s3::options(endpoint, "30s")
 }
 
 /// Uploads every file under `dir` to `s3://bucket/prefix/`, straight to the server.
@@ -203,11 +178,7 @@ fn forward(client: TcpStream, server: TcpStream, seen: Arc<Mutex<Vec<Request>>>)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .unwrap()
+    s3::runtime(4)
 }
 
 /// Requests per shard object among `requests` (keys under `prefix` that hold chunk data).

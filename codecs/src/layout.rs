@@ -132,11 +132,9 @@ pub fn merge_dims(
             let (cn, ca, cb) = *last;
             let merges = (cn as isize).checked_mul(ca).is_some_and(|v| v == sa)
                 && (cn as isize).checked_mul(cb).is_some_and(|v| v == sb);
-            if merges {
-                if let Some(m) = cn.checked_mul(n) {
-                    last.0 = m;
-                    continue;
-                }
+            if merges && let Some(m) = cn.checked_mul(n) {
+                last.0 = m;
+                continue;
             }
         }
         out.push((n, sa, sb));
@@ -276,7 +274,7 @@ impl Plan {
 pub(crate) fn check_swap_unit(swap_unit: usize, elem_size: usize) -> Result<usize> {
     match swap_unit {
         0 | 1 => Ok(1),
-        2 | 4 | 8 | 16 if elem_size % swap_unit == 0 => Ok(swap_unit),
+        2 | 4 | 8 | 16 if elem_size.is_multiple_of(swap_unit) => Ok(swap_unit),
         2 | 4 | 8 | 16 => Err(invalid(format!(
             "swap unit {swap_unit} does not divide the element size {elem_size}"
         ))),

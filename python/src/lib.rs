@@ -737,13 +737,13 @@ impl NDArray {
                 "zarrbuf exports without copying; copy=True is not supported (copy the result)",
             ));
         }
-        if let Some(d) = dl_device {
-            if d != self.__dlpack_device__() {
-                return Err(PyBufferError::new_err(format!(
-                    "this array is on DLPack device {:?}; export to {d:?} would need a copy",
-                    self.__dlpack_device__()
-                )));
-            }
+        if let Some(d) = dl_device
+            && d != self.__dlpack_device__()
+        {
+            return Err(PyBufferError::new_err(format!(
+                "this array is on DLPack device {:?}; export to {d:?} would need a copy",
+                self.__dlpack_device__()
+            )));
         }
         let nd = self.nd.clone();
         if max_version.is_some_and(|(major, _)| major >= 1) {

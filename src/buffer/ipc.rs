@@ -368,7 +368,7 @@ impl IpcDescriptor {
     /// ```
     pub fn from_hex(text: &str) -> Result<Self> {
         let text = text.trim();
-        if text.len() % 2 != 0 {
+        if !text.len().is_multiple_of(2) {
             return Err(bad(format_args!(
                 "hexadecimal text of {} digits (an odd number)",
                 text.len()

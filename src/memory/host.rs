@@ -43,16 +43,16 @@ impl HostAlloc {
                 recycle: false,
             });
         }
-        if let Some(block) = cache::take(BlockKind::Host, len) {
-            if let Ok(mut a) = block.into_any().downcast::<HostAlloc>() {
-                a.recycle = true;
-                if zeroed {
-                    // SAFETY: [ptr, ptr+len) lies in this live block (len <= its capacity),
-                    // which nothing else references while it is handed out.
-                    unsafe { std::ptr::write_bytes(a.ptr.as_ptr(), 0, a.len) };
-                }
-                return Ok(*a);
+        if let Some(block) = cache::take(BlockKind::Host, len)
+            && let Ok(mut a) = block.into_any().downcast::<HostAlloc>()
+        {
+            a.recycle = true;
+            if zeroed {
+                // SAFETY: [ptr, ptr+len) lies in this live block (len <= its capacity),
+                // which nothing else references while it is handed out.
+                unsafe { std::ptr::write_bytes(a.ptr.as_ptr(), 0, a.len) };
             }
+            return Ok(*a);
         }
         let large = huge_pages && len >= HUGE_PAGE_THRESHOLD;
         let align = if large { HUGE_PAGE } else { MIN_ALIGN };

@@ -38,11 +38,11 @@ impl PinnedAlloc {
     }
 
     fn new_unwritten(ordinal: usize, len: usize) -> Result<Self> {
-        if let Some(block) = cache::take(BlockKind::Pinned(ordinal), len) {
-            if let Ok(mut a) = block.into_any().downcast::<PinnedAlloc>() {
-                a.recycle = true;
-                return Ok(*a);
-            }
+        if let Some(block) = cache::take(BlockKind::Pinned(ordinal), len)
+            && let Ok(mut a) = block.into_any().downcast::<PinnedAlloc>()
+        {
+            a.recycle = true;
+            return Ok(*a);
         }
         let ctx = cuda_context(ordinal)?;
         ctx.bind_to_thread()

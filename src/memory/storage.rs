@@ -125,12 +125,12 @@ impl Storage {
 
     /// Exclusive access; fails while any reader or writer is active, or for read-only memory.
     pub(crate) fn write(&self) -> Result<WriteGuard<'_>> {
-        if let StorageKind::ForeignHost(f) = &*self.kind {
-            if !f.writable() {
-                return Err(Error::InvalidArgument(
+        if let StorageKind::ForeignHost(f) = &*self.kind
+            && !f.writable()
+        {
+            return Err(Error::InvalidArgument(
                     "this buffer wraps immutable bytes::Bytes and cannot be written; copy it first (copy_to_new)".into(),
                 ));
-            }
         }
         let guard = self.borrow.write()?;
         self.completion.wait_all()?;
@@ -205,7 +205,7 @@ impl Storage {
             return Ok((self.read()?, view));
         }
         let ptr = self.host_range(offset, extent)?;
-        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::InvalidArgument(format!(
                 "the data at byte offset {offset} is not aligned for {}; copy it (to_ndarray) instead",
                 T::DTYPE
@@ -258,7 +258,7 @@ impl Storage {
         }
         let extent = (reach - 1) * size + size;
         let ptr = self.host_range(offset, extent)?;
-        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::InvalidArgument(format!(
                 "the data at byte offset {offset} is not aligned for {}; copy it first",
                 T::DTYPE

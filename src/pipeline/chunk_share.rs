@@ -175,10 +175,10 @@ impl Drop for Lead<'_> {
     fn drop(&mut self) {
         {
             let mut entries = lock(&self.share.entries);
-            if let Some(e) = entries.get_mut(self.key) {
-                if matches!(e.state, State::InFlight(_)) {
-                    e.state = State::Idle;
-                }
+            if let Some(e) = entries.get_mut(self.key)
+                && matches!(e.state, State::InFlight(_))
+            {
+                e.state = State::Idle;
             }
         }
         self.flight.finish();

@@ -82,10 +82,10 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     // Chunks are compressed in parallel, so each codec runs single-threaded.
     let codec_opts = opts.codec_options().with_concurrent_target(1);
     let mut fill_encoded = fill_bytes(array);
-    if let Some(c) = &chain {
-        if c.layout.endian != ByteOrder::native() {
-            zarrbuf_codecs::host::byte_swap(&mut fill_encoded, data.dtype().swap_unit())?;
-        }
+    if let Some(c) = &chain
+        && c.layout.endian != ByteOrder::native()
+    {
+        zarrbuf_codecs::host::byte_swap(&mut fill_encoded, data.dtype().swap_unit())?;
     }
     let consume = |unit: &Unit, gathered: &Gathered, bytes: &[u8]| -> Result<()> {
         match (gathered, &chain) {

@@ -89,13 +89,13 @@ pub fn create_like<S: ?Sized>(
 ) -> Result<DynArray> {
     let node = super::node_path(path)?;
     let name = label("destination", &node);
-    if let Some(v) = layout.zarr_format {
-        if v != 3 {
-            return Err(Error::InvalidArgument(format!(
-                "--zarr-format {v}: zarrbuf writes zarr v3 arrays only (zarr-python ≥ 3, \
+    if let Some(v) = layout.zarr_format
+        && v != 3
+    {
+        return Err(Error::InvalidArgument(format!(
+            "--zarr-format {v}: zarrbuf writes zarr v3 arrays only (zarr-python ≥ 3, \
                  tensorstore and zarrs read them); leave --zarr-format out or pass 3"
-            )));
-        }
+        )));
     }
     if src.shape().len() != shape.len() {
         return Err(Error::ShapeMismatch(format!(

@@ -55,10 +55,10 @@ pub fn describe<S: ?Sized>(array: &Array<S>) -> Result<ArrayInfo> {
         data_type,
         codecs: {
             let mut names = codec_names(&array.codecs());
-            if array.is_sharded() {
-                if let Ok(inner) = crate::zarr::inner_chain(array) {
-                    names.push(format!("[inner: {}]", codec_names(&inner).join(", ")));
-                }
+            if array.is_sharded()
+                && let Ok(inner) = crate::zarr::inner_chain(array)
+            {
+                names.push(format!("[inner: {}]", codec_names(&inner).join(", ")));
             }
             names
         },

@@ -89,13 +89,13 @@ impl RemoteStore {
             .bytes()
             .await
             .map_err(|e| StorageError::Other(e.to_string()))?;
-        if let Some(n) = expected {
-            if bytes.len() as u64 != n {
-                return Err(StorageError::Other(format!(
-                    "{key}: {n} bytes were requested but {} came back (the object is shorter than the range)",
-                    bytes.len()
-                )));
-            }
+        if let Some(n) = expected
+            && bytes.len() as u64 != n
+        {
+            return Err(StorageError::Other(format!(
+                "{key}: {n} bytes were requested but {} came back (the object is shorter than the range)",
+                bytes.len()
+            )));
         }
         Ok(Some(bytes))
     }

@@ -25,6 +25,8 @@
 //! `remote::server_skips_are_visible_and_fail_when_required`.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::io::Write;
 use std::path::PathBuf;
 use zarrbuf::{BufferPrototype, Device};

@@ -1678,7 +1678,7 @@ fn check_cast<S: Element, D: Element + std::fmt::Debug>(
     proto: &BufferPrototype,
 ) -> Result<(), String> {
     let n = src.len();
-    ensure!(n % 2 == 0, "test data must have an even length");
+    ensure!(n.is_multiple_of(2), "test data must have an even length");
     let want: Vec<D> = src.iter().map(|&x| f(x)).collect();
     let flat = upload(src, &[n], Order::C, proto)?;
     // A 2-d array of shape [2, n/2] holding src in C order, viewed through a transpose of an

@@ -94,33 +94,34 @@ impl CudaKernels {
         }
         let es = widen(&mut plan, s, d, elem_size);
         let word = WORDS.iter().position(|&w| w == es);
-        if let (Some(i), Some(tp)) = (word, transpose_plan(&plan, es, TILE / 2)) {
-            if all_aligned(&tp, s, es, true) && all_aligned(&tp, d, es, false) {
-                let mut layout = KernelLayout::from_plan(&tp, es, unit);
-                let k = tp.ndim() - 2;
-                let tiles = |n: usize| n.div_ceil(TILE) as u64;
-                layout.n = (tp.numel / (tp.shape[k] * tp.shape[k + 1])) as u64
-                    * tiles(tp.shape[k])
-                    * tiles(tp.shape[k + 1]);
-                let cfg = LaunchConfig {
-                    grid_dim: (layout.n.min(self.max_blocks as u64) as u32, 1, 1),
-                    block_dim: (TILE as u32, 8, 1),
-                    shared_mem_bytes: 0,
-                };
-                // SAFETY: the kernel moves every element of `tp` (the same elements as `plan`,
-                // dims reordered) from `s` to `d`, all in bounds (Plan::new); the caller
-                // guarantees validity and disjointness (in place never gets here: identical
-                // views cannot have a contiguous destination and strided source innermost).
-                let r = unsafe {
-                    stream
-                        .launch_builder(&self.transpose[i])
-                        .arg(&s)
-                        .arg(&d)
-                        .arg(&layout)
-                        .launch(cfg)
-                };
-                return launched(r);
-            }
+        if let (Some(i), Some(tp)) = (word, transpose_plan(&plan, es, TILE / 2))
+            && all_aligned(&tp, s, es, true)
+            && all_aligned(&tp, d, es, false)
+        {
+            let mut layout = KernelLayout::from_plan(&tp, es, unit);
+            let k = tp.ndim() - 2;
+            let tiles = |n: usize| n.div_ceil(TILE) as u64;
+            layout.n = (tp.numel / (tp.shape[k] * tp.shape[k + 1])) as u64
+                * tiles(tp.shape[k])
+                * tiles(tp.shape[k + 1]);
+            let cfg = LaunchConfig {
+                grid_dim: (layout.n.min(self.max_blocks as u64) as u32, 1, 1),
+                block_dim: (TILE as u32, 8, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the kernel moves every element of `tp` (the same elements as `plan`,
+            // dims reordered) from `s` to `d`, all in bounds (Plan::new); the caller
+            // guarantees validity and disjointness (in place never gets here: identical
+            // views cannot have a contiguous destination and strided source innermost).
+            let r = unsafe {
+                stream
+                    .launch_builder(&self.transpose[i])
+                    .arg(&s)
+                    .arg(&d)
+                    .arg(&layout)
+                    .launch(cfg)
+            };
+            return launched(r);
         }
         let layout = KernelLayout::from_plan(&plan, es, unit);
         let func = match word {
@@ -354,7 +355,7 @@ impl CudaKernels {
     ) -> Result<()> {
         self.check_stream(stream)?;
         let unit = check_swap_unit(swap_unit, swap_unit.max(1))?;
-        if len % unit != 0 {
+        if !len.is_multiple_of(unit) {
             return Err(invalid(format!(
                 "{len} bytes are not a whole number of {unit}-byte swap units"
             )));

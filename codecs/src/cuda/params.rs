@@ -89,12 +89,12 @@ pub(crate) fn widen(plan: &mut Plan, src_addr: u64, dst_addr: u64, elem_size: us
     }
     let row = n * elem_size;
     for w in [16usize, 8, 4, 2] {
-        if w <= elem_size || w % elem_size != 0 || row % w != 0 {
+        if w <= elem_size || w % elem_size != 0 || !row.is_multiple_of(w) {
             continue;
         }
         let outer = plan.ndim() - 1;
-        let aligned = src_addr % w as u64 == 0
-            && dst_addr % w as u64 == 0
+        let aligned = src_addr.is_multiple_of(w as u64)
+            && dst_addr.is_multiple_of(w as u64)
             && plan.src[..outer]
                 .iter()
                 .chain(&plan.dst[..outer])
@@ -115,7 +115,7 @@ pub(crate) fn widen(plan: &mut Plan, src_addr: u64, dst_addr: u64, elem_size: us
 /// source (`src == true`) or destination side.
 pub(crate) fn all_aligned(plan: &Plan, addr: u64, align: usize, src: bool) -> bool {
     let strides = if src { &plan.src } else { &plan.dst };
-    addr % align as u64 == 0 && strides.iter().all(|&s| s % align as isize == 0)
+    addr.is_multiple_of(align as u64) && strides.iter().all(|&s| s % align as isize == 0)
 }
 
 /// For a transpose-like plan — destination innermost dimension contiguous, source innermost

@@ -226,7 +226,7 @@ fn medium_shape(rng: &mut Rng) -> Vec<usize> {
 fn valid_units(es: usize) -> Vec<usize> {
     [0usize, 1, 2, 4, 8, 16]
         .into_iter()
-        .filter(|&u| u <= 1 || es % u == 0)
+        .filter(|&u| u <= 1 || es.is_multiple_of(u))
         .collect()
 }
 
@@ -278,7 +278,7 @@ impl Tester<'_> {
         let (shape, es) = if large {
             let es = rng.pick(&[1usize, 2, 4, 8, 3]);
             (vec![64, 129, 1 + rng.below(300)], es)
-        } else if case % 4 == 0 {
+        } else if case.is_multiple_of(4) {
             (medium_shape(rng), rng.pick(&[1usize, 2, 4, 8, 16, 12]))
         } else {
             (
@@ -381,13 +381,13 @@ impl Tester<'_> {
     }
 
     fn cast_case(&self, rng: &mut Rng, sk: ScalarKind, dk: ScalarKind, case: usize) -> Result<()> {
-        let shape = if case % 3 == 0 {
+        let shape = if case.is_multiple_of(3) {
             vec![1 + rng.below(2000)]
         } else {
             random_shape(rng)
         };
         let (ses, des) = (sk.size(), dk.size());
-        let (sl, dl) = if case % 3 == 0 {
+        let (sl, dl) = if case.is_multiple_of(3) {
             let n = shape[0];
             (
                 Layout {
@@ -464,7 +464,7 @@ impl Tester<'_> {
     fn swap_case(&self, rng: &mut Rng, case: usize) -> Result<()> {
         let unit = rng.pick(&[0usize, 1, 2, 4, 8, 16]);
         let u = unit.max(1);
-        let count = if case % 10 == 0 {
+        let count = if case.is_multiple_of(10) {
             100_000 + rng.below(1000)
         } else {
             rng.below(300)
@@ -489,7 +489,7 @@ impl Tester<'_> {
                 vec![33, 1 + rng.below(600), 257],
                 rng.pick(&[1usize, 2, 4, 8]),
             )
-        } else if case % 3 == 0 {
+        } else if case.is_multiple_of(3) {
             (medium_shape(rng), rng.pick(&[1usize, 2, 3, 4, 8, 16]))
         } else {
             (random_shape(rng), rng.pick(&[1usize, 2, 3, 4, 8, 16]))

@@ -134,13 +134,11 @@ unsafe fn run(plan: &Plan, src: *const u8, dst: *mut u8, es: usize, unit: usize,
             })
         };
     }
-    if !contiguous {
-        if let Some(p) = transpose_dim(plan, es) {
-            // SAFETY: forwarded (same plan, same regions).
-            let done = unsafe { run_tiled_dispatch(plan, p, src, dst, es, unit) };
-            if done {
-                return;
-            }
+    if !contiguous && let Some(p) = transpose_dim(plan, es) {
+        // SAFETY: forwarded (same plan, same regions).
+        let done = unsafe { run_tiled_dispatch(plan, p, src, dst, es, unit) };
+        if done {
+            return;
         }
     }
     match (contiguous, unit) {
@@ -154,10 +152,18 @@ unsafe fn run(plan: &Plan, src: *const u8, dst: *mut u8, es: usize, unit: usize,
         (_, 4) => rows!(|s, d| strided_words::<u32, true>(s, sa, d, sb, n, es / 4)),
         (_, 8) => rows!(|s, d| strided_words::<u64, true>(s, sa, d, sb, n, es / 8)),
         (_, 16) => rows!(|s, d| strided_words::<u128, true>(s, sa, d, sb, n, es / 16)),
-        _ if es % 16 == 0 => rows!(|s, d| strided_words::<u128, false>(s, sa, d, sb, n, es / 16)),
-        _ if es % 8 == 0 => rows!(|s, d| strided_words::<u64, false>(s, sa, d, sb, n, es / 8)),
-        _ if es % 4 == 0 => rows!(|s, d| strided_words::<u32, false>(s, sa, d, sb, n, es / 4)),
-        _ if es % 2 == 0 => rows!(|s, d| strided_words::<u16, false>(s, sa, d, sb, n, es / 2)),
+        _ if es.is_multiple_of(16) => {
+            rows!(|s, d| strided_words::<u128, false>(s, sa, d, sb, n, es / 16))
+        }
+        _ if es.is_multiple_of(8) => {
+            rows!(|s, d| strided_words::<u64, false>(s, sa, d, sb, n, es / 8))
+        }
+        _ if es.is_multiple_of(4) => {
+            rows!(|s, d| strided_words::<u32, false>(s, sa, d, sb, n, es / 4))
+        }
+        _ if es.is_multiple_of(2) => {
+            rows!(|s, d| strided_words::<u16, false>(s, sa, d, sb, n, es / 2))
+        }
         _ => rows!(|s, d| strided_words::<u8, false>(s, sa, d, sb, n, es)),
     }
 }

@@ -15,7 +15,7 @@ use crate::layout::check_swap_unit;
 /// ```
 pub fn byte_swap(data: &mut [u8], swap_unit: usize) -> Result<()> {
     let unit = check_swap_unit(swap_unit, swap_unit.max(1))?;
-    if data.len() % unit != 0 {
+    if !data.len().is_multiple_of(unit) {
         return Err(invalid(format!(
             "{} bytes are not a whole number of {unit}-byte swap units",
             data.len()

@@ -120,7 +120,11 @@ impl NDBuffer {
             ));
         }
         let size = self.dtype.size();
-        if self.strides.iter().any(|&s| s as usize % size != 0) {
+        if self
+            .strides
+            .iter()
+            .any(|&s| !(s as usize).is_multiple_of(size))
+        {
             return Err(Error::InvalidArgument(format!(
                 "strides {:?} are not multiples of the element size {size}; copy the array first",
                 self.strides
@@ -272,7 +276,7 @@ impl NDBuffer {
             && self.buffer.is_host_accessible()
             // An element's alignment is its swap unit (a complex number's part size).
             && self.buffer.host_ptr().is_some_and(|p| {
-                (p as usize).wrapping_add(self.offset) % self.dtype.swap_unit() == 0
+                (p as usize).wrapping_add(self.offset).is_multiple_of(self.dtype.swap_unit())
             })
         {
             return Ok(self.clone());

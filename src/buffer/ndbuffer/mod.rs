@@ -202,7 +202,7 @@ impl NDBuffer {
         }
         let mut parent = vec![0usize; d];
         for k in 0..d - 1 {
-            if s[k + 1] == 0 || s[k] % s[k + 1] != 0 {
+            if s[k + 1] == 0 || !s[k].is_multiple_of(s[k + 1]) {
                 return None;
             }
             parent[k + 1] = s[k] / s[k + 1];

@@ -87,11 +87,11 @@ pub(crate) fn v2_metadata_fallback(zarray: &[u8]) -> Option<Result<ArrayMetadata
             meta["fill_value"] = Json::from(vec![0u8; size as usize]);
         }
         changed = true;
-    } else if meta.get("fill_value").is_some_and(Json::is_null) {
-        if let Some(fill) = dtype.as_str().and_then(default_fill) {
-            meta["fill_value"] = fill;
-            changed = true;
-        }
+    } else if meta.get("fill_value").is_some_and(Json::is_null)
+        && let Some(fill) = dtype.as_str().and_then(default_fill)
+    {
+        meta["fill_value"] = fill;
+        changed = true;
     }
     changed.then(|| {
         serde_json::from_value::<ArrayMetadataV2>(meta)
