@@ -188,7 +188,90 @@ fn lz4_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
             "the lz4 size header declares {declared} decoded bytes, the chunk holds {expected}"
         ));
     }
+    lz4_block_check(&b[4..], expected)?;
     Ok(4..b.len())
+}
+
+/// Walks an LZ4 block's sequences without decoding them: every length stays inside the
+/// block, every match refers to bytes already produced, and the block produces exactly
+/// `expected` bytes. nvCOMP's LZ4 decoder trusts its input (a damaged block was seen to
+/// report more output than its buffer holds), so nothing that fails this reaches it. The
+/// walk reads each token and length byte once and skips the literals: far cheaper than
+/// decoding.
+fn lz4_block_check(block: &[u8], expected: usize) -> Result<(), String> {
+    let bad = |what: String| Err(format!("the lz4 block is damaged: {what}"));
+    let (mut at, mut produced) = (0usize, 0usize);
+    // A length nibble of 15 continues in bytes of 255 and one final byte.
+    let extend = |at: &mut usize, mut n: usize| -> Result<usize, String> {
+        if n == 15 {
+            loop {
+                let Some(&x) = block.get(*at) else {
+                    return Err("a length runs past the end of the block".into());
+                };
+                *at += 1;
+                n = n
+                    .checked_add(x as usize)
+                    .ok_or("a length overflows".to_string())?;
+                if x != 255 {
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    };
+    loop {
+        let Some(&token) = block.get(at) else {
+            return bad("the block ends before its last sequence".into());
+        };
+        at += 1;
+        let literals = match extend(&mut at, (token >> 4) as usize) {
+            Ok(n) => n,
+            Err(e) => return bad(e),
+        };
+        if literals > block.len() - at {
+            return bad(format!("{literals} literals run past the end of the block"));
+        }
+        at += literals;
+        produced = match produced.checked_add(literals) {
+            Some(p) if p <= expected => p,
+            _ => {
+                return bad(format!(
+                    "it decodes to more than the chunk's {expected} bytes"
+                ));
+            }
+        };
+        if at == block.len() {
+            break;
+        }
+        if block.len() - at < 2 {
+            return bad("a match offset is cut off".into());
+        }
+        let offset = u16::from_le_bytes([block[at], block[at + 1]]) as usize;
+        at += 2;
+        if offset == 0 || offset > produced {
+            return bad(format!(
+                "a match refers {offset} bytes back, {produced} bytes were produced"
+            ));
+        }
+        let matched = match extend(&mut at, (token & 0x0f) as usize) {
+            Ok(n) => n + 4,
+            Err(e) => return bad(e),
+        };
+        produced = match produced.checked_add(matched) {
+            Some(p) if p <= expected => p,
+            _ => {
+                return bad(format!(
+                    "it decodes to more than the chunk's {expected} bytes"
+                ));
+            }
+        };
+    }
+    if produced != expected {
+        return bad(format!(
+            "it decodes to {produced} bytes, the chunk holds {expected}"
+        ));
+    }
+    Ok(())
 }
 
 /// A zstd frame: magic, a valid frame header, and a declared content size (when present)
@@ -430,14 +513,60 @@ mod tests {
                 .unwrap_err()
                 .contains("too short")
         );
-        // A damaged block is an error on the CPU, never a panic or a short success.
+        // A damaged block is refused before upload, and is an error on the CPU too.
         let mut bad = enc.clone();
         for b in bad[4..].iter_mut().take(16) {
             *b = 0xff;
         }
+        assert!(
+            c.payload(&bad, SIZE, true)
+                .unwrap_err()
+                .contains("lz4 block")
+        );
         let mut out = vec![0u8; SIZE];
         assert!(c.decode_into(&bad, &mut out, true).is_err());
         assert!(crate::device::decode_on_host(Compression::Lz4, &bad[4..], &mut out).is_err());
+    }
+
+    /// Whatever bytes a block holds, the walk passes it only if the CPU decoder produces
+    /// exactly the chunk's size from it: nothing that would overrun a device buffer passes.
+    #[test]
+    fn lz4_block_walk_passes_only_blocks_that_decode_to_the_chunk_size() {
+        let good = lz4_flex::block::compress(&data());
+        assert!(lz4_block_check(&good, SIZE).is_ok());
+        assert!(lz4_block_check(&good, SIZE - 1).is_err());
+        assert!(lz4_block_check(&good, SIZE + 1).is_err());
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut passed = 0;
+        for round in 0..20_000 {
+            let mut block = good.clone();
+            // Flip a few bytes, or cut the block short.
+            for _ in 0..1 + round % 4 {
+                let i = (next() as usize) % block.len();
+                block[i] ^= (next() as u8) | 1;
+            }
+            if round % 7 == 0 {
+                block.truncate((next() as usize) % block.len());
+            }
+            let mut out = vec![0u8; SIZE];
+            let cpu = lz4_flex::block::decompress_into(&block, &mut out);
+            if lz4_block_check(&block, SIZE).is_ok() {
+                passed += 1;
+                assert_eq!(
+                    cpu.ok(),
+                    Some(SIZE),
+                    "round {round}: the walk passed a block the decoder refuses"
+                );
+            }
+        }
+        // Damage to literal bytes alone keeps a block valid; the walk must still pass those.
+        assert!(passed > 0);
     }
 
     #[test]
