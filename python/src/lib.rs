@@ -190,21 +190,29 @@ impl Array {
     }
 
     /// Reads `ranges` (one `(start, stop)` per dimension) into new memory on `device`,
-    /// removing the size-1 axes `drop` (integer indices).
-    #[pyo3(signature = (ranges, drop, device = "cpu"))]
+    /// removing the size-1 axes `drop` (integer indices); `decode` says where device reads
+    /// decompress (`auto`, `cpu`, `gpu` with nvCOMP, or `both`).
+    #[pyo3(signature = (ranges, drop, device = "cpu", decode = "auto"))]
     fn read(
         &self,
         py: Python<'_>,
         ranges: Vec<(u64, u64)>,
         drop: Vec<usize>,
         device: &str,
+        decode: &str,
     ) -> PyResult<NDArray> {
         let proto = prototype(device).map_err(py_err)?;
+        let decode: zarrbuf::Decode = decode.parse().map_err(|e: String| {
+            pyo3::exceptions::PyValueError::new_err(format!("decode={decode:?}: {e}"))
+        })?;
+        let opts = zarrbuf::ReadOptions::default().with_decode(decode);
         let subset = to_ranges(&ranges);
         let nd = run(py, || {
             let a = match &self.inner {
-                Inner::Sync(a) => a.read(&subset, &proto)?,
-                Inner::Async(a) => runtime()?.block_on(a.read_async(&subset, &proto))?,
+                Inner::Sync(a) => a.read_opt(&subset, &proto, &opts)?,
+                Inner::Async(a) => {
+                    runtime()?.block_on(a.read_opt_async(&subset, &proto, &opts))?
+                }
             };
             drop_axes(a, &drop)
         })?;
@@ -712,6 +720,14 @@ impl NDArray {
             Memory::Pinned(_) => "pinned",
             Memory::Cuda(_) => "cuda",
         }
+    }
+
+    /// A copy in host memory (this array itself when it is already there), for
+    /// `numpy.from_dlpack`; the one explicit device-to-host copy.
+    fn to_host(&self, py: Python<'_>) -> PyResult<NDArray> {
+        let nd = self.nd.clone();
+        let host = run(py, move || nd.to_host())?;
+        Ok(NDArray { nd: host })
     }
 
     /// `(device_type, device_id)`: `(1, 0)` host, `(3, 0)` pinned, `(2, N)` CUDA device N.

@@ -90,3 +90,24 @@ def test_errors_are_zarrbuf_errors_with_its_message(tmp_path):
         a.read(device=f"cuda:{zarrbuf.cuda_device_count() + 7}")
     with pytest.raises(zarrbuf.ZarrbufError, match="unknown device"):
         a.read(device="tpu")
+
+
+def test_decode_choice_is_taken_and_checked(tmp_path):
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    z = zarr.create_array(
+        str(tmp_path / "z.zarr"), shape=(40, 30), chunks=(16, 16), dtype="f4",
+        compressors=ZstdCodec(level=1),
+    )
+    want = np.arange(1200, dtype="f4").reshape(40, 30)
+    z[:] = want
+    a = zarrbuf.open(str(tmp_path / "z.zarr"))
+    devices = ["cpu"] + (["cuda"] if zarrbuf.cuda_device_count() > 0 else [])
+    for device in devices:
+        for decode in ["auto", "cpu", "gpu", "both"]:
+            got = a.read(np.s_[3:37, 5:29], device=device, decode=decode)
+            host = np.from_dlpack(got.to_host())
+            np.testing.assert_array_equal(host, want[3:37, 5:29])
+    with pytest.raises(ValueError, match='unknown decode choice "fast"'):
+        a.read(decode="fast")

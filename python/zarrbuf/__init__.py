@@ -132,11 +132,15 @@ class Array:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def read(self, selection: Any = Ellipsis, device: str = "cpu") -> NDArray:
+    def read(
+        self, selection: Any = Ellipsis, device: str = "cpu", decode: str = "auto"
+    ) -> NDArray:
         """Reads ``selection`` (basic slicing) into new memory on ``device`` (``"cpu"``,
-        ``"cuda"``, ``"cuda:N"``)."""
+        ``"cuda"``, ``"cuda:N"``). ``decode`` says where reads into a GPU decompress:
+        ``"auto"`` (the CPU today), ``"cpu"``, ``"gpu"`` (nvCOMP, when it is installed) or
+        ``"both"``."""
         ranges, drop = normalize_selection(selection, self.shape)
-        return self._inner.read(ranges, drop, device)
+        return self._inner.read(ranges, drop, device, decode)
 
     def read_stream(
         self, selections: Iterable[Any], device: str = "cpu", prefetch: int = 4
