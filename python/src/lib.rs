@@ -210,9 +210,7 @@ impl Array {
         let nd = run(py, || {
             let a = match &self.inner {
                 Inner::Sync(a) => a.read_opt(&subset, &proto, &opts)?,
-                Inner::Async(a) => {
-                    runtime()?.block_on(a.read_opt_async(&subset, &proto, &opts))?
-                }
+                Inner::Async(a) => runtime()?.block_on(a.read_opt_async(&subset, &proto, &opts))?,
             };
             drop_axes(a, &drop)
         })?;

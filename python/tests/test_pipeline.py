@@ -102,3 +102,27 @@ def test_missing_chunks_read_as_fill(tmp_path):
         got = z[...]
         assert np.array_equal(got, np.array([1, 1] + [np.nan] * 6), equal_nan=True)
         assert z._async_array.codec_pipeline.stats["fallback"] == 0
+
+
+def test_lossy_filters_read_exactly_in_a_fresh_process():
+    """The pipeline opens arrays without zarrbuf.open; zarrbuf's fixes of zarrs' lossy
+    filters (fill value of partly read missing chunks) must be in place all the same. A
+    fresh process, so no earlier test has called zarrbuf.open."""
+    import subprocess
+    import sys
+
+    names = ["v2_fixedscaleoffset", "v3_numcodecs_fixedscaleoffset", "v3_numcodecs_bitround"]
+    entries = [e for e in MANIFEST if e["name"] in names]
+    assert len(entries) == len(names)
+    script = f"""
+import numpy as np, zarr
+zarr.config.set({{"codec_pipeline.path": "zarrbuf.ZarrbufCodecPipeline"}})
+for store, path, npy in {[(str(FIXTURES / e["store"]), e["path"] or None, str(FIXTURES / e["npy"])) for e in entries]!r}:
+    z = zarr.open_array(store, path=path, mode="r")
+    want = np.load(npy)
+    assert np.array_equal(np.asarray(z[1:-1]), want[1:-1], equal_nan=True), store
+    assert z._async_array.codec_pipeline.stats["zarrbuf"] > 0, store
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -8,11 +8,13 @@ batch is a box of the array (basic slicing with step 1, integers), the array sit
 directory store (``LocalStore``) or in S3 (``FsspecStore`` over s3fs: zarrbuf reads and
 writes the same ``s3://bucket/prefix`` through object_store, with s3fs's endpoint, region
 and credentials, else the ``AWS_*`` environment), and the output is a native-order NumPy
-array of a type DLPack knows, zarrbuf decodes the whole box straight into the output
+array — or CuPy array, with ``zarr.config.enable_gpu()``: the chunks then go to the GPU still
+compressed-on-the-host-decoded once, never through zarr-python's host round trips — of a
+type DLPack knows, zarrbuf decodes the whole box straight into the output
 (``read_into``: no per-chunk temporaries) or encodes it from the input, off the event loop
 and without the GIL. Everything else — other stores (memory, zip, obstore, other fsspec
 filesystems, wrapped or mocked stores), fancy and strided indexing, variable-length and
-other types, GPU (CuPy) buffers, ``array.read_missing_chunks = False``, processes forked
+other types, ``array.read_missing_chunks = False``, processes forked
 after zarrbuf started its threads — goes to zarr-python's own ``BatchedCodecPipeline``, as
 zarrs-python does. Modelled on zarrs-python's ``ZarrsCodecPipeline``.
 """
@@ -124,6 +126,19 @@ def _store_location(store: Any) -> tuple[str, list[tuple[str, str]] | None] | No
             return None
         return f"s3://{path}", options
     return None
+
+
+def _is_cupy(arr: Any) -> bool:
+    """A CuPy array (zarr-python's GPU buffers, ``zarr.config.enable_gpu()``)."""
+    return type(arr).__module__.split(".")[0] == "cupy" and hasattr(
+        arr, "__cuda_array_interface__"
+    )
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
 
 
 def _count(pipeline: ZarrbufCodecPipeline, path: str) -> None:
@@ -286,12 +301,13 @@ class ZarrbufCodecPipeline(CodecPipeline):
         if not writing and config.get("array.read_missing_chunks", True) is False:
             return None  # zarr-python reports missing chunks; zarrbuf reads them as fill
         arr = data.as_ndarray_like()
-        if type(arr) is not np.ndarray:
-            return None  # CuPy (GPU) buffers: zarr-python's pipeline
+        on_gpu = _is_cupy(arr)
+        if type(arr) is not np.ndarray and not on_gpu:
+            return None
         md_dtype = self.metadata.dtype.to_native_dtype()
         if arr.dtype.kind not in _KINDS or not arr.dtype.isnative or arr.dtype != md_dtype:
             return None
-        if not writing and not arr.flags.writeable:
+        if not writing and not on_gpu and not arr.flags.writeable:
             return None
         try:
             # The grid zarr-python's keys address: shards for sharded arrays.
@@ -371,7 +387,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
         if arr.ndim == len(window):
             target = arr[window + (Ellipsis,)]  # a view, also for 0-d outputs
         elif writing and arr.ndim == 0:
-            target = np.broadcast_to(arr, expected)  # a scalar written to a region
+            xp = type(arr).__module__.split(".")[0] if on_gpu else "numpy"
+            broadcast = np.broadcast_to if xp == "numpy" else _cupy().broadcast_to
+            target = broadcast(arr, expected)  # a scalar written to a region
         else:
             return None
         if target.shape != expected:
@@ -393,6 +411,11 @@ class ZarrbufCodecPipeline(CodecPipeline):
             _count(self, "fallback")
             return await self.python_impl.read(batch, out, drop_axes)
         _count(self, "zarrbuf")
+        if _is_cupy(plan.target):
+            # zarrbuf decodes into CuPy's memory on its own streams: CuPy's work on it
+            # (zarr-python allocating and filling `out`) is finished first. zarrbuf's own
+            # work is finished when read_into returns.
+            _cupy().cuda.get_current_stream().synchronize()
         await asyncio.to_thread(plan.array.read_into, plan.ranges, plan.drop, plan.target)
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.
@@ -411,6 +434,8 @@ class ZarrbufCodecPipeline(CodecPipeline):
             await self.python_impl.write(batch, value, drop_axes)
             return
         _count(self, "zarrbuf")
+        if _is_cupy(plan.target):
+            _cupy().cuda.get_current_stream().synchronize()  # the values are written
         await asyncio.to_thread(plan.array.write, plan.ranges, plan.drop, plan.target)
 
 

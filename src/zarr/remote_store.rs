@@ -25,7 +25,8 @@ pub struct RemoteStore {
 }
 
 impl RemoteStore {
-    /// Wraps an object store (see [`crate::object_store_for_url`]).
+    /// Wraps an object store (see [`crate::object_store_for_url`]). Also puts zarrbuf's
+    /// codec fixes into zarrs' run-time registry, as [`crate::open_store`] does.
     ///
     /// ```
     /// let store = zarrbuf::RemoteStore::new(zarrbuf::object_store_for_url("memory://", &[])?);
@@ -33,6 +34,7 @@ impl RemoteStore {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
+        super::codecs::register_zarrs_overrides();
         RemoteStore {
             adapter: AsyncObjectStore::new(store.clone()),
             store,

@@ -53,12 +53,16 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 
 /// Opens the store at `location` (a directory path, or a `file://` URL).
 ///
+/// Also puts zarrbuf's codec fixes into zarrs' run-time registry, so arrays built over this
+/// store with zarrs directly (`Array::new_with_metadata`) read as [`open`]'s do.
+///
 /// ```
 /// let dir = std::env::temp_dir();
 /// let store = zarrbuf::open_store(dir.to_str().unwrap())?;
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    super::codecs::register_zarrs_overrides();
     if location == "memory://" {
         return Ok(Arc::new(MemoryStore::new()));
     }
