@@ -8,9 +8,8 @@ batch is a box of the array (basic slicing with step 1, integers), the array sit
 directory store (``LocalStore``) or in S3 (``FsspecStore`` over s3fs: zarrbuf reads and
 writes the same ``s3://bucket/prefix`` through object_store, with s3fs's endpoint, region
 and credentials, else the ``AWS_*`` environment), and the output is a native-order NumPy
-array — or CuPy array, with ``zarr.config.enable_gpu()``: the chunks then go to the GPU still
-compressed-on-the-host-decoded once, never through zarr-python's host round trips — of a
-type DLPack knows, zarrbuf decodes the whole box straight into the output
+array — or a CuPy array with ``zarr.config.enable_gpu()``, which zarrbuf writes on the
+device, without zarr-python's host round trips — of a type DLPack knows, zarrbuf decodes the whole box straight into the output
 (``read_into``: no per-chunk temporaries) or encodes it from the input, off the event loop
 and without the GIL. Everything else — other stores (memory, zip, obstore, other fsspec
 filesystems, wrapped or mocked stores), fancy and strided indexing, variable-length and
