@@ -71,8 +71,8 @@ struct Request {
     range: Option<String>,
 }
 
-/// A TCP proxy on 127.0.0.1 that forwards everything and records each request's head.
-/// The requests it sees carry no bodies (reads only), so each head ends a request.
+/// A TCP proxy on 127.0.0.1 that forwards everything and records each answered request's
+/// head. The requests it sees carry no bodies (reads only), so each head ends a request.
 struct CountingProxy {
     port: u16,
     seen: Arc<Mutex<Vec<Request>>>,
@@ -143,21 +143,30 @@ fn parse_head(head: &str) -> Request {
     }
 }
 
+/// Forwards one connection both ways. A request is recorded when the server's response to
+/// it has arrived: a request sent on a keep-alive connection the server was closing, and
+/// sent again by the client on a new one, is one request the server answered, not two.
 fn forward(client: TcpStream, server: TcpStream, seen: Arc<Mutex<Vec<Request>>>) {
+    let sent: Arc<Mutex<std::collections::VecDeque<Request>>> = Arc::default();
     {
         let (mut from, mut to) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let sent = sent.clone();
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 << 10];
             let mut pending: Vec<u8> = Vec::new();
             while let Ok(n) = from.read(&mut buf) {
-                if n == 0 || to.write_all(&buf[..n]).is_err() {
+                if n == 0 {
                     break;
                 }
+                // Queued before forwarded: the response cannot overtake its request.
                 pending.extend_from_slice(&buf[..n]);
                 while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
                     let head = String::from_utf8_lossy(&pending[..end]).into_owned();
-                    seen.lock().unwrap().push(parse_head(&head));
+                    sent.lock().unwrap().push_back(parse_head(&head));
                     pending.drain(..end + 4);
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
                 }
             }
             let _ = to.shutdown(Shutdown::Both);
@@ -167,9 +176,46 @@ fn forward(client: TcpStream, server: TcpStream, seen: Arc<Mutex<Vec<Request>>>)
     std::thread::spawn(move || {
         let (mut from, mut to) = (server, client);
         let mut buf = vec![0u8; 64 << 10];
+        let mut pending: Vec<u8> = Vec::new();
+        let mut body_left = 0usize;
         while let Ok(n) = from.read(&mut buf) {
             if n == 0 || to.write_all(&buf[..n]).is_err() {
                 break;
+            }
+            pending.extend_from_slice(&buf[..n]);
+            loop {
+                if body_left > 0 {
+                    let k = body_left.min(pending.len());
+                    pending.drain(..k);
+                    body_left -= k;
+                    if body_left > 0 {
+                        break;
+                    }
+                }
+                let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    break;
+                };
+                let head = String::from_utf8_lossy(&pending[..end]).into_owned();
+                pending.drain(..end + 4);
+                let request = sent.lock().unwrap().pop_front();
+                let status: u16 = head
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                let length = head
+                    .split("\r\n")
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let is_head = request.as_ref().is_some_and(|r| r.method == "HEAD");
+                if !(is_head || status == 204 || status == 304 || (100..200).contains(&status)) {
+                    body_left = length;
+                }
+                if let Some(r) = request {
+                    seen.lock().unwrap().push(r);
+                }
             }
         }
         let _ = to.shutdown(Shutdown::Both);
@@ -250,7 +296,8 @@ fn a_whole_sharded_read_makes_at_most_two_requests_per_shard() {
     let Some(s3) = endpoint() else { return };
     let rt = runtime();
     create_bucket(&s3, "requests");
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("s3-requests-big.zarr");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("s3-requests-big-{}.zarr", std::process::id()));
     let want = write_big(&dir);
     rt.block_on(upload(&s3, "requests", "big.zarr", &dir));
     let proxy = CountingProxy::start(&s3);

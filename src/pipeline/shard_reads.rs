@@ -9,7 +9,7 @@
 
 use crate::zarr::{ShardIndex, Unit};
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -146,6 +146,8 @@ pub(crate) struct ShardReads {
     /// Each shard's merged requests and how many needed inner chunks each holds.
     groups: Mutex<HashMap<Vec<u64>, Groups>>,
     flights: Mutex<HashMap<FlightKey, Arc<Flight>>>,
+    /// Every request some worker has led: fetching ahead never sends one again.
+    started: Mutex<HashSet<FlightKey>>,
     /// Merge neighbouring inner chunks into one request (object stores), or fetch each on
     /// its own (local files).
     merge: bool,
@@ -194,6 +196,7 @@ impl ShardReads {
             needed,
             groups: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
+            started: Mutex::new(HashSet::new()),
             merge,
             order: units.iter().map(|u| u.indices.clone()).collect(),
             position: units
@@ -221,13 +224,15 @@ impl ShardReads {
                 Some(Some(index)) => index,
                 Some(None) => continue,
                 None => {
-                    if lock(&self.flights).contains_key(&FlightKey::Index(shard.clone())) {
+                    let Some(leader) = self.join_ahead(FlightKey::Index(shard.clone()), 0) else {
+                        continue;
+                    };
+                    if self.index.cached(&shard).is_some() {
+                        // Cached since the look-up: nothing to fetch.
+                        leader.finish(Ok(None));
                         continue;
                     }
-                    return match self.join(FlightKey::Index(shard.clone()), 0) {
-                        Role::Lead(leader) => Some(Ahead::Index { shard, leader }),
-                        Role::Wait(_) => continue,
-                    };
+                    return Some(Ahead::Index { shard, leader });
                 }
             };
             let Ok(InnerPlan::InGroup { group, .. }) = self.plan_inner(&shard, &index, &within)
@@ -235,13 +240,14 @@ impl ShardReads {
                 continue;
             };
             let key = FlightKey::Group(shard.clone(), group.start);
-            if lock(&self.flights).contains_key(&key) {
+            if lock(&self.flights).contains_key(&key) || lock(&self.started).contains(&key) {
                 continue;
             }
             if self.alive.load(Ordering::Relaxed) + (group.end - group.start) > self.budget {
                 return None;
             }
-            if let Role::Lead(leader) = self.join_group(&shard, &group) {
+            let users = self.users_of(&shard, &group);
+            if let Some(leader) = self.join_ahead(key, users) {
                 return Some(Ahead::Group {
                     shard,
                     group,
@@ -262,6 +268,7 @@ impl ShardReads {
         if let Some(f) = flights.get(&key) {
             return Role::Wait(f.clone());
         }
+        lock(&self.started).insert(key.clone());
         let flight = Flight::new(remaining);
         flights.insert(key.clone(), flight.clone());
         Role::Lead(Leader {
@@ -270,6 +277,20 @@ impl ShardReads {
             flight,
             finished: false,
         })
+    }
+
+    /// Leads `key` for a worker fetching ahead, only if no worker ever started it: a request
+    /// already finished and taken (its flight gone) is not sent again.
+    fn join_ahead(&self, key: FlightKey, remaining: usize) -> Option<Leader<'_>> {
+        let flights = lock(&self.flights);
+        if flights.contains_key(&key) || lock(&self.started).contains(&key) {
+            return None;
+        }
+        drop(flights);
+        match self.join(key, remaining) {
+            Role::Lead(leader) => Some(leader),
+            Role::Wait(_) => None,
+        }
     }
 
     /// The cached decoded index of `shard`, or the role to get it: lead the request of the
@@ -373,11 +394,16 @@ impl ShardReads {
 
     /// The role for the merged request `group` of `shard`: lead it or wait for it.
     pub(crate) fn join_group(&self, shard: &[u64], group: &Range<u64>) -> Role<'_> {
-        let users = lock(&self.groups)
+        let users = self.users_of(shard, group);
+        self.join(FlightKey::Group(shard.to_vec(), group.start), users)
+    }
+
+    /// How many of the read's inner chunks merged request `group` of `shard` holds.
+    fn users_of(&self, shard: &[u64], group: &Range<u64>) -> usize {
+        lock(&self.groups)
             .get(shard)
             .and_then(|gs| gs.iter().find(|(g, _)| g == group).map(|(_, n)| *n))
-            .unwrap_or(1);
-        self.join(FlightKey::Group(shard.to_vec(), group.start), users)
+            .unwrap_or(1)
     }
 
     /// Publishes the leader's bytes of a merged request to its waiters.
