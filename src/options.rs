@@ -116,7 +116,9 @@ fn threads_or_all_cores(requested: Option<usize>) -> usize {
 pub struct ReadOptions {
     /// CPU threads decoding chunks (default: all cores).
     pub concurrency: Option<usize>,
-    /// Host memory for staging decoded chunks on their way to a device (default 256 MiB).
+    /// Host memory for staging decoded chunks on their way to a device (default 256 MiB);
+    /// it also bounds the aligned scratch of CPU reads into outputs that do not start on a
+    /// cache line (at most 64 MiB, at least one row of chunks).
     pub staging_bytes: usize,
     /// Verify checksums (crc32c, zstd checksums) while decoding (default true).
     pub validate_checksums: bool,

@@ -13,7 +13,7 @@ use crate::zarr::{
     plan_units, zarr_error,
 };
 use std::ops::Range;
-use zarrs::array::{Array, ArrayBytes, ArraySubset};
+use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
 use zarrs::storage::ReadableStorageTraits;
 
 /// Reading zarrs arrays into zarrbuf buffers: an extension trait on `zarrs::array::Array`.
@@ -202,6 +202,9 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
             && out.buffer().is_host_accessible()
             && out.byte_order() == ByteOrder::native();
         if direct && let Some(window) = out.c_window() {
+            if let Some(slab_rows) = realign_slab_rows(self, subset, out, &window, opts) {
+                return read_realigned(self, subset, out, slab_rows, opts);
+            }
             return read_direct(self, subset, out, window, opts);
         }
         read_staged(self, subset, out, opts)
@@ -274,6 +277,163 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
         });
     }
     result.map_err(|e| locate_failing_chunk(array, subset, elem).unwrap_or(e))
+}
+
+/// zarrs copies each decoded chunk into the output row by row. When those rows are short and
+/// the output does not start on a cache line (numpy's large arrays start 16 bytes into a
+/// page), every store of the copy straddles two cache lines, and reads ran at less than half
+/// the speed they reach into an aligned output (uncompressed 64³ float32 chunks: 1.0 against
+/// 2.5 GB/s on 2 cores). Such reads decode into aligned scratch memory a slab at a time and
+/// copy each slab out with long copies, which memcpy aligns itself.
+const CACHE_LINE: usize = 64;
+/// Runs of at least this many bytes are copied well at any alignment.
+const SHORT_RUN: usize = 4096;
+/// Outputs smaller than this are read directly whatever their alignment.
+const REALIGN_MIN_BYTES: usize = 1 << 20;
+/// Scratch per slab at most (and at most `ReadOptions::staging_bytes`), but at least one
+/// row of chunks along the first axis.
+const REALIGN_SLAB_BYTES: usize = 64 << 20;
+
+/// The rows (along the first axis) of each slab of a realigned read, or `None` to read
+/// straight into `out`.
+fn realign_slab_rows<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    window: &crate::buffer::CWindow,
+    opts: &ReadOptions,
+) -> Option<u64> {
+    let d = subset.len();
+    if d == 0 || opts.progress.is_some() || out.nbytes() < REALIGN_MIN_BYTES {
+        return None;
+    }
+    let first = out.buffer().host_ptr()? as usize + out.offset();
+    if first.is_multiple_of(CACHE_LINE) {
+        return None;
+    }
+    let zero = vec![0u64; d];
+    let grid: Vec<u64> = array
+        .chunk_shape(&zero)
+        .ok()?
+        .iter()
+        .map(|n| n.get())
+        .collect();
+    // zarrs decodes sharded arrays inner chunk by inner chunk.
+    let unit: Vec<u64> = array
+        .subchunk_shape()
+        .map(|s| s.iter().map(|n| n.get()).collect())
+        .unwrap_or_else(|| grid.clone());
+    if unit.len() != d || grid.len() != d {
+        return None;
+    }
+    // The longest run zarrs writes in one copy: the unit's last axis, and the axes before it
+    // while the unit spans the whole output along the axes after them.
+    let elem = out.dtype().size() as u64;
+    let mut run = elem;
+    for k in (0..d).rev() {
+        let extent = subset[k].end - subset[k].start;
+        run = run.saturating_mul(unit[k].min(extent));
+        if unit[k] < extent || extent != window.parent_shape[k] {
+            break;
+        }
+    }
+    if run >= SHORT_RUN as u64 {
+        return None;
+    }
+    let row_bytes = (out.nbytes() / out.shape()[0].max(1)).max(1) as u64;
+    let budget = REALIGN_SLAB_BYTES.min(opts.staging_bytes) as u64;
+    let rows = (budget / row_bytes).max(1);
+    // Whole chunks (shards) along the first axis when they fit.
+    Some(if rows >= grid[0] {
+        rows - rows % grid[0]
+    } else {
+        grid[0]
+    })
+}
+
+/// Reads `subset` slab by slab (along the first axis, at chunk boundaries) into aligned
+/// scratch memory and copies each slab into its place in `out` (see [`CACHE_LINE`]).
+fn read_realigned<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    slab_rows: u64,
+    opts: &ReadOptions,
+) -> Result<()> {
+    let axis0 = subset[0].clone();
+    let mut start = axis0.start;
+    while start < axis0.end {
+        // The slab ends on a multiple of `slab_rows` (a chunk boundary) or at the subset's end.
+        let end = ((start / slab_rows + 1) * slab_rows).min(axis0.end);
+        let mut slab = subset.to_vec();
+        slab[0] = start..end;
+        let shape: Vec<usize> = slab.iter().map(|r| (r.end - r.start) as usize).collect();
+        // Every element is written by read_direct before the copy reads it; on an error the
+        // scratch is dropped unread.
+        let scratch =
+            NDBuffer::empty_unwritten(&shape, out.dtype(), Order::C, &BufferPrototype::cpu())?;
+        let window = scratch.c_window().ok_or_else(|| {
+            Error::ShapeMismatch("scratch memory is not C-contiguous".to_string())
+        })?;
+        read_direct(array, &slab, &scratch, window, opts)?;
+        let mut place: Vec<Range<usize>> = shape.iter().map(|&n| 0..n).collect();
+        place[0] = (start - axis0.start) as usize..(end - axis0.start) as usize;
+        copy_into_window(&scratch, &out.get(&place)?)?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// Copies the C-contiguous host array `src` into `dst` (same shape and type, a window of a
+/// C-contiguous host parent), in parallel.
+fn copy_into_window(src: &NDBuffer, dst: &NDBuffer) -> Result<()> {
+    use rayon::prelude::*;
+    let w = dst.c_window().ok_or_else(|| {
+        Error::ShapeMismatch("the output is not a window of a C-contiguous array".to_string())
+    })?;
+    let elem = dst.dtype().size();
+    let n = src.nbytes();
+    let (_guard, bytes) = src.buffer().written_region("a copy")?.host_bytes()?;
+    let s = &bytes[src.offset()..src.offset() + n];
+    let region = dst.buffer().try_slice(w.byte_start..w.byte_end)?;
+    region.with_host_mut(|d| {
+        const PIECE: usize = 1 << 20;
+        if dst.is_c_contiguous() {
+            let at = dst.offset() - w.byte_start;
+            d[at..at + n]
+                .par_chunks_mut(PIECE)
+                .zip(s.par_chunks(PIECE))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            return Ok(());
+        }
+        // A window: parent rows along the first axis hold the window's rows at an offset.
+        let nd = dst.ndim();
+        let shape = dst.shape();
+        let parent: Vec<usize> = w.parent_shape.iter().map(|&v| v as usize).collect();
+        let origin: Vec<usize> = w.window.start().iter().map(|&v| v as usize).collect();
+        let mut pstride = vec![elem; nd];
+        for k in (0..nd.saturating_sub(1)).rev() {
+            pstride[k] = pstride[k + 1] * parent[k + 1];
+        }
+        let run = shape[nd - 1] * elem;
+        let src_row = n / shape[0];
+        let runs_per_row = src_row / run;
+        d.par_chunks_mut(pstride[0])
+            .zip(s.par_chunks(src_row))
+            .for_each(|(drow, srow)| {
+                for (r, src_run) in srow.chunks_exact(run).enumerate().take(runs_per_row) {
+                    // The index of run `r` over axes 1..nd-1, as a byte offset in the parent row.
+                    let mut rest = r;
+                    let mut at = origin[nd - 1] * elem;
+                    for k in (1..nd - 1).rev() {
+                        at += (origin[k] + rest % shape[k]) * pstride[k];
+                        rest /= shape[k];
+                    }
+                    drow[at..at + run].copy_from_slice(src_run);
+                }
+            });
+        Ok(())
+    })
 }
 
 /// For sharded arrays, reads (and caches in the OS) the index of every shard the request

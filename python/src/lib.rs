@@ -29,6 +29,15 @@ use zarrbuf::{
     StreamOptions, WriteOptions,
 };
 
+/// The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
+/// come from mimalloc, which keeps freed memory for reuse. With glibc's malloc every small
+/// read paid for its buffers twice: a freed 4 MiB decode buffer at the top of the heap was
+/// trimmed back to the OS, and the next read faulted fresh zeroed pages in (a loop of
+/// 64-row reads from 4 MiB chunks spent 60% of its time in the kernel). Python's own
+/// allocations are not affected.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 create_exception!(
     _zarrbuf,
     ZarrbufError,
