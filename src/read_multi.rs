@@ -77,10 +77,7 @@ pub(crate) fn read_multi<S: ?Sized + ReadableStorageTraits + 'static>(
 /// Options for each of `n` parallel pipelines: the decoding threads shared out, and
 /// progress summed over the parts before it reaches the caller's callback.
 fn per_pipeline_options(opts: &ReadOptions, n: usize) -> impl Fn(usize) -> ReadOptions + '_ {
-    let threads = opts
-        .concurrency
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()));
-    let share = (threads / n).max(1);
+    let share = (opts.threads() / n).max(1);
     let totals = Arc::new(Mutex::new(vec![Progress::default(); n]));
     move |i| {
         let mut o = opts.clone().with_concurrency(share);

@@ -80,6 +80,25 @@ impl DeviceCodec {
         expected: usize,
         validate_checksums: bool,
     ) -> Result<Range<usize>, String> {
+        let body = self.checked_body(encoded, validate_checksums)?;
+        let inner = match self.framing {
+            Framing::Zstd => zstd_payload(&encoded[body.clone()], expected)?,
+            Framing::Gzip => gzip_payload(&encoded[body.clone()], expected)?,
+            Framing::Zlib => zlib_payload(&encoded[body.clone()])?,
+            Framing::Lz4 => lz4_payload(&encoded[body.clone()], expected)?,
+        };
+        Ok(body.start + inner.start..body.start + inner.end)
+    }
+}
+
+impl DeviceCodec {
+    /// The compressed part of `encoded`: all of it, or all but a crc32c trailer, which is
+    /// verified when `validate_checksums`.
+    fn checked_body(
+        &self,
+        encoded: &[u8],
+        validate_checksums: bool,
+    ) -> Result<Range<usize>, String> {
         let mut body = 0..encoded.len();
         if self.crc32c {
             if encoded.len() < 4 {
@@ -96,17 +115,9 @@ impl DeviceCodec {
                 }
             }
         }
-        let inner = match self.framing {
-            Framing::Zstd => zstd_payload(&encoded[body.clone()], expected)?,
-            Framing::Gzip => gzip_payload(&encoded[body.clone()], expected)?,
-            Framing::Zlib => zlib_payload(&encoded[body.clone()])?,
-            Framing::Lz4 => lz4_payload(&encoded[body.clone()], expected)?,
-        };
-        Ok(body.start + inner.start..body.start + inner.end)
+        Ok(body)
     }
-}
 
-impl DeviceCodec {
     /// Decodes one stored chunk straight into `out` (exactly the chunk's decoded size) on
     /// the CPU — no intermediate allocation — with every check the codecs define: the
     /// crc32c trailer (when `validate_checksums`), zstd's own content checksum, gzip's CRC-32
@@ -118,16 +129,18 @@ impl DeviceCodec {
         validate_checksums: bool,
     ) -> Result<usize, String> {
         use std::io::Read;
-        let body = if self.crc32c {
+        let body = match (self.crc32c, self.framing) {
+            (false, _) => 0..encoded.len(),
+            // The lz4 block is checked by its decoder here: the walk of `payload` is for
+            // blocks bound for nvCOMP, and would be a second pass over every CPU chunk.
+            (true, Framing::Lz4) => self.checked_body(encoded, validate_checksums)?,
             // The framing checks (and the crc32c) are those of `payload`.
-            let r = self.payload(encoded, out.len(), validate_checksums)?;
-            match self.framing {
-                Framing::Zstd | Framing::Lz4 => r,
-                // gzip and zlib are decoded whole, with their own checks.
-                Framing::Gzip | Framing::Zlib => 0..encoded.len() - 4,
+            (true, Framing::Zstd) => self.payload(encoded, out.len(), validate_checksums)?,
+            // gzip and zlib are decoded whole, with their own checks.
+            (true, Framing::Gzip | Framing::Zlib) => {
+                self.payload(encoded, out.len(), validate_checksums)?;
+                0..encoded.len() - 4
             }
-        } else {
-            0..encoded.len()
         };
         let body = &encoded[body];
         let want = out.len();
@@ -159,12 +172,7 @@ impl DeviceCodec {
                 complete(want, trailing)
             }
             Framing::Lz4 => {
-                // Without a crc32c the size header has not been checked yet.
-                let block = if self.crc32c {
-                    body
-                } else {
-                    &body[lz4_payload(body, want)?]
-                };
+                let block = &body[lz4_header(body, want)?];
                 let n = lz4_flex::block::decompress_into(block, out)
                     .map_err(|e| format!("lz4: {e}"))?;
                 complete(n, false)
@@ -173,9 +181,17 @@ impl DeviceCodec {
     }
 }
 
+/// numcodecs' lz4 bound for the device: the size header of [`lz4_header`], then a block
+/// that passes [`lz4_block_check`]. Returns the block's range.
+fn lz4_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
+    let block = lz4_header(b, expected)?;
+    lz4_block_check(&b[block.clone()], expected)?;
+    Ok(block)
+}
+
 /// numcodecs' lz4: a 4-byte little-endian decoded size equal to the chunk's size, then a
 /// non-empty LZ4 block. Returns the block's range.
-fn lz4_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
+fn lz4_header(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
     if b.len() < 5 {
         return Err(format!(
             "a {}-byte numcodecs lz4 chunk is too short for its size header and a block",
@@ -188,7 +204,6 @@ fn lz4_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
             "the lz4 size header declares {declared} decoded bytes, the chunk holds {expected}"
         ));
     }
-    lz4_block_check(&b[4..], expected)?;
     Ok(4..b.len())
 }
 
