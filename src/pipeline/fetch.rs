@@ -101,10 +101,7 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
     let index = match shards.index_of(&shard) {
         Ok(hit) => hit.flatten(),
         Err(Role::Lead(leader)) => {
-            let encoded = storage
-                .get_partial(&key, shards.index().index_range())
-                .await
-                .map_err(|e| e.to_string());
+            let encoded = get_async(storage.as_ref(), &key, shards.index().index_range()).await;
             shards.finish_index(leader, &shard, encoded).map_err(fail)?
         }
         Err(Role::Wait(flight)) => {
@@ -122,10 +119,7 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
     };
     let fetched = match shards.join_group(&shard, &group) {
         Role::Lead(leader) => {
-            let got = storage
-                .get_partial(&key, ByteRange::new(group.clone()))
-                .await
-                .map_err(|e| e.to_string());
+            let got = get_async(storage.as_ref(), &key, ByteRange::new(group.clone())).await;
             shards.finish_group(leader, got.clone());
             got
         }
@@ -158,10 +152,7 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     match job {
         Ahead::Index { shard, leader } => {
             let key = array.chunk_key(&shard);
-            let encoded = storage
-                .get_partial(&key, shards.index().index_range())
-                .await
-                .map_err(|e| e.to_string());
+            let encoded = get_async(storage.as_ref(), &key, shards.index().index_range()).await;
             let _ = shards.finish_index(leader, &shard, encoded);
         }
         Ahead::Group {
@@ -170,11 +161,22 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
             leader,
         } => {
             let key = array.chunk_key(&shard);
-            let got = storage
-                .get_partial(&key, ByteRange::new(group))
-                .await
-                .map_err(|e| e.to_string());
-            shards.finish_group(leader, got);
+            shards.finish_group(
+                leader,
+                get_async(storage.as_ref(), &key, ByteRange::new(group)).await,
+            );
         }
     }
+}
+
+/// One ranged read of `key` from an async store, as the shard fetch stage keeps it.
+async fn get_async<S: ?Sized + AsyncReadableStorageTraits>(
+    storage: &S,
+    key: &zarrs::storage::StoreKey,
+    range: ByteRange,
+) -> Fetched {
+    storage
+        .get_partial(key, range)
+        .await
+        .map_err(|e| e.to_string())
 }
