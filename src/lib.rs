@@ -49,7 +49,7 @@ pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
 pub use options::{
-    Decode, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
+    Compress, Decode, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
 };
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};

@@ -2,14 +2,15 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{Gathered, StagedWrite};
+use super::{DeviceCompress, Gathered, StagedWrite};
 use crate::buffer::NDBuffer;
-use crate::device::ops_for;
+use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
-use crate::error::Result;
-use crate::options::WriteOptions;
-use crate::zarr::{ChainPlan, Unit, chunk_error, fill_bytes, plan_chunks};
+use crate::error::{Error, Result};
+use crate::options::{Compress, WriteOptions};
+use crate::zarr::{ChainPlan, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks};
 use std::ops::Range;
+use std::sync::{Arc, Once};
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
 use zarrs::storage::ReadableWritableStorageTraits;
 
@@ -65,11 +66,83 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     data: &NDBuffer,
     opts: &WriteOptions,
 ) -> Result<()> {
+    write_staged_on(ops_for(data.memory())?, array, sink, subset, data, opts)
+}
+
+/// Whether, and how, a write on `ops` compresses on the device (see [`Compress`]); `None`
+/// means the CPU workers compress. Falling back from an explicit [`Compress::Gpu`] says why
+/// on stderr once per reason.
+fn device_compress(
+    choice: Compress,
+    ops: &dyn DeviceOps,
+    chain: Option<&ChainPlan>,
+    chunk_bytes: usize,
+    store_empty_chunks: bool,
+) -> Option<DeviceCompress> {
+    match choice {
+        Compress::Cpu | Compress::Auto => return None,
+        Compress::Gpu => {}
+    }
+    let say = |once: &'static Once, why: String| {
+        once.call_once(|| eprintln!("zarrbuf: compressing on the CPU: {why}"));
+    };
+    // Chains the device cannot compress stay on the CPU without a word, as reads do.
+    let codec = WriteCodec::of(&chain?.chain).ok()?;
+    if let Err(why) = ops.batch_compressor() {
+        static SAID: Once = Once::new();
+        say(&SAID, why);
+        return None;
+    }
+    let settings = codec.settings();
+    let limit = max_chunk_bytes(settings.format);
+    if chunk_bytes > limit {
+        static SAID: Once = Once::new();
+        say(
+            &SAID,
+            format!(
+                "chunks of {chunk_bytes} bytes are larger than the {limit} the device compresses in {}",
+                settings.format
+            ),
+        );
+        return None;
+    }
+    Some(DeviceCompress {
+        settings,
+        stage_uncompressed: codec.needs_uncompressed() || !store_empty_chunks,
+    })
+}
+
+/// [`write_staged`] on the device `ops` (tests pass their own).
+pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
+    ops: Arc<dyn DeviceOps>,
+    array: &Array<S>,
+    sink: &dyn ChunkSink,
+    subset: &[Range<u64>],
+    data: &NDBuffer,
+    opts: &WriteOptions,
+) -> Result<()> {
     let elem = data.dtype().size();
     let units = plan_chunks(array, subset)?;
     let chain = ChainPlan::new(array.codecs(), elem)?;
+    let chunk_bytes = units
+        .iter()
+        .map(|u| u.num_elements() * elem)
+        .max()
+        .unwrap_or(0);
+    let compress = device_compress(
+        opts.compress,
+        ops.as_ref(),
+        chain.as_ref(),
+        chunk_bytes,
+        opts.store_empty_chunks,
+    );
+    let codec = match (&compress, &chain) {
+        (Some(_), Some(c)) => WriteCodec::of(&c.chain).ok(),
+        _ => None,
+    };
+    let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     let staged = StagedWrite {
-        ops: ops_for(data.memory())?,
+        ops,
         units: &units,
         layout: chain.as_ref().map(|c| c.layout.clone()),
         request_start: subset.iter().map(|r| r.start).collect(),
@@ -78,6 +151,8 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
         staging_bytes: opts.staging_bytes,
         threads: opts.threads(),
         progress: opts.progress.clone(),
+        device_compress: compress,
+        unit_error: &unit_error,
     };
     // Chunks are compressed in parallel, so each codec runs single-threaded.
     let codec_opts = opts.codec_options().with_concurrent_target(1);
@@ -87,14 +162,43 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     {
         zarrbuf_codecs::host::byte_swap(&mut fill_encoded, data.dtype().swap_unit())?;
     }
-    let consume = |unit: &Unit, gathered: &Gathered, bytes: &[u8]| -> Result<()> {
+    let is_empty = |bytes: &[u8]| {
+        !opts.store_empty_chunks
+            && bytes
+                .chunks_exact(fill_encoded.len())
+                .all(|e| e == fill_encoded)
+    };
+    let consume = |unit: &Unit,
+                   gathered: &Gathered,
+                   bytes: &[u8],
+                   compressed: Option<&[u8]>|
+     -> Result<()> {
         match (gathered, &chain) {
+            (Gathered::Compressed { len }, _) => {
+                let (Some(codec), Some(compressed)) = (&codec, compressed) else {
+                    return Err(chunk_error(
+                        array,
+                        &unit.indices,
+                        "a device-compressed chunk without its codec or bytes (internal error: please report)",
+                    ));
+                };
+                // The uncompressed chunk is staged whenever empty chunks are skipped.
+                if !bytes.is_empty() && is_empty(bytes) {
+                    return sink.erase(&unit.indices);
+                }
+                let encoded = codec
+                    .frame(compressed, *len, bytes)
+                    .map_err(|why| chunk_error(array, &unit.indices, why))?;
+                // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout
+                // (gathered as for `FullChunk` below), compressed by the device in the
+                // chain's only compressor's format and framed as that codec frames it, with
+                // the chain's crc32c appended when it has one (WriteCodec::of accepts only
+                // such chains; round trips in tests/device_compress.rs and the GPU check):
+                // a valid encoding of this chunk.
+                unsafe { sink.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
+            }
             (Gathered::FullChunk, Some(chain)) => {
-                if !opts.store_empty_chunks
-                    && bytes
-                        .chunks_exact(fill_encoded.len())
-                        .all(|e| e == fill_encoded)
-                {
+                if is_empty(bytes) {
                     return sink.erase(&unit.indices);
                 }
                 let encoded = chain

@@ -17,6 +17,7 @@ mod shard_index;
 mod store;
 mod subset;
 mod units;
+mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
@@ -32,6 +33,7 @@ pub(crate) use shard_index::ShardIndex;
 pub(crate) use store::label;
 pub use store::{DynArray, location_label, node_path, open, open_store};
 pub use subset::parse_subset;
+pub(crate) use write_framing::WriteCodec;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };

@@ -1,0 +1,253 @@
+//! The write side of device compression: which codec chains a device compresses, and the
+//! framing the CPU puts around the bare compressed stream that comes back from it.
+//!
+//! The device (nvCOMP on CUDA, its host twin otherwise) produces a zstd frame, a raw DEFLATE
+//! stream or one LZ4 block per chunk. The stored chunk is that stream in its codec's framing:
+//! - `zstd`: the frame as it is;
+//! - numcodecs `lz4`: the decoded size as a 4-byte little-endian integer, then the block;
+//! - `gzip` (RFC 1952): a 10-byte header, the DEFLATE stream, CRC-32 and size (mod 2^32) of
+//!   the uncompressed chunk, little-endian;
+//! - `zlib` (RFC 1950): two header bytes, the DEFLATE stream, Adler-32 of the uncompressed
+//!   chunk, big-endian;
+//!
+//! then, when the chain ends with `crc32c`, the CRC-32C of those framed bytes, little-endian.
+//! gzip's and zlib's checksums are computed here, on the CPU, from the uncompressed chunk in
+//! host staging (the write pipeline copies it back from the device for those two codecs).
+
+use super::framing::{DeviceCodec, Framing};
+use crate::device::{CompressSettings, Compression};
+use std::sync::Arc;
+use zarrs::array::{CodecChain, CodecMetadataOptions};
+
+/// The bytes-to-bytes codecs of a chain a device compresses: one compressor (`zstd`,
+/// `gzip`, `zlib`, numcodecs `lz4`), optionally followed by `crc32c`, and the compressor's
+/// level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WriteCodec {
+    pub framing: Framing,
+    pub crc32c: bool,
+    /// zstd's level, gzip's or zlib's level (lz4: 0).
+    pub level: i32,
+}
+
+impl WriteCodec {
+    /// The device-compressible part of `chain`'s bytes-to-bytes codecs, or why the chain
+    /// is compressed on the CPU. The chains are those the device decoder reads
+    /// ([`DeviceCodec::of`]), except zstd with `checksum: true`: nvCOMP writes no zstd
+    /// content checksums.
+    pub(crate) fn of(chain: &Arc<CodecChain>) -> std::result::Result<Self, String> {
+        let Some(DeviceCodec { framing, crc32c }) = DeviceCodec::of(chain) else {
+            return Err(
+                "the device compresses only one zstd, gzip, zlib or lz4 codec (optionally followed by crc32c)"
+                    .into(),
+            );
+        };
+        let config = chain
+            .bytes_to_bytes_codecs()
+            .first()
+            .and_then(|c| c.configuration_v3(&CodecMetadataOptions::default()));
+        let field = |name: &str| config.as_ref().and_then(|c| c.get(name).cloned());
+        if framing == Framing::Zstd && field("checksum").and_then(|v| v.as_bool()) == Some(true) {
+            return Err("the device writes no zstd content checksums (checksum: true)".into());
+        }
+        let level = match framing {
+            Framing::Lz4 => 0,
+            _ => field("level")
+                .and_then(|v| v.as_i64())
+                .map(|l| l.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
+                .unwrap_or(match framing {
+                    Framing::Zstd => 0,
+                    _ => 6,
+                }),
+        };
+        Ok(WriteCodec {
+            framing,
+            crc32c,
+            level,
+        })
+    }
+
+    /// What the device compresses each chunk with.
+    pub(crate) fn settings(&self) -> CompressSettings {
+        CompressSettings {
+            format: match self.framing {
+                Framing::Zstd => Compression::Zstd,
+                Framing::Gzip | Framing::Zlib => Compression::Deflate,
+                Framing::Lz4 => Compression::Lz4,
+            },
+            level: self.level,
+        }
+    }
+
+    /// Whether framing needs the uncompressed chunk on the host (gzip's CRC-32, zlib's
+    /// Adler-32).
+    pub(crate) fn needs_uncompressed(&self) -> bool {
+        matches!(self.framing, Framing::Gzip | Framing::Zlib)
+    }
+
+    /// The stored chunk: `compressed` (the device's bare stream for a chunk of
+    /// `uncompressed_len` bytes) in the codec's framing. `uncompressed` is the chunk itself
+    /// where [`Self::needs_uncompressed`], else ignored. `Err` says what does not fit.
+    pub(crate) fn frame(
+        &self,
+        compressed: &[u8],
+        uncompressed_len: usize,
+        uncompressed: &[u8],
+    ) -> std::result::Result<Vec<u8>, String> {
+        if self.needs_uncompressed() && uncompressed.len() != uncompressed_len {
+            return Err(format!(
+                "{} framing needs the {uncompressed_len}-byte uncompressed chunk, {} bytes were staged",
+                self.name(),
+                uncompressed.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(compressed.len() + 22);
+        match self.framing {
+            Framing::Zstd => out.extend_from_slice(compressed),
+            Framing::Lz4 => {
+                let size = u32::try_from(uncompressed_len).map_err(|_| {
+                    format!("an lz4 chunk of {uncompressed_len} bytes does not fit numcodecs' 4-byte size header")
+                })?;
+                out.extend_from_slice(&size.to_le_bytes());
+                out.extend_from_slice(compressed);
+            }
+            Framing::Gzip => {
+                // Magic, DEFLATE, no flags, no time stamp, no extra flags, OS unknown: the
+                // header flate2's GzEncoder (zarrs' gzip codec) writes.
+                out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+                out.extend_from_slice(compressed);
+                out.extend_from_slice(&crc32fast::hash(uncompressed).to_le_bytes());
+                out.extend_from_slice(&(uncompressed_len as u32).to_le_bytes());
+            }
+            Framing::Zlib => {
+                // CMF 0x78 (DEFLATE, 32 KiB window); FLG with FLEVEL from the level and the
+                // check bits that make CMF·256 + FLG a multiple of 31.
+                let flevel: u8 = match self.level {
+                    ..=1 => 0,
+                    2..=5 => 1,
+                    6 => 2,
+                    _ => 3,
+                };
+                let cmf = 0x78u8;
+                let flg_base = flevel << 6;
+                let check = 31 - ((u16::from(cmf) * 256 + u16::from(flg_base)) % 31);
+                let flg = flg_base | (check % 31) as u8;
+                out.extend_from_slice(&[cmf, flg]);
+                out.extend_from_slice(compressed);
+                out.extend_from_slice(&adler2::adler32_slice(uncompressed).to_be_bytes());
+            }
+        }
+        if self.crc32c {
+            let crc = crc32c::crc32c(&out);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        Ok(out)
+    }
+
+    fn name(&self) -> &'static str {
+        match self.framing {
+            Framing::Zstd => "zstd",
+            Framing::Gzip => "gzip",
+            Framing::Zlib => "zlib",
+            Framing::Lz4 => "lz4",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::CompressSettings;
+    use std::io::Read;
+
+    fn data() -> Vec<u8> {
+        (0..50_000u32).flat_map(|i| (i / 5).to_le_bytes()).collect()
+    }
+
+    /// The host twin's bare stream for `codec`.
+    fn bare(codec: &WriteCodec, input: &[u8]) -> Vec<u8> {
+        let CompressSettings { format, level } = codec.settings();
+        let mut c = match format {
+            Compression::Zstd => zstd::bulk::compress(input, level).unwrap(),
+            Compression::Lz4 => lz4_flex::block::compress(input),
+            Compression::Deflate => {
+                let mut e = flate2::read::DeflateEncoder::new(
+                    input,
+                    flate2::Compression::new(level as u32),
+                );
+                let mut v = Vec::new();
+                e.read_to_end(&mut v).unwrap();
+                v
+            }
+        };
+        c.shrink_to_fit();
+        c
+    }
+
+    #[test]
+    fn framed_chunks_decode_with_the_codecs_own_checks() {
+        let input = data();
+        for framing in [Framing::Zstd, Framing::Gzip, Framing::Zlib, Framing::Lz4] {
+            for level in [1, 6, 9] {
+                for crc32c in [false, true] {
+                    let codec = WriteCodec {
+                        framing,
+                        crc32c,
+                        level,
+                    };
+                    let framed = codec
+                        .frame(&bare(&codec, &input), input.len(), &input)
+                        .unwrap();
+                    let reader = DeviceCodec { framing, crc32c };
+                    let mut out = vec![0u8; input.len()];
+                    let n = reader
+                        .decode_into(&framed, &mut out, true)
+                        .unwrap_or_else(|e| panic!("{framing:?} {level} {crc32c}: {e}"));
+                    assert_eq!((n, &out), (input.len(), &input), "{framing:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gzip_and_zlib_read_back_with_flate2() {
+        let input = data();
+        for framing in [Framing::Gzip, Framing::Zlib] {
+            let codec = WriteCodec {
+                framing,
+                crc32c: false,
+                level: 5,
+            };
+            let framed = codec
+                .frame(&bare(&codec, &input), input.len(), &input)
+                .unwrap();
+            let mut back = Vec::new();
+            match framing {
+                Framing::Gzip => flate2::read::GzDecoder::new(&framed[..])
+                    .read_to_end(&mut back)
+                    .unwrap(),
+                _ => flate2::read::ZlibDecoder::new(&framed[..])
+                    .read_to_end(&mut back)
+                    .unwrap(),
+            };
+            assert_eq!(back, input, "{framing:?}");
+        }
+    }
+
+    #[test]
+    fn checksum_framings_refuse_a_missing_uncompressed_chunk() {
+        let codec = WriteCodec {
+            framing: Framing::Gzip,
+            crc32c: false,
+            level: 1,
+        };
+        let e = codec.frame(&[1, 2, 3], 100, &[]).unwrap_err();
+        assert!(e.contains("uncompressed chunk"), "{e}");
+        let zstd = WriteCodec {
+            framing: Framing::Zstd,
+            crc32c: true,
+            level: 1,
+        };
+        assert_eq!(zstd.frame(&[1, 2, 3], 100, &[]).unwrap().len(), 7);
+    }
+}
