@@ -3,9 +3,7 @@
 
 use crate::buffer::BufferPrototype;
 use crate::error::{Error, Result};
-use crate::options::{
-    Compress, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
-};
+use crate::options::{Compress, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
 use crate::read::ArrayReadExt;
 use crate::write::ArrayWriteExt;
 use crate::zarr::{check_subset, data_type_of};

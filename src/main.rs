@@ -7,8 +7,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Error, NDBuffer, ReadOptions,
-    Result,
+    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Error, NDBuffer, ReadOptions, Result,
 };
 
 #[derive(Parser)]

@@ -169,14 +169,9 @@ fn every_device_compressed_chain_reads_back_exactly() {
                     )
                     .replace(':', "_");
                     let dest = written_dir().join(format!("{tag}.zarr"));
-                    let Some(dir) = create(
-                        &dest,
-                        format,
-                        chain,
-                        ("uint16", "<u2"),
-                        &shape,
-                        &chunks,
-                    ) else {
+                    let Some(dir) =
+                        create(&dest, format, chain, ("uint16", "<u2"), &shape, &chunks)
+                    else {
                         continue;
                     };
                     let array = zarrbuf::open(dir.to_str().unwrap(), "").unwrap();

@@ -74,14 +74,15 @@ pub(crate) fn compress_on_host(
         return Err(CHUNK_TOO_LARGE);
     }
     match settings.format {
-        Compression::Zstd => zstd::zstd_safe::compress(&mut *out, input, settings.level)
-            .map_err(|code| {
+        Compression::Zstd => {
+            zstd::zstd_safe::compress(&mut *out, input, settings.level).map_err(|code| {
                 if zstd::zstd_safe::get_error_name(code).contains("Destination buffer") {
                     OUTPUT_TOO_SMALL
                 } else {
                     CANNOT_COMPRESS
                 }
-            }),
+            })
+        }
         Compression::Deflate => {
             let level = flate2::Compression::new(settings.level.clamp(0, 9) as u32);
             let mut c = flate2::Compress::new(level, false);
@@ -114,7 +115,9 @@ mod tests {
     use crate::device::batch::decode_on_host;
 
     fn data() -> Vec<u8> {
-        (0..200_000u32).flat_map(|i| (i / 7).to_le_bytes()).collect()
+        (0..200_000u32)
+            .flat_map(|i| (i / 7).to_le_bytes())
+            .collect()
     }
 
     #[test]

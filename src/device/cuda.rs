@@ -311,11 +311,7 @@ impl DeviceOps for CudaOps {
         lib.compressors().map(|_| ()).map_err(str::to_string)
     }
 
-    fn max_compressed_size(
-        &self,
-        settings: CompressSettings,
-        chunk_bytes: usize,
-    ) -> Result<usize> {
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize> {
         let (lib, api, opts) = compressor(settings)?;
         lib.max_compressed_bytes(api, chunk_bytes, opts)
     }
@@ -349,14 +345,8 @@ impl DeviceOps for CudaOps {
         let mut regions: Vec<&Region> = vec![&host, &device];
         regions.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
         let stream = self.stream_after(q, &regions)?;
-        let temp_bytes = lib.compress_temp_bytes(
-            api,
-            items.len(),
-            max_chunk,
-            total,
-            opts,
-            stream.cu_stream(),
-        )?;
+        let temp_bytes =
+            lib.compress_temp_bytes(api, items.len(), max_chunk, total, opts, stream.cu_stream())?;
         if desc.temp.as_ref().is_none_or(|t| t.len() < temp_bytes) {
             let t = Region::alloc_cuda(self.ctx.ordinal(), temp_bytes.max(1), Init::Unwritten)?;
             t.settle()?;

@@ -185,11 +185,7 @@ impl DeviceOps for HostOps {
         Ok(())
     }
 
-    fn max_compressed_size(
-        &self,
-        settings: CompressSettings,
-        chunk_bytes: usize,
-    ) -> Result<usize> {
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize> {
         Ok(host_max_compressed_size(settings.format, chunk_bytes))
     }
 

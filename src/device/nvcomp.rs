@@ -307,7 +307,11 @@ fn resolve_compressors(
     }
     let format = |name: &str| -> std::result::Result<CompressFormat, String> {
         Ok(CompressFormat {
-            temp_size: sym(lib, &format!("nvcompBatched{name}CompressGetTempSize"), path)?,
+            temp_size: sym(
+                lib,
+                &format!("nvcompBatched{name}CompressGetTempSize"),
+                path,
+            )?,
             max_output: sym(
                 lib,
                 &format!("nvcompBatched{name}CompressGetMaxOutputChunkSize"),

@@ -124,8 +124,7 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn batch_compressor(&self) -> std::result::Result<(), String>;
     /// The output buffer each chunk of up to `chunk_bytes` bytes needs when compressed in
     /// `settings` (what the compressor may write in the worst case).
-    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize)
-    -> Result<usize>;
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize>;
     /// Enqueues the compression of `items` on `q`: each input (uncompressed, device memory)
     /// into its output (at least [`Self::max_compressed_size`] bytes). Each chunk's
     /// compressed size or failure is in `desc` once the queue has passed this point

@@ -234,8 +234,14 @@ impl StagedWrite<'_> {
                 });
             }
             drop(free_tx);
-            let submitted =
-                self.submit_all(data, slots, &free_rx, &work_tx, &abort, batches.as_deref_mut());
+            let submitted = self.submit_all(
+                data,
+                slots,
+                &free_rx,
+                &work_tx,
+                &abort,
+                batches.as_deref_mut(),
+            );
             drop(work_tx);
             submitted
         })?;
@@ -304,7 +310,8 @@ impl StagedWrite<'_> {
                         slot.scratch.try_slice(..len)?,
                         slot.staging.try_slice(..len)?,
                     );
-                    self.ops.copy(&queue, scratch.region()?, staging.region()?)?;
+                    self.ops
+                        .copy(&queue, scratch.region()?, staging.region()?)?;
                 }
                 if b.push(i, slot_id, len) {
                     b.flush(slots, &mut send_compressed, &unit_error)?;

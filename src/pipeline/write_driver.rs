@@ -228,3 +228,276 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
     };
     staged.run(data, &consume)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The device-compression batches through a wrapper of the host device that counts the
+    //! batches and can make one chunk fail, as nvCOMP reports a chunk it cannot compress.
+    use super::*;
+    use crate::device::{
+        BatchDesc, BatchItem, CompressSettings, Compression, Event, HostOps, Queue,
+    };
+    use crate::memory::Region;
+    use crate::options::PipelineMode;
+    use crate::place::Memory;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use zarrbuf_codecs::{ScalarKind, Strided};
+    use zarrs::array::{ArrayBuilder, data_type};
+    use zarrs::storage::store::MemoryStore;
+
+    /// The host device; compression batches counted, and the chunk whose input starts with
+    /// `fail_marker` reported as not compressible.
+    struct Counting {
+        host: HostOps,
+        batches: AtomicUsize,
+        chunks: AtomicUsize,
+        formats: Mutex<Vec<Compression>>,
+        fail_marker: Option<u32>,
+    }
+
+    impl DeviceOps for Counting {
+        fn memory(&self) -> Memory {
+            self.host.memory()
+        }
+        fn alloc(&self, len: usize) -> Result<Region> {
+            self.host.alloc(len)
+        }
+        fn alloc_staging(&self, len: usize) -> Result<Region> {
+            self.host.alloc_staging(len)
+        }
+        fn new_queue(&self) -> Result<Queue> {
+            self.host.new_queue()
+        }
+        fn default_queue(&self) -> Queue {
+            self.host.default_queue()
+        }
+        fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()> {
+            self.host.copy(q, src, dst)
+        }
+        fn strided_copy(
+            &self,
+            q: &Queue,
+            src: &Region,
+            src_view: Strided<'_>,
+            dst: &Region,
+            dst_view: Strided<'_>,
+            shape: &[usize],
+            elem_size: usize,
+            swap_unit: usize,
+        ) -> Result<()> {
+            self.host
+                .strided_copy(q, src, src_view, dst, dst_view, shape, elem_size, swap_unit)
+        }
+        fn fill(
+            &self,
+            q: &Queue,
+            dst: &Region,
+            view: Strided<'_>,
+            shape: &[usize],
+            pattern: &[u8],
+        ) -> Result<()> {
+            self.host.fill(q, dst, view, shape, pattern)
+        }
+        fn cast(
+            &self,
+            q: &Queue,
+            src: &Region,
+            src_view: Strided<'_>,
+            src_kind: ScalarKind,
+            dst: &Region,
+            dst_view: Strided<'_>,
+            dst_kind: ScalarKind,
+            shape: &[usize],
+        ) -> Result<()> {
+            self.host
+                .cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
+        }
+        fn batch_decoder(&self) -> std::result::Result<(), String> {
+            self.host.batch_decoder()
+        }
+        fn new_batch_desc(&self, capacity: usize) -> Result<BatchDesc> {
+            self.host.new_batch_desc(capacity)
+        }
+        fn decompress_batch(
+            &self,
+            q: &Queue,
+            format: Compression,
+            items: &[BatchItem],
+            desc: &mut BatchDesc,
+        ) -> Result<()> {
+            self.host.decompress_batch(q, format, items, desc)
+        }
+        fn describe_status(&self, status: i32) -> String {
+            self.host.describe_status(status)
+        }
+        fn batch_compressor(&self) -> std::result::Result<(), String> {
+            self.host.batch_compressor()
+        }
+        fn max_compressed_size(&self, s: CompressSettings, n: usize) -> Result<usize> {
+            self.host.max_compressed_size(s, n)
+        }
+        fn compress_batch(
+            &self,
+            q: &Queue,
+            settings: CompressSettings,
+            items: &[BatchItem],
+            desc: &mut BatchDesc,
+        ) -> Result<()> {
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.chunks.fetch_add(items.len(), Ordering::Relaxed);
+            self.formats.lock().unwrap().push(settings.format);
+            self.host.compress_batch(q, settings, items, desc)?;
+            if let Some(marker) = self.fail_marker {
+                for (i, it) in items.iter().enumerate() {
+                    let (_g, input) = it.input.host_bytes()?;
+                    if input[..4] == marker.to_le_bytes() {
+                        desc.write_outcome(i, 0, 19)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        fn describe_compress_status(&self, status: i32) -> String {
+            self.host.describe_compress_status(status)
+        }
+        fn record(&self, q: &Queue) -> Result<Event> {
+            self.host.record(q)
+        }
+        fn synchronize(&self, q: &Queue) -> Result<()> {
+            self.host.synchronize(q)
+        }
+    }
+
+    fn counting(fail_marker: Option<u32>) -> Arc<Counting> {
+        Arc::new(Counting {
+            host: HostOps,
+            batches: AtomicUsize::new(0),
+            chunks: AtomicUsize::new(0),
+            formats: Mutex::new(Vec::new()),
+            fail_marker,
+        })
+    }
+
+    /// A 1-d uint32 array of 8 chunks of 1000 elements with `codecs`, and data `i` at `i`.
+    fn array(
+        codecs: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>>,
+    ) -> (Array<MemoryStore>, NDBuffer) {
+        let array = ArrayBuilder::new(vec![8000], vec![1000], data_type::uint32(), 0u32)
+            .bytes_to_bytes_codecs(codecs)
+            .build(Arc::new(MemoryStore::new()), "/a")
+            .unwrap();
+        let data = NDBuffer::from_vec((0..8000u32).collect::<Vec<_>>(), &[8000]).unwrap();
+        (array, data)
+    }
+
+    fn opts(compress: Compress) -> WriteOptions {
+        WriteOptions::default()
+            .with_mode(PipelineMode::Staged)
+            .with_compress(compress)
+            .with_concurrency(1)
+    }
+
+    #[test]
+    fn chunks_go_to_the_device_in_batches_and_read_back() {
+        let zstd: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::ZstdCodec::new(3, false));
+        let gzip: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::GzipCodec::new(5).unwrap());
+        for (codec, format) in [(zstd, Compression::Zstd), (gzip, Compression::Deflate)] {
+            let (array, data) = array(vec![codec]);
+            let ops = counting(None);
+            write_staged_on(
+                ops.clone(),
+                &array,
+                &array,
+                &[0..8000],
+                &data,
+                &opts(Compress::Gpu),
+            )
+            .unwrap();
+            assert_eq!(ops.chunks.load(Ordering::Relaxed), 8, "{format}");
+            assert!(ops.batches.load(Ordering::Relaxed) >= 1);
+            assert!(ops.formats.lock().unwrap().iter().all(|f| *f == format));
+            let back: Vec<u32> = array.retrieve_array_subset(&array.subset_all()).unwrap();
+            assert_eq!(back, (0..8000).collect::<Vec<_>>(), "{format}");
+            // CPU and Auto never ask the device.
+            for choice in [Compress::Cpu, Compress::Auto] {
+                let ops = counting(None);
+                write_staged_on(
+                    ops.clone(),
+                    &array,
+                    &array,
+                    &[0..8000],
+                    &data,
+                    &opts(choice),
+                )
+                .unwrap();
+                assert_eq!(ops.batches.load(Ordering::Relaxed), 0, "{choice:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn chains_the_device_cannot_compress_stay_on_the_cpu() {
+        let crc: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::Crc32cCodec::new());
+        let zstd_checksum: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::ZstdCodec::new(3, true));
+        for codecs in [vec![], vec![crc], vec![zstd_checksum]] {
+            let (array, data) = array(codecs);
+            let ops = counting(None);
+            write_staged_on(
+                ops.clone(),
+                &array,
+                &array,
+                &[0..8000],
+                &data,
+                &opts(Compress::Gpu),
+            )
+            .unwrap();
+            assert_eq!(ops.batches.load(Ordering::Relaxed), 0);
+            let back: Vec<u32> = array.retrieve_array_subset(&array.subset_all()).unwrap();
+            assert_eq!(back, (0..8000).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn a_chunk_the_device_fails_on_is_named_and_earlier_chunks_are_kept() {
+        let zstd: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::ZstdCodec::new(3, false));
+        let (array, data) = array(vec![zstd]);
+        // Chunk 5 starts with the value 5000.
+        let ops = counting(Some(5000));
+        let e = write_staged_on(
+            ops.clone(),
+            &array,
+            &array,
+            &[0..8000],
+            &data,
+            &opts(Compress::Gpu),
+        )
+        .expect_err("chunk 5 fails")
+        .to_string();
+        assert!(
+            e.contains("[5]")
+                && e.contains("device compressor (zstd)")
+                && e.contains("cannot compress"),
+            "unclear error: {e}"
+        );
+        for i in 0..8u64 {
+            let stored = array.retrieve_encoded_chunk(&[i]).unwrap();
+            if i < 5 {
+                let chunk: Vec<u32> = array.retrieve_chunk(&[i]).unwrap();
+                let start = i as u32 * 1000;
+                assert_eq!(
+                    chunk,
+                    (start..start + 1000).collect::<Vec<_>>(),
+                    "chunk {i}"
+                );
+            } else if i == 5 {
+                assert!(stored.is_none(), "the failed chunk was stored");
+            }
+        }
+    }
+}

@@ -33,7 +33,7 @@ pub(crate) use shard_index::ShardIndex;
 pub(crate) use store::label;
 pub use store::{DynArray, location_label, node_path, open, open_store};
 pub use subset::parse_subset;
-pub(crate) use write_framing::WriteCodec;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
+pub(crate) use write_framing::WriteCodec;
