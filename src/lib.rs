@@ -44,7 +44,7 @@ pub use buffer::{
     default_prototype, set_default_prototype,
 };
 pub use copy::{CopyOptions, copy_array};
-pub use device::{Stream, nvcomp_library};
+pub use device::{Stream, nvcomp_compression, nvcomp_library};
 pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};

@@ -98,8 +98,8 @@ enum Command {
         /// path is deleted first.
         #[arg(long)]
         overwrite: bool,
-        /// Where to compress the destination's chunks: cpu, gpu (nvCOMP; needs --device
-        /// cuda, or its host twin with --device cpu) or auto (default: the CPU).
+        /// Where to compress the destination's chunks: cpu, gpu (nvCOMP, for blocks staged on
+        /// a CUDA --device) or auto (default: the CPU).
         #[arg(long, default_value = "auto")]
         compress: Compress,
     },

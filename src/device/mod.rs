@@ -18,7 +18,7 @@ pub(crate) use batch::{BatchDesc, BatchItem, Compression};
 pub(crate) use compress::{CompressSettings, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
-pub use nvcomp::nvcomp_library;
+pub use nvcomp::{nvcomp_compression, nvcomp_library};
 pub(crate) use ops::{DeviceOps, Event, Queue, track};
 pub(crate) use select::{ops_for, ops_for_pair};
 pub use stream::Stream;

@@ -163,6 +163,24 @@ pub fn nvcomp_library() -> Result<String> {
         .map_err(|why| Error::DeviceUnavailable(why.to_string()))
 }
 
+/// Where nvCOMP's batched compressors, the GPU compressor of writes
+/// ([`crate::Compress::Gpu`]), were loaded from; or why they cannot be (nvCOMP missing, or a
+/// version before 6, whose compression functions zarrbuf does not call). Loads nvCOMP on
+/// first use.
+///
+/// ```
+/// match zarrbuf::nvcomp_compression() {
+///     Ok(path) => println!("GPU compression with {path}"),
+///     Err(e) => println!("GPU compression unavailable: {e}"),
+/// }
+/// ```
+pub fn nvcomp_compression() -> Result<String> {
+    let lib = nvcomp().map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    lib.compressors()
+        .map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    Ok(lib.path().to_string())
+}
+
 /// The library, loaded once per process; `Err` says why it is not there (one sentence).
 pub(crate) fn nvcomp() -> std::result::Result<&'static Nvcomp, &'static str> {
     static LIB: OnceLock<std::result::Result<Nvcomp, String>> = OnceLock::new();
