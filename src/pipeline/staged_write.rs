@@ -151,7 +151,7 @@ impl StagedWrite<'_> {
         data: &NDBuffer,
         consume: &Consumer<'_>,
         slots: &[Slot],
-        mut batches: Option<&mut CompressBatches<'_>>,
+        batches: Option<&mut CompressBatches<'_>>,
     ) -> Result<()> {
         let (free_tx, free_rx) = mpsc::channel::<usize>();
         for i in 0..slots.len() {
@@ -234,14 +234,7 @@ impl StagedWrite<'_> {
                 });
             }
             drop(free_tx);
-            let submitted = self.submit_all(
-                data,
-                slots,
-                &free_rx,
-                &work_tx,
-                &abort,
-                batches.as_deref_mut(),
-            );
+            let submitted = self.submit_all(data, slots, &free_rx, &work_tx, &abort, batches);
             drop(work_tx);
             submitted
         })?;

@@ -391,6 +391,10 @@ mod tests {
         (array, data)
     }
 
+    /// The whole array of [`array`] (one dimension).
+    #[allow(clippy::single_range_in_vec_init)]
+    const ALL: [Range<u64>; 1] = [0..8000];
+
     fn opts(compress: Compress) -> WriteOptions {
         WriteOptions::default()
             .with_mode(PipelineMode::Staged)
@@ -411,7 +415,7 @@ mod tests {
                 ops.clone(),
                 &array,
                 &array,
-                &[0..8000],
+                &ALL,
                 &data,
                 &opts(Compress::Gpu),
             )
@@ -424,15 +428,7 @@ mod tests {
             // CPU and Auto never ask the device.
             for choice in [Compress::Cpu, Compress::Auto] {
                 let ops = counting(None);
-                write_staged_on(
-                    ops.clone(),
-                    &array,
-                    &array,
-                    &[0..8000],
-                    &data,
-                    &opts(choice),
-                )
-                .unwrap();
+                write_staged_on(ops.clone(), &array, &array, &ALL, &data, &opts(choice)).unwrap();
                 assert_eq!(ops.batches.load(Ordering::Relaxed), 0, "{choice:?}");
             }
         }
@@ -451,7 +447,7 @@ mod tests {
                 ops.clone(),
                 &array,
                 &array,
-                &[0..8000],
+                &ALL,
                 &data,
                 &opts(Compress::Gpu),
             )
@@ -473,7 +469,7 @@ mod tests {
             ops.clone(),
             &array,
             &array,
-            &[0..8000],
+            &ALL,
             &data,
             &opts(Compress::Gpu),
         )
