@@ -289,3 +289,58 @@ fn cpu_and_auto_write_the_same_arrays() {
         }
     }
 }
+
+#[test]
+fn async_writes_and_copies_compress_on_the_device_too() {
+    let shape = [45u64, 70];
+    let want = data(&[45, 70]);
+    let opts = WriteOptions::default()
+        .with_mode(PipelineMode::Staged)
+        .with_compress(Compress::Gpu);
+    // The async writer always takes the staged pipeline.
+    let chain = &CHAINS[1]; // zstd + crc32c
+    let dest = written_dir().join("gpu-compress-async-zstd5-crc32c.zarr");
+    let dir = create(&dest, 3, chain, ("uint16", "<u2"), &shape, &[16, 24]).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use zarrbuf::ArrayWriteAsyncExt;
+        let array = zarrbuf::open_async(dir.to_str().unwrap(), "")
+            .await
+            .unwrap();
+        array.write_async(&all(&shape), &want, &opts).await.unwrap();
+    });
+    let array = zarrbuf::open(dir.to_str().unwrap(), "").unwrap();
+    let back = array.read_all(&BufferPrototype::cpu()).unwrap();
+    assert_eq!(
+        back.to_native_bytes().unwrap(),
+        want.to_native_bytes().unwrap()
+    );
+    zarrbuf::npy::write(&dest.with_extension("npy"), &want).unwrap();
+    // copy_array into an lz4 + crc32c array, compressed by the device's host twin.
+    let copy_dest = written_dir().join("gpu-compress-copy-lz4-crc32c.zarr");
+    let copy_dir = create(
+        &copy_dest,
+        3,
+        &CHAINS[7],
+        ("uint16", "<u2"),
+        &shape,
+        &[10, 35],
+    )
+    .unwrap();
+    let dst = zarrbuf::open(copy_dir.to_str().unwrap(), "").unwrap();
+    let copy = zarrbuf::CopyOptions::default()
+        .with_mode(PipelineMode::Staged)
+        .with_compress(Compress::Gpu)
+        .with_memory_bytes(4096);
+    zarrbuf::copy_array(&array, &dst, &copy).unwrap();
+    let back = dst.read_all(&BufferPrototype::cpu()).unwrap();
+    assert_eq!(
+        back.to_native_bytes().unwrap(),
+        want.to_native_bytes().unwrap()
+    );
+    zarrbuf::npy::write(&copy_dest.with_extension("npy"), &want).unwrap();
+}
