@@ -1,7 +1,7 @@
 //! Compression batches of the staged write: the gathered chunks a device compresses at once.
 //!
 //! Each staging slot gets a device output buffer (the compressor's worst case for a chunk)
-//! and a host buffer of the same size. A batch is the slots whose chunks were gathered since
+//! (a slice of one device allocation) and a host buffer of the same size. A batch is the slots whose chunks were gathered since
 //! the last one: the device compresses them (nvCOMP on CUDA, its host twin on the host), the
 //! compressed sizes come back, and each chunk's compressed bytes — only those — are copied
 //! into the slot's host buffer. The chunk then goes to a CPU worker, which frames and stores
@@ -57,10 +57,21 @@ impl<'a> CompressBatches<'a> {
         chunk_bytes: usize,
     ) -> Result<Self> {
         let max_out = ops.max_compressed_size(settings, chunk_bytes)?;
+        // The device side is one allocation, sliced per slot (slices start on 256-byte
+        // boundaries, more than any compressor's alignment requirement). The host side is one
+        // allocation per slot: workers read a slot's bytes while the next batch is copied
+        // into other slots, and host borrows are tracked per allocation.
+        let stride = max_out.next_multiple_of(256);
+        let total = stride.checked_mul(slots).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{slots} compression outputs of {max_out} bytes overflow the address space"
+            ))
+        })?;
+        let device = Buffer::from_region(ops.alloc(total)?);
         let mut device_out = Vec::with_capacity(slots);
         let mut host_out = Vec::with_capacity(slots);
-        for _ in 0..slots {
-            device_out.push(Buffer::from_region(ops.alloc(max_out)?));
+        for i in 0..slots {
+            device_out.push(device.try_slice(i * stride..i * stride + max_out)?);
             host_out.push(Buffer::from_region(ops.alloc_staging(max_out)?));
         }
         Ok(CompressBatches {
