@@ -108,14 +108,16 @@ impl std::str::FromStr for Decode {
 /// data in [`PipelineMode::Staged`], the "device" compressor is its host twin (the same
 /// batches, compressed with the CPU compressors), which is how CI tests the batch logic.
 ///
-/// The device returns the bare compressed stream; the CPU adds the codec's framing (zstd
-/// frames as they are, lz4's size header, gzip's header and CRC-32 trailer, zlib's header and
-/// Adler-32, a trailing crc32c). gzip's and zlib's checksums are computed on the CPU from the
-/// uncompressed chunk, which is therefore copied back from the device too for those codecs,
-/// as it is whenever empty chunks are skipped (`store_empty_chunks` false, the default). The
-/// levels: nvCOMP's zstd compressor has none (the codec's level is recorded in the metadata
-/// but not applied); gzip and zlib levels pick the nearest nvCOMP DEFLATE algorithm (fast up
-/// to level 3, medium up to 6, high above).
+/// The device returns a zstd frame, a whole gzip member (nvCOMP's gzip compressor, CRC-32
+/// included), an LZ4 block or a raw DEFLATE stream (zlib); the CPU adds the rest of the
+/// codec's framing (lz4's size header, zlib's header and Adler-32, a trailing crc32c). zlib's
+/// Adler-32 is computed on the CPU from the uncompressed chunk, which is therefore copied back
+/// from the device too for zlib, as it is whenever empty chunks are skipped
+/// (`store_empty_chunks` false, the default). nvCOMP's limits on chunk sizes hold: zlib chunks
+/// over 64 KiB and zstd or lz4 chunks over 16 MB are compressed on the CPU (one line on
+/// stderr says so). The levels: nvCOMP's zstd compressor has none (the codec's level is
+/// recorded in the metadata but not applied); gzip and zlib levels pick the nearest nvCOMP
+/// algorithm (fast up to level 3, medium up to 6, high above).
 ///
 /// `Auto` compresses on the CPU: GPU compression has not yet been verified on a GPU to read
 /// back exactly (see the README), and will become `Auto`'s choice once it has.

@@ -1,7 +1,7 @@
 //! The CUDA implementation of the device trait: stream-ordered copies and NVRTC kernels.
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
-use super::compress::{CompressSettings, deflate_algorithm};
+use super::compress::{CompressSettings, Compressor, deflate_algorithm};
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::{DeviceOps, Event, Queue, track};
 use crate::driver::cuda_context;
@@ -420,13 +420,11 @@ fn compressor(
     let c = lib
         .compressors()
         .map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    let deflate = CompressOpts::deflate(deflate_algorithm(settings.level));
     Ok(match settings.format {
-        Compression::Zstd => (lib, c.zstd, CompressOpts::DEFAULT),
-        Compression::Lz4 => (lib, c.lz4, CompressOpts::DEFAULT),
-        Compression::Deflate => (
-            lib,
-            c.deflate,
-            CompressOpts::deflate(deflate_algorithm(settings.level)),
-        ),
+        Compressor::Zstd => (lib, c.zstd, CompressOpts::DEFAULT),
+        Compressor::Lz4 => (lib, c.lz4, CompressOpts::DEFAULT),
+        Compressor::Deflate => (lib, c.deflate, deflate),
+        Compressor::Gzip => (lib, c.gzip, deflate),
     })
 }

@@ -15,7 +15,7 @@ mod stream;
 #[cfg(test)]
 pub(crate) use batch::decode_on_host;
 pub(crate) use batch::{BatchDesc, BatchItem, Compression};
-pub(crate) use compress::{CompressSettings, max_chunk_bytes};
+pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};

@@ -54,7 +54,8 @@ type StatusString = unsafe extern "C" fn(status: i32) -> *const c_char;
 /// The compression options of nvCOMP 6's batched API: 64 bytes per format, all zero for
 /// the defaults of zstd (`char reserved[64]`) and LZ4 (`nvcompType_t data_type` =
 /// `NVCOMP_TYPE_CHAR` = 0, `nvcompBitshuffleMode_t` = `NVCOMP_BITSHUFFLE_NONE` = 0, 56
-/// reserved bytes); DEFLATE's first `int` is its algorithm (0–5), the other 60 bytes reserved.
+/// reserved bytes); DEFLATE's and gzip's first `int` is their algorithm (0–5), the other 60
+/// bytes reserved.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct CompressOpts {
@@ -65,7 +66,7 @@ impl CompressOpts {
     /// All defaults (zstd, LZ4).
     pub(crate) const DEFAULT: CompressOpts = CompressOpts { words: [0; 16] };
 
-    /// DEFLATE with `algorithm` (nvcompBatchedDeflateCompressOpts_t::algorithm).
+    /// DEFLATE or gzip with `algorithm` (`nvcompBatched{Deflate,Gzip}CompressOpts_t::algorithm`).
     pub(crate) fn deflate(algorithm: i32) -> Self {
         let mut words = [0u32; 16];
         words[0] = algorithm as u32;
@@ -125,6 +126,7 @@ pub(crate) struct Compressors {
     pub(crate) zstd: CompressFormat,
     pub(crate) deflate: CompressFormat,
     pub(crate) lz4: CompressFormat,
+    pub(crate) gzip: CompressFormat,
 }
 
 /// One compression format's pair of batched functions.
@@ -302,7 +304,7 @@ fn resolve_compressors(
     /// As `sym` in [`resolve`].
     fn sym<T: Copy>(lib: &libloading::Library, name: &str, path: &str) -> Result<T, String> {
         // SAFETY: `T` is the exact C signature of `name` in nvCOMP 6's headers
-        // (nvcomp.h, nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h), checked by the version
+        // (nvcomp.h, nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp/gzip.h), checked by the version
         // test below before any compression function is called; the pointer is used only
         // while the library stays loaded.
         unsafe { lib.get::<T>(name.as_bytes()) }
@@ -342,6 +344,7 @@ fn resolve_compressors(
         zstd: format("Zstd")?,
         deflate: format("Deflate")?,
         lz4: format("LZ4")?,
+        gzip: format("Gzip")?,
     })
 }
 

@@ -235,7 +235,7 @@ mod tests {
     //! batches and can make one chunk fail, as nvCOMP reports a chunk it cannot compress.
     use super::*;
     use crate::device::{
-        BatchDesc, BatchItem, CompressSettings, Compression, Event, HostOps, Queue,
+        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, Event, HostOps, Queue,
     };
     use crate::memory::Region;
     use crate::options::PipelineMode;
@@ -252,7 +252,7 @@ mod tests {
         host: HostOps,
         batches: AtomicUsize,
         chunks: AtomicUsize,
-        formats: Mutex<Vec<Compression>>,
+        formats: Mutex<Vec<Compressor>>,
         fail_marker: Option<u32>,
     }
 
@@ -408,7 +408,7 @@ mod tests {
             Arc::new(zarrs::array::codec::ZstdCodec::new(3, false));
         let gzip: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
             Arc::new(zarrs::array::codec::GzipCodec::new(5).unwrap());
-        for (codec, format) in [(zstd, Compression::Zstd), (gzip, Compression::Deflate)] {
+        for (codec, format) in [(zstd, Compressor::Zstd), (gzip, Compressor::Gzip)] {
             let (array, data) = array(vec![codec]);
             let ops = counting(None);
             write_staged_on(
@@ -456,6 +456,45 @@ mod tests {
             let back: Vec<u32> = array.retrieve_array_subset(&array.subset_all()).unwrap();
             assert_eq!(back, (0..8000).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn chunks_over_the_device_limit_stay_on_the_cpu() {
+        use zarrs::array::codec::{ZlibCodec, ZlibCompressionLevel};
+        // zlib goes through nvCOMP's DEFLATE compressor, which takes chunks up to 64 KiB.
+        let level = ZlibCompressionLevel::try_from(5u32).unwrap();
+        let zlib: Arc<dyn zarrs::array::BytesToBytesCodecTraits> = Arc::new(ZlibCodec::new(level));
+        let big = ArrayBuilder::new(vec![40000], vec![20000], data_type::uint32(), 0u32)
+            .bytes_to_bytes_codecs(vec![zlib.clone()])
+            .build(Arc::new(MemoryStore::new()), "/big")
+            .unwrap();
+        let data = NDBuffer::from_vec((0..40000u32).collect::<Vec<_>>(), &[40000]).unwrap();
+        let ops = counting(None);
+        #[allow(clippy::single_range_in_vec_init)]
+        let all = [0..40000u64];
+        write_staged_on(ops.clone(), &big, &big, &all, &data, &opts(Compress::Gpu)).unwrap();
+        assert_eq!(ops.batches.load(Ordering::Relaxed), 0);
+        let back: Vec<u32> = big.retrieve_array_subset(&big.subset_all()).unwrap();
+        assert_eq!(back, (0..40000).collect::<Vec<_>>());
+        // Chunks within the limit go to the device.
+        let (small, data) = array(vec![zlib]);
+        let ops = counting(None);
+        write_staged_on(
+            ops.clone(),
+            &small,
+            &small,
+            &ALL,
+            &data,
+            &opts(Compress::Gpu),
+        )
+        .unwrap();
+        assert_eq!(ops.chunks.load(Ordering::Relaxed), 8);
+        assert_eq!(
+            *ops.formats.lock().unwrap().first().unwrap(),
+            Compressor::Deflate
+        );
+        let back: Vec<u32> = small.retrieve_array_subset(&small.subset_all()).unwrap();
+        assert_eq!(back, (0..8000).collect::<Vec<_>>());
     }
 
     #[test]

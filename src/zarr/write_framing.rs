@@ -1,21 +1,22 @@
 //! The write side of device compression: which codec chains a device compresses, and the
 //! framing the CPU puts around the bare compressed stream that comes back from it.
 //!
-//! The device (nvCOMP on CUDA, its host twin otherwise) produces a zstd frame, a raw DEFLATE
-//! stream or one LZ4 block per chunk. The stored chunk is that stream in its codec's framing:
+//! The device (nvCOMP on CUDA, its host twin otherwise) produces a zstd frame, a whole gzip
+//! member, a raw DEFLATE stream or one LZ4 block per chunk. The stored chunk is that in its
+//! codec's framing:
 //! - `zstd`: the frame as it is;
+//! - `gzip`: the member as it is (nvCOMP 6 compresses gzip itself, CRC-32 included: its
+//!   DEFLATE compressor takes chunks of at most 64 KiB, its gzip compressor any size);
 //! - numcodecs `lz4`: the decoded size as a 4-byte little-endian integer, then the block;
-//! - `gzip` (RFC 1952): a 10-byte header, the DEFLATE stream, CRC-32 and size (mod 2^32) of
-//!   the uncompressed chunk, little-endian;
 //! - `zlib` (RFC 1950): two header bytes, the DEFLATE stream, Adler-32 of the uncompressed
 //!   chunk, big-endian;
 //!
 //! then, when the chain ends with `crc32c`, the CRC-32C of those framed bytes, little-endian.
-//! gzip's and zlib's checksums are computed here, on the CPU, from the uncompressed chunk in
-//! host staging (the write pipeline copies it back from the device for those two codecs).
+//! zlib's Adler-32 is computed here, on the CPU, from the uncompressed chunk in host staging
+//! (the write pipeline copies it back from the device for zlib).
 
 use super::framing::{DeviceCodec, Framing};
-use crate::device::{CompressSettings, Compression};
+use crate::device::{CompressSettings, Compressor};
 use std::sync::Arc;
 use zarrs::array::{CodecChain, CodecMetadataOptions};
 
@@ -71,18 +72,18 @@ impl WriteCodec {
     pub(crate) fn settings(&self) -> CompressSettings {
         CompressSettings {
             format: match self.framing {
-                Framing::Zstd => Compression::Zstd,
-                Framing::Gzip | Framing::Zlib => Compression::Deflate,
-                Framing::Lz4 => Compression::Lz4,
+                Framing::Zstd => Compressor::Zstd,
+                Framing::Gzip => Compressor::Gzip,
+                Framing::Zlib => Compressor::Deflate,
+                Framing::Lz4 => Compressor::Lz4,
             },
             level: self.level,
         }
     }
 
-    /// Whether framing needs the uncompressed chunk on the host (gzip's CRC-32, zlib's
-    /// Adler-32).
+    /// Whether framing needs the uncompressed chunk on the host (zlib's Adler-32).
     pub(crate) fn needs_uncompressed(&self) -> bool {
-        matches!(self.framing, Framing::Gzip | Framing::Zlib)
+        self.framing == Framing::Zlib
     }
 
     /// The stored chunk: `compressed` (the device's bare stream for a chunk of
@@ -103,21 +104,13 @@ impl WriteCodec {
         }
         let mut out = Vec::with_capacity(compressed.len() + 22);
         match self.framing {
-            Framing::Zstd => out.extend_from_slice(compressed),
+            Framing::Zstd | Framing::Gzip => out.extend_from_slice(compressed),
             Framing::Lz4 => {
                 let size = u32::try_from(uncompressed_len).map_err(|_| {
                     format!("an lz4 chunk of {uncompressed_len} bytes does not fit numcodecs' 4-byte size header")
                 })?;
                 out.extend_from_slice(&size.to_le_bytes());
                 out.extend_from_slice(compressed);
-            }
-            Framing::Gzip => {
-                // Magic, DEFLATE, no flags, no time stamp, no extra flags, OS unknown: the
-                // header flate2's GzEncoder (zarrs' gzip codec) writes.
-                out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
-                out.extend_from_slice(compressed);
-                out.extend_from_slice(&crc32fast::hash(uncompressed).to_le_bytes());
-                out.extend_from_slice(&(uncompressed_len as u32).to_le_bytes());
             }
             Framing::Zlib => {
                 // CMF 0x78 (DEFLATE, 32 KiB window); FLG with FLEVEL from the level and the
@@ -168,9 +161,16 @@ mod tests {
     fn bare(codec: &WriteCodec, input: &[u8]) -> Vec<u8> {
         let CompressSettings { format, level } = codec.settings();
         let mut c = match format {
-            Compression::Zstd => zstd::bulk::compress(input, level).unwrap(),
-            Compression::Lz4 => lz4_flex::block::compress(input),
-            Compression::Deflate => {
+            Compressor::Zstd => zstd::bulk::compress(input, level).unwrap(),
+            Compressor::Lz4 => lz4_flex::block::compress(input),
+            Compressor::Gzip => {
+                let mut e =
+                    flate2::read::GzEncoder::new(input, flate2::Compression::new(level as u32));
+                let mut v = Vec::new();
+                e.read_to_end(&mut v).unwrap();
+                v
+            }
+            Compressor::Deflate => {
                 let mut e = flate2::read::DeflateEncoder::new(
                     input,
                     flate2::Compression::new(level as u32),
@@ -237,7 +237,7 @@ mod tests {
     #[test]
     fn checksum_framings_refuse_a_missing_uncompressed_chunk() {
         let codec = WriteCodec {
-            framing: Framing::Gzip,
+            framing: Framing::Zlib,
             crc32c: false,
             level: 1,
         };
