@@ -5,8 +5,8 @@
 //!
 //! With a device compressor ([`DeviceCompress`]), chunks the write covers whole are gathered
 //! into batches instead and compressed on the device ([`CompressBatches`]); only their
-//! compressed bytes (and, where framing or the empty-chunk check needs it, the uncompressed
-//! chunk) come back to host memory, and the workers frame and store them.
+//! compressed bytes (and, where framing needs it, the uncompressed chunk) come back to host
+//! memory, and the workers frame and store them.
 
 use super::write_batches::{CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish};
@@ -48,8 +48,7 @@ pub(crate) type Consumer<'a> =
 /// Compression on the device for chunks the write covers whole.
 pub(crate) struct DeviceCompress {
     pub settings: CompressSettings,
-    /// Copy each uncompressed chunk back to host staging too (gzip's and zlib's checksums,
-    /// the check for chunks that hold only the fill value).
+    /// Copy each uncompressed chunk back to host staging too (zlib's Adler-32).
     pub stage_uncompressed: bool,
 }
 

@@ -77,7 +77,6 @@ fn device_compress(
     ops: &dyn DeviceOps,
     chain: Option<&ChainPlan>,
     chunk_bytes: usize,
-    store_empty_chunks: bool,
 ) -> Option<DeviceCompress> {
     match choice {
         Compress::Cpu | Compress::Auto => return None,
@@ -108,7 +107,7 @@ fn device_compress(
     }
     Some(DeviceCompress {
         settings,
-        stage_uncompressed: codec.needs_uncompressed() || !store_empty_chunks,
+        stage_uncompressed: codec.needs_uncompressed(),
     })
 }
 
@@ -129,13 +128,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         .map(|u| u.num_elements() * elem)
         .max()
         .unwrap_or(0);
-    let compress = device_compress(
-        opts.compress,
-        ops.as_ref(),
-        chain.as_ref(),
-        chunk_bytes,
-        opts.store_empty_chunks,
-    );
+    let compress = device_compress(opts.compress, ops.as_ref(), chain.as_ref(), chunk_bytes);
     let codec = match (&compress, &chain) {
         (Some(_), Some(c)) => WriteCodec::of(&c.chain).ok(),
         _ => None,
@@ -182,13 +175,32 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                         "a device-compressed chunk without its codec or bytes (internal error: please report)",
                     ));
                 };
-                // The uncompressed chunk is staged whenever empty chunks are skipped.
-                if !bytes.is_empty() && is_empty(bytes) {
-                    return sink.erase(&unit.indices);
-                }
                 let encoded = codec
                     .frame(compressed, *len, bytes)
                     .map_err(|why| chunk_error(array, &unit.indices, why))?;
+                // A chunk of only the fill value is erased. Without the uncompressed chunk
+                // (staged for zlib only), those that compressed well enough to be one
+                // repeated value are decoded here to check.
+                if !opts.store_empty_chunks {
+                    let fill_only = if !bytes.is_empty() {
+                        is_empty(bytes)
+                    } else if WriteCodec::may_be_uniform(compressed.len(), *len) {
+                        let mut decoded = vec![0u8; *len];
+                        codec.decode_into(&encoded, &mut decoded).map_err(|why| {
+                            chunk_error(
+                                array,
+                                &unit.indices,
+                                format!("the device-compressed chunk does not decode: {why}"),
+                            )
+                        })?;
+                        is_empty(&decoded)
+                    } else {
+                        false
+                    };
+                    if fill_only {
+                        return sink.erase(&unit.indices);
+                    }
+                }
                 // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout
                 // (gathered as for `FullChunk` below), compressed by the device in the
                 // chain's only compressor's format and framed as that codec frames it, with

@@ -137,6 +137,25 @@ impl WriteCodec {
         Ok(out)
     }
 
+    /// Whether a chunk of `len` bytes that compressed to `compressed` bytes may hold one
+    /// repeated value (and so be the fill value). Such chunks compress far below this bound
+    /// with every compressor that finds repeats (zstd: a few dozen bytes, lz4 and DEFLATE
+    /// about `len / 255`); a compressor that compresses them less only means such a chunk is
+    /// stored instead of erased.
+    pub(crate) fn may_be_uniform(compressed: usize, len: usize) -> bool {
+        compressed <= len / 64 + 64
+    }
+
+    /// Decodes a chunk framed by [`Self::frame`] into `out` (exactly the chunk's size) with
+    /// the CPU decoders and every check the codecs define; returns the decoded size.
+    pub(crate) fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Result<usize, String> {
+        DeviceCodec {
+            framing: self.framing,
+            crc32c: self.crc32c,
+        }
+        .decode_into(encoded, out, true)
+    }
+
     fn name(&self) -> &'static str {
         match self.framing {
             Framing::Zstd => "zstd",
@@ -198,15 +217,31 @@ mod tests {
                     let framed = codec
                         .frame(&bare(&codec, &input), input.len(), &input)
                         .unwrap();
-                    let reader = DeviceCodec { framing, crc32c };
                     let mut out = vec![0u8; input.len()];
-                    let n = reader
-                        .decode_into(&framed, &mut out, true)
+                    let n = codec
+                        .decode_into(&framed, &mut out)
                         .unwrap_or_else(|e| panic!("{framing:?} {level} {crc32c}: {e}"));
                     assert_eq!((n, &out), (input.len(), &input), "{framing:?}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn chunks_of_one_value_compress_below_the_uniform_bound() {
+        for len in [1000usize, 65536, 1 << 20] {
+            let input = vec![7u8; len];
+            for framing in [Framing::Zstd, Framing::Gzip, Framing::Zlib, Framing::Lz4] {
+                let codec = WriteCodec {
+                    framing,
+                    crc32c: false,
+                    level: 1,
+                };
+                let n = bare(&codec, &input).len();
+                assert!(WriteCodec::may_be_uniform(n, len), "{framing:?} {len}: {n}");
+            }
+        }
+        assert!(!WriteCodec::may_be_uniform(1 << 15, 1 << 20));
     }
 
     #[test]
