@@ -1,6 +1,7 @@
-//! The side-by-side read benchmark's arrays: float32 with 64³ chunks in four variants
-//! (uncompressed, zstd level 1, blosc lz4 + shuffle, zstd 1 sharded 256³/64³), and the
-//! readers compared on them. Shared by `benches/read.rs` (criterion) and the GPU check binary.
+//! The side-by-side read benchmark's arrays: float32 with 64³ chunks (or 128³) in five
+//! variants (uncompressed, zstd level 1, blosc lz4 + shuffle, gzip level 1, zstd 1 sharded
+//! into 256³ shards), and the readers compared on them. Shared by `benches/read.rs`
+//! (criterion, the first four) and the GPU check binary (all five, both chunk sizes).
 #![allow(dead_code)]
 
 use std::ops::Range;
@@ -8,26 +9,37 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
-use zarrs::array::codec::{BloscCodec, BloscCompressor, BloscShuffleMode, ZstdCodec};
+use zarrs::array::codec::{BloscCodec, BloscCompressor, BloscShuffleMode, GzipCodec, ZstdCodec};
 use zarrs::array::{
     Array, ArrayBuilder, ArrayBytes, ArrayBytesFixedDisjointView, ArraySubset, data_type,
 };
 use zarrs::filesystem::FilesystemStore;
 
-/// The four stores of the benchmark.
+/// The stores of the benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     Uncompressed,
     Zstd1,
     BloscLz4Shuffle,
+    Gzip1,
     Zstd1Sharded,
 }
 
 impl Variant {
+    /// The variants of the CPU benchmark (`benches/read.rs`).
     pub const ALL: [Variant; 4] = [
         Variant::Uncompressed,
         Variant::Zstd1,
         Variant::BloscLz4Shuffle,
+        Variant::Zstd1Sharded,
+    ];
+
+    /// The variants of the GPU benchmark (the GPU check binary).
+    pub const GPU: [Variant; 5] = [
+        Variant::Uncompressed,
+        Variant::Zstd1,
+        Variant::BloscLz4Shuffle,
+        Variant::Gzip1,
         Variant::Zstd1Sharded,
     ];
 
@@ -36,10 +48,14 @@ impl Variant {
             Variant::Uncompressed => "uncompressed",
             Variant::Zstd1 => "zstd1",
             Variant::BloscLz4Shuffle => "blosc-lz4-shuffle",
+            Variant::Gzip1 => "gzip1",
             Variant::Zstd1Sharded => "zstd1-sharded",
         }
     }
 }
+
+/// The chunk edge of the CPU benchmark (and the GPU one's first pass).
+pub const CHUNK: u64 = 64;
 
 /// A shape of about `bytes` bytes of float32, a multiple of 256 in every dimension.
 pub fn shape_for(bytes: u64) -> Vec<u64> {
@@ -75,10 +91,20 @@ pub fn data(shape: &[u64]) -> NDBuffer {
     .expect("shape matches")
 }
 
-/// Where the store of `variant` with `shape` lives under `dir`.
+/// Where the store of `variant` with `shape` (and 64³ chunks) lives under `dir`.
 pub fn store_path(dir: &Path, variant: Variant, shape: &[u64]) -> PathBuf {
+    store_path_chunked(dir, variant, shape, CHUNK)
+}
+
+/// Where the store of `variant` with `shape` and `edge`³ chunks lives under `dir`.
+pub fn store_path_chunked(dir: &Path, variant: Variant, shape: &[u64], edge: u64) -> PathBuf {
+    let chunks = if edge == CHUNK {
+        String::new()
+    } else {
+        format!("-c{edge}")
+    };
     dir.join(format!(
-        "{}-{}.zarr",
+        "{}{chunks}-{}.zarr",
         variant.name(),
         shape
             .iter()
@@ -110,19 +136,27 @@ pub fn create(
     shape: &[u64],
     data: &NDBuffer,
 ) -> Array<FilesystemStore> {
-    let path = store_path(dir, variant, shape);
+    create_chunked(dir, variant, shape, data, CHUNK)
+}
+
+/// As [`create`], with `edge`³ chunks (inner chunks of 256³ shards for the sharded variant;
+/// `edge` divides 256).
+pub fn create_chunked(
+    dir: &Path,
+    variant: Variant,
+    shape: &[u64],
+    data: &NDBuffer,
+    edge: u64,
+) -> Array<FilesystemStore> {
+    let path = store_path_chunked(dir, variant, shape, edge);
     let fresh = !path.join("zarr.json").exists();
     std::fs::create_dir_all(&path).expect("bench directory");
     let store = Arc::new(FilesystemStore::new(&path).expect("filesystem store"));
     if !fresh {
         return Array::open(store, "/").expect("bench array opens");
     }
-    let mut builder = ArrayBuilder::new(
-        shape.to_vec(),
-        vec![64u64, 64, 64],
-        data_type::float32(),
-        0.0f32,
-    );
+    let mut builder =
+        ArrayBuilder::new(shape.to_vec(), vec![edge; 3], data_type::float32(), 0.0f32);
     match variant {
         Variant::Uncompressed => {}
         Variant::Zstd1 => {
@@ -140,6 +174,9 @@ pub fn create(
                 .expect("blosc"),
             )]);
         }
+        Variant::Gzip1 => {
+            builder.bytes_to_bytes_codecs(vec![Arc::new(GzipCodec::new(1).expect("gzip level"))]);
+        }
         Variant::Zstd1Sharded => {
             builder = ArrayBuilder::new(
                 shape.to_vec(),
@@ -148,7 +185,7 @@ pub fn create(
                 0.0f32,
             );
             builder
-                .subchunk_shape(vec![64u64, 64, 64])
+                .subchunk_shape(vec![edge; 3])
                 .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
         }
     }

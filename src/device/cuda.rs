@@ -11,6 +11,7 @@ use crate::place::Memory;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
 use zarrbuf_codecs::cuda::CudaKernels;
+use zarrbuf_codecs::host::Shuffle;
 use zarrbuf_codecs::{ScalarKind, Strided};
 
 /// Device `ordinal`'s context; kernels are compiled on first use and cached per context.
@@ -165,6 +166,40 @@ impl DeviceOps for CudaOps {
                 shape,
                 elem_size,
                 swap_unit,
+            )?
+        };
+        Ok(())
+    }
+
+    fn blosc_unshuffle(
+        &self,
+        q: &Queue,
+        src: &Region,
+        dst: &Region,
+        nbytes: usize,
+        shuffle: Shuffle,
+        typesize: usize,
+        blocksize: usize,
+    ) -> Result<()> {
+        let stream = self.stream_after(q, &[src, dst])?;
+        let (s, d) = (
+            device_address(src, "source")?,
+            device_address(dst, "destination")?,
+        );
+        // SAFETY: both addresses are device-accessible regions of the buffers' lengths, kept
+        // alive by the caller until the queue is synchronized; lengths and overlap are checked
+        // inside before anything is enqueued.
+        unsafe {
+            self.kernels()?.blosc_unshuffle(
+                stream,
+                s,
+                src.len(),
+                d,
+                dst.len(),
+                nbytes,
+                shuffle,
+                typesize,
+                blocksize,
             )?
         };
         Ok(())

@@ -11,6 +11,7 @@ use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
+use zarrbuf_codecs::host::Shuffle;
 use zarrbuf_codecs::{ScalarKind, Strided, host};
 
 /// Runs every operation immediately on the calling thread.
@@ -134,6 +135,24 @@ impl DeviceOps for HostOps {
             )?
         };
         Ok(())
+    }
+
+    fn blosc_unshuffle(
+        &self,
+        _q: &Queue,
+        src: &Region,
+        dst: &Region,
+        nbytes: usize,
+        shuffle: Shuffle,
+        typesize: usize,
+        blocksize: usize,
+    ) -> Result<()> {
+        let (_guard, input) = src.host_bytes()?;
+        dst.with_host_mut(|out| {
+            Ok(host::blosc_unshuffle(
+                input, out, nbytes, shuffle, typesize, blocksize,
+            )?)
+        })
     }
 
     fn batch_decoder(&self) -> std::result::Result<(), String> {

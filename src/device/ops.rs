@@ -11,6 +11,7 @@ use crate::memory::{Fence, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
+use zarrbuf_codecs::host::Shuffle;
 use zarrbuf_codecs::{ScalarKind, Strided};
 
 /// An ordered queue of device work: a CUDA stream, or the host (which runs work at once).
@@ -102,6 +103,20 @@ pub(crate) trait DeviceOps: Send + Sync {
         dst_view: Strided<'_>,
         dst_kind: ScalarKind,
         shape: &[usize],
+    ) -> Result<()>;
+    /// Undoes blosc's `shuffle` over the first `nbytes` bytes of `src` into `dst` (distinct
+    /// regions, each at least `nbytes` long), block by block: `blocksize`-byte blocks, the
+    /// last one possibly shorter, elements of `typesize` bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn blosc_unshuffle(
+        &self,
+        q: &Queue,
+        src: &Region,
+        dst: &Region,
+        nbytes: usize,
+        shuffle: Shuffle,
+        typesize: usize,
+        blocksize: usize,
     ) -> Result<()>;
     /// Why this device cannot decompress batches itself (`Ok` when it can: always on the
     /// host, with nvCOMP on CUDA).

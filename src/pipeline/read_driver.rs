@@ -3,7 +3,7 @@
 //! read's slots.
 
 use super::ShardReads;
-use super::staged_read::DeviceDecode;
+use super::staged_read::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::{Produced, StagedRead};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
@@ -11,7 +11,8 @@ use crate::error::{BoxError, Error, Result};
 use crate::options::{Decode, ReadOptions};
 use crate::place::Memory;
 use crate::zarr::{
-    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, fill_bytes, plan_units,
+    DeviceCodec, DevicePayload, Framing, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error,
+    fill_bytes, plan_units,
 };
 use std::borrow::Cow;
 use std::ops::Range;
@@ -84,12 +85,25 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
             // Checked on the CPU before the device sees it (nvCOMP trusts its input).
             let expected = unit.num_elements() * elem;
             let payload = codec
-                .payload(&encoded, expected, opts.validate_checksums)
+                .device_payload(&encoded, expected, opts.validate_checksums)
                 .map_err(|why| chunk_error(array, &unit.indices, why))?;
+            let (upload, parts) = match payload {
+                DevicePayload::Whole(range) => (range, DeviceParts::Whole),
+                DevicePayload::Blosc(range, frame)
+                    if frame.compressed_streams() <= MAX_STREAMS_PER_CHUNK =>
+                {
+                    (range, DeviceParts::Blosc(Box::new(frame)))
+                }
+                // Too many streams for one batch, or not for the device.
+                DevicePayload::Blosc(..) | DevicePayload::Cpu => (0..0, DeviceParts::Whole),
+            };
             // A chunk that does not compress below a slot is decoded here instead.
-            if let Some(dst) = slot.get_mut(..payload.len()) {
-                dst.copy_from_slice(&encoded[payload.clone()]);
-                return Ok(Produced::Compressed(payload.len()));
+            if let (false, Some(dst)) = (upload.is_empty(), slot.get_mut(..upload.len())) {
+                dst.copy_from_slice(&encoded[upload.clone()]);
+                return Ok(Produced::Compressed(Compressed {
+                    len: upload.len(),
+                    parts,
+                }));
             }
         }
         if let Some(codec) = device_codec {
@@ -120,6 +134,7 @@ fn device_decode(
     codec: Option<DeviceCodec>,
 ) -> Option<DeviceDecode> {
     let codec = codec?;
+    codec.compression()?;
     let hybrid = match (choice, memory) {
         (Decode::Cpu | Decode::Auto, _) => return None,
         (Decode::Gpu, _) => false,
@@ -133,8 +148,9 @@ fn device_decode(
         return None;
     }
     Some(DeviceDecode {
-        compression: codec.compression(),
+        compression: codec.compression()?,
         hybrid,
+        blosc: matches!(codec.framing, Framing::Blosc(_)),
     })
 }
 

@@ -22,8 +22,7 @@ use crate::device::{BatchDesc, BatchItem, Compression, DeviceOps, Event, Queue};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
-use crate::zarr::EncodedLayout;
-use crate::zarr::Unit;
+use crate::zarr::{BloscFrame, EncodedLayout, Unit};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -35,10 +34,43 @@ pub(crate) enum Produced {
     Missing,
     /// This many bytes were written at the start of the slot.
     Decoded(usize),
-    /// This many still-compressed bytes (checked, framing removed) were written at the start
-    /// of the slot, for the device decoder.
-    Compressed(usize),
+    /// Still-compressed bytes (checked, framing removed) were written at the start of the
+    /// slot, for the device decoder.
+    Compressed(Compressed),
 }
+
+/// A chunk left compressed in its slot for the device decoder.
+pub(crate) struct Compressed {
+    /// The bytes at the start of the slot.
+    pub len: usize,
+    /// How they decode.
+    pub parts: DeviceParts,
+}
+
+/// How a chunk's compressed bytes decode on the device.
+pub(crate) enum DeviceParts {
+    /// One stream that decompresses to the whole chunk.
+    Whole,
+    /// A blosc frame: its streams decompress (or are copied) into the shuffled chunk, which
+    /// is then unshuffled.
+    Blosc(Box<BloscFrame>),
+}
+
+impl DeviceParts {
+    /// The batch items the chunk takes.
+    fn items(&self) -> usize {
+        match self {
+            DeviceParts::Whole => 1,
+            DeviceParts::Blosc(frame) => frame.compressed_streams(),
+        }
+    }
+}
+
+/// Most compressed streams a blosc chunk may have and still be decoded on the device (more
+/// decode on the CPU): the batch descriptors hold at least this many.
+pub(crate) const MAX_STREAMS_PER_CHUNK: usize = 4096;
+/// Most items (streams) one batch takes.
+const MAX_BATCH_ITEMS: usize = 65_536;
 
 /// Fetches one unit and decodes it into the slot (called on worker threads). With
 /// `to_device`, it may instead leave the chunk compressed for the device decoder.
@@ -50,6 +82,8 @@ pub(crate) struct DeviceDecode {
     pub compression: Compression,
     /// CPU workers decode too, whenever the device has enough queued.
     pub hybrid: bool,
+    /// The chunks are blosc frames of many streams each: batches take more items.
+    pub blosc: bool,
 }
 
 /// Most chunks the device decoder takes in one batch. nvCOMP decodes each zstd or DEFLATE
@@ -85,8 +119,10 @@ struct BatchSlot {
     /// Byte stride of the chunks in `input`.
     stride: usize,
     event: Option<Event>,
-    /// (unit index, expected decoded size) of the batch last submitted.
-    units: Vec<(usize, usize)>,
+    /// (unit index, expected decoded size) of each item of the batch last submitted.
+    items: Vec<(usize, usize)>,
+    /// The chunks of the batch last submitted.
+    chunks: usize,
 }
 
 impl StagedRead<'_> {
@@ -215,6 +251,11 @@ impl StagedRead<'_> {
                 self.ops.as_ref(),
                 d.compression,
                 batch_capacity,
+                if d.blosc {
+                    (batch_capacity * 32).clamp(MAX_STREAMS_PER_CHUNK, MAX_BATCH_ITEMS)
+                } else {
+                    batch_capacity
+                },
                 slots,
             )?),
             None => None,
@@ -269,14 +310,19 @@ impl StagedRead<'_> {
                         &fill,
                     )?;
                 }
-                Produced::Compressed(len) => {
+                Produced::Compressed(chunk) => {
                     let d = device.as_mut().ok_or_else(|| {
                         Error::InvalidArgument(
                             "a chunk was left compressed without a device decoder (internal error: please report)".into(),
                         )
                     })?;
-                    d.pending.push((i, slot_id, len));
-                    if d.pending.len() >= d.capacity {
+                    let items = chunk.parts.items();
+                    if d.pending_items + items > d.item_capacity {
+                        self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
+                    }
+                    d.pending_items += items;
+                    d.pending.push((i, slot_id, chunk));
+                    if d.pending.len() >= d.capacity || d.pending_items >= d.item_capacity {
                         self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
                     }
                     continue;
@@ -379,30 +425,85 @@ impl StagedRead<'_> {
         d.next = (d.next + 1) % d.ring.len();
         self.settle_batch(d, k, on_device)?;
         let pending = std::mem::take(&mut d.pending);
+        d.pending_items = 0;
         let mut items = Vec::with_capacity(pending.len());
-        let mut units = Vec::with_capacity(pending.len());
+        let mut item_units = Vec::with_capacity(pending.len());
+        // Each chunk's decoded bytes (and, for a blosc chunk still shuffled, where its
+        // unshuffled bytes go: the chunk's own part of the input buffer, free once the batch
+        // has decompressed it).
+        let mut decoded = Vec::with_capacity(pending.len());
         {
             let entry = &d.ring[k];
-            for (n, &(i, slot_id, len)) in pending.iter().enumerate() {
-                let unit = &self.units[i];
+            for (n, (i, slot_id, chunk)) in pending.iter().enumerate() {
+                let unit = &self.units[*i];
                 let expected = unit.num_elements() * s.elem;
-                let slot = &slots[slot_id];
+                let slot = &slots[*slot_id];
                 let at = n * entry.stride;
-                let input = entry.input.sub(at, at + len);
-                let staged = slot.staging.try_slice(..len)?;
+                if chunk.len > entry.stride || expected > entry.stride {
+                    return Err(Error::InvalidArgument(format!(
+                        "a chunk of {} compressed, {expected} decoded bytes in a batch stride of {} \
+                         (internal error: please report)",
+                        chunk.len, entry.stride
+                    )));
+                }
+                let input = entry.input.sub(at, at + chunk.len);
+                let staged = slot.staging.try_slice(..chunk.len)?;
                 self.ops.copy(&d.queue, staged.region()?, &input)?;
-                let output = slot.scratch.try_slice(..expected)?;
-                items.push(BatchItem {
-                    input,
-                    output: output.region()?.clone(),
-                });
-                units.push((i, expected));
+                let output = slot.scratch.try_slice(..expected)?.region()?.clone();
+                match &chunk.parts {
+                    DeviceParts::Whole => {
+                        items.push(BatchItem {
+                            input,
+                            output: output.clone(),
+                        });
+                        item_units.push((*i, expected));
+                        decoded.push((*i, output, None));
+                    }
+                    DeviceParts::Blosc(frame) => {
+                        for stream in &frame.streams {
+                            let (from, to) = (
+                                input.sub(stream.input.start, stream.input.end),
+                                output.sub(stream.output.start, stream.output.end),
+                            );
+                            if stream.stored {
+                                self.ops.copy(&d.queue, &from, &to)?;
+                            } else {
+                                item_units.push((*i, to.len()));
+                                items.push(BatchItem {
+                                    input: from,
+                                    output: to,
+                                });
+                            }
+                        }
+                        let unshuffle = frame
+                            .shuffle
+                            .map(|shuffle| (shuffle, entry.input.sub(at, at + expected), frame));
+                        decoded.push((*i, output, unshuffle));
+                    }
+                }
             }
         }
-        self.ops
-            .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
-        for (item, &(i, _)) in items.iter().zip(&units) {
-            self.scatter(&d.queue, &self.units[i], &item.output, s)?;
+        if !items.is_empty() {
+            self.ops
+                .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
+        }
+        for (i, output, unshuffle) in &decoded {
+            let source = match unshuffle {
+                None => output,
+                Some((shuffle, target, frame)) => {
+                    self.ops.blosc_unshuffle(
+                        &d.queue,
+                        output,
+                        target,
+                        frame.nbytes,
+                        *shuffle,
+                        frame.typesize,
+                        frame.blocksize,
+                    )?;
+                    target
+                }
+            };
+            self.scatter(&d.queue, &self.units[*i], source, s)?;
         }
         let event = self.ops.record(&d.queue)?;
         for &(i, slot_id, _) in &pending {
@@ -414,7 +515,8 @@ impl StagedRead<'_> {
         }
         let entry = &mut d.ring[k];
         entry.event = Some(event);
-        entry.units = units;
+        entry.items = item_units;
+        entry.chunks = pending.len();
         Ok(())
     }
 
@@ -436,12 +538,12 @@ impl StagedRead<'_> {
             return Ok(());
         };
         event.wait()?;
-        let units = std::mem::take(&mut entry.units);
-        on_device.fetch_sub(units.len(), Ordering::Relaxed);
+        let items = std::mem::take(&mut entry.items);
+        on_device.fetch_sub(std::mem::take(&mut entry.chunks), Ordering::Relaxed);
         let outcomes = entry
             .desc
-            .outcomes(units.len(), &|st| self.ops.describe_status(st))?;
-        for ((i, expected), outcome) in units.into_iter().zip(outcomes) {
+            .outcomes(items.len(), &|st| self.ops.describe_status(st))?;
+        for ((i, expected), outcome) in items.into_iter().zip(outcomes) {
             let unit = &self.units[i];
             match outcome {
                 Ok(n) if n == expected => {}
@@ -449,7 +551,8 @@ impl StagedRead<'_> {
                     return Err((self.unit_error)(
                         unit,
                         format!(
-                            "the device decoder produced {n} bytes, the chunk holds {expected}"
+                            "the device decoder produced {n} bytes where the chunk's stream \
+                             holds {expected}"
                         ),
                     ));
                 }
@@ -477,9 +580,14 @@ struct Scatter<'a> {
 struct DeviceBatches {
     compression: Compression,
     queue: Queue,
+    /// Most chunks in one batch.
     capacity: usize,
-    /// (unit index, slot, compressed length) gathered for the next batch.
-    pending: Vec<(usize, usize, usize)>,
+    /// Most items (streams) in one batch: the descriptors' capacity.
+    item_capacity: usize,
+    /// (unit index, slot, compressed chunk) gathered for the next batch.
+    pending: Vec<(usize, usize, Compressed)>,
+    /// The items of `pending`.
+    pending_items: usize,
     ring: Vec<BatchSlot>,
     next: usize,
 }
@@ -498,6 +606,7 @@ impl DeviceBatches {
         ops: &dyn DeviceOps,
         compression: Compression,
         capacity: usize,
+        item_capacity: usize,
         slots: &[Slot],
     ) -> Result<Self> {
         // A compressed chunk is at most a slot long (longer ones are decoded on the CPU);
@@ -507,11 +616,12 @@ impl DeviceBatches {
         let mut ring = Vec::with_capacity(BATCH_RING);
         for _ in 0..BATCH_RING {
             ring.push(BatchSlot {
-                desc: ops.new_batch_desc(capacity)?,
+                desc: ops.new_batch_desc(item_capacity)?,
                 input: ops.alloc(stride * capacity)?,
                 stride,
                 event: None,
-                units: Vec::new(),
+                items: Vec::new(),
+                chunks: 0,
             });
         }
         for entry in &ring {
@@ -521,7 +631,9 @@ impl DeviceBatches {
             compression,
             queue: ops.new_queue()?,
             capacity,
+            item_capacity,
             pending: Vec::new(),
+            pending_items: 0,
             ring,
             next: 0,
         })

@@ -325,6 +325,19 @@ mod tests {
             self.host
                 .cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
         }
+        fn blosc_unshuffle(
+            &self,
+            q: &Queue,
+            src: &Region,
+            dst: &Region,
+            nbytes: usize,
+            shuffle: zarrbuf_codecs::host::Shuffle,
+            typesize: usize,
+            blocksize: usize,
+        ) -> Result<()> {
+            self.host
+                .blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+        }
         fn batch_decoder(&self) -> std::result::Result<(), String> {
             self.host.batch_decoder()
         }
@@ -452,7 +465,13 @@ mod tests {
             Arc::new(zarrs::array::codec::Crc32cCodec::new());
         let zstd_checksum: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
             Arc::new(zarrs::array::codec::ZstdCodec::new(3, true));
-        for codecs in [vec![], vec![crc], vec![zstd_checksum]] {
+        // blosc frames: the device decodes them, it does not write them.
+        let blosc = "blosc:lz4:5:shuffle+crc32c"
+            .parse::<crate::zarr::CodecSpec>()
+            .unwrap()
+            .bytes_to_bytes_codecs(4)
+            .unwrap();
+        for codecs in [vec![], vec![crc], vec![zstd_checksum], blosc] {
             let (array, data) = array(codecs);
             let ops = counting(None);
             write_staged_on(

@@ -7,10 +7,11 @@
 //! (method, flags, declared size), the zlib header, and a trailing crc32c over the whole
 //! encoded chunk. After decoding, the pipeline checks each chunk's status and decoded size.
 
+use super::blosc_frame::{self, BloscCompressor, BloscFrame, Parsed};
 use crate::device::Compression;
 use std::ops::Range;
 use std::sync::Arc;
-use zarrs::array::CodecChain;
+use zarrs::array::{CodecChain, CodecMetadataOptions};
 use zarrs::plugin::ExtensionName;
 
 /// A chunk's outer compression, as stored.
@@ -25,6 +26,19 @@ pub(crate) enum Framing {
     /// numcodecs' `lz4`: the decoded size as a 4-byte little-endian integer, then one LZ4
     /// block.
     Lz4,
+    /// A blosc frame whose streams are in this compressor (the codec's `cname`).
+    Blosc(BloscCompressor),
+}
+
+/// What the device decoder does with one checked chunk.
+#[derive(Debug)]
+pub(crate) enum DevicePayload {
+    /// Upload this range of the stored chunk; it decompresses, whole, to the chunk.
+    Whole(Range<usize>),
+    /// Upload the frame (this range of the stored chunk); the device decodes its streams.
+    Blosc(Range<usize>, BloscFrame),
+    /// A valid chunk the device does not take: decode it on the CPU.
+    Cpu,
 }
 
 /// The bytes-to-bytes codecs of a chain the device decoder handles: one compressor,
@@ -43,11 +57,18 @@ impl DeviceCodec {
             .iter()
             .map(|c| c.name_v3().map(|n| n.into_owned()).unwrap_or_default())
             .collect();
+        // blosc's streams are in the compressor its configuration names.
+        let blosc = || {
+            let codec = chain.bytes_to_bytes_codecs().first()?;
+            let config = codec.configuration_v3(&CodecMetadataOptions::default())?;
+            BloscCompressor::from_cname(config.get("cname")?.as_str()?)
+        };
         let framing = |n: &str| match n.trim_start_matches("numcodecs.") {
             "zstd" => Some(Framing::Zstd),
             "gzip" => Some(Framing::Gzip),
             "zlib" => Some(Framing::Zlib),
             "lz4" => Some(Framing::Lz4),
+            "blosc" => blosc().map(Framing::Blosc),
             _ => None,
         };
         match names.as_slice() {
@@ -63,12 +84,45 @@ impl DeviceCodec {
         }
     }
 
-    /// What the device decoder runs on the payload.
-    pub(crate) fn compression(&self) -> Compression {
+    /// What the device decoder runs on the payload; `None` for blosc frames of a compressor
+    /// nvCOMP lacks (blosclz, snappy), which decode on the CPU.
+    pub(crate) fn compression(&self) -> Option<Compression> {
         match self.framing {
-            Framing::Zstd => Compression::Zstd,
-            Framing::Gzip | Framing::Zlib => Compression::Deflate,
-            Framing::Lz4 => Compression::Lz4,
+            Framing::Zstd | Framing::Blosc(BloscCompressor::Zstd) => Some(Compression::Zstd),
+            Framing::Gzip | Framing::Zlib | Framing::Blosc(BloscCompressor::Zlib) => {
+                Some(Compression::Deflate)
+            }
+            Framing::Lz4 | Framing::Blosc(BloscCompressor::Lz4) => Some(Compression::Lz4),
+            Framing::Blosc(BloscCompressor::BloscLz | BloscCompressor::Snappy) => None,
+        }
+    }
+
+    /// Checks `encoded` (one stored chunk that decodes to `expected` bytes) and says what the
+    /// device decoder does with it; `Err` says what is wrong with the chunk.
+    pub(crate) fn device_payload(
+        &self,
+        encoded: &[u8],
+        expected: usize,
+        validate_checksums: bool,
+    ) -> Result<DevicePayload, String> {
+        let Framing::Blosc(compressor) = self.framing else {
+            return self
+                .payload(encoded, expected, validate_checksums)
+                .map(DevicePayload::Whole);
+        };
+        let body = self.checked_body(encoded, validate_checksums)?;
+        let check = |stream: &[u8], decoded: usize| match compressor {
+            BloscCompressor::Lz4 => lz4_block_check(stream, decoded).map(|()| 0..stream.len()),
+            BloscCompressor::Zstd => zstd_payload(stream, decoded),
+            BloscCompressor::Zlib => zlib_payload(stream),
+            BloscCompressor::BloscLz | BloscCompressor::Snappy => Err(format!(
+                "{compressor:?} streams do not decode on the device"
+            )),
+        };
+        // The crc32c trailer, if any, follows the frame: the frame starts at byte 0.
+        match blosc_frame::parse(&encoded[body.clone()], expected, compressor, &check)? {
+            Parsed::Device(frame) => Ok(DevicePayload::Blosc(body, frame)),
+            Parsed::Cpu => Ok(DevicePayload::Cpu),
         }
     }
 
@@ -86,6 +140,11 @@ impl DeviceCodec {
             Framing::Gzip => gzip_payload(&encoded[body.clone()], expected)?,
             Framing::Zlib => zlib_payload(&encoded[body.clone()])?,
             Framing::Lz4 => lz4_payload(&encoded[body.clone()], expected)?,
+            Framing::Blosc(_) => {
+                return Err(
+                    "a blosc frame is not one stream (internal error: please report)".into(),
+                );
+            }
         };
         Ok(body.start + inner.start..body.start + inner.end)
     }
@@ -136,6 +195,7 @@ impl DeviceCodec {
             (true, Framing::Lz4) => self.checked_body(encoded, validate_checksums)?,
             // The framing checks (and the crc32c) are those of `payload`.
             (true, Framing::Zstd) => self.payload(encoded, out.len(), validate_checksums)?,
+            (true, Framing::Blosc(_)) => self.checked_body(encoded, validate_checksums)?,
             // gzip and zlib are decoded whole, with their own checks.
             (true, Framing::Gzip | Framing::Zlib) => {
                 self.payload(encoded, out.len(), validate_checksums)?;
@@ -177,8 +237,48 @@ impl DeviceCodec {
                     .map_err(|e| format!("lz4: {e}"))?;
                 complete(n, false)
             }
+            Framing::Blosc(_) => complete(blosc_decode_into(body, out)?, false),
         }
     }
+}
+
+/// Decodes one blosc frame into `out` (exactly its decoded size) with c-blosc, the library
+/// zarrs and numcodecs decode with, single-threaded (chunks are decoded in parallel).
+fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    use std::ffi::c_void;
+    let mut nbytes = 0usize;
+    // SAFETY: c-blosc reads the 16-byte header of `frame` after checking that `frame.len()`
+    // (passed as the buffer's length) holds it, and writes one `usize`.
+    let valid = unsafe {
+        blosc_src::blosc_cbuffer_validate(frame.as_ptr().cast::<c_void>(), frame.len(), &mut nbytes)
+    } == 0;
+    if !valid {
+        return Err(
+            "not a valid blosc frame (bad header, or its declared length is not the chunk's)"
+                .into(),
+        );
+    }
+    if nbytes != out.len() {
+        return Err(format!(
+            "the blosc header declares {nbytes} decoded bytes, the chunk holds {}",
+            out.len()
+        ));
+    }
+    if out.is_empty() {
+        return Ok(0);
+    }
+    // SAFETY: the frame's declared compressed length equals `frame.len()` (validated above),
+    // and c-blosc 1.21 checks every block start and stream length against that length before
+    // reading; it writes at most `out.len()` (destsize) bytes into `out`.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            frame.as_ptr().cast::<c_void>(),
+            out.as_mut_ptr().cast::<c_void>(),
+            out.len(),
+            1,
+        )
+    };
+    usize::try_from(n).map_err(|_| format!("c-blosc could not decode the frame (error {n})"))
 }
 
 /// numcodecs' lz4 bound for the device: the size header of [`lz4_header`], then a block

@@ -3,6 +3,7 @@
 //! and array info.
 
 mod array;
+mod blosc_frame;
 mod codec_plan;
 mod codec_spec;
 mod codecs;
@@ -20,10 +21,11 @@ mod units;
 mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
+pub(crate) use blosc_frame::BloscFrame;
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
 pub use create::{ArrayLayout, create_like};
-pub(crate) use framing::DeviceCodec;
+pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use info::{ArrayInfo, describe};
 pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{

@@ -20,12 +20,37 @@ use crate::device::{CompressSettings, Compressor};
 use std::sync::Arc;
 use zarrs::array::{CodecChain, CodecMetadataOptions};
 
+/// The compressor of a chain a device compresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteFraming {
+    /// One zstd frame.
+    Zstd,
+    /// A gzip member.
+    Gzip,
+    /// A zlib stream.
+    Zlib,
+    /// numcodecs' `lz4`: a 4-byte size header, then one LZ4 block.
+    Lz4,
+}
+
+impl WriteFraming {
+    /// The decode side's name for the same framing.
+    fn framing(self) -> Framing {
+        match self {
+            WriteFraming::Zstd => Framing::Zstd,
+            WriteFraming::Gzip => Framing::Gzip,
+            WriteFraming::Zlib => Framing::Zlib,
+            WriteFraming::Lz4 => Framing::Lz4,
+        }
+    }
+}
+
 /// The bytes-to-bytes codecs of a chain a device compresses: one compressor (`zstd`,
 /// `gzip`, `zlib`, numcodecs `lz4`), optionally followed by `crc32c`, and the compressor's
 /// level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WriteCodec {
-    pub framing: Framing,
+    pub framing: WriteFraming,
     pub crc32c: bool,
     /// zstd's level, gzip's or zlib's level (lz4: 0).
     pub level: i32,
@@ -37,27 +62,35 @@ impl WriteCodec {
     /// ([`DeviceCodec::of`]), except zstd with `checksum: true`: nvCOMP writes no zstd
     /// content checksums.
     pub(crate) fn of(chain: &Arc<CodecChain>) -> std::result::Result<Self, String> {
+        let only = "the device compresses only one zstd, gzip, zlib or lz4 codec (optionally followed by crc32c)";
         let Some(DeviceCodec { framing, crc32c }) = DeviceCodec::of(chain) else {
-            return Err(
-                "the device compresses only one zstd, gzip, zlib or lz4 codec (optionally followed by crc32c)"
-                    .into(),
-            );
+            return Err(only.into());
+        };
+        let framing = match framing {
+            Framing::Zstd => WriteFraming::Zstd,
+            Framing::Gzip => WriteFraming::Gzip,
+            Framing::Zlib => WriteFraming::Zlib,
+            Framing::Lz4 => WriteFraming::Lz4,
+            // The device decodes blosc frames; it does not write them.
+            _ => return Err(only.into()),
         };
         let config = chain
             .bytes_to_bytes_codecs()
             .first()
             .and_then(|c| c.configuration_v3(&CodecMetadataOptions::default()));
         let field = |name: &str| config.as_ref().and_then(|c| c.get(name).cloned());
-        if framing == Framing::Zstd && field("checksum").and_then(|v| v.as_bool()) == Some(true) {
+        if framing == WriteFraming::Zstd
+            && field("checksum").and_then(|v| v.as_bool()) == Some(true)
+        {
             return Err("the device writes no zstd content checksums (checksum: true)".into());
         }
         let level = match framing {
-            Framing::Lz4 => 0,
+            WriteFraming::Lz4 => 0,
             _ => field("level")
                 .and_then(|v| v.as_i64())
                 .map(|l| l.clamp(i32::MIN.into(), i32::MAX.into()) as i32)
                 .unwrap_or(match framing {
-                    Framing::Zstd => 0,
+                    WriteFraming::Zstd => 0,
                     _ => 6,
                 }),
         };
@@ -72,10 +105,10 @@ impl WriteCodec {
     pub(crate) fn settings(&self) -> CompressSettings {
         CompressSettings {
             format: match self.framing {
-                Framing::Zstd => Compressor::Zstd,
-                Framing::Gzip => Compressor::Gzip,
-                Framing::Zlib => Compressor::Deflate,
-                Framing::Lz4 => Compressor::Lz4,
+                WriteFraming::Zstd => Compressor::Zstd,
+                WriteFraming::Gzip => Compressor::Gzip,
+                WriteFraming::Zlib => Compressor::Deflate,
+                WriteFraming::Lz4 => Compressor::Lz4,
             },
             level: self.level,
         }
@@ -83,7 +116,7 @@ impl WriteCodec {
 
     /// Whether framing needs the uncompressed chunk on the host (zlib's Adler-32).
     pub(crate) fn needs_uncompressed(&self) -> bool {
-        self.framing == Framing::Zlib
+        self.framing == WriteFraming::Zlib
     }
 
     /// The stored chunk: `compressed` (the device's bare stream for a chunk of
@@ -104,15 +137,15 @@ impl WriteCodec {
         }
         let mut out = Vec::with_capacity(compressed.len() + 22);
         match self.framing {
-            Framing::Zstd | Framing::Gzip => out.extend_from_slice(compressed),
-            Framing::Lz4 => {
+            WriteFraming::Zstd | WriteFraming::Gzip => out.extend_from_slice(compressed),
+            WriteFraming::Lz4 => {
                 let size = u32::try_from(uncompressed_len).map_err(|_| {
                     format!("an lz4 chunk of {uncompressed_len} bytes does not fit numcodecs' 4-byte size header")
                 })?;
                 out.extend_from_slice(&size.to_le_bytes());
                 out.extend_from_slice(compressed);
             }
-            Framing::Zlib => {
+            WriteFraming::Zlib => {
                 // CMF 0x78 (DEFLATE, 32 KiB window); FLG with FLEVEL from the level and the
                 // check bits that make CMF·256 + FLG a multiple of 31.
                 let flevel: u8 = match self.level {
@@ -150,7 +183,7 @@ impl WriteCodec {
     /// the CPU decoders and every check the codecs define; returns the decoded size.
     pub(crate) fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Result<usize, String> {
         DeviceCodec {
-            framing: self.framing,
+            framing: self.framing.framing(),
             crc32c: self.crc32c,
         }
         .decode_into(encoded, out, true)
@@ -158,10 +191,10 @@ impl WriteCodec {
 
     fn name(&self) -> &'static str {
         match self.framing {
-            Framing::Zstd => "zstd",
-            Framing::Gzip => "gzip",
-            Framing::Zlib => "zlib",
-            Framing::Lz4 => "lz4",
+            WriteFraming::Zstd => "zstd",
+            WriteFraming::Gzip => "gzip",
+            WriteFraming::Zlib => "zlib",
+            WriteFraming::Lz4 => "lz4",
         }
     }
 }
@@ -206,7 +239,12 @@ mod tests {
     #[test]
     fn framed_chunks_decode_with_the_codecs_own_checks() {
         let input = data();
-        for framing in [Framing::Zstd, Framing::Gzip, Framing::Zlib, Framing::Lz4] {
+        for framing in [
+            WriteFraming::Zstd,
+            WriteFraming::Gzip,
+            WriteFraming::Zlib,
+            WriteFraming::Lz4,
+        ] {
             for level in [1, 6, 9] {
                 for crc32c in [false, true] {
                     let codec = WriteCodec {
@@ -231,7 +269,12 @@ mod tests {
     fn chunks_of_one_value_compress_below_the_uniform_bound() {
         for len in [1000usize, 65536, 1 << 20] {
             let input = vec![7u8; len];
-            for framing in [Framing::Zstd, Framing::Gzip, Framing::Zlib, Framing::Lz4] {
+            for framing in [
+                WriteFraming::Zstd,
+                WriteFraming::Gzip,
+                WriteFraming::Zlib,
+                WriteFraming::Lz4,
+            ] {
                 let codec = WriteCodec {
                     framing,
                     crc32c: false,
@@ -247,7 +290,7 @@ mod tests {
     #[test]
     fn gzip_and_zlib_read_back_with_flate2() {
         let input = data();
-        for framing in [Framing::Gzip, Framing::Zlib] {
+        for framing in [WriteFraming::Gzip, WriteFraming::Zlib] {
             let codec = WriteCodec {
                 framing,
                 crc32c: false,
@@ -258,7 +301,7 @@ mod tests {
                 .unwrap();
             let mut back = Vec::new();
             match framing {
-                Framing::Gzip => flate2::read::GzDecoder::new(&framed[..])
+                WriteFraming::Gzip => flate2::read::GzDecoder::new(&framed[..])
                     .read_to_end(&mut back)
                     .unwrap(),
                 _ => flate2::read::ZlibDecoder::new(&framed[..])
@@ -272,14 +315,14 @@ mod tests {
     #[test]
     fn checksum_framings_refuse_a_missing_uncompressed_chunk() {
         let codec = WriteCodec {
-            framing: Framing::Zlib,
+            framing: WriteFraming::Zlib,
             crc32c: false,
             level: 1,
         };
         let e = codec.frame(&[1, 2, 3], 100, &[]).unwrap_err();
         assert!(e.contains("uncompressed chunk"), "{e}");
         let zstd = WriteCodec {
-            framing: Framing::Zstd,
+            framing: WriteFraming::Zstd,
             crc32c: true,
             level: 1,
         };

@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The CUDA C++ program: shared definitions first, then one file per operation.
-const SOURCE_FILES: [&str; 4] = [
+const SOURCE_FILES: [&str; 5] = [
     include_str!("../../kernels/common.cuh"),
     include_str!("../../kernels/copy.cu"),
     include_str!("../../kernels/fill.cu"),
     include_str!("../../kernels/cast.cu"),
+    include_str!("../../kernels/unshuffle.cu"),
 ];
 
 /// Word sizes of the typed copy and fill kernels, in the order of their function arrays.
@@ -29,7 +30,8 @@ pub(crate) const TILE: usize = 32;
 /// Get one with [`CudaKernels::for_context`]; it is cached per context for the life of the
 /// process (the cache keeps the context alive), so calling `for_context` per operation is
 /// cheap. The operations ([`strided_copy`](Self::strided_copy), [`fill`](Self::fill),
-/// [`cast`](Self::cast), [`byte_swap`](Self::byte_swap), [`permute`](Self::permute)) take
+/// [`cast`](Self::cast), [`byte_swap`](Self::byte_swap), [`permute`](Self::permute),
+/// [`blosc_unshuffle`](Self::blosc_unshuffle)) take
 /// device pointers and enqueue work on a stream of the same context.
 ///
 /// ```no_run
@@ -49,6 +51,7 @@ pub struct CudaKernels {
     pub(crate) fill: [CudaFunction; 5],
     pub(crate) fill_bytes: CudaFunction,
     pub(crate) cast: CudaFunction,
+    pub(crate) blosc_unshuffle: CudaFunction,
     pub(crate) max_blocks: u32,
     arch: String,
 }
@@ -187,6 +190,7 @@ impl CudaKernels {
             ],
             fill_bytes: f("zb_fill_bytes")?,
             cast: f("zb_cast")?,
+            blosc_unshuffle: f("zb_blosc_unshuffle")?,
             max_blocks: (sms.max(1) as u32).saturating_mul(32),
             arch,
         })
@@ -203,6 +207,30 @@ impl CudaKernels {
         }
         Ok(())
     }
+}
+
+/// Compiles every kernel with NVRTC for `arch` (for example `compute_90`) without a GPU or
+/// a CUDA context, and returns the PTX: the check that the kernel sources build,
+/// for machines that have NVRTC but no GPU (CI installs NVRTC from its pip wheel for this).
+///
+/// Errors with [`CodecError::Cuda`] when NVRTC cannot be loaded or compilation fails (the
+/// message carries NVRTC's log).
+///
+/// ```no_run
+/// let ptx = zarrbuf_codecs::cuda::compile_kernels("compute_90")?;
+/// assert!(ptx.contains(".entry zb_blosc_unshuffle"));
+/// # Ok::<(), zarrbuf_codecs::CodecError>(())
+/// ```
+pub fn compile_kernels(arch: &str) -> Result<String> {
+    if !nvrtc_present() {
+        return Err(CodecError::Cuda(
+            "NVRTC library (libnvrtc.so) not found: install CUDA's NVRTC runtime (e.g. pip \
+             nvidia-cuda-nvrtc) and put it on LD_LIBRARY_PATH"
+                .into(),
+        ));
+    }
+    let ptx = compile(&SOURCE_FILES.join("\n"), Some(arch))?;
+    Ok(ptx.to_src())
 }
 
 /// Compiles the program for `arch` (or NVRTC's default).

@@ -26,7 +26,8 @@ mod kernels;
 mod ops;
 mod params;
 mod self_test;
+mod unshuffle;
 
 pub use available::cuda_available;
-pub use kernels::CudaKernels;
+pub use kernels::{CudaKernels, compile_kernels};
 pub use self_test::self_test;

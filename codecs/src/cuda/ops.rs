@@ -454,7 +454,7 @@ impl CudaKernels {
     }
 
     /// Grid-stride launch configuration for `n` elements (`n` > 0: a plan is never empty).
-    fn config(&self, n: u64) -> LaunchConfig {
+    pub(crate) fn config(&self, n: u64) -> LaunchConfig {
         let blocks = n.div_ceil(BLOCK as u64).min(self.max_blocks as u64).max(1) as u32;
         LaunchConfig {
             grid_dim: (blocks, 1, 1),

@@ -13,8 +13,8 @@ use std::sync::Arc;
 /// Runs every CUDA kernel on pseudo-random inputs (fixed seed) in `ctx` and compares the bytes
 /// it produces with the host implementation: strided copies over random shapes, strides
 /// (negative, broadcast, padded), offsets (unaligned too), element sizes and swap units;
-/// fills; casts between every pair of [`ScalarKind`]s; in-place byte swaps; permutes; a few
-/// large launches and the 64-bit index path.
+/// fills; casts between every pair of [`ScalarKind`]s; in-place byte swaps; permutes; blosc
+/// unshuffles; a few large launches and the 64-bit index path.
 ///
 /// Returns a one-paragraph report on success, and [`CodecError::Cuda`] naming the first case
 /// that differs (or the CUDA call that failed). Takes a few seconds.
@@ -92,6 +92,13 @@ pub fn self_test(ctx: &Arc<CudaContext>) -> Result<String> {
         n += 1;
     }
     counts.push(format!("permute {n}"));
+
+    let mut n = 0;
+    for case in 0..120 {
+        t.unshuffle_case(&mut rng, case)?;
+        n += 1;
+    }
+    counts.push(format!("blosc_unshuffle {n}"));
 
     let name = ctx.name().unwrap_or_else(|_| "unknown device".into());
     Ok(format!(
@@ -510,6 +517,54 @@ impl Tester<'_> {
         })?;
         compare(&got, &want, || {
             format!("permute case {case}: shape {shape:?}, axes {axes:?}, elem {es}")
+        })
+    }
+}
+
+impl Tester<'_> {
+    fn unshuffle_case(&self, rng: &mut Rng, case: usize) -> Result<()> {
+        let typesize = rng.pick(&[1usize, 2, 3, 4, 8, 16, 255]);
+        let shuffle = if case.is_multiple_of(2) {
+            host::Shuffle::Byte
+        } else {
+            host::Shuffle::Bit
+        };
+        // Whole blocks of 8·typesize elements, odd leftovers, and blocks of under one element.
+        let blocksize = match case % 3 {
+            0 => 8 * typesize * (1 + rng.below(64)),
+            1 => 1 + rng.below(4096),
+            _ => 1 + rng.below(typesize),
+        };
+        let nbytes = if case.is_multiple_of(10) {
+            1 << 20
+        } else {
+            rng.below(20_000)
+        };
+        let src = rng.bytes(nbytes.max(1));
+        let init = rng.bytes(nbytes.max(1));
+        let mut want = init.clone();
+        host::blosc_unshuffle(&src, &mut want, nbytes, shuffle, typesize, blocksize)?;
+        let got = self.on_device(&src, &init, |s, d| {
+            // SAFETY: fresh device copies, each at least `nbytes` long, distinct.
+            unsafe {
+                self.k.blosc_unshuffle(
+                    self.stream,
+                    s,
+                    src.len(),
+                    d,
+                    init.len(),
+                    nbytes,
+                    shuffle,
+                    typesize,
+                    blocksize,
+                )
+            }
+        })?;
+        compare(&got, &want, || {
+            format!(
+                "blosc_unshuffle case {case}: {shuffle:?}, {nbytes} bytes, type size \
+                 {typesize}, block {blocksize}"
+            )
         })
     }
 }

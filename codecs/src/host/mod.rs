@@ -22,6 +22,7 @@ mod copy;
 mod fill;
 mod permute;
 mod swap;
+mod unshuffle;
 mod word;
 
 pub use cast::{cast, cast_slices};
@@ -30,3 +31,5 @@ pub use fill::fill;
 pub(crate) use permute::PermutePlan;
 pub use permute::permute;
 pub use swap::byte_swap;
+pub(crate) use unshuffle::check_unshuffle;
+pub use unshuffle::{Shuffle, blosc_unshuffle};

@@ -25,7 +25,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use zarrbuf::{ArrayReadExt, BufferPrototype, DynArray, PipelineMode, ReadOptions};
+use zarrbuf::{ArrayReadExt, BufferPrototype, Decode, DynArray, PipelineMode, ReadOptions};
 
 /// Arrays with more elements than this are opened but not read.
 pub const MAX_ELEMENTS: u64 = 1 << 20;
@@ -502,7 +502,35 @@ pub fn chunk_decode(data: &[u8]) -> Outcome {
     let origin = vec![0u64; array.dimensionality()];
     dir.put(array.chunk_key(&origin).as_str(), &chunk);
     let sharded = fixture.index.is_some();
-    read_both(&array, &whole(&array), sel & 0x20 == 0, sharded).0
+    let outcome = read_both(&array, &whole(&array), sel & 0x20 == 0, sharded).0;
+    device_decode_agrees(&array, &whole(&array), sel & 0x20 == 0);
+    outcome
+}
+
+/// Reads `subset` through the device decoder (its host twin here: the CPU-side framing
+/// checks and blosc frame parsing that guard nvCOMP, then batched decompression, stream
+/// copies and the unshuffle twin) and checks it against the CPU decoders: when both read,
+/// the bytes are the same. The device path may refuse what the CPU reads (its checks come
+/// first) and may read what the CPU refuses only where the CPU checks a checksum of the
+/// decoded bytes (gzip's CRC-32, zlib's Adler-32) that the device decoder cannot see.
+pub fn device_decode_agrees(array: &DynArray, subset: &[Range<u64>], validate_checksums: bool) {
+    let proto = BufferPrototype::cpu();
+    let cpu = array.read_opt(
+        subset,
+        &proto,
+        &options(PipelineMode::Staged, validate_checksums),
+    );
+    let device = array.read_opt(
+        subset,
+        &proto,
+        &options(PipelineMode::Staged, validate_checksums).with_decode(Decode::Gpu),
+    );
+    if let (Ok(c), Ok(d)) = (&cpu, &device) {
+        assert!(
+            c.to_native_bytes().ok() == d.to_native_bytes().ok(),
+            "the device decoder and the CPU read {subset:?} as different bytes"
+        );
+    }
 }
 
 /// The subset bytes `b` describe inside `shape`: per dimension, a start and a length.
