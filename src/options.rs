@@ -109,16 +109,16 @@ impl std::str::FromStr for Decode {
 /// batches, compressed with the CPU compressors), which is how CI tests the batch logic.
 ///
 /// The device returns a zstd frame, a whole gzip member (nvCOMP's gzip compressor, CRC-32
-/// included), an LZ4 block or a raw DEFLATE stream (zlib); the CPU adds the rest of the
-/// codec's framing (lz4's size header, zlib's header and Adler-32, a trailing crc32c). zlib's
-/// Adler-32 is computed on the CPU from the uncompressed chunk, which is therefore copied back
-/// from the device too for zlib. Chunks of only the fill value are still not stored
+/// included), an LZ4 block or a raw DEFLATE stream (zlib), and only that crosses back to the
+/// host; the CPU adds the rest of the codec's framing (lz4's size header, zlib's header and
+/// Adler-32, a trailing crc32c). zlib's Adler-32 is summed on the device in 4 KiB pieces
+/// that the CPU combines. Chunks of only the fill value are still not stored
 /// (`store_empty_chunks` false, the default): a chunk that compressed to at most 1/64 of its
-/// size (as one repeated value does) is decoded on the CPU to check. nvCOMP's limits on chunk sizes hold: zlib chunks
-/// over 64 KiB and zstd or lz4 chunks over 16 MB are compressed on the CPU (one line on
-/// stderr says so). The levels: nvCOMP's zstd compressor has none (the codec's level is
-/// recorded in the metadata but not applied); gzip and zlib levels pick the nearest nvCOMP
-/// algorithm (fast up to level 3, medium up to 6, high above).
+/// size (as one repeated value does) is decoded on the CPU to check. nvCOMP's limits on chunk
+/// sizes hold: zlib chunks over 64 KiB and zstd or lz4 chunks over 16 MB are compressed on
+/// the CPU (one line on stderr says so). The levels: nvCOMP's zstd compressor has none (the
+/// codec's level is recorded in the metadata but not applied); gzip and zlib levels pick the
+/// nearest nvCOMP algorithm (fast up to level 3, medium up to 6, high above).
 ///
 /// `Auto` compresses on the CPU: GPU compression has not yet been verified on a GPU to read
 /// back exactly (see the README), and will become `Auto`'s choice once it has.

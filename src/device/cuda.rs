@@ -257,6 +257,29 @@ impl DeviceOps for CudaOps {
         Ok(())
     }
 
+    fn adler32_pieces(
+        &self,
+        q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()> {
+        let stream = self.stream_after(q, &[src, out])?;
+        let (s, d) = (
+            device_address(src, "Adler-32 source")?,
+            device_address(out, "Adler-32 sums")?,
+        );
+        // SAFETY: both addresses are device-accessible regions of the buffers' lengths, kept
+        // alive by the caller until the queue is synchronized; bounds, alignment and overlap
+        // are checked inside.
+        unsafe {
+            self.kernels()?
+                .adler32_pieces(stream, s, src.len(), nbytes, piece, d, out.len())?
+        };
+        Ok(())
+    }
+
     fn batch_decoder(&self) -> std::result::Result<(), String> {
         nvcomp().map(|_| ()).map_err(str::to_string)
     }

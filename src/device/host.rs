@@ -155,6 +155,25 @@ impl DeviceOps for HostOps {
         })
     }
 
+    fn adler32_pieces(
+        &self,
+        _q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()> {
+        let (_guard, input) = src.host_bytes()?;
+        let mut sums = vec![0u32; out.len() / 4];
+        host::adler32_pieces(input, nbytes, piece, &mut sums)?;
+        out.with_host_mut(|bytes| {
+            for (w, chunk) in sums.iter().zip(bytes.chunks_exact_mut(4)) {
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+            Ok(())
+        })
+    }
+
     fn batch_decoder(&self) -> std::result::Result<(), String> {
         Ok(())
     }

@@ -118,6 +118,18 @@ pub(crate) trait DeviceOps: Send + Sync {
         typesize: usize,
         blocksize: usize,
     ) -> Result<()>;
+    /// Writes the Adler-32 sums of each `piece`-byte piece of the first `nbytes` bytes of
+    /// `src` into `out` (two `u32` per piece, native byte order; see
+    /// `zarrbuf_codecs::host::adler32_pieces`), for zlib's checksum without the chunk leaving
+    /// the device.
+    fn adler32_pieces(
+        &self,
+        q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()>;
     /// Why this device cannot decompress batches itself (`Ok` when it can: always on the
     /// host, with nvCOMP on CUDA).
     fn batch_decoder(&self) -> std::result::Result<(), String>;

@@ -5,10 +5,10 @@
 //!
 //! With a device compressor ([`DeviceCompress`]), chunks the write covers whole are gathered
 //! into batches instead and compressed on the device ([`CompressBatches`]); only their
-//! compressed bytes (and, where framing needs it, the uncompressed chunk) come back to host
-//! memory, and the workers frame and store them.
+//! compressed bytes (and for zlib the Adler-32 piece sums) come back to host memory, and the
+//! workers frame and store them.
 
-use super::write_batches::{CompressBatches, Compressed, MAX_WRITE_BATCH};
+use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
 use crate::device::{CompressSettings, Event, Queue};
@@ -30,9 +30,8 @@ pub(crate) enum Gathered {
     FullChunk,
     /// Only the requested region, native byte order, C order (zarrs merges it into the chunk).
     Region,
-    /// The whole chunk as for `FullChunk`, compressed on the device: the consumer gets the
-    /// bare compressed stream, and the uncompressed chunk too when
-    /// [`DeviceCompress::stage_uncompressed`] (else no bytes for it).
+    /// The whole chunk as for `FullChunk`, compressed on the device: the consumer gets no
+    /// staged bytes, and a [`DeviceChunk`].
     Compressed {
         /// The uncompressed chunk's size.
         len: usize,
@@ -40,16 +39,24 @@ pub(crate) enum Gathered {
 }
 
 /// Compresses (or frames) and stores one staged chunk (called on worker threads): the
-/// unit, how it was gathered, its staged bytes, and for [`Gathered::Compressed`] the
-/// device's compressed bytes.
+/// unit, how it was gathered, its staged bytes, and for [`Gathered::Compressed`] what the
+/// device produced.
 pub(crate) type Consumer<'a> =
-    dyn Fn(&Unit, &Gathered, &[u8], Option<&[u8]>) -> Result<()> + Sync + 'a;
+    dyn Fn(&Unit, &Gathered, &[u8], Option<DeviceChunk<'_>>) -> Result<()> + Sync + 'a;
+
+/// A chunk compressed on the device, as it reached host memory.
+pub(crate) struct DeviceChunk<'a> {
+    /// The device's compressed stream.
+    pub compressed: &'a [u8],
+    /// The Adler-32 of the uncompressed chunk, when [`DeviceCompress::adler32`].
+    pub adler32: Option<u32>,
+}
 
 /// Compression on the device for chunks the write covers whole.
 pub(crate) struct DeviceCompress {
     pub settings: CompressSettings,
-    /// Copy each uncompressed chunk back to host staging too (zlib's Adler-32).
-    pub stage_uncompressed: bool,
+    /// Sum each chunk for its Adler-32 on the device too (zlib).
+    pub adler32: bool,
 }
 
 /// A chunk handed to the workers: its unit, slot, how it was gathered, its staged length,
@@ -132,12 +139,18 @@ impl StagedWrite<'_> {
                     .map(|u| u.num_elements() * elem)
                     .max()
                     .unwrap_or(0);
-                CompressBatches::new(self.ops.as_ref(), dc.settings, slots.len(), chunk_bytes)
-                    .and_then(|mut batches| {
-                        let r = self.run_with_slots(data, consume, &slots, Some(&mut batches));
-                        // No batch work may outlive the run.
-                        r.and(self.ops.synchronize(batches.queue()))
-                    })
+                CompressBatches::new(
+                    self.ops.as_ref(),
+                    dc.settings,
+                    slots.len(),
+                    chunk_bytes,
+                    dc.adler32,
+                )
+                .and_then(|mut batches| {
+                    let r = self.run_with_slots(data, consume, &slots, Some(&mut batches));
+                    // No batch work may outlive the run.
+                    r.and(self.ops.synchronize(batches.queue()))
+                })
             }
             None => self.run_with_slots(data, consume, &slots, None),
         };
@@ -156,10 +169,11 @@ impl StagedWrite<'_> {
         for i in 0..slots.len() {
             free_tx.send(i).expect("receiver alive");
         }
-        let host_out: Vec<crate::buffer::Buffer> = batches
-            .as_ref()
-            .map(|b| b.host_out.clone())
-            .unwrap_or_default();
+        let (host_out, host_sums): (Vec<crate::buffer::Buffer>, Vec<crate::buffer::Buffer>) =
+            batches
+                .as_ref()
+                .map(|b| (b.host_out.clone(), b.host_sums.clone()))
+                .unwrap_or_default();
         let (work_tx, work_rx) = mpsc::channel::<Job>();
         let work_rx = Mutex::new(work_rx);
         let abort = AtomicBool::new(false);
@@ -176,7 +190,7 @@ impl StagedWrite<'_> {
             for _ in 0..workers {
                 let free_tx = free_tx.clone();
                 let (work_rx, abort, first_error, done) = (&work_rx, &abort, &first_error, &done);
-                let host_out = &host_out;
+                let (host_out, host_sums) = (&host_out, &host_sums);
                 scope.spawn(move || {
                     loop {
                         let job = match work_rx.lock().map(|rx| rx.recv()) {
@@ -205,7 +219,28 @@ impl StagedWrite<'_> {
                                             )
                                         })?
                                         .as_host_bytes()?;
-                                    consume(unit, &gathered, &bytes[..len], Some(&out[..n]))
+                                    let adler32 = match (&gathered, host_sums.get(slot_id)) {
+                                        (Gathered::Compressed { len }, Some(sums)) => {
+                                            let sums = sums.as_host_bytes()?;
+                                            let words: Vec<u32> = sums
+                                                .chunks_exact(4)
+                                                .map(|w| {
+                                                    u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+                                                })
+                                                .collect();
+                                            Some(zarrbuf_codecs::host::adler32_combine(
+                                                &words,
+                                                *len,
+                                                ADLER_PIECE,
+                                            ))
+                                        }
+                                        _ => None,
+                                    };
+                                    let chunk = DeviceChunk {
+                                        compressed: &out[..n],
+                                        adler32,
+                                    };
+                                    consume(unit, &gathered, &bytes[..len], Some(chunk))
                                 }
                             }
                         });
@@ -254,17 +289,13 @@ impl StagedWrite<'_> {
         abort: &AtomicBool,
         mut batches: Option<&mut CompressBatches<'_>>,
     ) -> Result<()> {
-        let stage_uncompressed = self
-            .device_compress
-            .as_ref()
-            .is_some_and(|dc| dc.stage_uncompressed);
         let unit_error = |i: usize, why: String| (self.unit_error)(&self.units[i], why);
         let mut send_compressed = |c: Compressed| {
             work.send(Job {
                 unit: c.unit,
                 slot: c.slot,
                 gathered: Gathered::Compressed { len: c.len },
-                len: if stage_uncompressed { c.len } else { 0 },
+                len: 0,
                 compressed: Some(c.compressed),
                 event: c.event,
             })
@@ -297,15 +328,7 @@ impl StagedWrite<'_> {
             if let (Gathered::FullChunk, Some(b)) = (&gathered, batches.as_deref_mut()) {
                 let queue = b.queue().clone();
                 let len = self.gather(data, slot, &queue, unit, &gathered)?;
-                if stage_uncompressed {
-                    let (scratch, staging) = (
-                        slot.scratch.try_slice(..len)?,
-                        slot.staging.try_slice(..len)?,
-                    );
-                    self.ops
-                        .copy(&queue, scratch.region()?, staging.region()?)?;
-                }
-                if b.push(i, slot_id, len) {
+                if b.push(slots, i, slot_id, len)? {
                     b.flush(slots, &mut send_compressed, &unit_error)?;
                 }
                 continue;

@@ -6,15 +6,22 @@
 //! compressed sizes come back, and each chunk's compressed bytes — only those — are copied
 //! into the slot's host buffer. The chunk then goes to a CPU worker, which frames and stores
 //! it. All of a batch's device work runs on one queue, in order: gather, compress, copy back.
+//! For zlib, whose Adler-32 is of the uncompressed chunk, the device also sums each chunk in
+//! [`ADLER_PIECE`]-byte pieces (`zb_adler32_pieces`); the sums come back with the compressed
+//! bytes and the worker combines them, so no chunk crosses back uncompressed.
 
 use super::Slot;
 use crate::buffer::Buffer;
 use crate::device::{BatchDesc, BatchItem, CompressSettings, DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
+use zarrbuf_codecs::host::adler32_piece_count;
 
 /// Most chunks in one compression batch (nvCOMP compresses a chunk per thread block, so
 /// larger batches keep more of the GPU busy; the slots bound it too).
 pub(crate) const MAX_WRITE_BATCH: usize = 64;
+
+/// The piece size of the device's Adler-32 sums (one device thread per piece).
+pub(crate) const ADLER_PIECE: usize = 4096;
 
 /// A chunk gathered into its slot's scratch, waiting for its batch.
 struct Pending {
@@ -45,16 +52,23 @@ pub(crate) struct CompressBatches<'a> {
     /// Per slot: host memory the slot's compressed chunk is copied into.
     pub host_out: Vec<Buffer>,
     max_out: usize,
+    /// Per slot, when the chunks need their Adler-32: the device's piece sums, and host
+    /// memory they are copied into.
+    device_sums: Vec<Buffer>,
+    /// Per slot: host memory the piece sums are copied into (empty without Adler-32).
+    pub host_sums: Vec<Buffer>,
     pending: Vec<Pending>,
 }
 
 impl<'a> CompressBatches<'a> {
-    /// Output buffers for `slots` slots of chunks up to `chunk_bytes`, and a descriptor.
+    /// Output buffers for `slots` slots of chunks up to `chunk_bytes`, and a descriptor; with
+    /// `adler32`, buffers for each chunk's Adler-32 piece sums too.
     pub(crate) fn new(
         ops: &'a dyn DeviceOps,
         settings: CompressSettings,
         slots: usize,
         chunk_bytes: usize,
+        adler32: bool,
     ) -> Result<Self> {
         let max_out = ops.max_compressed_size(settings, chunk_bytes)?;
         // The device side is one allocation, sliced per slot (slices start on 256-byte
@@ -74,6 +88,16 @@ impl<'a> CompressBatches<'a> {
             device_out.push(device.try_slice(i * stride..i * stride + max_out)?);
             host_out.push(Buffer::from_region(ops.alloc_staging(max_out)?));
         }
+        let (mut device_sums, mut host_sums) = (Vec::new(), Vec::new());
+        if adler32 {
+            let sums = 8 * adler32_piece_count(chunk_bytes, ADLER_PIECE).max(1);
+            let stride = sums.next_multiple_of(256);
+            let device = Buffer::from_region(ops.alloc(stride * slots)?);
+            for i in 0..slots {
+                device_sums.push(device.try_slice(i * stride..i * stride + sums)?);
+                host_sums.push(Buffer::from_region(ops.alloc_staging(sums)?));
+            }
+        }
         Ok(CompressBatches {
             ops,
             settings,
@@ -82,6 +106,8 @@ impl<'a> CompressBatches<'a> {
             device_out,
             host_out,
             max_out,
+            device_sums,
+            host_sums,
             pending: Vec::new(),
         })
     }
@@ -97,10 +123,27 @@ impl<'a> CompressBatches<'a> {
     }
 
     /// Adds a chunk gathered (on [`Self::queue`]) into the first `len` bytes of `slot`'s
-    /// scratch; returns whether the batch is full.
-    pub(crate) fn push(&mut self, unit: usize, slot: usize, len: usize) -> bool {
+    /// scratch, enqueuing its Adler-32 sums when they are needed; returns whether the batch
+    /// is full.
+    pub(crate) fn push(
+        &mut self,
+        slots: &[Slot],
+        unit: usize,
+        slot: usize,
+        len: usize,
+    ) -> Result<bool> {
+        if let Some(sums) = self.device_sums.get(slot) {
+            let chunk = slots[slot].scratch.try_slice(..len)?;
+            self.ops.adler32_pieces(
+                &self.queue,
+                chunk.region()?,
+                len,
+                ADLER_PIECE,
+                sums.region()?,
+            )?;
+        }
         self.pending.push(Pending { unit, slot, len });
-        self.pending.len() >= self.desc.capacity
+        Ok(self.pending.len() >= self.desc.capacity)
     }
 
     /// Compresses the pending chunks and hands each to `send` in order, with the event that
@@ -141,6 +184,11 @@ impl<'a> CompressBatches<'a> {
                     let from = self.device_out[p.slot].try_slice(..n)?;
                     let to = self.host_out[p.slot].try_slice(..n)?;
                     self.ops.copy(&self.queue, from.region()?, to.region()?)?;
+                    if let (Some(from), Some(to)) =
+                        (self.device_sums.get(p.slot), self.host_sums.get(p.slot))
+                    {
+                        self.ops.copy(&self.queue, from.region()?, to.region()?)?;
+                    }
                     ready.push((p, n));
                 }
                 Ok(n) => {

@@ -2,7 +2,7 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{DeviceCompress, Gathered, StagedWrite};
+use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
@@ -107,7 +107,7 @@ fn device_compress(
     }
     Some(DeviceCompress {
         settings,
-        stage_uncompressed: codec.needs_uncompressed(),
+        adler32: codec.needs_adler32(),
     })
 }
 
@@ -164,40 +164,34 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
     let consume = |unit: &Unit,
                    gathered: &Gathered,
                    bytes: &[u8],
-                   compressed: Option<&[u8]>|
+                   device: Option<DeviceChunk<'_>>|
      -> Result<()> {
         match (gathered, &chain) {
             (Gathered::Compressed { len }, _) => {
-                let (Some(codec), Some(compressed)) = (&codec, compressed) else {
+                let (Some(codec), Some(device)) = (&codec, device) else {
                     return Err(chunk_error(
                         array,
                         &unit.indices,
                         "a device-compressed chunk without its codec or bytes (internal error: please report)",
                     ));
                 };
+                let compressed = device.compressed;
                 let encoded = codec
-                    .frame(compressed, *len, bytes)
+                    .frame(compressed, *len, device.adler32)
                     .map_err(|why| chunk_error(array, &unit.indices, why))?;
-                // A chunk of only the fill value is erased. Without the uncompressed chunk
-                // (staged for zlib only), those that compressed well enough to be one
-                // repeated value are decoded here to check.
-                if !opts.store_empty_chunks {
-                    let fill_only = if !bytes.is_empty() {
-                        is_empty(bytes)
-                    } else if WriteCodec::may_be_uniform(compressed.len(), *len) {
-                        let mut decoded = vec![0u8; *len];
-                        codec.decode_into(&encoded, &mut decoded).map_err(|why| {
-                            chunk_error(
-                                array,
-                                &unit.indices,
-                                format!("the device-compressed chunk does not decode: {why}"),
-                            )
-                        })?;
-                        is_empty(&decoded)
-                    } else {
-                        false
-                    };
-                    if fill_only {
+                // A chunk of only the fill value is erased. The uncompressed chunk stays on
+                // the device: those that compressed well enough to be one repeated value are
+                // decoded here to check.
+                if !opts.store_empty_chunks && WriteCodec::may_be_uniform(compressed.len(), *len) {
+                    let mut decoded = vec![0u8; *len];
+                    codec.decode_into(&encoded, &mut decoded).map_err(|why| {
+                        chunk_error(
+                            array,
+                            &unit.indices,
+                            format!("the device-compressed chunk does not decode: {why}"),
+                        )
+                    })?;
+                    if is_empty(&decoded) {
                         return sink.erase(&unit.indices);
                     }
                 }
@@ -337,6 +331,16 @@ mod tests {
         ) -> Result<()> {
             self.host
                 .blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+        }
+        fn adler32_pieces(
+            &self,
+            q: &Queue,
+            src: &Region,
+            nbytes: usize,
+            piece: usize,
+            out: &Region,
+        ) -> Result<()> {
+            self.host.adler32_pieces(q, src, nbytes, piece, out)
         }
         fn batch_decoder(&self) -> std::result::Result<(), String> {
             self.host.batch_decoder()
@@ -507,6 +511,19 @@ mod tests {
         assert_eq!(ops.batches.load(Ordering::Relaxed), 0);
         let back: Vec<u32> = big.retrieve_array_subset(&big.subset_all()).unwrap();
         assert_eq!(back, (0..40000).collect::<Vec<_>>());
+        // Chunks of many Adler-32 pieces (16 of 4096 bytes) just under the limit.
+        let wide = ArrayBuilder::new(vec![48000], vec![16000], data_type::uint32(), 0u32)
+            .bytes_to_bytes_codecs(vec![zlib.clone()])
+            .build(Arc::new(MemoryStore::new()), "/wide")
+            .unwrap();
+        let data = NDBuffer::from_vec((0..48000u32).collect::<Vec<_>>(), &[48000]).unwrap();
+        let ops = counting(None);
+        #[allow(clippy::single_range_in_vec_init)]
+        let all = [0..48000u64];
+        write_staged_on(ops.clone(), &wide, &wide, &all, &data, &opts(Compress::Gpu)).unwrap();
+        assert_eq!(ops.chunks.load(Ordering::Relaxed), 3);
+        let back: Vec<u32> = wide.retrieve_array_subset(&wide.subset_all()).unwrap();
+        assert_eq!(back, (0..48000).collect::<Vec<_>>());
         // Chunks within the limit go to the device.
         let (small, data) = array(vec![zlib]);
         let ops = counting(None);

@@ -12,8 +12,8 @@
 //!   chunk, big-endian;
 //!
 //! then, when the chain ends with `crc32c`, the CRC-32C of those framed bytes, little-endian.
-//! zlib's Adler-32 is computed here, on the CPU, from the uncompressed chunk in host staging
-//! (the write pipeline copies it back from the device for zlib).
+//! zlib's Adler-32 is summed on the device too, in pieces the CPU combines (the write
+//! pipeline passes the result in): no chunk crosses back uncompressed.
 
 use super::framing::{DeviceCodec, Framing};
 use crate::device::{CompressSettings, Compressor};
@@ -114,27 +114,30 @@ impl WriteCodec {
         }
     }
 
-    /// Whether framing needs the uncompressed chunk on the host (zlib's Adler-32).
-    pub(crate) fn needs_uncompressed(&self) -> bool {
+    /// Whether framing needs the Adler-32 of the uncompressed chunk (zlib).
+    pub(crate) fn needs_adler32(&self) -> bool {
         self.framing == WriteFraming::Zlib
     }
 
-    /// The stored chunk: `compressed` (the device's bare stream for a chunk of
-    /// `uncompressed_len` bytes) in the codec's framing. `uncompressed` is the chunk itself
-    /// where [`Self::needs_uncompressed`], else ignored. `Err` says what does not fit.
+    /// The stored chunk: `compressed` (the device's output for a chunk of
+    /// `uncompressed_len` bytes) in the codec's framing; `adler32` is the uncompressed
+    /// chunk's Adler-32 where [`Self::needs_adler32`], else ignored. `Err` says what is
+    /// missing or does not fit.
     pub(crate) fn frame(
         &self,
         compressed: &[u8],
         uncompressed_len: usize,
-        uncompressed: &[u8],
+        adler32: Option<u32>,
     ) -> std::result::Result<Vec<u8>, String> {
-        if self.needs_uncompressed() && uncompressed.len() != uncompressed_len {
-            return Err(format!(
-                "{} framing needs the {uncompressed_len}-byte uncompressed chunk, {} bytes were staged",
-                self.name(),
-                uncompressed.len()
-            ));
-        }
+        let adler32 = match (self.needs_adler32(), adler32) {
+            (true, None) => {
+                return Err(format!(
+                    "{} framing needs the Adler-32 of the {uncompressed_len}-byte chunk",
+                    self.name()
+                ));
+            }
+            (_, a) => a.unwrap_or(0),
+        };
         let mut out = Vec::with_capacity(compressed.len() + 22);
         match self.framing {
             WriteFraming::Zstd | WriteFraming::Gzip => out.extend_from_slice(compressed),
@@ -160,7 +163,7 @@ impl WriteCodec {
                 let flg = flg_base | (check % 31) as u8;
                 out.extend_from_slice(&[cmf, flg]);
                 out.extend_from_slice(compressed);
-                out.extend_from_slice(&adler2::adler32_slice(uncompressed).to_be_bytes());
+                out.extend_from_slice(&adler32.to_be_bytes());
             }
         }
         if self.crc32c {
@@ -204,6 +207,16 @@ mod tests {
     use super::*;
     use crate::device::CompressSettings;
     use std::io::Read;
+
+    /// The Adler-32 the device computes (in pieces, combined on the host).
+    fn adler(input: &[u8]) -> u32 {
+        use zarrbuf_codecs::host::{adler32_combine, adler32_piece_count, adler32_pieces};
+        let mut sums = vec![0u32; 2 * adler32_piece_count(input.len(), 4096)];
+        adler32_pieces(input, input.len(), 4096, &mut sums).unwrap();
+        let a = adler32_combine(&sums, input.len(), 4096);
+        assert_eq!(a, adler2::adler32_slice(input));
+        a
+    }
 
     fn data() -> Vec<u8> {
         (0..50_000u32).flat_map(|i| (i / 5).to_le_bytes()).collect()
@@ -253,7 +266,7 @@ mod tests {
                         level,
                     };
                     let framed = codec
-                        .frame(&bare(&codec, &input), input.len(), &input)
+                        .frame(&bare(&codec, &input), input.len(), Some(adler(&input)))
                         .unwrap();
                     let mut out = vec![0u8; input.len()];
                     let n = codec
@@ -297,7 +310,7 @@ mod tests {
                 level: 5,
             };
             let framed = codec
-                .frame(&bare(&codec, &input), input.len(), &input)
+                .frame(&bare(&codec, &input), input.len(), Some(adler(&input)))
                 .unwrap();
             let mut back = Vec::new();
             match framing {
@@ -313,19 +326,26 @@ mod tests {
     }
 
     #[test]
-    fn checksum_framings_refuse_a_missing_uncompressed_chunk() {
+    fn zlib_framing_refuses_a_missing_adler32() {
         let codec = WriteCodec {
             framing: WriteFraming::Zlib,
             crc32c: false,
             level: 1,
         };
-        let e = codec.frame(&[1, 2, 3], 100, &[]).unwrap_err();
-        assert!(e.contains("uncompressed chunk"), "{e}");
+        let e = codec.frame(&[1, 2, 3], 100, None).unwrap_err();
+        assert!(e.contains("Adler-32"), "{e}");
+        // A wrong Adler-32 is caught by the reader: the checksum the device sums matters.
+        let input = data();
+        let framed = codec
+            .frame(&bare(&codec, &input), input.len(), Some(adler(&input) ^ 1))
+            .unwrap();
+        let mut out = vec![0u8; input.len()];
+        assert!(codec.decode_into(&framed, &mut out).is_err());
         let zstd = WriteCodec {
             framing: WriteFraming::Zstd,
             crc32c: true,
             level: 1,
         };
-        assert_eq!(zstd.frame(&[1, 2, 3], 100, &[]).unwrap().len(), 7);
+        assert_eq!(zstd.frame(&[1, 2, 3], 100, None).unwrap().len(), 7);
     }
 }
