@@ -3,7 +3,7 @@
 
 use crate::buffer::BufferPrototype;
 use crate::error::{Error, Result};
-use crate::options::{PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
+use crate::options::{Compress, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
 use crate::read::ArrayReadExt;
 use crate::write::ArrayWriteExt;
 use crate::zarr::{check_subset, data_type_of};
@@ -40,6 +40,9 @@ pub struct CopyOptions {
     pub mode: PipelineMode,
     /// Called after each block with destination chunks (shards) written so far.
     pub progress: Option<ProgressFn>,
+    /// Where the destination's chunks are compressed (default [`Compress::Auto`]; the
+    /// device compresses only blocks staged on a device, or in [`PipelineMode::Staged`]).
+    pub compress: Compress,
 }
 
 impl Default for CopyOptions {
@@ -51,6 +54,7 @@ impl Default for CopyOptions {
             concurrency: None,
             mode: PipelineMode::Auto,
             progress: None,
+            compress: Compress::Auto,
         }
     }
 }
@@ -83,6 +87,17 @@ impl CopyOptions {
     /// Chooses the read and write path.
     pub fn with_mode(mut self, mode: PipelineMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Chooses where the destination's chunks are compressed.
+    ///
+    /// ```
+    /// let o = zarrbuf::CopyOptions::default().with_compress(zarrbuf::Compress::Gpu);
+    /// assert_eq!(o.compress, zarrbuf::Compress::Gpu);
+    /// ```
+    pub fn with_compress(mut self, compress: Compress) -> Self {
+        self.compress = compress;
         self
     }
 
@@ -199,7 +214,9 @@ where
         .map(|(&n, &u)| n.div_ceil(u))
         .product();
     let mut read_opts = ReadOptions::default().with_mode(opts.mode);
-    let mut write_opts = WriteOptions::default().with_mode(opts.mode);
+    let mut write_opts = WriteOptions::default()
+        .with_mode(opts.mode)
+        .with_compress(opts.compress);
     if let Some(n) = opts.concurrency {
         read_opts = read_opts.with_concurrency(n);
         write_opts = write_opts.with_concurrency(n);

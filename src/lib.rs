@@ -44,12 +44,12 @@ pub use buffer::{
     default_prototype, set_default_prototype,
 };
 pub use copy::{CopyOptions, copy_array};
-pub use device::{Stream, nvcomp_library};
+pub use device::{Stream, nvcomp_compression, nvcomp_library};
 pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
 pub use options::{
-    Decode, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
+    Compress, Decode, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
 };
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};

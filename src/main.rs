@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, BufferPrototype, Decode, Device, Error, NDBuffer, ReadOptions, Result,
+    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Error, NDBuffer, ReadOptions, Result,
 };
 
 #[derive(Parser)]
@@ -98,6 +98,10 @@ enum Command {
         /// path is deleted first.
         #[arg(long)]
         overwrite: bool,
+        /// Where to compress the destination's chunks: cpu, gpu (nvCOMP, for blocks staged on
+        /// a CUDA --device) or auto (default: the CPU).
+        #[arg(long, default_value = "auto")]
+        compress: Compress,
     },
     /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
     /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
@@ -114,6 +118,13 @@ enum Command {
         /// Codecs to measure, comma-separated (see `copy --codec`).
         #[arg(long, default_value = "zstd:1,none")]
         codecs: String,
+        /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
+        /// with --device cuda) or auto (default: the CPU).
+        #[arg(long, default_value = "auto")]
+        compress: Compress,
+        /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
+        #[arg(long)]
+        device: Option<String>,
     },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
@@ -225,6 +236,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             device,
             memory,
             overwrite,
+            compress,
         } => {
             let layout = zarrbuf::ArrayLayout {
                 chunks: chunks
@@ -248,6 +260,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 device: device.as_deref(),
                 memory_bytes: parse_bytes(&memory)?,
                 overwrite,
+                compress,
             })
         }
         Command::BenchWrite {
@@ -255,7 +268,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             mib,
             reps,
             codecs,
-        } => bench_write(&dir, mib, reps, &codecs),
+            compress,
+            device,
+        } => bench_write(&dir, mib, reps, &codecs, compress, device.as_deref()),
         Command::Bench {
             store,
             path,
@@ -545,6 +560,7 @@ struct CopyArgs<'a> {
     device: Option<&'a str>,
     memory_bytes: usize,
     overwrite: bool,
+    compress: Compress,
 }
 
 fn copy(a: CopyArgs<'_>) -> Result<()> {
@@ -589,7 +605,8 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
     let mut opts = zarrbuf::CopyOptions::default()
         .with_subset(ranges)
         .with_prototype(proto.clone())
-        .with_memory_bytes(a.memory_bytes);
+        .with_memory_bytes(a.memory_bytes)
+        .with_compress(a.compress);
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -679,7 +696,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn bench_write(dir: &std::path::Path, mib: u64, reps: usize, codecs: &str) -> Result<()> {
+fn bench_write(
+    dir: &std::path::Path,
+    mib: u64,
+    reps: usize,
+    codecs: &str,
+    compress: Compress,
+    device: Option<&str>,
+) -> Result<()> {
     use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
     use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
     if reps == 0 || mib == 0 {
@@ -698,10 +722,16 @@ fn bench_write(dir: &std::path::Path, mib: u64, reps: usize, codecs: &str) -> Re
     };
     std::fs::create_dir_all(dir).map_err(io)?;
     zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
+    // The staged column's source: the data in the chosen device's memory.
+    let staged_data = match device {
+        Some(_) => data.to_prototype(&prototype(device)?)?,
+        None => data.clone(),
+    };
     let host = data.buffer().as_host_bytes()?;
     let raw = &host[data.offset()..data.offset() + bytes];
     println!(
-        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data"
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {} memory, compress {compress:?}",
+        staged_data.memory()
     );
     println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
     println!("|---|---|---|---|");
@@ -743,8 +773,10 @@ fn bench_write(dir: &std::path::Path, mib: u64, reps: usize, codecs: &str) -> Re
                         let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
                         array.write_opt(
                             &ranges,
-                            &data,
-                            &WriteOptions::default().with_mode(PipelineMode::Staged),
+                            &staged_data,
+                            &WriteOptions::default()
+                                .with_mode(PipelineMode::Staged)
+                                .with_compress(compress),
                         )?
                     }
                 }

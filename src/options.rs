@@ -97,6 +97,65 @@ impl std::str::FromStr for Decode {
     }
 }
 
+/// Where the staged write pipeline compresses chunks.
+///
+/// Compression on the device covers chunks whose bytes-to-bytes codecs are one `zstd`,
+/// `gzip`, `zlib` or numcodecs `lz4` codec, optionally followed by `crc32c` (the chains the
+/// device decoder reads; zstd with `checksum: true` excepted). Other chains, chunks a write
+/// only partly covers (they are merged into the stored chunk by zarrs) and sharded arrays are
+/// always compressed on the CPU. On CUDA the compressor is nvCOMP 6, loaded at run time (as
+/// for [`Decode`]); without it writes compress on the CPU and say so once on stderr. For host
+/// data in [`PipelineMode::Staged`], the "device" compressor is its host twin (the same
+/// batches, compressed with the CPU compressors), which is how CI tests the batch logic.
+///
+/// The device returns a zstd frame, a whole gzip member (nvCOMP's gzip compressor, CRC-32
+/// included), an LZ4 block or a raw DEFLATE stream (zlib), and only that crosses back to the
+/// host; the CPU adds the rest of the codec's framing (lz4's size header, zlib's header and
+/// Adler-32, a trailing crc32c). zlib's Adler-32 is summed on the device in 4 KiB pieces
+/// that the CPU combines. Chunks of only the fill value are still not stored
+/// (`store_empty_chunks` false, the default): a chunk that compressed to at most 1/64 of its
+/// size (as one repeated value does) is decoded on the CPU to check. nvCOMP's limits on chunk
+/// sizes hold: zlib chunks over 64 KiB and zstd or lz4 chunks over 16 MB are compressed on
+/// the CPU (one line on stderr says so). The levels: nvCOMP's zstd compressor has none (the
+/// codec's level is recorded in the metadata but not applied); gzip and zlib levels pick the
+/// nearest nvCOMP algorithm (fast up to level 3, medium up to 6, high above).
+///
+/// `Auto` compresses on the CPU: GPU compression has not yet been verified on a GPU to read
+/// back exactly (see the README), and will become `Auto`'s choice once it has.
+///
+/// ```
+/// use zarrbuf::{Compress, WriteOptions};
+/// let o = WriteOptions::default().with_compress(Compress::Gpu);
+/// assert_eq!(o.compress, Compress::Gpu);
+/// assert_eq!("cpu".parse::<Compress>().unwrap(), Compress::Cpu);
+/// assert!("tpu".parse::<Compress>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Compress {
+    /// CPU threads compress every chunk.
+    Cpu,
+    /// The device compresses every chunk it can, in batches.
+    Gpu,
+    /// Today the CPU (see above).
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for Compress {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cpu" => Ok(Compress::Cpu),
+            "gpu" => Ok(Compress::Gpu),
+            "auto" => Ok(Compress::Auto),
+            other => Err(format!(
+                "unknown compress choice {other:?}; use cpu, gpu or auto"
+            )),
+        }
+    }
+}
+
 /// The requested thread count, or every core.
 fn threads_or_all_cores(requested: Option<usize>) -> usize {
     requested.unwrap_or_else(|| {
@@ -268,6 +327,8 @@ pub struct WriteOptions {
     pub mode: PipelineMode,
     /// Called as chunks complete.
     pub progress: Option<ProgressFn>,
+    /// Where the staged pipeline compresses (default [`Compress::Auto`]).
+    pub compress: Compress,
 }
 
 impl Default for WriteOptions {
@@ -278,6 +339,7 @@ impl Default for WriteOptions {
             store_empty_chunks: false,
             mode: PipelineMode::Auto,
             progress: None,
+            compress: Compress::Auto,
         }
     }
 }
@@ -292,6 +354,28 @@ impl WriteOptions {
     /// Chooses the write path.
     pub fn with_mode(mut self, mode: PipelineMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Chooses where the staged pipeline compresses (see [`Compress`]).
+    ///
+    /// ```
+    /// let o = zarrbuf::WriteOptions::default().with_compress(zarrbuf::Compress::Gpu);
+    /// assert_eq!(o.compress, zarrbuf::Compress::Gpu);
+    /// ```
+    pub fn with_compress(mut self, compress: Compress) -> Self {
+        self.compress = compress;
+        self
+    }
+
+    /// Writes chunks that hold only the fill value too (see `store_empty_chunks`).
+    ///
+    /// ```
+    /// let o = zarrbuf::WriteOptions::default().with_store_empty_chunks(true);
+    /// assert!(o.store_empty_chunks);
+    /// ```
+    pub fn with_store_empty_chunks(mut self, store: bool) -> Self {
+        self.store_empty_chunks = store;
         self
     }
 

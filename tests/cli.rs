@@ -353,3 +353,45 @@ fn copy_failures_are_one_line_errors() {
         "no such directory",
     );
 }
+
+#[test]
+fn compress_choice_on_copy_and_bench_write() {
+    // copy takes --compress; an unknown choice is refused, naming the valid ones.
+    let dst = copy_dir("copy-compress.zarr");
+    let d = dst.to_str().unwrap();
+    let o = zarrbuf(&[
+        "copy",
+        &store("v3_large_3d"),
+        d,
+        "--codec",
+        "gzip:3+crc32c",
+        "--compress",
+        "gpu",
+        "--overwrite",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let o = zarrbuf(&["copy", &store("v3_large_3d"), d, "--compress", "tpu"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cpu, gpu or auto"), "{err}");
+    // bench-write's staged column compresses with the device's host twin here.
+    let dir = copy_dir("bench-write-gpu");
+    let o = zarrbuf(&[
+        "bench-write",
+        dir.to_str().unwrap(),
+        "--mib",
+        "1",
+        "--reps",
+        "1",
+        "--codecs",
+        "zstd:1+crc32c,gzip:1",
+        "--compress",
+        "gpu",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let out = stdout(&o);
+    assert!(
+        out.contains("compress Gpu") && out.contains("| gzip:1 |"),
+        "{out}"
+    );
+}

@@ -5,7 +5,7 @@
 //! without that variable the test says it was skipped.
 
 /// Every kernel the crate loads by name.
-const KERNELS: [&str; 19] = [
+const KERNELS: [&str; 20] = [
     "zb_copy_w1",
     "zb_copy_w2",
     "zb_copy_w4",
@@ -25,6 +25,7 @@ const KERNELS: [&str; 19] = [
     "zb_fill_bytes",
     "zb_cast",
     "zb_blosc_unshuffle",
+    "zb_adler32_pieces",
 ];
 
 #[test]

@@ -1,11 +1,13 @@
 //! zarrbuf-gpucheck: verifies zarrbuf on a real GPU in one run, and measures it.
 //!
-//! `zarrbuf-gpucheck [all|kernels|conformance|ipc|fixtures|bench] [--root DIR] [--bench-bytes N]
+//! `zarrbuf-gpucheck [all|kernels|conformance|ipc|fixtures|compress|bench] [--root DIR] [--bench-bytes N]
 //! [--reps N]` runs (`all`, the default, in this order): the CUDA kernels against their host
 //! twins; the conformance cases on cpu, pinned and CUDA memory; CUDA IPC across two
 //! processes (the binary runs itself as the importing child, with the hidden
 //! `--ipc-child HEX --ipc-child-mode MODE` flags); every fixture read into
-//! pinned and CUDA memory (whole, subsets, staged) and written back from CUDA memory; the
+//! pinned and CUDA memory (whole, subsets, staged) and written back from CUDA memory; writes
+//! from CUDA memory compressed on the GPU with nvCOMP (zstd, lz4, gzip, zlib, each alone and
+//! with crc32c) read back exactly through the CPU decoders and the GPU decoder; the
 //! read benchmark (zarrs vs zarrbuf on the CPU vs zarrbuf into the GPU) and the pinned
 //! H2D/D2H bandwidth. It exits non-zero on the first failure, on an unknown subcommand or
 //! flag, or on a bad value, and prints a table at the end. Built and run by `scripts/gpu-test`.
@@ -23,8 +25,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Decode, Device, Error, IpcDescriptor,
-    MultiPrototype, NDBuffer, PipelineMode, Placement, ReadOptions, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Compress, Decode, Device, Error,
+    IpcDescriptor, MultiPrototype, NDBuffer, PipelineMode, Placement, ReadOptions, WriteOptions,
 };
 
 type Check = Result<(), String>;
@@ -76,6 +78,8 @@ enum What {
     Ipc,
     /// Every fixture through pinned and CUDA memory, and written back from the device.
     Fixtures,
+    /// Writes compressed on the GPU (nvCOMP), read back exactly on the CPU.
+    Compress,
     /// The read benchmark and the pinned H2D/D2H bandwidth.
     Bench,
 }
@@ -193,6 +197,9 @@ fn main() {
                 "non-exclusively sharded array (zarrs-decoded chunks) on pinned/cuda".into(),
                 "ok".into(),
             ));
+        }
+        if what.includes(What::Compress) {
+            gpu_compress(&mut table)?;
         }
         if what.includes(What::Bench) {
             bench(bench_bytes, reps, &mut table)?;
@@ -658,6 +665,167 @@ fn zarrs_decoded_chains() -> Check {
     Ok(())
 }
 
+/// The chains the GPU compresses: zarr v3 codecs after `bytes`, and the chunk shape (zlib
+/// goes through nvCOMP's DEFLATE compressor, which takes chunks of at most 64 KiB).
+const COMPRESS_CHAINS: &[(&str, &str, [u64; 3])] = &[
+    (
+        "zstd",
+        r#"{"name":"zstd","configuration":{"level":1,"checksum":false}}"#,
+        [16, 64, 64],
+    ),
+    (
+        "zstd+crc32c",
+        r#"{"name":"zstd","configuration":{"level":1,"checksum":false}},{"name":"crc32c"}"#,
+        [16, 64, 64],
+    ),
+    (
+        "lz4",
+        r#"{"name":"numcodecs.lz4","configuration":{"acceleration":1}}"#,
+        [16, 64, 64],
+    ),
+    (
+        "lz4+crc32c",
+        r#"{"name":"numcodecs.lz4","configuration":{"acceleration":1}},{"name":"crc32c"}"#,
+        [16, 64, 64],
+    ),
+    (
+        "gzip",
+        r#"{"name":"gzip","configuration":{"level":5}}"#,
+        [16, 64, 64],
+    ),
+    (
+        "gzip+crc32c",
+        r#"{"name":"gzip","configuration":{"level":5}},{"name":"crc32c"}"#,
+        [16, 64, 64],
+    ),
+    (
+        "zlib",
+        r#"{"name":"numcodecs.zlib","configuration":{"level":5}}"#,
+        [4, 64, 64],
+    ),
+    (
+        "zlib+crc32c",
+        r#"{"name":"numcodecs.zlib","configuration":{"level":5}},{"name":"crc32c"}"#,
+        [4, 64, 64],
+    ),
+];
+
+/// Writes from CUDA memory with GPU compression (nvCOMP) into temporary arrays of every
+/// chain in [`COMPRESS_CHAINS`] — smooth data, an incompressible stretch, a chunk of fill
+/// values, partial edge chunks — and reads them back through the CPU decoders and the GPU
+/// decoder, comparing exactly. Also writes each with CPU compression and reports how many
+/// chunks differ from it (they should: evidence nvCOMP, not the CPU, compressed them) and
+/// both write rates.
+fn gpu_compress(table: &mut Vec<(String, String)>) -> Check {
+    let lib = zarrbuf::nvcomp_compression().map_err(|e| format!("GPU compression: {e}"))?;
+    table.push(("nvCOMP (GPU compression)".into(), lib));
+    let (nz, ny, nx) = (64usize, 250usize, 256usize);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let values: Vec<f32> = (0..nz * ny * nx)
+        .map(|i| {
+            let (z, y, x) = (i / (ny * nx), (i / nx) % ny, i % nx);
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            if z < 16 && y < 64 && x < 64 {
+                0.0 // chunk [0, 0, 0]: the fill value, erased
+            } else if z >= 48 {
+                f32::from_bits((state >> 32) as u32 & 0x7f7f_ffff) // noise
+            } else {
+                ((z as f32 * 0.05).sin() + (y as f32 * 0.03).cos()) * 100.0 + x as f32 * 1e-3
+            }
+        })
+        .collect();
+    let host = NDBuffer::from_vec(values, &[nz, ny, nx]).map_err(|e| e.to_string())?;
+    let device = host
+        .to_prototype(&BufferPrototype::cuda(0))
+        .map_err(|e| e.to_string())?;
+    let bytes = host.nbytes() as f64;
+    let base =
+        std::env::temp_dir().join(format!("zarrbuf-gpucheck-compress-{}", std::process::id()));
+    let shape = [nz as u64, ny as u64, nx as u64];
+    let all: Vec<Range<u64>> = shape.iter().map(|&n| 0..n).collect();
+    let mut report = Vec::new();
+    for (name, codecs, chunks) in COMPRESS_CHAINS {
+        let e = |x: zarrbuf::Error| format!("GPU compression {name}: {x}");
+        let io = |x: std::io::Error| format!("GPU compression {name}: {x}");
+        let mut rates = Vec::new();
+        let mut stored = Vec::new();
+        for compress in [Compress::Gpu, Compress::Cpu] {
+            let dir = base.join(format!("{}-{compress:?}.zarr", name.replace('+', "-")));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map_err(io)?;
+            let meta = format!(
+                r#"{{"zarr_format":3,"node_type":"array","shape":[{},{},{}],"data_type":"float32",
+                "chunk_grid":{{"name":"regular","configuration":{{"chunk_shape":[{},{},{}]}}}},
+                "chunk_key_encoding":{{"name":"default"}},"fill_value":0.0,
+                "codecs":[{{"name":"bytes","configuration":{{"endian":"little"}}}},{codecs}]}}"#,
+                shape[0], shape[1], shape[2], chunks[0], chunks[1], chunks[2]
+            );
+            std::fs::write(dir.join("zarr.json"), meta).map_err(io)?;
+            let array = zarrbuf::open(&dir.to_string_lossy(), "").map_err(e)?;
+            let t = Instant::now();
+            array
+                .write_opt(
+                    &all,
+                    &device,
+                    &WriteOptions::default().with_compress(compress),
+                )
+                .map_err(e)?;
+            rates.push(bytes / t.elapsed().as_secs_f64().max(1e-9) / 1e9);
+            for decode in [Decode::Cpu, Decode::Gpu] {
+                let opts = ReadOptions::default().with_decode(decode);
+                let back = array
+                    .read_opt(&all, &BufferPrototype::cpu(), &opts)
+                    .map_err(e)?;
+                same(
+                    &format!("{name} written with {compress:?}, read with {decode:?}"),
+                    &back,
+                    &host,
+                )?;
+            }
+            if dir.join("c/0/0/0").exists() {
+                return Err(format!(
+                    "{name} {compress:?}: the chunk of fill values was stored"
+                ));
+            }
+            stored.push(dir);
+        }
+        // How many stored chunks differ between the GPU- and the CPU-compressed arrays.
+        let (mut differ, mut total) = (0usize, 0usize);
+        let grid: Vec<u64> = shape
+            .iter()
+            .zip(chunks)
+            .map(|(n, c)| n.div_ceil(*c))
+            .collect();
+        for z in 0..grid[0] {
+            for y in 0..grid[1] {
+                for x in 0..grid[2] {
+                    let key = format!("c/{z}/{y}/{x}");
+                    let (Ok(g), Ok(c)) = (
+                        std::fs::read(stored[0].join(&key)),
+                        std::fs::read(stored[1].join(&key)),
+                    ) else {
+                        continue;
+                    };
+                    total += 1;
+                    differ += usize::from(g != c);
+                }
+            }
+        }
+        report.push(format!(
+            "{name}: GPU {:.2} GB/s, CPU {:.2} GB/s, {differ}/{total} chunks differ from the CPU's",
+            rates[0], rates[1]
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    table.push((
+        "writes compressed on the GPU read back exactly (CPU and GPU decode)".into(),
+        format!("ok: {}", report.join("; ")),
+    ));
+    Ok(())
+}
+
 fn copy_metadata(src: &Path, dst: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(src)? {
         let p = entry?.path();
@@ -867,6 +1035,7 @@ mod tests {
             ("conformance", What::Conformance),
             ("ipc", What::Ipc),
             ("fixtures", What::Fixtures),
+            ("compress", What::Compress),
             ("bench", What::Bench),
         ] {
             let a = parse_args(["zarrbuf-gpucheck", word, "--reps", "2"]).unwrap();

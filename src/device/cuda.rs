@@ -1,7 +1,8 @@
 //! The CUDA implementation of the device trait: stream-ordered copies and NVRTC kernels.
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
-use super::nvcomp::nvcomp;
+use super::compress::{CompressSettings, Compressor, deflate_algorithm};
+use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::{DeviceOps, Event, Queue, track};
 use crate::driver::cuda_context;
 use crate::error::{Error, Result};
@@ -256,6 +257,29 @@ impl DeviceOps for CudaOps {
         Ok(())
     }
 
+    fn adler32_pieces(
+        &self,
+        q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()> {
+        let stream = self.stream_after(q, &[src, out])?;
+        let (s, d) = (
+            device_address(src, "Adler-32 source")?,
+            device_address(out, "Adler-32 sums")?,
+        );
+        // SAFETY: both addresses are device-accessible regions of the buffers' lengths, kept
+        // alive by the caller until the queue is synchronized; bounds, alignment and overlap
+        // are checked inside.
+        unsafe {
+            self.kernels()?
+                .adler32_pieces(stream, s, src.len(), nbytes, piece, d, out.len())?
+        };
+        Ok(())
+    }
+
     fn batch_decoder(&self) -> std::result::Result<(), String> {
         nvcomp().map(|_| ()).map_err(str::to_string)
     }
@@ -340,6 +364,90 @@ impl DeviceOps for CudaOps {
         track(q, &tracked)
     }
 
+    fn batch_compressor(&self) -> std::result::Result<(), String> {
+        let lib = nvcomp().map_err(str::to_string)?;
+        lib.compressors().map(|_| ()).map_err(str::to_string)
+    }
+
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize> {
+        let (lib, api, opts) = compressor(settings)?;
+        lib.max_compressed_bytes(api, chunk_bytes, opts)
+    }
+
+    fn compress_batch(
+        &self,
+        q: &Queue,
+        settings: CompressSettings,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()> {
+        let (lib, api, opts) = compressor(settings)?;
+        if items.is_empty() {
+            return Ok(());
+        }
+        let max_chunk = items.iter().map(|it| it.input.len()).max().unwrap_or(0);
+        let total: usize = items.iter().map(|it| it.input.len()).sum();
+        // nvCOMP takes no output capacities: every output must hold the worst case.
+        let need = lib.max_compressed_bytes(api, max_chunk, opts)?;
+        if let Some(small) = items.iter().find(|it| it.output.len() < need) {
+            return Err(Error::InvalidArgument(format!(
+                "a compression output of {} bytes where nvCOMP needs {need} (internal error: please report)",
+                small.output.len()
+            )));
+        }
+        // Request arrays as for decompression (the capacities are not read by nvCOMP).
+        desc.write_requests(items, &|r| device_address(r, "batch chunk"))?;
+        let l = DescLayout::new(desc.capacity);
+        let (host, device) = (desc.host.clone(), desc.device.clone());
+        self.copy(q, &host.sub(0, l.out_actual), &device.sub(0, l.out_actual))?;
+        let mut regions: Vec<&Region> = vec![&host, &device];
+        regions.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
+        let stream = self.stream_after(q, &regions)?;
+        let temp_bytes =
+            lib.compress_temp_bytes(api, items.len(), max_chunk, total, opts, stream.cu_stream())?;
+        if desc.temp.as_ref().is_none_or(|t| t.len() < temp_bytes) {
+            let t = Region::alloc_cuda(self.ctx.ordinal(), temp_bytes.max(1), Init::Unwritten)?;
+            t.settle()?;
+            desc.temp = Some(t);
+        }
+        let temp = desc.temp.as_ref().expect("allocated above");
+        let base = device_address(&device, "batch descriptor")?;
+        // SAFETY: the descriptor arrays on the device hold the device addresses and sizes of
+        // `items` (written above, copied on this stream before this call); every input is
+        // live device memory of its stated size, at most `max_chunk` bytes and starting an
+        // allocation (aligned as nvCOMP requires); every output holds the worst case checked
+        // above; the temp buffer holds what nvCOMP asked for; all are kept alive past the
+        // stream's completion of this call by the fences tracked below.
+        unsafe {
+            lib.compress(
+                api,
+                base + l.in_ptrs as u64,
+                base + l.in_bytes as u64,
+                max_chunk,
+                items.len(),
+                device_address(temp, "nvCOMP scratch")?,
+                temp.len(),
+                base + l.out_ptrs as u64,
+                base + l.out_actual as u64,
+                opts,
+                base + l.statuses as u64,
+                stream.cu_stream(),
+            )?
+        };
+        self.copy(
+            q,
+            &device.sub(l.out_actual, l.len),
+            &host.sub(l.out_actual, l.len),
+        )?;
+        let mut tracked: Vec<&Region> = vec![&host, &device, temp];
+        tracked.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
+        track(q, &tracked)
+    }
+
+    fn describe_compress_status(&self, status: i32) -> String {
+        self.describe_status(status)
+    }
+
     fn describe_status(&self, status: i32) -> String {
         match nvcomp() {
             Ok(lib) => lib.describe(status),
@@ -360,4 +468,21 @@ impl DeviceOps for CudaOps {
             .synchronize()
             .map_err(|e| Error::cuda("cuStreamSynchronize", e))
     }
+}
+
+/// nvCOMP and its compressor and options for `settings`, or why they are missing.
+fn compressor(
+    settings: CompressSettings,
+) -> Result<(&'static Nvcomp, CompressFormat, CompressOpts)> {
+    let lib = nvcomp().map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    let c = lib
+        .compressors()
+        .map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    let deflate = CompressOpts::deflate(deflate_algorithm(settings.level));
+    Ok(match settings.format {
+        Compressor::Zstd => (lib, c.zstd, CompressOpts::DEFAULT),
+        Compressor::Lz4 => (lib, c.lz4, CompressOpts::DEFAULT),
+        Compressor::Deflate => (lib, c.deflate, deflate),
+        Compressor::Gzip => (lib, c.gzip, deflate),
+    })
 }

@@ -4,6 +4,9 @@ use super::batch::{
     BatchDesc, BatchItem, CANNOT_DECOMPRESS, Compression, DescLayout, decode_on_host,
     describe_host_status,
 };
+use super::compress::{
+    CompressSettings, compress_on_host, describe_host_compress_status, host_max_compressed_size,
+};
 use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
@@ -152,6 +155,25 @@ impl DeviceOps for HostOps {
         })
     }
 
+    fn adler32_pieces(
+        &self,
+        _q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()> {
+        let (_guard, input) = src.host_bytes()?;
+        let mut sums = vec![0u32; out.len() / 4];
+        host::adler32_pieces(input, nbytes, piece, &mut sums)?;
+        out.with_host_mut(|bytes| {
+            for (w, chunk) in sums.iter().zip(bytes.chunks_exact_mut(4)) {
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+            Ok(())
+        })
+    }
+
     fn batch_decoder(&self) -> std::result::Result<(), String> {
         Ok(())
     }
@@ -195,6 +217,45 @@ impl DeviceOps for HostOps {
 
     fn describe_status(&self, status: i32) -> String {
         describe_host_status(status)
+    }
+
+    fn batch_compressor(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize> {
+        Ok(host_max_compressed_size(settings.format, chunk_bytes))
+    }
+
+    fn compress_batch(
+        &self,
+        _q: &Queue,
+        settings: CompressSettings,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()> {
+        // As decompress_batch: nvCOMP's request arrays, then each chunk compressed with the
+        // CPU compressors, sizes and statuses written where nvCOMP writes them.
+        desc.write_requests(items, &|r| {
+            r.host_ptr()
+                .map(|p| p as u64)
+                .ok_or_else(|| Error::NotHostAccessible(format!("batch chunk in {}", r.memory())))
+        })?;
+        for (i, it) in items.iter().enumerate() {
+            let (_guard, input) = it.input.host_bytes()?;
+            let compressed = it
+                .output
+                .with_host_mut(|out| Ok(compress_on_host(settings, input, out)))?;
+            match compressed {
+                Ok(n) => desc.write_outcome(i, n, 0)?,
+                Err(status) => desc.write_outcome(i, 0, status)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn describe_compress_status(&self, status: i32) -> String {
+        describe_host_compress_status(status)
     }
 
     fn record(&self, _q: &Queue) -> Result<Event> {

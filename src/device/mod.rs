@@ -4,6 +4,7 @@
 //! [`crate::driver`], which probes the driver first.
 
 mod batch;
+mod compress;
 mod cuda;
 mod host;
 mod nvcomp;
@@ -14,9 +15,10 @@ mod stream;
 #[cfg(test)]
 pub(crate) use batch::decode_on_host;
 pub(crate) use batch::{BatchDesc, BatchItem, Compression};
+pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host::HostOps;
-pub use nvcomp::nvcomp_library;
+pub use nvcomp::{nvcomp_compression, nvcomp_library};
 pub(crate) use ops::{DeviceOps, Event, Queue, track};
 pub(crate) use select::{ops_for, ops_for_pair};
 pub use stream::Stream;

@@ -3,7 +3,8 @@
 //! zarrbuf never bundles nvCOMP and never needs it to build: it opens `libnvcomp.so.6` (or
 //! `.so.5`) the first time a read asks for GPU decompression, declares the few batched C
 //! functions it calls (from the headers of the `nvidia-libnvcomp-cu13` wheel, nvCOMP 6), and
-//! reads on without it — decoding on the CPU — when it is absent. Where it looks, in order:
+//! reads on without it — decoding on the CPU — when it is absent. Writes may compress with
+//! it too (nvCOMP 6's batched compressors; older libraries only decompress). Where it looks, in order:
 //! `ZARRBUF_NVCOMP` (a path to the library), the dynamic loader's own search
 //! (`LD_LIBRARY_PATH`, the system), then the `nvidia/libnvcomp/lib64` folder of the
 //! pip wheel under the active Python environment (`VIRTUAL_ENV`, `CONDA_PREFIX`), the
@@ -50,6 +51,84 @@ type DecompressAsync = unsafe extern "C" fn(
 
 type StatusString = unsafe extern "C" fn(status: i32) -> *const c_char;
 
+/// The compression options of nvCOMP 6's batched API: 64 bytes per format, all zero for
+/// the defaults of zstd (`char reserved[64]`) and LZ4 (`nvcompType_t data_type` =
+/// `NVCOMP_TYPE_CHAR` = 0, `nvcompBitshuffleMode_t` = `NVCOMP_BITSHUFFLE_NONE` = 0, 56
+/// reserved bytes); DEFLATE's and gzip's first `int` is their algorithm (0–5), the other 60
+/// bytes reserved.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CompressOpts {
+    words: [u32; 16],
+}
+
+impl CompressOpts {
+    /// All defaults (zstd, LZ4).
+    pub(crate) const DEFAULT: CompressOpts = CompressOpts { words: [0; 16] };
+
+    /// DEFLATE or gzip with `algorithm` (`nvcompBatched{Deflate,Gzip}CompressOpts_t::algorithm`).
+    pub(crate) fn deflate(algorithm: i32) -> Self {
+        let mut words = [0u32; 16];
+        words[0] = algorithm as u32;
+        CompressOpts { words }
+    }
+}
+
+type CompressGetTempSize = unsafe extern "C" fn(
+    num_chunks: usize,
+    max_uncompressed_chunk_bytes: usize,
+    opts: CompressOpts,
+    temp_bytes: *mut usize,
+    max_total_uncompressed_bytes: usize,
+    stream: CUstream,
+) -> i32;
+
+type CompressGetMaxOutputChunkSize = unsafe extern "C" fn(
+    max_uncompressed_chunk_bytes: usize,
+    opts: CompressOpts,
+    max_compressed_chunk_bytes: *mut usize,
+) -> i32;
+
+type CompressAsync = unsafe extern "C" fn(
+    device_uncompressed_chunk_ptrs: *const *const c_void,
+    device_uncompressed_chunk_bytes: *const usize,
+    max_uncompressed_chunk_bytes: usize,
+    num_chunks: usize,
+    device_temp_ptr: *mut c_void,
+    temp_bytes: usize,
+    device_compressed_chunk_ptrs: *const *mut c_void,
+    device_compressed_chunk_bytes: *mut usize,
+    opts: CompressOpts,
+    device_statuses: *mut i32,
+    stream: CUstream,
+) -> i32;
+
+/// `nvcompProperties_t` (nvcomp/shared_types.h).
+#[repr(C)]
+struct Properties {
+    version: u32,
+    cudart_version: u32,
+}
+
+type GetProperties = unsafe extern "C" fn(properties: *mut Properties) -> i32;
+
+/// One compression format's batched compression functions (nvCOMP 6).
+#[derive(Clone, Copy)]
+pub(crate) struct CompressFormat {
+    temp_size: CompressGetTempSize,
+    max_output: CompressGetMaxOutputChunkSize,
+    compress: CompressAsync,
+}
+
+/// The batched compressors of nvCOMP 6.
+#[derive(Clone, Copy)]
+pub(crate) struct Compressors {
+    pub(crate) zstd: CompressFormat,
+    pub(crate) deflate: CompressFormat,
+    pub(crate) lz4: CompressFormat,
+    pub(crate) gzip: CompressFormat,
+}
+
 /// One compression format's pair of batched functions.
 #[derive(Clone, Copy)]
 pub(crate) struct Format {
@@ -65,6 +144,9 @@ pub(crate) struct Nvcomp {
     pub(crate) zstd: Format,
     pub(crate) deflate: Format,
     pub(crate) lz4: Format,
+    /// The compressors, or why they cannot be used (their signatures are nvCOMP 6's: an
+    /// older library decompresses only).
+    compressors: std::result::Result<Compressors, String>,
     status_string: StatusString,
 }
 
@@ -81,6 +163,24 @@ pub fn nvcomp_library() -> Result<String> {
     nvcomp()
         .map(|lib| lib.path().to_string())
         .map_err(|why| Error::DeviceUnavailable(why.to_string()))
+}
+
+/// Where nvCOMP's batched compressors, the GPU compressor of writes
+/// ([`crate::Compress::Gpu`]), were loaded from; or why they cannot be (nvCOMP missing, or a
+/// version before 6, whose compression functions zarrbuf does not call). Loads nvCOMP on
+/// first use.
+///
+/// ```
+/// match zarrbuf::nvcomp_compression() {
+///     Ok(path) => println!("GPU compression with {path}"),
+///     Err(e) => println!("GPU compression unavailable: {e}"),
+/// }
+/// ```
+pub fn nvcomp_compression() -> Result<String> {
+    let lib = nvcomp().map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    lib.compressors()
+        .map_err(|why| Error::DeviceUnavailable(why.to_string()))?;
+    Ok(lib.path().to_string())
 }
 
 /// The library, loaded once per process; `Err` says why it is not there (one sentence).
@@ -183,17 +283,77 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
         decompress: sym(&lib, "nvcompBatchedLZ4DecompressAsync", &path)?,
     };
     let status_string = sym(&lib, "nvcompGetStatusString", &path)?;
+    let compressors = resolve_compressors(&lib, &path);
     Ok(Nvcomp {
         _lib: lib,
         path,
         zstd,
         deflate,
         lz4,
+        compressors,
         status_string,
     })
 }
 
+/// The compressors of an nvCOMP 6 library; `Err` (a sentence) for an older one, whose
+/// compression functions have other signatures.
+fn resolve_compressors(
+    lib: &libloading::Library,
+    path: &str,
+) -> std::result::Result<Compressors, String> {
+    /// As `sym` in [`resolve`].
+    fn sym<T: Copy>(lib: &libloading::Library, name: &str, path: &str) -> Result<T, String> {
+        // SAFETY: `T` is the exact C signature of `name` in nvCOMP 6's headers
+        // (nvcomp.h, nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp/gzip.h), checked by the version
+        // test below before any compression function is called; the pointer is used only
+        // while the library stays loaded.
+        unsafe { lib.get::<T>(name.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|e| format!("{path} has no {name} ({e})"))
+    }
+    let properties: GetProperties = sym(lib, "nvcompGetProperties", path)?;
+    let mut p = Properties {
+        version: 0,
+        cudart_version: 0,
+    };
+    // SAFETY: a valid out-pointer to the struct nvcomp.h declares.
+    let st = unsafe { properties(&mut p) };
+    if st != 0 || p.version / 1000 < 6 {
+        return Err(format!(
+            "{path} is nvCOMP {}.{}; GPU compression needs nvCOMP 6 (pip install nvidia-libnvcomp-cu13)",
+            p.version / 1000,
+            (p.version % 1000) / 100
+        ));
+    }
+    let format = |name: &str| -> std::result::Result<CompressFormat, String> {
+        Ok(CompressFormat {
+            temp_size: sym(
+                lib,
+                &format!("nvcompBatched{name}CompressGetTempSize"),
+                path,
+            )?,
+            max_output: sym(
+                lib,
+                &format!("nvcompBatched{name}CompressGetMaxOutputChunkSize"),
+                path,
+            )?,
+            compress: sym(lib, &format!("nvcompBatched{name}CompressAsync"), path)?,
+        })
+    };
+    Ok(Compressors {
+        zstd: format("Zstd")?,
+        deflate: format("Deflate")?,
+        lz4: format("LZ4")?,
+        gzip: format("Gzip")?,
+    })
+}
+
 impl Nvcomp {
+    /// The batched compressors, or why this library has none zarrbuf can call.
+    pub(crate) fn compressors(&self) -> std::result::Result<&Compressors, &str> {
+        self.compressors.as_ref().map_err(|s| s.as_str())
+    }
+
     /// Where the library was loaded from.
     pub(crate) fn path(&self) -> &str {
         &self.path
@@ -277,6 +437,103 @@ impl Nvcomp {
         if st != 0 {
             return Err(Error::Cuda {
                 call: "nvcompBatched*DecompressAsync",
+                message: self.describe(st),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Nvcomp {
+    /// The size of the output buffer each chunk of up to `max_chunk` bytes needs.
+    pub(crate) fn max_compressed_bytes(
+        &self,
+        format: CompressFormat,
+        max_chunk: usize,
+        opts: CompressOpts,
+    ) -> Result<usize> {
+        let mut bytes = 0usize;
+        // SAFETY: plain values and a valid out-pointer.
+        let st = unsafe { (format.max_output)(max_chunk, opts, &mut bytes) };
+        if st != 0 {
+            return Err(Error::Cuda {
+                call: "nvcompBatched*CompressGetMaxOutputChunkSize",
+                message: self.describe(st),
+                source: None,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Bytes of device scratch a compression batch needs.
+    pub(crate) fn compress_temp_bytes(
+        &self,
+        format: CompressFormat,
+        chunks: usize,
+        max_chunk: usize,
+        total: usize,
+        opts: CompressOpts,
+        stream: CUstream,
+    ) -> Result<usize> {
+        let mut bytes = 0usize;
+        // SAFETY: plain values and a valid out-pointer; the stream is live.
+        let st = unsafe { (format.temp_size)(chunks, max_chunk, opts, &mut bytes, total, stream) };
+        if st != 0 {
+            return Err(Error::Cuda {
+                call: "nvcompBatched*CompressGetTempSize",
+                message: self.describe(st),
+                source: None,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Enqueues one batched compression on `stream`.
+    ///
+    /// # Safety
+    /// `in_ptrs`, `in_bytes`, `out_ptrs`, `out_bytes` and `statuses` are device arrays of
+    /// `n` entries (device addresses of the chunks, their sizes, device addresses of the
+    /// output buffers, room for the compressed sizes and statuses); every chunk is at most
+    /// `max_chunk` bytes and aligned as nvCOMP requires (allocations' starts are); every
+    /// output buffer holds [`Self::max_compressed_bytes`] for `max_chunk`; `temp` holds
+    /// `temp_bytes` ([`Self::compress_temp_bytes`]); all stay valid until the stream has
+    /// passed this call.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn compress(
+        &self,
+        format: CompressFormat,
+        in_ptrs: u64,
+        in_bytes: u64,
+        max_chunk: usize,
+        n: usize,
+        temp: u64,
+        temp_bytes: usize,
+        out_ptrs: u64,
+        out_bytes: u64,
+        opts: CompressOpts,
+        statuses: u64,
+        stream: CUstream,
+    ) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        let st = unsafe {
+            (format.compress)(
+                in_ptrs as *const *const c_void,
+                in_bytes as *const usize,
+                max_chunk,
+                n,
+                temp as *mut c_void,
+                temp_bytes,
+                out_ptrs as *const *mut c_void,
+                out_bytes as *mut usize,
+                opts,
+                statuses as *mut i32,
+                stream,
+            )
+        };
+        if st != 0 {
+            return Err(Error::Cuda {
+                call: "nvcompBatched*CompressAsync",
                 message: self.describe(st),
                 source: None,
             });

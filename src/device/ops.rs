@@ -5,6 +5,7 @@
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
 use super::batch::{BatchDesc, BatchItem, Compression};
+use super::compress::CompressSettings;
 use crate::error::Result;
 use crate::memory::{Fence, Region};
 use crate::place::Memory;
@@ -117,6 +118,18 @@ pub(crate) trait DeviceOps: Send + Sync {
         typesize: usize,
         blocksize: usize,
     ) -> Result<()>;
+    /// Writes the Adler-32 sums of each `piece`-byte piece of the first `nbytes` bytes of
+    /// `src` into `out` (two `u32` per piece, native byte order; see
+    /// `zarrbuf_codecs::host::adler32_pieces`), for zlib's checksum without the chunk leaving
+    /// the device.
+    fn adler32_pieces(
+        &self,
+        q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()>;
     /// Why this device cannot decompress batches itself (`Ok` when it can: always on the
     /// host, with nvCOMP on CUDA).
     fn batch_decoder(&self) -> std::result::Result<(), String>;
@@ -133,6 +146,25 @@ pub(crate) trait DeviceOps: Send + Sync {
     ) -> Result<()>;
     /// A batch status code in words.
     fn describe_status(&self, status: i32) -> String;
+    /// Why this device cannot compress batches itself (`Ok` when it can: always on the
+    /// host, with nvCOMP 6 on CUDA).
+    fn batch_compressor(&self) -> std::result::Result<(), String>;
+    /// The output buffer each chunk of up to `chunk_bytes` bytes needs when compressed in
+    /// `settings` (what the compressor may write in the worst case).
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize>;
+    /// Enqueues the compression of `items` on `q`: each input (uncompressed, device memory)
+    /// into its output (at least [`Self::max_compressed_size`] bytes). Each chunk's
+    /// compressed size or failure is in `desc` once the queue has passed this point
+    /// ([`BatchDesc::outcomes`]); the outputs hold the bare compressed streams.
+    fn compress_batch(
+        &self,
+        q: &Queue,
+        settings: CompressSettings,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()>;
+    /// A compression status code in words.
+    fn describe_compress_status(&self, status: i32) -> String;
     /// Marks the current end of the queue.
     fn record(&self, q: &Queue) -> Result<Event>;
     /// Blocks until everything queued so far is done.

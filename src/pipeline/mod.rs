@@ -15,6 +15,7 @@ mod slot_pool;
 mod slots;
 mod staged_read;
 mod staged_write;
+mod write_batches;
 mod write_driver;
 
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
@@ -26,5 +27,5 @@ pub(crate) use slot_pool::Slot;
 pub use slot_pool::release_cached_memory;
 pub(crate) use slots::{allocate_slots, finish};
 pub(crate) use staged_read::{Produced, StagedRead};
-pub(crate) use staged_write::{Gathered, StagedWrite};
+pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 pub(crate) use write_driver::{ChunkSink, write_staged};

@@ -2,16 +2,23 @@
 //! chunk's part of the source (with the transpose codec's permutation and the bytes codec's
 //! byte swap fused into one strided copy), copy it into a host staging slot, then compress and
 //! store it on CPU worker threads while the device gathers the next chunk.
+//!
+//! With a device compressor ([`DeviceCompress`]), chunks the write covers whole are gathered
+//! into batches instead and compressed on the device ([`CompressBatches`]); only their
+//! compressed bytes (and for zlib the Adler-32 piece sums) come back to host memory, and the
+//! workers frame and store them.
 
+use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
-use crate::device::Event;
+use crate::device::{CompressSettings, Event, Queue};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 use crate::zarr::EncodedLayout;
 use crate::zarr::Unit;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::TryRecvError;
 use std::sync::{Mutex, mpsc};
 use zarrbuf_codecs::Strided;
 
@@ -23,10 +30,46 @@ pub(crate) enum Gathered {
     FullChunk,
     /// Only the requested region, native byte order, C order (zarrs merges it into the chunk).
     Region,
+    /// The whole chunk as for `FullChunk`, compressed on the device: the consumer gets no
+    /// staged bytes, and a [`DeviceChunk`].
+    Compressed {
+        /// The uncompressed chunk's size.
+        len: usize,
+    },
 }
 
-/// Compresses and stores one staged chunk (called on worker threads).
-pub(crate) type Consumer<'a> = dyn Fn(&Unit, &Gathered, &[u8]) -> Result<()> + Sync + 'a;
+/// Compresses (or frames) and stores one staged chunk (called on worker threads): the
+/// unit, how it was gathered, its staged bytes, and for [`Gathered::Compressed`] what the
+/// device produced.
+pub(crate) type Consumer<'a> =
+    dyn Fn(&Unit, &Gathered, &[u8], Option<DeviceChunk<'_>>) -> Result<()> + Sync + 'a;
+
+/// A chunk compressed on the device, as it reached host memory.
+pub(crate) struct DeviceChunk<'a> {
+    /// The device's compressed stream.
+    pub compressed: &'a [u8],
+    /// The Adler-32 of the uncompressed chunk, when [`DeviceCompress::adler32`].
+    pub adler32: Option<u32>,
+}
+
+/// Compression on the device for chunks the write covers whole.
+pub(crate) struct DeviceCompress {
+    pub settings: CompressSettings,
+    /// Sum each chunk for its Adler-32 on the device too (zlib).
+    pub adler32: bool,
+}
+
+/// A chunk handed to the workers: its unit, slot, how it was gathered, its staged length,
+/// its compressed length (device compression), and the event after which its bytes are in
+/// host memory.
+struct Job {
+    unit: usize,
+    slot: usize,
+    gathered: Gathered,
+    len: usize,
+    compressed: Option<usize>,
+    event: Event,
+}
 
 /// Everything a staged write needs besides the consumer.
 pub(crate) struct StagedWrite<'a> {
@@ -43,6 +86,10 @@ pub(crate) struct StagedWrite<'a> {
     pub staging_bytes: usize,
     pub threads: usize,
     pub progress: Option<ProgressFn>,
+    /// Compression on the device, when this write uses it.
+    pub device_compress: Option<DeviceCompress>,
+    /// The error for a unit the device compressor failed on (names the array and chunk).
+    pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
 }
 
 impl StagedWrite<'_> {
@@ -70,15 +117,43 @@ impl StagedWrite<'_> {
         // As for reads: work in flight on the data is waited for once, before the slots' queues.
         data.buffer().written_region("a write")?.settle()?;
         let elem = data.dtype().size();
+        // Device compression: as many more slots as a batch takes, and half the budget for
+        // them (the other half is the compressed output buffers).
+        let (budget, in_batches) = match &self.device_compress {
+            Some(_) => (self.staging_bytes / 2, MAX_WRITE_BATCH),
+            None => (self.staging_bytes, 0),
+        };
         let slots = allocate_slots(
             self.ops.as_ref(),
             self.units,
             elem,
-            self.staging_bytes,
+            budget,
             self.threads,
-            0,
+            in_batches,
         )?;
-        let result = self.run_with_slots(data, consume, &slots);
+        let result = match &self.device_compress {
+            Some(dc) => {
+                let chunk_bytes = self
+                    .units
+                    .iter()
+                    .map(|u| u.num_elements() * elem)
+                    .max()
+                    .unwrap_or(0);
+                CompressBatches::new(
+                    self.ops.as_ref(),
+                    dc.settings,
+                    slots.len(),
+                    chunk_bytes,
+                    dc.adler32,
+                )
+                .and_then(|mut batches| {
+                    let r = self.run_with_slots(data, consume, &slots, Some(&mut batches));
+                    // No batch work may outlive the run.
+                    r.and(self.ops.synchronize(batches.queue()))
+                })
+            }
+            None => self.run_with_slots(data, consume, &slots, None),
+        };
         let drained = finish(self.ops.as_ref(), slots, self.units, elem);
         result.and(drained)
     }
@@ -88,12 +163,18 @@ impl StagedWrite<'_> {
         data: &NDBuffer,
         consume: &Consumer<'_>,
         slots: &[Slot],
+        batches: Option<&mut CompressBatches<'_>>,
     ) -> Result<()> {
         let (free_tx, free_rx) = mpsc::channel::<usize>();
         for i in 0..slots.len() {
             free_tx.send(i).expect("receiver alive");
         }
-        let (work_tx, work_rx) = mpsc::channel::<(usize, usize, Gathered, usize, Event)>();
+        let (host_out, host_sums): (Vec<crate::buffer::Buffer>, Vec<crate::buffer::Buffer>) =
+            batches
+                .as_ref()
+                .map(|b| (b.host_out.clone(), b.host_sums.clone()))
+                .unwrap_or_default();
+        let (work_tx, work_rx) = mpsc::channel::<Job>();
         let work_rx = Mutex::new(work_rx);
         let abort = AtomicBool::new(false);
         let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -109,17 +190,59 @@ impl StagedWrite<'_> {
             for _ in 0..workers {
                 let free_tx = free_tx.clone();
                 let (work_rx, abort, first_error, done) = (&work_rx, &abort, &first_error, &done);
+                let (host_out, host_sums) = (&host_out, &host_sums);
                 scope.spawn(move || {
                     loop {
                         let job = match work_rx.lock().map(|rx| rx.recv()) {
                             Ok(Ok(job)) => job,
                             _ => break,
                         };
-                        let (i, slot_id, gathered, len, event) = job;
+                        let Job {
+                            unit: i,
+                            slot: slot_id,
+                            gathered,
+                            len,
+                            compressed,
+                            event,
+                        } = job;
                         let unit = &self.units[i];
                         let result = event.wait().and_then(|()| {
                             let bytes = slots[slot_id].staging.as_host_bytes()?;
-                            consume(unit, &gathered, &bytes[..len])
+                            match compressed {
+                                None => consume(unit, &gathered, &bytes[..len], None),
+                                Some(n) => {
+                                    let out = host_out
+                                        .get(slot_id)
+                                        .ok_or_else(|| {
+                                            Error::InvalidArgument(
+                                                "a compressed chunk without its output buffer (internal error: please report)".into(),
+                                            )
+                                        })?
+                                        .as_host_bytes()?;
+                                    let adler32 = match (&gathered, host_sums.get(slot_id)) {
+                                        (Gathered::Compressed { len }, Some(sums)) => {
+                                            let sums = sums.as_host_bytes()?;
+                                            let words: Vec<u32> = sums
+                                                .chunks_exact(4)
+                                                .map(|w| {
+                                                    u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+                                                })
+                                                .collect();
+                                            Some(zarrbuf_codecs::host::adler32_combine(
+                                                &words,
+                                                *len,
+                                                ADLER_PIECE,
+                                            ))
+                                        }
+                                        _ => None,
+                                    };
+                                    let chunk = DeviceChunk {
+                                        compressed: &out[..n],
+                                        adler32,
+                                    };
+                                    consume(unit, &gathered, &bytes[..len], Some(chunk))
+                                }
+                            }
                         });
                         match result {
                             Ok(()) => {
@@ -145,7 +268,7 @@ impl StagedWrite<'_> {
                 });
             }
             drop(free_tx);
-            let submitted = self.submit_all(data, slots, &free_rx, &work_tx, &abort);
+            let submitted = self.submit_all(data, slots, &free_rx, &work_tx, &abort, batches);
             drop(work_tx);
             submitted
         })?;
@@ -155,101 +278,62 @@ impl StagedWrite<'_> {
         }
     }
 
-    /// Queues the device gather and device-to-host copy of every unit, in order.
+    /// Queues the device gather and device-to-host copy of every unit, in order (chunks
+    /// for the device compressor in batches).
     fn submit_all(
         &self,
         data: &NDBuffer,
         slots: &[Slot],
         free: &mpsc::Receiver<usize>,
-        work: &mpsc::Sender<(usize, usize, Gathered, usize, Event)>,
+        work: &mpsc::Sender<Job>,
         abort: &AtomicBool,
+        mut batches: Option<&mut CompressBatches<'_>>,
     ) -> Result<()> {
-        let elem = data.dtype().size();
-        let dtype = data.dtype();
+        let unit_error = |i: usize, why: String| (self.unit_error)(&self.units[i], why);
+        let mut send_compressed = |c: Compressed| {
+            work.send(Job {
+                unit: c.unit,
+                slot: c.slot,
+                gathered: Gathered::Compressed { len: c.len },
+                len: 0,
+                compressed: Some(c.compressed),
+                event: c.event,
+            })
+            .is_ok()
+        };
         for (i, unit) in self.units.iter().enumerate() {
             if abort.load(Ordering::Relaxed) {
                 break;
             }
-            let Ok(slot_id) = free.recv() else { break };
-            let slot = &slots[slot_id];
-            let region_shape = unit.region_shape();
-            let src_offset =
-                unit.offset_in_request(&self.request_start, data.offset(), data.strides());
-            let src = Strided {
-                offset: src_offset,
-                strides: data.strides(),
-            };
-            let gathered = self.plan(unit);
-            let len = match (&gathered, &self.layout) {
-                (Gathered::FullChunk, Some(layout)) => {
-                    let len = unit.num_elements() * elem;
-                    let scratch = slot.scratch.try_slice(..len)?;
-                    if !unit.is_whole() {
-                        // Padding of edge chunks holds the fill value, as zarr writers store it.
-                        let mut fill = self.fill_value.clone();
-                        if layout.endian != ByteOrder::native() {
-                            zarrbuf_codecs::host::byte_swap(&mut fill, dtype.swap_unit())?;
+            // While chunks wait for a batch, a missing free slot means: compress them now.
+            let slot_id = match batches.as_deref_mut() {
+                Some(b) if !b.is_empty() => match free.try_recv() {
+                    Ok(s) => s,
+                    Err(TryRecvError::Empty) => {
+                        b.flush(slots, &mut send_compressed, &unit_error)?;
+                        match free.recv() {
+                            Ok(s) => s,
+                            Err(_) => break,
                         }
-                        let n = [unit.num_elements()];
-                        let s = [elem as isize];
-                        self.ops.fill(
-                            &slot.queue,
-                            scratch.region()?,
-                            Strided {
-                                offset: 0,
-                                strides: &s,
-                            },
-                            &n,
-                            &fill,
-                        )?;
                     }
-                    let dst_strides = layout.decoded_strides(&unit.shape_usize(), elem);
-                    let dst_offset = unit.offset_in_unit(&dst_strides);
-                    let swap = if layout.endian == data.byte_order() {
-                        0
-                    } else {
-                        dtype.swap_unit()
-                    };
-                    self.ops.strided_copy(
-                        &slot.queue,
-                        data.buffer().written_region("a write")?,
-                        src,
-                        scratch.region()?,
-                        Strided {
-                            offset: dst_offset,
-                            strides: &dst_strides,
-                        },
-                        &region_shape,
-                        elem,
-                        swap,
-                    )?;
-                    len
-                }
-                _ => {
-                    let len = region_shape.iter().product::<usize>() * elem;
-                    let scratch = slot.scratch.try_slice(..len)?;
-                    let dst_strides = Order::C.strides(&region_shape, elem);
-                    let swap = if data.byte_order() == ByteOrder::native() {
-                        0
-                    } else {
-                        dtype.swap_unit()
-                    };
-                    self.ops.strided_copy(
-                        &slot.queue,
-                        data.buffer().written_region("a write")?,
-                        src,
-                        scratch.region()?,
-                        Strided {
-                            offset: 0,
-                            strides: &dst_strides,
-                        },
-                        &region_shape,
-                        elem,
-                        swap,
-                    )?;
-                    len
-                }
+                    Err(TryRecvError::Disconnected) => break,
+                },
+                _ => match free.recv() {
+                    Ok(s) => s,
+                    Err(_) => break,
+                },
             };
+            let slot = &slots[slot_id];
+            let gathered = self.plan(unit);
+            if let (Gathered::FullChunk, Some(b)) = (&gathered, batches.as_deref_mut()) {
+                let queue = b.queue().clone();
+                let len = self.gather(data, slot, &queue, unit, &gathered)?;
+                if b.push(slots, i, slot_id, len)? {
+                    b.flush(slots, &mut send_compressed, &unit_error)?;
+                }
+                continue;
+            }
+            let len = self.gather(data, slot, &slot.queue, unit, &gathered)?;
             let (scratch, staging) = (
                 slot.scratch.try_slice(..len)?,
                 slot.staging.try_slice(..len)?,
@@ -257,10 +341,112 @@ impl StagedWrite<'_> {
             self.ops
                 .copy(&slot.queue, scratch.region()?, staging.region()?)?;
             let event = self.ops.record(&slot.queue)?;
-            if work.send((i, slot_id, gathered, len, event)).is_err() {
+            let job = Job {
+                unit: i,
+                slot: slot_id,
+                gathered,
+                len,
+                compressed: None,
+                event,
+            };
+            if work.send(job).is_err() {
                 break;
             }
         }
+        if let Some(b) = batches
+            && !abort.load(Ordering::Relaxed)
+        {
+            b.flush(slots, &mut send_compressed, &unit_error)?;
+        }
         Ok(())
+    }
+
+    /// Enqueues on `queue` the gather of `unit` into `slot`'s scratch; returns its length.
+    fn gather(
+        &self,
+        data: &NDBuffer,
+        slot: &Slot,
+        queue: &Queue,
+        unit: &Unit,
+        gathered: &Gathered,
+    ) -> Result<usize> {
+        let elem = data.dtype().size();
+        let dtype = data.dtype();
+        let region_shape = unit.region_shape();
+        let src_offset = unit.offset_in_request(&self.request_start, data.offset(), data.strides());
+        let src = Strided {
+            offset: src_offset,
+            strides: data.strides(),
+        };
+        match (gathered, &self.layout) {
+            (Gathered::FullChunk, Some(layout)) => {
+                let len = unit.num_elements() * elem;
+                let scratch = slot.scratch.try_slice(..len)?;
+                if !unit.is_whole() {
+                    // Padding of edge chunks holds the fill value, as zarr writers store it.
+                    let mut fill = self.fill_value.clone();
+                    if layout.endian != ByteOrder::native() {
+                        zarrbuf_codecs::host::byte_swap(&mut fill, dtype.swap_unit())?;
+                    }
+                    let n = [unit.num_elements()];
+                    let s = [elem as isize];
+                    self.ops.fill(
+                        queue,
+                        scratch.region()?,
+                        Strided {
+                            offset: 0,
+                            strides: &s,
+                        },
+                        &n,
+                        &fill,
+                    )?;
+                }
+                let dst_strides = layout.decoded_strides(&unit.shape_usize(), elem);
+                let dst_offset = unit.offset_in_unit(&dst_strides);
+                let swap = if layout.endian == data.byte_order() {
+                    0
+                } else {
+                    dtype.swap_unit()
+                };
+                self.ops.strided_copy(
+                    queue,
+                    data.buffer().written_region("a write")?,
+                    src,
+                    scratch.region()?,
+                    Strided {
+                        offset: dst_offset,
+                        strides: &dst_strides,
+                    },
+                    &region_shape,
+                    elem,
+                    swap,
+                )?;
+                Ok(len)
+            }
+            _ => {
+                let len = region_shape.iter().product::<usize>() * elem;
+                let scratch = slot.scratch.try_slice(..len)?;
+                let dst_strides = Order::C.strides(&region_shape, elem);
+                let swap = if data.byte_order() == ByteOrder::native() {
+                    0
+                } else {
+                    dtype.swap_unit()
+                };
+                self.ops.strided_copy(
+                    queue,
+                    data.buffer().written_region("a write")?,
+                    src,
+                    scratch.region()?,
+                    Strided {
+                        offset: 0,
+                        strides: &dst_strides,
+                    },
+                    &region_shape,
+                    elem,
+                    swap,
+                )?;
+                Ok(len)
+            }
+        }
     }
 }

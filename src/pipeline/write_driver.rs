@@ -2,14 +2,15 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{Gathered, StagedWrite};
+use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 use crate::buffer::NDBuffer;
-use crate::device::ops_for;
+use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
-use crate::error::Result;
-use crate::options::WriteOptions;
-use crate::zarr::{ChainPlan, Unit, chunk_error, fill_bytes, plan_chunks};
+use crate::error::{Error, Result};
+use crate::options::{Compress, WriteOptions};
+use crate::zarr::{ChainPlan, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks};
 use std::ops::Range;
+use std::sync::{Arc, Once};
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
 use zarrs::storage::ReadableWritableStorageTraits;
 
@@ -65,11 +66,76 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     data: &NDBuffer,
     opts: &WriteOptions,
 ) -> Result<()> {
+    write_staged_on(ops_for(data.memory())?, array, sink, subset, data, opts)
+}
+
+/// Whether, and how, a write on `ops` compresses on the device (see [`Compress`]); `None`
+/// means the CPU workers compress. Falling back from an explicit [`Compress::Gpu`] says why
+/// on stderr once per reason.
+fn device_compress(
+    choice: Compress,
+    ops: &dyn DeviceOps,
+    chain: Option<&ChainPlan>,
+    chunk_bytes: usize,
+) -> Option<DeviceCompress> {
+    match choice {
+        Compress::Cpu | Compress::Auto => return None,
+        Compress::Gpu => {}
+    }
+    let say = |once: &'static Once, why: String| {
+        once.call_once(|| eprintln!("zarrbuf: compressing on the CPU: {why}"));
+    };
+    // Chains the device cannot compress stay on the CPU without a word, as reads do.
+    let codec = WriteCodec::of(&chain?.chain).ok()?;
+    if let Err(why) = ops.batch_compressor() {
+        static SAID: Once = Once::new();
+        say(&SAID, why);
+        return None;
+    }
+    let settings = codec.settings();
+    let limit = max_chunk_bytes(settings.format);
+    if chunk_bytes > limit {
+        static SAID: Once = Once::new();
+        say(
+            &SAID,
+            format!(
+                "chunks of {chunk_bytes} bytes are larger than the {limit} the device compresses in {}",
+                settings.format
+            ),
+        );
+        return None;
+    }
+    Some(DeviceCompress {
+        settings,
+        adler32: codec.needs_adler32(),
+    })
+}
+
+/// [`write_staged`] on the device `ops` (tests pass their own).
+pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
+    ops: Arc<dyn DeviceOps>,
+    array: &Array<S>,
+    sink: &dyn ChunkSink,
+    subset: &[Range<u64>],
+    data: &NDBuffer,
+    opts: &WriteOptions,
+) -> Result<()> {
     let elem = data.dtype().size();
     let units = plan_chunks(array, subset)?;
     let chain = ChainPlan::new(array.codecs(), elem)?;
+    let chunk_bytes = units
+        .iter()
+        .map(|u| u.num_elements() * elem)
+        .max()
+        .unwrap_or(0);
+    let compress = device_compress(opts.compress, ops.as_ref(), chain.as_ref(), chunk_bytes);
+    let codec = match (&compress, &chain) {
+        (Some(_), Some(c)) => WriteCodec::of(&c.chain).ok(),
+        _ => None,
+    };
+    let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     let staged = StagedWrite {
-        ops: ops_for(data.memory())?,
+        ops,
         units: &units,
         layout: chain.as_ref().map(|c| c.layout.clone()),
         request_start: subset.iter().map(|r| r.start).collect(),
@@ -78,6 +144,8 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
         staging_bytes: opts.staging_bytes,
         threads: opts.threads(),
         progress: opts.progress.clone(),
+        device_compress: compress,
+        unit_error: &unit_error,
     };
     // Chunks are compressed in parallel, so each codec runs single-threaded.
     let codec_opts = opts.codec_options().with_concurrent_target(1);
@@ -87,14 +155,56 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     {
         zarrbuf_codecs::host::byte_swap(&mut fill_encoded, data.dtype().swap_unit())?;
     }
-    let consume = |unit: &Unit, gathered: &Gathered, bytes: &[u8]| -> Result<()> {
+    let is_empty = |bytes: &[u8]| {
+        !opts.store_empty_chunks
+            && bytes
+                .chunks_exact(fill_encoded.len())
+                .all(|e| e == fill_encoded)
+    };
+    let consume = |unit: &Unit,
+                   gathered: &Gathered,
+                   bytes: &[u8],
+                   device: Option<DeviceChunk<'_>>|
+     -> Result<()> {
         match (gathered, &chain) {
+            (Gathered::Compressed { len }, _) => {
+                let (Some(codec), Some(device)) = (&codec, device) else {
+                    return Err(chunk_error(
+                        array,
+                        &unit.indices,
+                        "a device-compressed chunk without its codec or bytes (internal error: please report)",
+                    ));
+                };
+                let compressed = device.compressed;
+                let encoded = codec
+                    .frame(compressed, *len, device.adler32)
+                    .map_err(|why| chunk_error(array, &unit.indices, why))?;
+                // A chunk of only the fill value is erased. The uncompressed chunk stays on
+                // the device: those that compressed well enough to be one repeated value are
+                // decoded here to check.
+                if !opts.store_empty_chunks && WriteCodec::may_be_uniform(compressed.len(), *len) {
+                    let mut decoded = vec![0u8; *len];
+                    codec.decode_into(&encoded, &mut decoded).map_err(|why| {
+                        chunk_error(
+                            array,
+                            &unit.indices,
+                            format!("the device-compressed chunk does not decode: {why}"),
+                        )
+                    })?;
+                    if is_empty(&decoded) {
+                        return sink.erase(&unit.indices);
+                    }
+                }
+                // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout
+                // (gathered as for `FullChunk` below), compressed by the device in the
+                // chain's only compressor's format and framed as that codec frames it, with
+                // the chain's crc32c appended when it has one (WriteCodec::of accepts only
+                // such chains; round trips in tests/device_compress.rs and the GPU check):
+                // a valid encoding of this chunk.
+                unsafe { sink.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
+            }
             (Gathered::FullChunk, Some(chain)) => {
-                if !opts.store_empty_chunks
-                    && bytes
-                        .chunks_exact(fill_encoded.len())
-                        .all(|e| e == fill_encoded)
-                {
+                if is_empty(bytes) {
                     return sink.erase(&unit.indices);
                 }
                 let encoded = chain
@@ -123,4 +233,354 @@ pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
         }
     };
     staged.run(data, &consume)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The device-compression batches through a wrapper of the host device that counts the
+    //! batches and can make one chunk fail, as nvCOMP reports a chunk it cannot compress.
+    use super::*;
+    use crate::device::{
+        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, Event, HostOps, Queue,
+    };
+    use crate::memory::Region;
+    use crate::options::PipelineMode;
+    use crate::place::Memory;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use zarrbuf_codecs::{ScalarKind, Strided};
+    use zarrs::array::{ArrayBuilder, data_type};
+    use zarrs::storage::store::MemoryStore;
+
+    /// The host device; compression batches counted, and the chunk whose input starts with
+    /// `fail_marker` reported as not compressible.
+    struct Counting {
+        host: HostOps,
+        batches: AtomicUsize,
+        chunks: AtomicUsize,
+        formats: Mutex<Vec<Compressor>>,
+        fail_marker: Option<u32>,
+    }
+
+    impl DeviceOps for Counting {
+        fn memory(&self) -> Memory {
+            self.host.memory()
+        }
+        fn alloc(&self, len: usize) -> Result<Region> {
+            self.host.alloc(len)
+        }
+        fn alloc_staging(&self, len: usize) -> Result<Region> {
+            self.host.alloc_staging(len)
+        }
+        fn new_queue(&self) -> Result<Queue> {
+            self.host.new_queue()
+        }
+        fn default_queue(&self) -> Queue {
+            self.host.default_queue()
+        }
+        fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()> {
+            self.host.copy(q, src, dst)
+        }
+        fn strided_copy(
+            &self,
+            q: &Queue,
+            src: &Region,
+            src_view: Strided<'_>,
+            dst: &Region,
+            dst_view: Strided<'_>,
+            shape: &[usize],
+            elem_size: usize,
+            swap_unit: usize,
+        ) -> Result<()> {
+            self.host
+                .strided_copy(q, src, src_view, dst, dst_view, shape, elem_size, swap_unit)
+        }
+        fn fill(
+            &self,
+            q: &Queue,
+            dst: &Region,
+            view: Strided<'_>,
+            shape: &[usize],
+            pattern: &[u8],
+        ) -> Result<()> {
+            self.host.fill(q, dst, view, shape, pattern)
+        }
+        fn cast(
+            &self,
+            q: &Queue,
+            src: &Region,
+            src_view: Strided<'_>,
+            src_kind: ScalarKind,
+            dst: &Region,
+            dst_view: Strided<'_>,
+            dst_kind: ScalarKind,
+            shape: &[usize],
+        ) -> Result<()> {
+            self.host
+                .cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
+        }
+        fn blosc_unshuffle(
+            &self,
+            q: &Queue,
+            src: &Region,
+            dst: &Region,
+            nbytes: usize,
+            shuffle: zarrbuf_codecs::host::Shuffle,
+            typesize: usize,
+            blocksize: usize,
+        ) -> Result<()> {
+            self.host
+                .blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+        }
+        fn adler32_pieces(
+            &self,
+            q: &Queue,
+            src: &Region,
+            nbytes: usize,
+            piece: usize,
+            out: &Region,
+        ) -> Result<()> {
+            self.host.adler32_pieces(q, src, nbytes, piece, out)
+        }
+        fn batch_decoder(&self) -> std::result::Result<(), String> {
+            self.host.batch_decoder()
+        }
+        fn new_batch_desc(&self, capacity: usize) -> Result<BatchDesc> {
+            self.host.new_batch_desc(capacity)
+        }
+        fn decompress_batch(
+            &self,
+            q: &Queue,
+            format: Compression,
+            items: &[BatchItem],
+            desc: &mut BatchDesc,
+        ) -> Result<()> {
+            self.host.decompress_batch(q, format, items, desc)
+        }
+        fn describe_status(&self, status: i32) -> String {
+            self.host.describe_status(status)
+        }
+        fn batch_compressor(&self) -> std::result::Result<(), String> {
+            self.host.batch_compressor()
+        }
+        fn max_compressed_size(&self, s: CompressSettings, n: usize) -> Result<usize> {
+            self.host.max_compressed_size(s, n)
+        }
+        fn compress_batch(
+            &self,
+            q: &Queue,
+            settings: CompressSettings,
+            items: &[BatchItem],
+            desc: &mut BatchDesc,
+        ) -> Result<()> {
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.chunks.fetch_add(items.len(), Ordering::Relaxed);
+            self.formats.lock().unwrap().push(settings.format);
+            self.host.compress_batch(q, settings, items, desc)?;
+            if let Some(marker) = self.fail_marker {
+                for (i, it) in items.iter().enumerate() {
+                    let (_g, input) = it.input.host_bytes()?;
+                    if input[..4] == marker.to_le_bytes() {
+                        desc.write_outcome(i, 0, 19)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        fn describe_compress_status(&self, status: i32) -> String {
+            self.host.describe_compress_status(status)
+        }
+        fn record(&self, q: &Queue) -> Result<Event> {
+            self.host.record(q)
+        }
+        fn synchronize(&self, q: &Queue) -> Result<()> {
+            self.host.synchronize(q)
+        }
+    }
+
+    fn counting(fail_marker: Option<u32>) -> Arc<Counting> {
+        Arc::new(Counting {
+            host: HostOps,
+            batches: AtomicUsize::new(0),
+            chunks: AtomicUsize::new(0),
+            formats: Mutex::new(Vec::new()),
+            fail_marker,
+        })
+    }
+
+    /// A 1-d uint32 array of 8 chunks of 1000 elements with `codecs`, and data `i` at `i`.
+    fn array(
+        codecs: Vec<Arc<dyn zarrs::array::BytesToBytesCodecTraits>>,
+    ) -> (Array<MemoryStore>, NDBuffer) {
+        let array = ArrayBuilder::new(vec![8000], vec![1000], data_type::uint32(), 0u32)
+            .bytes_to_bytes_codecs(codecs)
+            .build(Arc::new(MemoryStore::new()), "/a")
+            .unwrap();
+        let data = NDBuffer::from_vec((0..8000u32).collect::<Vec<_>>(), &[8000]).unwrap();
+        (array, data)
+    }
+
+    /// The whole array of [`array`] (one dimension).
+    #[allow(clippy::single_range_in_vec_init)]
+    const ALL: [Range<u64>; 1] = [0..8000];
+
+    fn opts(compress: Compress) -> WriteOptions {
+        WriteOptions::default()
+            .with_mode(PipelineMode::Staged)
+            .with_compress(compress)
+            .with_concurrency(1)
+    }
+
+    #[test]
+    fn chunks_go_to_the_device_in_batches_and_read_back() {
+        let zstd: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::ZstdCodec::new(3, false));
+        let gzip: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::GzipCodec::new(5).unwrap());
+        for (codec, format) in [(zstd, Compressor::Zstd), (gzip, Compressor::Gzip)] {
+            let (array, data) = array(vec![codec]);
+            let ops = counting(None);
+            write_staged_on(
+                ops.clone(),
+                &array,
+                &array,
+                &ALL,
+                &data,
+                &opts(Compress::Gpu),
+            )
+            .unwrap();
+            assert_eq!(ops.chunks.load(Ordering::Relaxed), 8, "{format}");
+            assert!(ops.batches.load(Ordering::Relaxed) >= 1);
+            assert!(ops.formats.lock().unwrap().iter().all(|f| *f == format));
+            let back: Vec<u32> = array.retrieve_array_subset(&array.subset_all()).unwrap();
+            assert_eq!(back, (0..8000).collect::<Vec<_>>(), "{format}");
+            // CPU and Auto never ask the device.
+            for choice in [Compress::Cpu, Compress::Auto] {
+                let ops = counting(None);
+                write_staged_on(ops.clone(), &array, &array, &ALL, &data, &opts(choice)).unwrap();
+                assert_eq!(ops.batches.load(Ordering::Relaxed), 0, "{choice:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn chains_the_device_cannot_compress_stay_on_the_cpu() {
+        let crc: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::Crc32cCodec::new());
+        let zstd_checksum: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::ZstdCodec::new(3, true));
+        // blosc frames: the device decodes them, it does not write them.
+        let blosc = "blosc:lz4:5:shuffle+crc32c"
+            .parse::<crate::zarr::CodecSpec>()
+            .unwrap()
+            .bytes_to_bytes_codecs(4)
+            .unwrap();
+        for codecs in [vec![], vec![crc], vec![zstd_checksum], blosc] {
+            let (array, data) = array(codecs);
+            let ops = counting(None);
+            write_staged_on(
+                ops.clone(),
+                &array,
+                &array,
+                &ALL,
+                &data,
+                &opts(Compress::Gpu),
+            )
+            .unwrap();
+            assert_eq!(ops.batches.load(Ordering::Relaxed), 0);
+            let back: Vec<u32> = array.retrieve_array_subset(&array.subset_all()).unwrap();
+            assert_eq!(back, (0..8000).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn chunks_over_the_device_limit_stay_on_the_cpu() {
+        use zarrs::array::codec::{ZlibCodec, ZlibCompressionLevel};
+        // zlib goes through nvCOMP's DEFLATE compressor, which takes chunks up to 64 KiB.
+        let level = ZlibCompressionLevel::try_from(5u32).unwrap();
+        let zlib: Arc<dyn zarrs::array::BytesToBytesCodecTraits> = Arc::new(ZlibCodec::new(level));
+        let big = ArrayBuilder::new(vec![40000], vec![20000], data_type::uint32(), 0u32)
+            .bytes_to_bytes_codecs(vec![zlib.clone()])
+            .build(Arc::new(MemoryStore::new()), "/big")
+            .unwrap();
+        let data = NDBuffer::from_vec((0..40000u32).collect::<Vec<_>>(), &[40000]).unwrap();
+        let ops = counting(None);
+        #[allow(clippy::single_range_in_vec_init)]
+        let all = [0..40000u64];
+        write_staged_on(ops.clone(), &big, &big, &all, &data, &opts(Compress::Gpu)).unwrap();
+        assert_eq!(ops.batches.load(Ordering::Relaxed), 0);
+        let back: Vec<u32> = big.retrieve_array_subset(&big.subset_all()).unwrap();
+        assert_eq!(back, (0..40000).collect::<Vec<_>>());
+        // Chunks of many Adler-32 pieces (16 of 4096 bytes) just under the limit.
+        let wide = ArrayBuilder::new(vec![48000], vec![16000], data_type::uint32(), 0u32)
+            .bytes_to_bytes_codecs(vec![zlib.clone()])
+            .build(Arc::new(MemoryStore::new()), "/wide")
+            .unwrap();
+        let data = NDBuffer::from_vec((0..48000u32).collect::<Vec<_>>(), &[48000]).unwrap();
+        let ops = counting(None);
+        #[allow(clippy::single_range_in_vec_init)]
+        let all = [0..48000u64];
+        write_staged_on(ops.clone(), &wide, &wide, &all, &data, &opts(Compress::Gpu)).unwrap();
+        assert_eq!(ops.chunks.load(Ordering::Relaxed), 3);
+        let back: Vec<u32> = wide.retrieve_array_subset(&wide.subset_all()).unwrap();
+        assert_eq!(back, (0..48000).collect::<Vec<_>>());
+        // Chunks within the limit go to the device.
+        let (small, data) = array(vec![zlib]);
+        let ops = counting(None);
+        write_staged_on(
+            ops.clone(),
+            &small,
+            &small,
+            &ALL,
+            &data,
+            &opts(Compress::Gpu),
+        )
+        .unwrap();
+        assert_eq!(ops.chunks.load(Ordering::Relaxed), 8);
+        assert_eq!(
+            *ops.formats.lock().unwrap().first().unwrap(),
+            Compressor::Deflate
+        );
+        let back: Vec<u32> = small.retrieve_array_subset(&small.subset_all()).unwrap();
+        assert_eq!(back, (0..8000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_chunk_the_device_fails_on_is_named_and_earlier_chunks_are_kept() {
+        let zstd: Arc<dyn zarrs::array::BytesToBytesCodecTraits> =
+            Arc::new(zarrs::array::codec::ZstdCodec::new(3, false));
+        let (array, data) = array(vec![zstd]);
+        // Chunk 5 starts with the value 5000.
+        let ops = counting(Some(5000));
+        let e = write_staged_on(
+            ops.clone(),
+            &array,
+            &array,
+            &ALL,
+            &data,
+            &opts(Compress::Gpu),
+        )
+        .expect_err("chunk 5 fails")
+        .to_string();
+        assert!(
+            e.contains("[5]")
+                && e.contains("device compressor (zstd)")
+                && e.contains("cannot compress"),
+            "unclear error: {e}"
+        );
+        for i in 0..8u64 {
+            let stored = array.retrieve_encoded_chunk(&[i]).unwrap();
+            if i < 5 {
+                let chunk: Vec<u32> = array.retrieve_chunk(&[i]).unwrap();
+                let start = i as u32 * 1000;
+                assert_eq!(
+                    chunk,
+                    (start..start + 1000).collect::<Vec<_>>(),
+                    "chunk {i}"
+                );
+            } else if i == 5 {
+                assert!(stored.is_none(), "the failed chunk was stored");
+            }
+        }
+    }
 }

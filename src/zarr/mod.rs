@@ -18,6 +18,7 @@ mod shard_index;
 mod store;
 mod subset;
 mod units;
+mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use blosc_frame::BloscFrame;
@@ -37,3 +38,4 @@ pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
+pub(crate) use write_framing::WriteCodec;

@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The CUDA C++ program: shared definitions first, then one file per operation.
-const SOURCE_FILES: [&str; 5] = [
+const SOURCE_FILES: [&str; 6] = [
     include_str!("../../kernels/common.cuh"),
     include_str!("../../kernels/copy.cu"),
     include_str!("../../kernels/fill.cu"),
     include_str!("../../kernels/cast.cu"),
     include_str!("../../kernels/unshuffle.cu"),
+    include_str!("../../kernels/adler32.cu"),
 ];
 
 /// Word sizes of the typed copy and fill kernels, in the order of their function arrays.
@@ -52,6 +53,7 @@ pub struct CudaKernels {
     pub(crate) fill_bytes: CudaFunction,
     pub(crate) cast: CudaFunction,
     pub(crate) blosc_unshuffle: CudaFunction,
+    pub(crate) adler32_pieces: CudaFunction,
     pub(crate) max_blocks: u32,
     arch: String,
 }
@@ -191,6 +193,7 @@ impl CudaKernels {
             fill_bytes: f("zb_fill_bytes")?,
             cast: f("zb_cast")?,
             blosc_unshuffle: f("zb_blosc_unshuffle")?,
+            adler32_pieces: f("zb_adler32_pieces")?,
             max_blocks: (sms.max(1) as u32).saturating_mul(32),
             arch,
         })

@@ -100,6 +100,13 @@ pub fn self_test(ctx: &Arc<CudaContext>) -> Result<String> {
     }
     counts.push(format!("blosc_unshuffle {n}"));
 
+    let mut n = 0;
+    for case in 0..60 {
+        t.adler32_case(&mut rng, case)?;
+        n += 1;
+    }
+    counts.push(format!("adler32_pieces {n}"));
+
     let name = ctx.name().unwrap_or_else(|_| "unknown device".into());
     Ok(format!(
         "CUDA codec kernels on {name} (PTX {}): device output equals host output for {} cases \
@@ -522,6 +529,33 @@ impl Tester<'_> {
 }
 
 impl Tester<'_> {
+    fn adler32_case(&self, rng: &mut Rng, case: usize) -> Result<()> {
+        let piece = rng.pick(&[1usize, 7, 4096, 65536, 1 << 20]);
+        let nbytes = if case.is_multiple_of(10) {
+            (1 << 20) + rng.below(4096)
+        } else {
+            rng.below(200_000)
+        };
+        let src = rng.bytes(nbytes.max(1));
+        let words = 2 * host::adler32_piece_count(nbytes, piece);
+        let mut want = vec![0u32; words.max(1)];
+        host::adler32_pieces(&src, nbytes, piece, &mut want)?;
+        let want: Vec<u8> = want.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let init = rng.bytes(want.len());
+        let mut got = self.on_device(&src, &init, |s, d| {
+            // SAFETY: fresh device copies, distinct, `d` holding two words per piece.
+            unsafe {
+                self.k
+                    .adler32_pieces(self.stream, s, src.len(), nbytes, piece, d, init.len())
+            }
+        })?;
+        // Words past the pieces are left as they were.
+        got.truncate(4 * words);
+        compare(&got, &want[..4 * words], || {
+            format!("adler32_pieces case {case}: {nbytes} bytes in pieces of {piece}")
+        })
+    }
+
     fn unshuffle_case(&self, rng: &mut Rng, case: usize) -> Result<()> {
         let typesize = rng.pick(&[1usize, 2, 3, 4, 8, 16, 255]);
         let shuffle = if case.is_multiple_of(2) {

@@ -17,6 +17,7 @@
 //! # Ok::<(), zarrbuf_codecs::CodecError>(())
 //! ```
 
+mod adler;
 mod cast;
 mod copy;
 mod fill;
@@ -25,6 +26,8 @@ mod swap;
 mod unshuffle;
 mod word;
 
+pub(crate) use adler::check_adler32;
+pub use adler::{adler32_combine, adler32_piece_count, adler32_pieces};
 pub use cast::{cast, cast_slices};
 pub use copy::{strided_copy, strided_copy_slices};
 pub use fill::fill;
