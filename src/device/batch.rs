@@ -22,6 +22,17 @@ pub(crate) enum Compression {
     Lz4,
 }
 
+impl Compression {
+    /// nvCOMP's alignment for every buffer of a batched decompression in this format
+    /// (`nvcomp*RequiredDecompressionAlignment` in its headers: zstd 8, LZ4 and DEFLATE 4).
+    pub(crate) fn required_alignment(self) -> usize {
+        match self {
+            Compression::Zstd => 8,
+            Compression::Deflate | Compression::Lz4 => 4,
+        }
+    }
+}
+
 impl std::fmt::Display for Compression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -196,11 +196,20 @@ impl DeviceOps for HostOps {
         desc: &mut BatchDesc,
     ) -> Result<()> {
         // The same request arrays the GPU decoder gets (host addresses here), then the
-        // chunks decoded one by one with the CPU codecs, results in nvCOMP's layout.
+        // chunks decoded one by one with the CPU codecs, results in nvCOMP's layout. Buffers
+        // nvCOMP would refuse as misaligned are refused here too, so CI catches them.
+        let align = format.required_alignment();
         desc.write_requests(items, &|r| {
-            r.host_ptr()
-                .map(|p| p as u64)
-                .ok_or_else(|| Error::NotHostAccessible(format!("batch chunk in {}", r.memory())))
+            let addr = r.host_ptr().map(|p| p as u64).ok_or_else(|| {
+                Error::NotHostAccessible(format!("batch chunk in {}", r.memory()))
+            })?;
+            if !addr.is_multiple_of(align as u64) {
+                return Err(Error::InvalidArgument(format!(
+                    "a {format} batch buffer at an address that is not a multiple of {align} \
+                     (nvCOMP's alignment; internal error: please report)"
+                )));
+            }
+            Ok(addr)
         })?;
         for (i, it) in items.iter().enumerate() {
             let (_guard, input) = it.input.host_bytes()?;

@@ -87,23 +87,30 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
             let payload = codec
                 .device_payload(&encoded, expected, opts.validate_checksums)
                 .map_err(|why| chunk_error(array, &unit.indices, why))?;
-            let (upload, parts) = match payload {
-                DevicePayload::Whole(range) => (range, DeviceParts::Whole),
-                DevicePayload::Blosc(range, frame)
+            match payload {
+                DevicePayload::Whole(range) => {
+                    // A chunk that does not compress below a slot is decoded here instead.
+                    if let Some(dst) = slot.get_mut(..range.len()) {
+                        dst.copy_from_slice(&encoded[range.clone()]);
+                        return Ok(Produced::Compressed(Compressed {
+                            len: range.len(),
+                            parts: DeviceParts::Whole,
+                        }));
+                    }
+                }
+                DevicePayload::Blosc(range, mut frame)
                     if frame.compressed_streams() <= MAX_STREAMS_PER_CHUNK =>
                 {
-                    (range, DeviceParts::Blosc(Box::new(frame)))
+                    // Each stream at an aligned place in the slot, as nvCOMP needs.
+                    if let Some(len) = frame.pack_streams(&encoded[range], slot) {
+                        return Ok(Produced::Compressed(Compressed {
+                            len,
+                            parts: DeviceParts::Blosc(Box::new(frame)),
+                        }));
+                    }
                 }
                 // Too many streams for one batch, or not for the device.
-                DevicePayload::Blosc(..) | DevicePayload::Cpu => (0..0, DeviceParts::Whole),
-            };
-            // A chunk that does not compress below a slot is decoded here instead.
-            if let (false, Some(dst)) = (upload.is_empty(), slot.get_mut(..upload.len())) {
-                dst.copy_from_slice(&encoded[upload.clone()]);
-                return Ok(Produced::Compressed(Compressed {
-                    len: upload.len(),
-                    parts,
-                }));
+                DevicePayload::Blosc(..) | DevicePayload::Cpu => {}
             }
         }
         if let Some(codec) = device_codec {

@@ -93,10 +93,40 @@ pub(crate) struct BloscFrame {
     pub streams: Vec<BloscStream>,
 }
 
+/// nvCOMP's alignment for the buffers of a batched decompression: 8 bytes for zstd, 4 for
+/// LZ4 and DEFLATE (`nvcomp*RequiredDecompressionAlignment` in its headers), for inputs and
+/// outputs alike.
+pub(crate) const STREAM_ALIGN: usize = 8;
+
 impl BloscFrame {
     /// The streams the device decompresses (the others are copied).
     pub(crate) fn compressed_streams(&self) -> usize {
         self.streams.iter().filter(|s| !s.stored).count()
+    }
+
+    /// Copies every stream's bytes from `encoded` (the chunk the frame was parsed from) into
+    /// `out`, each at a multiple of [`STREAM_ALIGN`], and points the streams' `input` at their
+    /// new places: in a frame they follow one another at any offset, and nVIDIA's decoders
+    /// need aligned buffers. Returns the bytes of `out` used, or `None` when they do not fit or
+    /// a compressed stream's output does not start at an aligned offset of the chunk (blocks
+    /// whose size is no multiple of 8; such a chunk decodes on the CPU).
+    pub(crate) fn pack_streams(&mut self, encoded: &[u8], out: &mut [u8]) -> Option<usize> {
+        if self
+            .streams
+            .iter()
+            .any(|s| !s.stored && !s.output.start.is_multiple_of(STREAM_ALIGN))
+        {
+            return None;
+        }
+        let mut at = 0usize;
+        for s in &mut self.streams {
+            let len = s.input.len();
+            let dst = out.get_mut(at..at.checked_add(len)?)?;
+            dst.copy_from_slice(encoded.get(s.input.clone())?);
+            s.input = at..at + len;
+            at = (at + len).next_multiple_of(STREAM_ALIGN);
+        }
+        Some(at.min(out.len()))
     }
 }
 
@@ -415,6 +445,34 @@ mod tests {
             }
         }
         assert_eq!(cases, 112);
+    }
+
+    #[test]
+    fn packed_streams_are_aligned_and_decode_the_same() {
+        let data = sample(300_000, 5);
+        for (cname, compressor) in [
+            ("lz4", BloscCompressor::Lz4),
+            ("zstd", BloscCompressor::Zstd),
+        ] {
+            let b = blosc_compress(&data, 4, 1, cname, 32_768);
+            let Parsed::Device(mut frame) = parse(&b, data.len(), compressor, &whole).unwrap()
+            else {
+                panic!("not for the device")
+            };
+            let mut packed = vec![0u8; b.len() + STREAM_ALIGN * frame.streams.len()];
+            let used = frame.pack_streams(&b, &mut packed).unwrap();
+            assert!(used <= packed.len());
+            for s in &frame.streams {
+                assert_eq!(s.input.start % STREAM_ALIGN, 0);
+            }
+            assert_eq!(decode(&frame, &packed[..used], compressor), data);
+            // Too little room: no packing.
+            let Parsed::Device(mut again) = parse(&b, data.len(), compressor, &whole).unwrap()
+            else {
+                panic!("not for the device")
+            };
+            assert!(again.pack_streams(&b, &mut packed[..b.len() / 2]).is_none());
+        }
     }
 
     #[test]
