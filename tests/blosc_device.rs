@@ -36,10 +36,15 @@ fn data() -> Vec<f32> {
 
 /// Writes `data()` with `codecs` (a `CodecSpec`) and returns the store's path.
 fn write(name: &str, codecs: &str) -> String {
+    write_chunked(name, codecs, &CHUNK)
+}
+
+/// As [`write`], with chunks of `chunk`.
+fn write_chunked(name: &str, codecs: &str, chunk: &[u64]) -> String {
     let path = dir(name);
     let store = zarrbuf::open_store(path.to_str().unwrap()).unwrap();
     let spec: CodecSpec = codecs.parse().unwrap();
-    let array = ArrayBuilder::new(SHAPE.to_vec(), CHUNK.to_vec(), data_type::float32(), 0.0f32)
+    let array = ArrayBuilder::new(SHAPE.to_vec(), chunk.to_vec(), data_type::float32(), 0.0f32)
         .bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4).unwrap())
         .build(store, "/")
         .unwrap();
@@ -85,6 +90,43 @@ fn every_nvcomp_compressor_and_shuffle_decodes_exactly() {
         }
     }
     assert_eq!(cases, 24);
+}
+
+#[test]
+fn chunks_that_are_runs_of_the_output_decode_straight_into_it() {
+    // Chunks spanning the two inner dimensions: each is one contiguous run of a C-order
+    // output, so the device decoder writes it in place (no scratch, no scatter).
+    let want = data();
+    for codecs in [
+        "zstd:1",
+        "gzip:1+crc32c",
+        "blosc:lz4:5:shuffle",
+        "blosc:zstd:5:bitshuffle",
+        "blosc:lz4:5:noshuffle",
+    ] {
+        let store = write_chunked(
+            &format!("runs-{}", codecs.replace(':', "-")),
+            codecs,
+            &[4, 64, 48],
+        );
+        for staging in [1, 64 << 20] {
+            let got = read(&store, Decode::Gpu, staging)
+                .unwrap_or_else(|e| panic!("{codecs}, staging {staging}: {e}"));
+            assert!(got == want, "{codecs}, staging {staging}: wrong data");
+        }
+        // A window of the array: chunks cut by it are scattered, the others decode in place.
+        let array = zarrbuf::open(&store, "").unwrap();
+        let opts = ReadOptions::default()
+            .with_mode(PipelineMode::Staged)
+            .with_decode(Decode::Gpu);
+        let got = array
+            .read_opt(&[6..30, 0..64, 0..48], &BufferPrototype::cpu(), &opts)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        let plane = 64 * 48;
+        assert!(got == want[6 * plane..30 * plane], "{codecs}: wrong window");
+    }
 }
 
 #[test]

@@ -21,12 +21,14 @@ use crate::buffer::NDBuffer;
 use crate::device::{BatchDesc, BatchItem, Compression, DeviceOps, Event, Queue};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
+use crate::memory::Region;
 use crate::options::{Progress, ProgressFn};
-use crate::zarr::{BloscFrame, EncodedLayout, Unit};
+use crate::zarr::{BloscFrame, EncodedLayout, STREAM_ALIGN, Unit};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
 use zarrbuf_codecs::Strided;
+use zarrbuf_codecs::host::Shuffle;
 
 /// What decoding one unit into a staging slot produced.
 pub(crate) enum Produced {
@@ -399,6 +401,42 @@ impl StagedRead<'_> {
         )
     }
 
+    /// Where a unit's decoded bytes can go straight into the output, skipping the scratch
+    /// slot and the scatter: the unit lies whole inside the request, its decoded bytes are one
+    /// contiguous run of the output (same byte order, no transpose, the chunk spanning the
+    /// output's inner dimensions), the output is in the device decoder's memory, and the run
+    /// starts at an address aligned to `align` (nvCOMP's requirement, and 8 for blosc
+    /// streams). `None`: decode into scratch and scatter.
+    fn direct_target(&self, unit: &Unit, s: &Scatter<'_>, align: usize) -> Result<Option<Region>> {
+        if s.swap != 0 || s.out.memory() != self.ops.memory() {
+            return Ok(None);
+        }
+        let shape = unit.shape_usize();
+        if unit.region_shape() != shape {
+            return Ok(None);
+        }
+        let decoded = self.layout.decoded_strides(&shape, s.elem);
+        let (_, a, b) = zarrbuf_codecs::merge_dims(&shape, &decoded, s.out.strides());
+        let elem = s.elem as isize;
+        if !(a.is_empty() || (a == [elem] && b == [elem])) {
+            return Ok(None);
+        }
+        let region = s.out.buffer().region()?;
+        let start = unit.offset_in_request(&self.request_start, s.out.offset(), s.out.strides());
+        let Some(end) = start
+            .checked_add(unit.num_elements() * s.elem)
+            .filter(|&end| end <= region.len())
+        else {
+            return Ok(None);
+        };
+        let target = region.sub(start, end);
+        let addr = target
+            .device_addr()
+            .or_else(|| target.host_ptr().map(|p| p as u64));
+        let align = align.max(STREAM_ALIGN) as u64;
+        Ok(addr.filter(|a| a.is_multiple_of(align)).map(|_| target))
+    }
+
     /// The most chunks one device batch takes: the slots the workers do not need (two per
     /// worker), shared by the batches in flight.
     fn batch_capacity(&self, slots: usize) -> usize {
@@ -428,10 +466,8 @@ impl StagedRead<'_> {
         d.pending_items = 0;
         let mut items = Vec::with_capacity(pending.len());
         let mut item_units = Vec::with_capacity(pending.len());
-        // Each chunk's decoded bytes (and, for a blosc chunk still shuffled, where its
-        // unshuffled bytes go: the chunk's own part of the input buffer, free once the batch
-        // has decompressed it).
-        let mut decoded = Vec::with_capacity(pending.len());
+        // What follows the batch for each chunk.
+        let mut after = Vec::with_capacity(pending.len());
         {
             let entry = &d.ring[k];
             for (n, (i, slot_id, chunk)) in pending.iter().enumerate() {
@@ -449,21 +485,49 @@ impl StagedRead<'_> {
                 let input = entry.input.sub(at, at + chunk.len);
                 let staged = slot.staging.try_slice(..chunk.len)?;
                 self.ops.copy(&d.queue, staged.region()?, &input)?;
-                let output = slot.scratch.try_slice(..expected)?.region()?.clone();
+                // Straight into the output where the chunk is one aligned run of it.
+                let direct = self.direct_target(unit, s, d.compression.required_alignment())?;
+                let scratch = slot.scratch.try_slice(..expected)?.region()?.clone();
                 match &chunk.parts {
                     DeviceParts::Whole => {
+                        let output = direct.clone().unwrap_or(scratch);
                         items.push(BatchItem {
                             input,
                             output: output.clone(),
                         });
                         item_units.push((*i, expected));
-                        decoded.push((*i, output, None));
+                        after.push(match direct {
+                            Some(_) => After::Done,
+                            None => After::Scatter(*i, output),
+                        });
                     }
                     DeviceParts::Blosc(frame) => {
+                        // Unshuffled into the output, or into the chunk's own part of the
+                        // input buffer (free once the batch has decompressed it) and
+                        // scattered from there; unshuffled streams go where the chunk goes.
+                        let (streams_to, next) = match (frame.shuffle, direct) {
+                            (Some(shuffle), Some(target)) => (
+                                scratch.clone(),
+                                After::Unshuffle(*i, shuffle, scratch, target, frame, false),
+                            ),
+                            (Some(shuffle), None) => (
+                                scratch.clone(),
+                                After::Unshuffle(
+                                    *i,
+                                    shuffle,
+                                    scratch,
+                                    entry.input.sub(at, at + expected),
+                                    frame,
+                                    true,
+                                ),
+                            ),
+                            (None, Some(target)) => (target, After::Done),
+                            (None, None) => (scratch.clone(), After::Scatter(*i, scratch)),
+                        };
                         for stream in &frame.streams {
                             let (from, to) = (
                                 input.sub(stream.input.start, stream.input.end),
-                                output.sub(stream.output.start, stream.output.end),
+                                streams_to.sub(stream.output.start, stream.output.end),
                             );
                             if stream.stored {
                                 self.ops.copy(&d.queue, &from, &to)?;
@@ -475,10 +539,7 @@ impl StagedRead<'_> {
                                 });
                             }
                         }
-                        let unshuffle = frame
-                            .shuffle
-                            .map(|shuffle| (shuffle, entry.input.sub(at, at + expected), frame));
-                        decoded.push((*i, output, unshuffle));
+                        after.push(next);
                     }
                 }
             }
@@ -487,23 +548,27 @@ impl StagedRead<'_> {
             self.ops
                 .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
         }
-        for (i, output, unshuffle) in &decoded {
-            let source = match unshuffle {
-                None => output,
-                Some((shuffle, target, frame)) => {
+        for next in &after {
+            match next {
+                After::Done => {}
+                After::Scatter(i, decoded) => {
+                    self.scatter(&d.queue, &self.units[*i], decoded, s)?
+                }
+                After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
                     self.ops.blosc_unshuffle(
                         &d.queue,
-                        output,
-                        target,
+                        from,
+                        to,
                         frame.nbytes,
                         *shuffle,
                         frame.typesize,
                         frame.blocksize,
                     )?;
-                    target
+                    if *scatter {
+                        self.scatter(&d.queue, &self.units[*i], to, s)?;
+                    }
                 }
-            };
-            self.scatter(&d.queue, &self.units[*i], source, s)?;
+            }
         }
         let event = self.ops.record(&d.queue)?;
         for &(i, slot_id, _) in &pending {
@@ -566,6 +631,16 @@ impl StagedRead<'_> {
         }
         Ok(())
     }
+}
+
+/// What follows a device batch for one of its chunks.
+enum After<'f> {
+    /// Decoded straight into the output.
+    Done,
+    /// Scatter unit `.0`'s decoded bytes into the output.
+    Scatter(usize, Region),
+    /// Undo blosc's shuffle from `.2` into `.3`, then (when `.5`) scatter unit `.0` from there.
+    Unshuffle(usize, Shuffle, Region, Region, &'f BloscFrame, bool),
 }
 
 /// Where decoded units go.

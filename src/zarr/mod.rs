@@ -21,7 +21,7 @@ mod units;
 mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
-pub(crate) use blosc_frame::BloscFrame;
+pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
 pub use create::{ArrayLayout, create_like};
