@@ -12,6 +12,7 @@ mod dtypes;
 mod framing;
 mod info;
 mod partition;
+mod local_reads;
 mod remote;
 mod remote_store;
 mod shard_index;
