@@ -4,7 +4,9 @@
 //! crate; c-blosc through blosc-src's `blosc_decompress_ctx`, one internal thread) and copies
 //! it into its place in one large, reused output. That single-thread rate times the cores is
 //! what a perfectly parallel reader with no overhead would reach; `scripts/bench-async.sh`
-//! prints it beside zarrbuf's reads of the same store.
+//! prints it beside zarrbuf's reads of the same store. The same loop is then run on that many
+//! threads at once (each a share of the chunk rows, its own buffers): on a machine shared
+//! with other work, that measured figure shows how much of the cores a parallel reader got.
 //!
 //! ```text
 //! cargo bench --bench limit -- STORE [--reps 5] [--cores N]
@@ -82,15 +84,54 @@ fn open(root: &Path) -> Store {
     }
 }
 
-/// Reads the whole array into `out` on this thread; returns the bytes decoded.
-fn read_all(root: &Path, s: &Store, out: &mut [u8]) -> usize {
-    let nd = s.shape.len();
-    let grid: Vec<usize> = s
-        .shape
+fn grid(s: &Store) -> Vec<usize> {
+    s.shape
         .iter()
         .zip(&s.chunk)
         .map(|(n, c)| n.div_ceil(*c))
-        .collect();
+        .collect()
+}
+
+/// Bytes of the output from the first row of chunk row `r` (along the first axis) on.
+fn row_offset(s: &Store, r: usize) -> usize {
+    let row: usize = s.shape[1..].iter().product::<usize>() * s.elem;
+    (r * s.chunk[0]).min(s.shape[0]) * row
+}
+
+/// Reads the whole array into `out` on this thread; returns the bytes written.
+fn read_all(root: &Path, s: &Store, out: &mut [u8]) -> usize {
+    read_rows(root, s, 0..grid(s)[0], out);
+    out.len()
+}
+
+/// Reads `threads` shares of the chunk rows (along the first axis) at once, each on its own
+/// thread with its own buffers, into disjoint parts of `out`.
+fn read_parallel(root: &Path, s: &Store, out: &mut [u8], threads: usize) -> usize {
+    let rows = grid(s)[0];
+    let n = threads.clamp(1, rows.max(1));
+    std::thread::scope(|scope| {
+        let mut rest = &mut out[..];
+        let mut done = 0;
+        for t in 0..n {
+            let end = rows * (t + 1) / n;
+            let (part, tail) = rest.split_at_mut(row_offset(s, end) - row_offset(s, done));
+            rest = tail;
+            let range = done..end;
+            scope.spawn(move || read_rows(root, s, range, part));
+            done = end;
+        }
+    });
+    out.len()
+}
+
+/// Reads chunk rows `rows` (along the first axis) into `out`, which starts at the first of
+/// them.
+fn read_rows(root: &Path, s: &Store, rows: std::ops::Range<usize>, out: &mut [u8]) {
+    let nd = s.shape.len();
+    let base = row_offset(s, rows.start);
+    let mut grid = grid(s);
+    let first = rows.start;
+    grid[0] = rows.len();
     let chunk_bytes = s.chunk.iter().product::<usize>() * s.elem;
     let mut encoded = Vec::new();
     let mut decoded = vec![0u8; chunk_bytes];
@@ -112,6 +153,7 @@ fn read_all(root: &Path, s: &Store, out: &mut [u8]) -> usize {
             idx[k] = rest % grid[k];
             rest /= grid[k];
         }
+        idx[0] += first;
         let key: Vec<String> = idx.iter().map(|i| i.to_string()).collect();
         let path = root.join(format!("c{}{}", s.separator, key.join(&s.separator)));
         encoded.clear();
@@ -120,9 +162,10 @@ fn read_all(root: &Path, s: &Store, out: &mut [u8]) -> usize {
                 f.read_to_end(&mut encoded)
                     .unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fail(format!("{}: missing chunks are not measured", path.display()))
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => fail(format!(
+                "{}: missing chunks are not measured",
+                path.display()
+            )),
             Err(e) => fail(format!("{}: {e}", path.display())),
         }
         let n = match s.codec {
@@ -165,10 +208,10 @@ fn read_all(root: &Path, s: &Store, out: &mut [u8]) -> usize {
                 dst += (idx[k] * s.chunk[k] + i) * ostride[k];
             }
             dst += idx[nd - 1] * s.chunk[nd - 1] * s.elem;
+            let dst = dst - base;
             out[dst..dst + row].copy_from_slice(&decoded[src..src + row]);
         }
     }
-    out.len()
 }
 
 fn main() {
@@ -177,13 +220,17 @@ fn main() {
         args.iter()
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1))
-            .map(|v| v.parse::<usize>().unwrap_or_else(|e| fail(format!("{name}: {e}"))))
+            .map(|v| {
+                v.parse::<usize>()
+                    .unwrap_or_else(|e| fail(format!("{name}: {e}")))
+            })
     };
     let store = args
         .iter()
         .enumerate()
         .find(|&(i, a)| {
-            !a.starts_with("--") && (i == 0 || !matches!(args[i - 1].as_str(), "--reps" | "--cores"))
+            !a.starts_with("--")
+                && (i == 0 || !matches!(args[i - 1].as_str(), "--reps" | "--cores"))
         })
         .map(|(_, a)| a.clone());
     let Some(store) = store else {
@@ -198,20 +245,23 @@ fn main() {
     let bytes = s.shape.iter().product::<usize>() * s.elem;
     let mut out = vec![1u8; bytes]; // written once: its pages are faulted in before timing
     read_all(root, &s, &mut out);
-    let mut rates: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            let n = read_all(root, &s, &mut out);
-            n as f64 / t.elapsed().as_secs_f64() / 1e9
-        })
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    let one = rates[rates.len() / 2];
+    let mut median = |f: &mut dyn FnMut(&mut [u8]) -> usize| -> (f64, f64, f64) {
+        f(&mut out);
+        let mut rates: Vec<f64> = (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                let n = f(&mut out);
+                n as f64 / t.elapsed().as_secs_f64() / 1e9
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        (rates[0], rates[rates.len() / 2], rates[rates.len() - 1])
+    };
+    let (lo, one, hi) = median(&mut |out| read_all(root, &s, out));
+    let (_, all, _) = median(&mut |out| read_parallel(root, &s, out, cores));
     println!(
-        "{store} ({:?}): one thread median {one:.3} GB/s over {reps} reads (min {:.3}, max {:.3}); × {cores} cores = {:.3} GB/s",
+        "{store} ({:?}): one thread median {one:.3} GB/s over {reps} reads (min {lo:.3}, max {hi:.3}); × {cores} cores = {:.3} GB/s; the same loop on {cores} threads at once: {all:.3} GB/s",
         s.codec,
-        rates[0],
-        rates[rates.len() - 1],
         one * cores as f64
     );
 }
@@ -243,7 +293,12 @@ fn self_check() {
     for (n, codec) in codecs.into_iter().enumerate() {
         let root = dir.join(format!("a{n}.zarr"));
         let store = Arc::new(zarrs::filesystem::FilesystemStore::new(&root).expect("store"));
-        let mut b = ArrayBuilder::new(shape.to_vec(), vec![16u64, 8, 16], data_type::float32(), 0.0f32);
+        let mut b = ArrayBuilder::new(
+            shape.to_vec(),
+            vec![16u64, 8, 16],
+            data_type::float32(),
+            0.0f32,
+        );
         b.bytes_to_bytes_codecs(vec![codec]);
         let array = b.build(store, "/").expect("array");
         array.store_metadata().expect("metadata");
@@ -257,6 +312,11 @@ fn self_check() {
         let mut out = vec![0u8; expected.len()];
         read_all(&root, &s, &mut out);
         assert_eq!(out, expected, "{:?}", s.codec);
+        for threads in [2, 3] {
+            let mut out = vec![0u8; expected.len()];
+            read_parallel(&root, &s, &mut out, threads);
+            assert_eq!(out, expected, "{:?} on {threads} threads", s.codec);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!("limit: self-check passed (zstd and blosc reads equal zarrs')");

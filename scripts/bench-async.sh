@@ -8,7 +8,9 @@
 # Then the hand-written limit for zstd 1 and blosc lz4 (`benches/limit.rs`): one thread
 # reads each chunk file, decodes it into a reused buffer with the codec library zarrbuf
 # uses (zstd crate; c-blosc through blosc-src) and copies it into its place in a large
-# output; that single-thread rate times the cores is the limit.
+# output; that single-thread rate times the cores is the limit (the same loop on that many
+# threads at once is printed beside it). The load averages before and after show how busy
+# the machine was.
 #   scripts/bench-async.sh [MiB] [reps]
 # ZARRBUF_BIN overrides the zarrbuf binary (default: a fresh release build's).
 set -euo pipefail
@@ -70,7 +72,8 @@ for v in variants:
 PY
 export AWS_ENDPOINT_URL="$ZARRBUF_TEST_S3_ENDPOINT"
 cores=$(nproc)
-echo "zarrbuf bench --reps $reps, $mib MiB float32 arrays, 64³ chunks, $cores cores, median GB/s:"
+echo "zarrbuf bench --reps $reps, $mib MiB float32 arrays, 64³ chunks, $cores cores, median GB/s"
+echo "($(uptime | sed 's/.*load/load/'))"
 for v in $variants; do
     store="$dir/$v-${mib}MiB.zarr"
     echo "$v, sync, filesystem:   $("$ZARRBUF_BIN" bench "$store" --reps "$reps")"
@@ -82,3 +85,4 @@ for v in $variants; do
         ;;
     esac
 done
+echo "($(uptime | sed 's/.*load/load/'))"

@@ -337,7 +337,10 @@ fn whole_row_chunks_decode_straight_into_the_output() {
     // Rows 0..6 written (chunks 0 and 1), rows 6..10 never stored: they read as 7.
     let data: Vec<i32> = (0..6 * 4 * 6).collect();
     array
-        .write(&[0..6, 0..4, 0..6], &NDBuffer::from_vec(data.clone(), &[6, 4, 6]).unwrap())
+        .write(
+            &[0..6, 0..4, 0..6],
+            &NDBuffer::from_vec(data.clone(), &[6, 4, 6]).unwrap(),
+        )
         .unwrap();
     let mut want = data;
     want.extend(std::iter::repeat_n(7, 4 * 4 * 6));
@@ -348,7 +351,10 @@ fn whole_row_chunks_decode_straight_into_the_output() {
     // Part of the rows: the same units, now scattered (not whole).
     let got = array.read_opt(&[1..9, 1..3, 0..6], &cpu, &staged).unwrap();
     let direct = array.read(&[1..9, 1..3, 0..6], &cpu).unwrap();
-    assert_eq!(got.to_vec::<i32>().unwrap(), direct.to_vec::<i32>().unwrap());
+    assert_eq!(
+        got.to_vec::<i32>().unwrap(),
+        direct.to_vec::<i32>().unwrap()
+    );
     // A window of a larger array: the rows are no longer contiguous in it.
     let parent = NDBuffer::zeros(&[10, 5, 6], zarrbuf::DataType::Int32, Order::C, &cpu).unwrap();
     let mut view = parent.get(&[0..10, 1..5, 0..6]).unwrap();

@@ -133,9 +133,9 @@ impl StagedRead<'_> {
             bytes_done: 0,
         };
         for _ in 0..self.units.len() {
-            let (i, result) = ready.recv().map_err(|_| {
-                Error::Cancelled("a decoding thread stopped unexpectedly".into())
-            })?;
+            let (i, result) = ready
+                .recv()
+                .map_err(|_| Error::Cancelled("a decoding thread stopped unexpectedly".into()))?;
             result?;
             self.report(&mut progress, &self.units[i].region_shape(), elem);
         }

@@ -61,7 +61,11 @@ fn io(e: std::io::Error) -> StorageError {
 }
 
 /// Reads `range` (or all) of the file at `path` into a buffer of exactly that length.
-fn read(path: &PathBuf, key: &StoreKey, range: Option<ByteRange>) -> Result<MaybeBytes, StorageError> {
+fn read(
+    path: &PathBuf,
+    key: &StoreKey,
+    range: Option<ByteRange>,
+) -> Result<MaybeBytes, StorageError> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -119,7 +123,9 @@ mod tests {
         let key = StoreKey::new("c/0").unwrap();
         let get = |range| rt.block_on(local.get(&key, range));
         assert_eq!(get(None).unwrap().unwrap().as_ref(), b"0123456789");
-        let mid = get(Some(ByteRange::FromStart(2, Some(3)))).unwrap().unwrap();
+        let mid = get(Some(ByteRange::FromStart(2, Some(3))))
+            .unwrap()
+            .unwrap();
         assert_eq!(mid.as_ref(), b"234");
         let tail = get(Some(ByteRange::Suffix(4))).unwrap().unwrap();
         assert_eq!(tail.as_ref(), b"6789");
