@@ -3,6 +3,8 @@
 # arrays (256 MiB by default, 64³ chunks): uncompressed, zstd 1, blosc lz4 + shuffle, and
 # zstd 1 sharded 256³/64³, written by zarr-python. Each is read by `zarrbuf bench`:
 #   - sync, filesystem:   the sync reader on the directory (CPU: zarrs' decode-into);
+#   - sync, staged:       the same through the staged pipeline (`--staged`: decode into
+#                         staging slots, scatter on the decoding threads), as async reads do;
 #   - async, filesystem:  the async reader (`--async`: object_store `file://`);
 #   - async, local S3:    the async reader on a local S3 server (moto, 127.0.0.1).
 # Then the hand-written limit for zstd 1 and blosc lz4 (`benches/limit.rs`): one thread
@@ -77,6 +79,7 @@ echo "($(uptime | sed 's/.*load/load/'))"
 for v in $variants; do
     store="$dir/$v-${mib}MiB.zarr"
     echo "$v, sync, filesystem:   $("$ZARRBUF_BIN" bench "$store" --reps "$reps")"
+    echo "$v, sync, staged:       $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --staged)"
     echo "$v, async, filesystem:  $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --async)"
     echo "$v, async, local S3:    $("$ZARRBUF_BIN" bench "s3://bench/$v.zarr" --reps "$reps")"
     case $v in

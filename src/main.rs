@@ -143,6 +143,10 @@ enum Command {
         /// Use the async (object_store) reader also for a directory path.
         #[arg(long = "async")]
         force_async: bool,
+        /// Read through the staged pipeline also into host memory (decode into staging
+        /// slots, scatter on the decoding threads) instead of zarrs' decode-into.
+        #[arg(long)]
+        staged: bool,
     },
 }
 
@@ -272,7 +276,23 @@ fn dispatch(cli: Cli) -> Result<()> {
             reps,
             decode,
             force_async,
-        } => bench(&store, &path, device.as_deref(), reps, decode, force_async),
+            staged,
+        } => {
+            let mode = if staged {
+                zarrbuf::PipelineMode::Staged
+            } else {
+                zarrbuf::PipelineMode::Auto
+            };
+            bench(
+                &store,
+                &path,
+                device.as_deref(),
+                reps,
+                decode,
+                force_async,
+                mode,
+            )
+        }
     }
 }
 
@@ -457,6 +477,7 @@ fn bench(
     reps: usize,
     decode: Decode,
     force_async: bool,
+    mode: zarrbuf::PipelineMode,
 ) -> Result<()> {
     if reps == 0 {
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
@@ -464,7 +485,7 @@ fn bench(
     let proto = prototype(device)?;
     let array = Source::open(store, path, force_async)?;
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
-    let opts = ReadOptions::default().with_decode(decode);
+    let opts = ReadOptions::default().with_decode(decode).with_mode(mode);
     let warm = array.read(&all, &proto, &opts)?;
     let bytes = warm.nbytes();
     drop(warm);
