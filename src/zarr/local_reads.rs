@@ -10,11 +10,32 @@
 
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
+use std::cell::Cell;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, MaybeBytes, StorageError, StoreKey};
+
+thread_local! {
+    /// Set while this thread may block on file reads (see [`reading_inline`]).
+    static INLINE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the local reads it makes on this thread done inline, without a trip to
+/// tokio's blocking pool: for threads that block anyway (a pipeline worker waiting in
+/// `block_on` for its chunk). On a machine busy with other work every trip waits for the
+/// scheduler twice (to start the blocking task, and to wake the waiting thread again).
+pub(crate) fn reading_inline<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INLINE.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(INLINE.with(|c| c.replace(true)));
+    f()
+}
 
 /// The files under one local root.
 pub(crate) struct LocalReads {
@@ -49,6 +70,9 @@ impl LocalReads {
             .fs
             .path_to_filesystem(&ObjectPath::from(key.as_str()))
             .map_err(|e| StorageError::Other(e.to_string()))?;
+        if INLINE.with(Cell::get) {
+            return read(&path, key, range);
+        }
         let owned = key.clone();
         tokio::task::spawn_blocking(move || read(&path, &owned, range))
             .await
@@ -137,6 +161,10 @@ mod tests {
         let prefix = StoreKey::new("c").unwrap();
         assert!(rt.block_on(local.get(&prefix, None)).unwrap().is_none());
         assert!(LocalReads::for_url("s3://bucket/x").is_none());
+        // Inline (on a thread that may block): the same bytes, and the flag is restored.
+        let inline = reading_inline(|| rt.block_on(local.get(&key, None)));
+        assert_eq!(inline.unwrap().unwrap().as_ref(), b"0123456789");
+        assert!(!INLINE.with(Cell::get));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
