@@ -81,13 +81,21 @@ impl StagedRead<'_> {
             fill,
         };
         let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<()>)>();
+        // Decoding runs at most a ring's worth of units ahead of the coordinator, as in the
+        // general route (where a slot comes back only once its unit was handled): progress
+        // callbacks keep pace with the work, and a cancelled read stops within that many.
+        let (permit_tx, permit_rx) = mpsc::channel::<()>();
+        for _ in 0..slots.len() {
+            permit_tx.send(()).expect("receiver alive");
+        }
+        let permit_rx = std::sync::Mutex::new(permit_rx);
         let next = AtomicUsize::new(0);
         let abort = AtomicBool::new(false);
         let workers = self.threads.clamp(1, slots.len().max(1));
         std::thread::scope(|scope| {
             for slot in &slots[..workers] {
                 let ready_tx = ready_tx.clone();
-                let (next, abort, place) = (&next, &abort, &place);
+                let (next, abort, place, permit_rx) = (&next, &abort, &place, &permit_rx);
                 scope.spawn(move || {
                     let waited = match slot.pending.lock().map(|mut p| p.take()) {
                         Ok(Some(event)) => event.wait(),
@@ -98,6 +106,10 @@ impl StagedRead<'_> {
                     let outcome = waited.and_then(|()| {
                         slot.staging.with_host_mut(|staging| {
                             while !abort.load(Ordering::Relaxed) {
+                                // The coordinator gone (its permits dropped): stop.
+                                if !matches!(permit_rx.lock().map(|rx| rx.recv()), Ok(Ok(()))) {
+                                    break;
+                                }
                                 let i = next.fetch_add(1, Ordering::Relaxed);
                                 let Some(unit) = self.units.get(i) else {
                                     break;
@@ -117,16 +129,24 @@ impl StagedRead<'_> {
                 });
             }
             drop(ready_tx);
-            let outcome = self.collect(&ready_rx, elem);
+            let outcome = self.collect(&ready_rx, &permit_tx, elem);
             if outcome.is_err() {
                 abort.store(true, Ordering::Relaxed);
             }
+            // Unblocks workers waiting for a permit.
+            drop(permit_tx);
             outcome
         })
     }
 
-    /// The coordinator's part: one message per unit, in the order they finish.
-    fn collect(&self, ready: &mpsc::Receiver<(usize, Result<()>)>, elem: usize) -> Result<()> {
+    /// The coordinator's part: one message per unit, in the order they finish; each hands a
+    /// permit back to the workers.
+    fn collect(
+        &self,
+        ready: &mpsc::Receiver<(usize, Result<()>)>,
+        permits: &mpsc::Sender<()>,
+        elem: usize,
+    ) -> Result<()> {
         let mut progress = Progress {
             chunks_done: 0,
             chunks_total: self.units.len(),
@@ -138,6 +158,7 @@ impl StagedRead<'_> {
                 .map_err(|_| Error::Cancelled("a decoding thread stopped unexpectedly".into()))?;
             result?;
             self.report(&mut progress, &self.units[i].region_shape(), elem);
+            let _ = permits.send(());
         }
         Ok(())
     }
