@@ -15,6 +15,7 @@ use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
 use crate::read_stream::ReadStream;
 use crate::zarr::check_subset;
 use crate::zarr::data_type_of;
+use crate::zarr::reading_inline;
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -209,9 +210,12 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         InnerFetch::Merged,
         &|plan, shards, unit| {
             cancel.check("read")?;
-            handle.block_on(
-                cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)),
-            )
+            // This worker waits for the fetch anyway: local files are read on it.
+            reading_inline(|| {
+                handle.block_on(
+                    cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)),
+                )
+            })
         },
     )
 }

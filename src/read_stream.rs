@@ -130,12 +130,13 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
             &|plan, shards, unit| {
                 cancel.check("read stream")?;
                 claim.get(&unit.indices, || {
-                    self.handle.block_on(
-                        cancel.unless_dropped(
+                    // This worker waits for the fetch anyway: local files are read on it.
+                    crate::zarr::reading_inline(|| {
+                        self.handle.block_on(cancel.unless_dropped(
                             "read stream",
                             fetch_unit_async(array, plan, shards, unit),
-                        ),
-                    )
+                        ))
+                    })
                 })
             },
         )

@@ -16,6 +16,7 @@ pub(crate) mod ipc;
 mod miri_tests;
 mod pinned;
 mod region;
+mod shared_output;
 mod storage;
 
 pub(crate) use borrow::{ReadGuard, WriteGuard};
@@ -27,4 +28,5 @@ pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host::HostAlloc;
 pub(crate) use pinned::PinnedAlloc;
 pub(crate) use region::{Init, Region};
+pub(crate) use shared_output::SharedHostOutput;
 pub(crate) use storage::{Storage, StorageKind, next_id};

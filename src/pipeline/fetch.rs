@@ -80,7 +80,8 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
             .async_retrieve_encoded_chunk(&unit.indices)
             .await
             .map_err(|e| chunk_error(array, &unit.indices, e))?
-            .map(|b| b.to_vec())),
+            // Stores hand over the buffer they read into: taken as it is, not copied.
+            .map(Vec::from)),
         UnitSource::Subchunk => {
             let shards = shards.expect("sharded plans carry their index");
             fetch_inner_chunk_async(array, shards, &unit.indices).await

@@ -9,6 +9,7 @@
 mod cancel;
 mod chunk_share;
 mod fetch;
+mod host_scatter;
 mod read_driver;
 mod shard_reads;
 mod slot_pool;

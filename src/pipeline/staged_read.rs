@@ -150,7 +150,11 @@ impl StagedRead<'_> {
             self.threads,
             in_batches,
         )?;
-        let result = self.run_with_slots(out, produce, &slots);
+        let result = if self.scatters_on_workers(out) {
+            self.run_host(out, produce, &slots)
+        } else {
+            self.run_with_slots(out, produce, &slots)
+        };
         // Whatever happened, no device work may outlive this call.
         let drained = finish(self.ops.as_ref(), slots, self.units, elem);
         result.and(drained)
@@ -362,7 +366,7 @@ impl StagedRead<'_> {
         Ok(())
     }
 
-    fn report(&self, progress: &mut Progress, region_shape: &[usize], elem: usize) {
+    pub(super) fn report(&self, progress: &mut Progress, region_shape: &[usize], elem: usize) {
         progress.chunks_done += 1;
         progress.bytes_done += (region_shape.iter().product::<usize>() * elem) as u64;
         if let Some(cb) = &self.progress {

@@ -11,6 +11,7 @@ mod create;
 mod dtypes;
 mod framing;
 mod info;
+mod local_reads;
 mod partition;
 mod remote;
 mod remote_store;
@@ -27,6 +28,7 @@ pub use codec_spec::CodecSpec;
 pub use create::{ArrayLayout, create_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use info::{ArrayInfo, describe};
+pub(crate) use local_reads::reading_inline;
 pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,

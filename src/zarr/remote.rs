@@ -267,7 +267,11 @@ pub async fn open_async_with_options(
             .to_string()
     };
     let path = node_path(array_path)?;
-    let store = Arc::new(RemoteStore::new(object_store_for_url(&location, options)?));
+    let mut remote = RemoteStore::new(object_store_for_url(&location, options)?);
+    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
+        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
+    }
+    let store = Arc::new(remote);
     super::codecs::register_zarrs_overrides();
     let refused = match Array::async_open(store.clone(), &path).await {
         Ok(array) => return Ok(array),

@@ -17,11 +17,15 @@ use zarrs::storage::{
 };
 use zarrs_object_store::AsyncObjectStore;
 
+use super::local_reads::LocalReads;
+
 /// The async store zarrbuf builds for a URL: an `object_store` store seen as a zarrs store,
 /// with one request per ranged read.
 pub struct RemoteStore {
     adapter: AsyncObjectStore<Arc<dyn ObjectStore>>,
     store: Arc<dyn ObjectStore>,
+    /// For `file://` stores: reads straight from the files (see [`LocalReads`]).
+    local: Option<LocalReads>,
 }
 
 impl RemoteStore {
@@ -38,7 +42,14 @@ impl RemoteStore {
         RemoteStore {
             adapter: AsyncObjectStore::new(store.clone()),
             store,
+            local: None,
         }
+    }
+
+    /// Reads objects through `local` (the same files as the object store's) instead.
+    pub(crate) fn with_local_reads(mut self, local: LocalReads) -> Self {
+        self.local = Some(local);
+        self
     }
 
     /// The object store underneath.
@@ -52,6 +63,9 @@ impl RemoteStore {
         key: &StoreKey,
         range: ByteRange,
     ) -> Result<MaybeBytes, StorageError> {
+        if let Some(local) = &self.local {
+            return local.get(key, Some(range)).await;
+        }
         let range = match range {
             ByteRange::FromStart(_, Some(0)) | ByteRange::Suffix(0) => {
                 // An empty range is not a valid HTTP range: check the object exists instead.
@@ -112,6 +126,9 @@ impl std::fmt::Debug for RemoteStore {
 #[async_trait::async_trait]
 impl AsyncReadableStorageTraits for RemoteStore {
     async fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
+        if let Some(local) = &self.local {
+            return local.get(key, None).await;
+        }
         self.adapter.get(key).await
     }
 

@@ -1,0 +1,324 @@
+//! The staged read's route into host memory: each worker decodes a unit into its own
+//! staging slot and scatters it into the output itself — or decodes straight into the
+//! output when the unit is one contiguous run of it — and tells the coordinator only that
+//! the unit is done (progress, errors).
+//!
+//! With [`crate::device::HostOps`] the "device" work of the general route (copy into
+//! scratch, scatter) runs at once on the coordinating thread, so a read into host memory
+//! there copies every byte twice on one thread: async reads into host memory were bound by
+//! that thread. Here the copies run on the workers, in parallel, once.
+
+use super::{Produced, Slot, StagedRead};
+use crate::buffer::NDBuffer;
+use crate::dtype::{ByteOrder, Order};
+use crate::error::{Error, Result};
+use crate::memory::SharedHostOutput;
+use crate::options::Progress;
+use crate::place::Memory;
+use crate::zarr::Unit;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use zarrbuf_codecs::Strided;
+
+/// What every worker needs to place a unit into the output.
+struct Placement<'a> {
+    out: &'a NDBuffer,
+    shared: SharedHostOutput<'a>,
+    elem: usize,
+    /// Byte-swap unit from the decoded layout to the output's byte order (0: none).
+    swap: usize,
+    /// One element of fill value in the output's byte order.
+    fill: Vec<u8>,
+}
+
+impl StagedRead<'_> {
+    /// True when this read takes the host route: no device decoder, the host "device"
+    /// (`HostOps`), a host output whose elements have distinct bytes, and units that are
+    /// distinct chunks (so their regions, and their bytes in the output, are disjoint).
+    pub(super) fn scatters_on_workers(&self, out: &NDBuffer) -> bool {
+        self.device_decode.is_none()
+            && self.ops.memory() == Memory::Host
+            && out.buffer().is_host_accessible()
+            && elements_are_distinct(out.shape(), out.strides(), out.dtype().size())
+            && distinct_units(self.units)
+    }
+
+    /// Runs the host route with the ring's slots (one per worker).
+    pub(super) fn run_host(
+        &self,
+        out: &NDBuffer,
+        produce: &super::staged_read::Producer<'_>,
+        slots: &[Slot],
+    ) -> Result<()> {
+        let region = out.buffer().region()?;
+        // SAFETY: the only writes through `shared` are `place`'s, one unit per call, each
+        // unit taken by exactly one worker (`next` hands every index out once). A call
+        // selects only the bytes of its unit's region in the output: the strided copy's
+        // destination view is that region, and `contiguous_mut` is taken only when the
+        // region is exactly one run of `num_elements × elem` bytes. The regions of distinct
+        // units are disjoint: each unit is a distinct chunk of one chunk grid (checked by
+        // `distinct_units`) and its region lies inside the chunk (the chunk ∩ the request),
+        // and chunks of a grid do not overlap; distinct elements of the output have
+        // distinct bytes (its strides do not overlap: `elements_are_distinct`). So no two
+        // concurrent calls select a common byte.
+        let shared = unsafe { SharedHostOutput::new(region) }?;
+        let elem = out.dtype().size();
+        let swap = if self.layout.endian == out.byte_order() {
+            0
+        } else {
+            out.dtype().swap_unit()
+        };
+        let mut fill = self.fill_value.clone();
+        if out.byte_order() != ByteOrder::native() {
+            zarrbuf_codecs::host::byte_swap(&mut fill, out.dtype().swap_unit())?;
+        }
+        let place = Placement {
+            out,
+            shared,
+            elem,
+            swap,
+            fill,
+        };
+        let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<()>)>();
+        // Decoding runs at most a ring's worth of units ahead of the coordinator, as in the
+        // general route (where a slot comes back only once its unit was handled): progress
+        // callbacks keep pace with the work, and a cancelled read stops within that many.
+        let (permit_tx, permit_rx) = mpsc::channel::<()>();
+        for _ in 0..slots.len() {
+            permit_tx.send(()).expect("receiver alive");
+        }
+        let permit_rx = std::sync::Mutex::new(permit_rx);
+        let next = AtomicUsize::new(0);
+        let abort = AtomicBool::new(false);
+        let workers = self.threads.clamp(1, slots.len().max(1));
+        std::thread::scope(|scope| {
+            for slot in &slots[..workers] {
+                let ready_tx = ready_tx.clone();
+                let (next, abort, place, permit_rx) = (&next, &abort, &place, &permit_rx);
+                scope.spawn(move || {
+                    let waited = match slot.pending.lock().map(|mut p| p.take()) {
+                        Ok(Some(event)) => event.wait(),
+                        _ => Ok(()),
+                    };
+                    // The worker keeps its slot for the whole run: nothing but this thread
+                    // uses it (there is no device work to wait for).
+                    let outcome = waited.and_then(|()| {
+                        slot.staging.with_host_mut(|staging| {
+                            while !abort.load(Ordering::Relaxed) {
+                                // The coordinator gone (its permits dropped): stop.
+                                if !matches!(permit_rx.lock().map(|rx| rx.recv()), Ok(Ok(()))) {
+                                    break;
+                                }
+                                let i = next.fetch_add(1, Ordering::Relaxed);
+                                let Some(unit) = self.units.get(i) else {
+                                    break;
+                                };
+                                let result = self.place(unit, staging, place, produce);
+                                if ready_tx.send((i, result)).is_err() {
+                                    break;
+                                }
+                            }
+                            Ok(())
+                        })
+                    });
+                    if let Err(e) = outcome {
+                        // The slot itself failed (it is never lent elsewhere): report it.
+                        let _ = ready_tx.send((usize::MAX, Err(e)));
+                    }
+                });
+            }
+            drop(ready_tx);
+            let outcome = self.collect(&ready_rx, &permit_tx, elem);
+            if outcome.is_err() {
+                abort.store(true, Ordering::Relaxed);
+            }
+            // Unblocks workers waiting for a permit.
+            drop(permit_tx);
+            outcome
+        })
+    }
+
+    /// The coordinator's part: one message per unit, in the order they finish; each hands a
+    /// permit back to the workers.
+    fn collect(
+        &self,
+        ready: &mpsc::Receiver<(usize, Result<()>)>,
+        permits: &mpsc::Sender<()>,
+        elem: usize,
+    ) -> Result<()> {
+        let mut progress = Progress {
+            chunks_done: 0,
+            chunks_total: self.units.len(),
+            bytes_done: 0,
+        };
+        for _ in 0..self.units.len() {
+            let (i, result) = ready
+                .recv()
+                .map_err(|_| Error::Cancelled("a decoding thread stopped unexpectedly".into()))?;
+            result?;
+            self.report(&mut progress, &self.units[i].region_shape(), elem);
+            let _ = permits.send(());
+        }
+        Ok(())
+    }
+
+    /// Fetches and decodes `unit` and writes its region of the output (on a worker).
+    fn place(
+        &self,
+        unit: &Unit,
+        staging: &mut [u8],
+        p: &Placement<'_>,
+        produce: &super::staged_read::Producer<'_>,
+    ) -> Result<()> {
+        let region_shape = unit.region_shape();
+        let strides = p.out.strides();
+        let dst = Strided {
+            offset: unit.offset_in_request(&self.request_start, p.out.offset(), strides),
+            strides,
+        };
+        let expected = unit.num_elements() * p.elem;
+        if self.is_one_run(unit, p) {
+            // Straight into the output: no staging, no copy.
+            let target = p.shared.contiguous_mut(dst.offset, expected)?;
+            return match produce(unit, target, false)? {
+                Produced::Missing => {
+                    for e in target.chunks_exact_mut(p.elem) {
+                        e.copy_from_slice(&p.fill);
+                    }
+                    Ok(())
+                }
+                Produced::Decoded(len) => check_len(unit, len, expected),
+                Produced::Compressed(_) => Err(left_compressed()),
+            };
+        }
+        match produce(unit, staging, false)? {
+            Produced::Missing => {
+                // The fill value, laid out as the region in C order, then scattered.
+                let n = region_shape.iter().product::<usize>() * p.elem;
+                let src = staging.get_mut(..n).ok_or_else(|| {
+                    Error::ShapeMismatch(format!(
+                        "chunk {:?}: its region does not fit the staging slot",
+                        unit.indices
+                    ))
+                })?;
+                for e in src.chunks_exact_mut(p.elem) {
+                    e.copy_from_slice(&p.fill);
+                }
+                let src_strides = Order::C.strides(&region_shape, p.elem);
+                let src_view = Strided {
+                    offset: 0,
+                    strides: &src_strides,
+                };
+                p.shared
+                    .strided_copy(src, src_view, dst, &region_shape, p.elem, 0)
+            }
+            Produced::Decoded(len) => {
+                check_len(unit, len, expected)?;
+                let shape = unit.shape_usize();
+                let src_strides = self.layout.decoded_strides(&shape, p.elem);
+                let src_view = Strided {
+                    offset: unit.offset_in_unit(&src_strides),
+                    strides: &src_strides,
+                };
+                p.shared.strided_copy(
+                    &staging[..len],
+                    src_view,
+                    dst,
+                    &region_shape,
+                    p.elem,
+                    p.swap,
+                )
+            }
+            Produced::Compressed(_) => Err(left_compressed()),
+        }
+    }
+
+    /// True when the whole unit, decoded, is exactly one contiguous run of the output:
+    /// nothing to transpose or swap, and the output's strides are the unit's C strides.
+    fn is_one_run(&self, unit: &Unit, p: &Placement<'_>) -> bool {
+        if !unit.is_whole() || self.layout.order.is_some() || p.swap != 0 {
+            return false;
+        }
+        let shape = unit.shape_usize();
+        let c = Order::C.strides(&shape, p.elem);
+        shape
+            .iter()
+            .zip(c.iter().zip(p.out.strides()))
+            .all(|(&n, (&want, &have))| n <= 1 || want == have)
+    }
+}
+
+fn check_len(unit: &Unit, len: usize, expected: usize) -> Result<()> {
+    if len == expected {
+        return Ok(());
+    }
+    Err(Error::ShapeMismatch(format!(
+        "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
+        unit.indices, unit.shape
+    )))
+}
+
+fn left_compressed() -> Error {
+    Error::InvalidArgument(
+        "a chunk was left compressed without a device decoder (internal error: please report)"
+            .into(),
+    )
+}
+
+/// True when distinct elements of an array of `shape` with byte `strides` occupy distinct
+/// bytes: taken by increasing stride, each axis steps past everything the smaller ones span.
+fn elements_are_distinct(shape: &[usize], strides: &[isize], elem: usize) -> bool {
+    if shape.len() != strides.len() {
+        return false;
+    }
+    let mut axes: Vec<(usize, usize)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|&(&n, _)| n > 1)
+        .map(|(&n, &s)| (s.unsigned_abs(), n))
+        .collect();
+    axes.sort_unstable();
+    let mut span = elem;
+    for (stride, n) in axes {
+        if stride < span {
+            return false;
+        }
+        let Some(next) = stride
+            .checked_mul(n - 1)
+            .and_then(|extent| extent.checked_add(span))
+        else {
+            return false;
+        };
+        span = next;
+    }
+    true
+}
+
+/// True when no chunk appears twice among `units`.
+fn distinct_units(units: &[Unit]) -> bool {
+    let mut seen = HashSet::with_capacity(units.len());
+    units.iter().all(|u| seen.insert(u.indices.as_slice()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::elements_are_distinct;
+
+    #[test]
+    fn overlapping_strides_are_refused() {
+        // C and F order, and a window of a larger array.
+        assert!(elements_are_distinct(&[4, 6], &[24, 4], 4));
+        assert!(elements_are_distinct(&[4, 6], &[4, 16], 4));
+        assert!(elements_are_distinct(&[2, 3], &[40, 4], 4));
+        // Negative strides, and axes of extent 1 with any stride.
+        assert!(elements_are_distinct(&[4, 6], &[-24, 4], 4));
+        assert!(elements_are_distinct(&[1, 6], &[0, 4], 4));
+        // Broadcast (stride 0) and rows that overlap.
+        assert!(!elements_are_distinct(&[4, 6], &[0, 4], 4));
+        assert!(!elements_are_distinct(&[4, 6], &[20, 4], 4));
+        assert!(!elements_are_distinct(&[4, 6], &[24, 2], 4));
+        assert!(elements_are_distinct(&[4], &[4], 4));
+        assert!(!elements_are_distinct(&[2], &[4, 4], 4));
+    }
+}
