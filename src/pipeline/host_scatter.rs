@@ -181,7 +181,7 @@ impl StagedRead<'_> {
         if self.is_one_run(unit, p) {
             // Straight into the output: no staging, no copy.
             let target = p.shared.contiguous_mut(dst.offset, expected)?;
-            return match produce(unit, target, false)? {
+            return match produce(unit, target, false)?.into_slot(target, unit)? {
                 Produced::Missing => {
                     for e in target.chunks_exact_mut(p.elem) {
                         e.copy_from_slice(&p.fill);
@@ -189,10 +189,17 @@ impl StagedRead<'_> {
                     Ok(())
                 }
                 Produced::Decoded(len) => check_len(unit, len, expected),
-                Produced::Compressed(_) => Err(left_compressed()),
+                Produced::Compressed(_) | Produced::Stored(_) => Err(left_compressed()),
             };
         }
-        match produce(unit, staging, false)? {
+        let produced = produce(unit, staging, false)?;
+        // Stored bytes are scattered from where they were fetched: no copy into the slot.
+        let (decoded, len): (&[u8], usize) = match &produced {
+            Produced::Decoded(len) => (&staging[..(*len).min(staging.len())], *len),
+            Produced::Stored(bytes) => (bytes, bytes.len()),
+            _ => (&[], 0),
+        };
+        match &produced {
             Produced::Missing => {
                 // The fill value, laid out as the region in C order, then scattered.
                 let n = region_shape.iter().product::<usize>() * p.elem;
@@ -213,7 +220,7 @@ impl StagedRead<'_> {
                 p.shared
                     .strided_copy(src, src_view, dst, &region_shape, p.elem, 0)
             }
-            Produced::Decoded(len) => {
+            Produced::Decoded(_) | Produced::Stored(_) => {
                 check_len(unit, len, expected)?;
                 let shape = unit.shape_usize();
                 let src_strides = self.layout.decoded_strides(&shape, p.elem);
@@ -221,14 +228,8 @@ impl StagedRead<'_> {
                     offset: unit.offset_in_unit(&src_strides),
                     strides: &src_strides,
                 };
-                p.shared.strided_copy(
-                    &staging[..len],
-                    src_view,
-                    dst,
-                    &region_shape,
-                    p.elem,
-                    p.swap,
-                )
+                p.shared
+                    .strided_copy(decoded, src_view, dst, &region_shape, p.elem, p.swap)
             }
             Produced::Compressed(_) => Err(left_compressed()),
         }

@@ -77,6 +77,11 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     let codec_opts = CodecOptions::default()
         .with_validate_checksums(opts.validate_checksums)
         .with_concurrent_target(1);
+    // Chains with no bytes-to-bytes codecs store chunks in their decoded layout.
+    let stored_as_decoded = plan
+        .chain
+        .as_ref()
+        .is_some_and(|c| c.chain.bytes_to_bytes_codecs().is_empty());
     let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
         let Some(encoded) = fetch(&plan, shards.as_ref(), unit)? else {
             return Ok(Produced::Missing);
@@ -112,6 +117,10 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
                 // Too many streams for one batch, or not for the device.
                 DevicePayload::Blosc(..) | DevicePayload::Cpu => {}
             }
+        }
+        if stored_as_decoded {
+            // Nothing to decompress: the fetched bytes are the decoded ones.
+            return Ok(Produced::Stored(encoded));
         }
         if let Some(codec) = device_codec {
             // The common chains decode straight into the slot: no allocation, no copy.

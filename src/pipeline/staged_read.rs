@@ -39,6 +39,30 @@ pub(crate) enum Produced {
     /// Still-compressed bytes (checked, framing removed) were written at the start of the
     /// slot, for the device decoder.
     Compressed(Compressed),
+    /// The unit's decoded bytes are its stored bytes, handed over as fetched (a chain with no
+    /// bytes-to-bytes codecs): the host route scatters from them without a copy into the
+    /// slot; the other route copies them there first.
+    Stored(Vec<u8>),
+}
+
+impl Produced {
+    /// `Stored` bytes copied to the start of `slot`, as `Decoded`; every other outcome as it is.
+    pub(crate) fn into_slot(self, slot: &mut [u8], unit: &Unit) -> Result<Produced> {
+        let Produced::Stored(bytes) = self else {
+            return Ok(self);
+        };
+        let capacity = slot.len();
+        let dst = slot.get_mut(..bytes.len()).ok_or_else(|| {
+            Error::ShapeMismatch(format!(
+                "chunk {:?} holds {} bytes, more than the {capacity} a chunk of shape {:?} decodes to",
+                unit.indices,
+                bytes.len(),
+                unit.shape
+            ))
+        })?;
+        dst.copy_from_slice(&bytes);
+        Ok(Produced::Decoded(bytes.len()))
+    }
 }
 
 /// A chunk left compressed in its slot for the device decoder.
@@ -202,9 +226,11 @@ impl StagedRead<'_> {
                             // The device takes the chunk unless two batches already wait.
                             Some(_) => on_device.load(Ordering::Relaxed) < 2 * batch,
                         };
+                        let unit = &self.units[i];
                         let result = waited.and_then(|()| {
-                            slot.staging
-                                .with_host_mut(|bytes| produce(&self.units[i], bytes, to_device))
+                            slot.staging.with_host_mut(|bytes| {
+                                produce(unit, bytes, to_device)?.into_slot(bytes, unit)
+                            })
                         });
                         if matches!(result, Ok(Produced::Compressed(_))) {
                             on_device.fetch_add(1, Ordering::Relaxed);
@@ -315,6 +341,12 @@ impl StagedRead<'_> {
                         &region_shape,
                         &fill,
                     )?;
+                }
+                Produced::Stored(_) => {
+                    return Err(Error::InvalidArgument(
+                        "stored bytes reached the coordinator (internal error: please report)"
+                            .into(),
+                    ));
                 }
                 Produced::Compressed(chunk) => {
                     let d = device.as_mut().ok_or_else(|| {
