@@ -46,6 +46,10 @@ const CASES: &[(&str, &str, Expect)] = &[
     // A sharding codec whose inner chunk shape does not divide the shard shape: zarrs refuses
     // to read it, the staged path read it without an error (fixed).
     ("metadata", "staged-ragged-inner-chunks", Expect::Err),
+    // A shard's inner transpose whose order has 2 axes for a 3-D array: zarrs refuses to read
+    // it, the staged path read the (unstored) array as fill values (fixed: the order must be
+    // a permutation of the chunk's axes).
+    ("metadata", "staged-inner-transpose-order", Expect::Err),
     // With validate_checksums = false, zarrs reads a shard whose index checksum is wrong; the
     // staged path validated the index checksum anyway and failed (fixed).
     (

@@ -122,7 +122,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
 ) -> Result<()> {
     let elem = data.dtype().size();
     let units = plan_chunks(array, subset)?;
-    let chain = ChainPlan::new(array.codecs(), elem)?;
+    let chain = ChainPlan::new(array.codecs(), elem, array.dimensionality())?;
     let chunk_bytes = units
         .iter()
         .map(|u| u.num_elements() * elem)

@@ -64,9 +64,15 @@ fn codec_name(name: Option<Cow<'static, str>>) -> String {
 }
 
 impl ChainPlan {
-    /// Classifies `chain`; `None` when it holds steps only zarrs can run (then the whole
-    /// chunk is decoded on the CPU and only the scatter runs on the device).
-    pub(crate) fn new(chain: Arc<CodecChain>, elem_size: usize) -> Result<Option<Self>> {
+    /// Classifies `chain` (for chunks of `dims` dimensions); `None` when it holds steps only
+    /// zarrs can run (then the whole chunk is decoded on the CPU and only the scatter runs on
+    /// the device). A transpose whose order is not a permutation of the `dims` axes is an
+    /// error, as in zarrs: the inner chain of a shard is not checked when the array opens.
+    pub(crate) fn new(
+        chain: Arc<CodecChain>,
+        elem_size: usize,
+        dims: usize,
+    ) -> Result<Option<Self>> {
         let opts = CodecMetadataOptions::default();
         let mut order: Option<Vec<usize>> = None;
         for c in chain.array_to_array_codecs() {
@@ -84,6 +90,17 @@ impl ChainPlan {
                 return Ok(None);
             };
             let next = v1.order.0.clone();
+            let mut seen = vec![false; dims];
+            let permutes = next.len() == dims
+                && next
+                    .iter()
+                    .all(|&a| a < dims && !std::mem::replace(&mut seen[a], true));
+            if !permutes {
+                return Err(Error::InvalidArgument(format!(
+                    "the transpose codec's order {next:?} is not a permutation of the {dims} \
+                     axes of the array's chunks; fix the array's metadata"
+                )));
+            }
             // Encoding applies transposes in sequence: e2[i] = e1[next[i]] = d[prev[next[i]]].
             order = Some(match order {
                 None => next,

@@ -145,12 +145,12 @@ pub(crate) fn plan_units<S: ?Sized>(
     let zerr = |e: &dyn std::fmt::Display| Error::zarr(label(), e.to_string(), None);
     let (source, chain, grid) = if array.is_exclusively_sharded() {
         let inner = inner_chain(array).map_err(|e| zerr(&e))?;
-        match ChainPlan::new(inner, elem)? {
+        match ChainPlan::new(inner, elem, array.dimensionality())? {
             Some(plan) => (UnitSource::Subchunk, Some(plan), array.subchunk_grid()),
             None => (UnitSource::ZarrsDecoded, None, array.chunk_grid().clone()),
         }
     } else {
-        match ChainPlan::new(array.codecs(), elem)? {
+        match ChainPlan::new(array.codecs(), elem, array.dimensionality())? {
             Some(plan) => (UnitSource::Chunk, Some(plan), array.chunk_grid().clone()),
             None => (UnitSource::ZarrsDecoded, None, array.chunk_grid().clone()),
         }
