@@ -157,7 +157,7 @@ mod tests {
     fn bit_shuffle_block(src: &[u8], typesize: usize) -> Vec<u8> {
         let n = src.len() / typesize;
         let mut out = src.to_vec();
-        if n == 0 || n % 8 != 0 {
+        if n == 0 || !n.is_multiple_of(8) {
             return out;
         }
         let row = n / 8;
