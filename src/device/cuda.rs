@@ -52,6 +52,57 @@ impl CudaOps {
         Ok(stream)
     }
 
+    /// A batch's request arrays: written into `desc` on the host (this waits for the
+    /// descriptor's last batch, whose fence is on it) and copied to the device on `q`.
+    /// Returns the batch's stream, ordered after the work in flight on every region it uses.
+    fn upload_requests<'q>(
+        &self,
+        q: &'q Queue,
+        items: &[BatchItem],
+        desc: &BatchDesc,
+    ) -> Result<&'q CudaStream> {
+        desc.write_requests(items, &|r| device_address(r, "batch chunk"))?;
+        let l = DescLayout::new(desc.capacity);
+        let (host, device) = (&desc.host, &desc.device);
+        self.copy(q, &host.sub(0, l.out_actual), &device.sub(0, l.out_actual))?;
+        let mut regions: Vec<&Region> = vec![host, device];
+        regions.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
+        self.stream_after(q, &regions)
+    }
+
+    /// nvCOMP's scratch for a batch: the descriptor's, grown to at least `bytes`.
+    fn batch_temp(&self, desc: &mut BatchDesc, bytes: usize) -> Result<Region> {
+        if let Some(t) = desc.temp.as_ref().filter(|t| t.len() >= bytes) {
+            return Ok(t.clone());
+        }
+        let t = Region::alloc_cuda(self.ctx.ordinal(), bytes.max(1), Init::Unwritten)?;
+        t.settle()?;
+        desc.temp = Some(t.clone());
+        Ok(t)
+    }
+
+    /// Copies a batch's results (sizes, statuses) back to the descriptor's host half on `q`
+    /// and leaves a fence on everything the batch used: whoever touches them next (the host
+    /// reading results, the next batch writing requests, the allocator) waits for it.
+    fn finish_batch(
+        &self,
+        q: &Queue,
+        items: &[BatchItem],
+        desc: &BatchDesc,
+        temp: &Region,
+    ) -> Result<()> {
+        let l = DescLayout::new(desc.capacity);
+        let (host, device) = (&desc.host, &desc.device);
+        self.copy(
+            q,
+            &device.sub(l.out_actual, l.len),
+            &host.sub(l.out_actual, l.len),
+        )?;
+        let mut tracked: Vec<&Region> = vec![host, device, temp];
+        tracked.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
+        track(q, &tracked)
+    }
+
     fn bind(&self) -> Result<()> {
         self.ctx
             .bind_to_thread()
@@ -313,25 +364,13 @@ impl DeviceOps for CudaOps {
             Compression::Deflate => lib.deflate,
             Compression::Lz4 => lib.lz4,
         };
-        // Request arrays: written on the host (this waits for the descriptor's last batch,
-        // whose fence is on it), copied to the device on the batch's queue.
-        desc.write_requests(items, &|r| device_address(r, "batch chunk"))?;
+        let stream = self.upload_requests(q, items, desc)?;
         let l = DescLayout::new(desc.capacity);
-        let (host, device) = (desc.host.clone(), desc.device.clone());
-        self.copy(q, &host.sub(0, l.out_actual), &device.sub(0, l.out_actual))?;
-        let mut regions: Vec<&Region> = vec![&host, &device];
-        regions.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
-        let stream = self.stream_after(q, &regions)?;
         let max_chunk = items.iter().map(|it| it.output.len()).max().unwrap_or(0);
         let total: usize = items.iter().map(|it| it.output.len()).sum();
         let temp_bytes = lib.temp_bytes(api, items.len(), max_chunk, total, stream.cu_stream())?;
-        if desc.temp.as_ref().is_none_or(|t| t.len() < temp_bytes) {
-            let t = Region::alloc_cuda(self.ctx.ordinal(), temp_bytes.max(1), Init::Unwritten)?;
-            t.settle()?;
-            desc.temp = Some(t);
-        }
-        let temp = desc.temp.as_ref().expect("allocated above");
-        let base = device_address(&device, "batch descriptor")?;
+        let temp = self.batch_temp(desc, temp_bytes)?;
+        let base = device_address(&desc.device, "batch descriptor")?;
         // SAFETY: the descriptor arrays on the device hold the device addresses and sizes of
         // `items` (written above, copied on this stream before this call); every input and
         // output region and the temp buffer are live device memory of the stated sizes, kept
@@ -345,23 +384,14 @@ impl DeviceOps for CudaOps {
                 base + l.out_capacity as u64,
                 base + l.out_actual as u64,
                 items.len(),
-                device_address(temp, "nvCOMP scratch")?,
+                device_address(&temp, "nvCOMP scratch")?,
                 temp.len(),
                 base + l.out_ptrs as u64,
                 base + l.statuses as u64,
                 stream.cu_stream(),
             )?
         };
-        self.copy(
-            q,
-            &device.sub(l.out_actual, l.len),
-            &host.sub(l.out_actual, l.len),
-        )?;
-        // Whoever touches these next (the host reading results, the next batch writing
-        // requests, the allocator) waits for this batch.
-        let mut tracked: Vec<&Region> = vec![&host, &device, temp];
-        tracked.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
-        track(q, &tracked)
+        self.finish_batch(q, items, desc, &temp)
     }
 
     fn batch_compressor(&self) -> std::result::Result<(), String> {
@@ -396,22 +426,12 @@ impl DeviceOps for CudaOps {
             )));
         }
         // Request arrays as for decompression (the capacities are not read by nvCOMP).
-        desc.write_requests(items, &|r| device_address(r, "batch chunk"))?;
+        let stream = self.upload_requests(q, items, desc)?;
         let l = DescLayout::new(desc.capacity);
-        let (host, device) = (desc.host.clone(), desc.device.clone());
-        self.copy(q, &host.sub(0, l.out_actual), &device.sub(0, l.out_actual))?;
-        let mut regions: Vec<&Region> = vec![&host, &device];
-        regions.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
-        let stream = self.stream_after(q, &regions)?;
         let temp_bytes =
             lib.compress_temp_bytes(api, items.len(), max_chunk, total, opts, stream.cu_stream())?;
-        if desc.temp.as_ref().is_none_or(|t| t.len() < temp_bytes) {
-            let t = Region::alloc_cuda(self.ctx.ordinal(), temp_bytes.max(1), Init::Unwritten)?;
-            t.settle()?;
-            desc.temp = Some(t);
-        }
-        let temp = desc.temp.as_ref().expect("allocated above");
-        let base = device_address(&device, "batch descriptor")?;
+        let temp = self.batch_temp(desc, temp_bytes)?;
+        let base = device_address(&desc.device, "batch descriptor")?;
         // SAFETY: the descriptor arrays on the device hold the device addresses and sizes of
         // `items` (written above, copied on this stream before this call); every input is
         // live device memory of its stated size, at most `max_chunk` bytes and starting an
@@ -425,7 +445,7 @@ impl DeviceOps for CudaOps {
                 base + l.in_bytes as u64,
                 max_chunk,
                 items.len(),
-                device_address(temp, "nvCOMP scratch")?,
+                device_address(&temp, "nvCOMP scratch")?,
                 temp.len(),
                 base + l.out_ptrs as u64,
                 base + l.out_actual as u64,
@@ -434,14 +454,7 @@ impl DeviceOps for CudaOps {
                 stream.cu_stream(),
             )?
         };
-        self.copy(
-            q,
-            &device.sub(l.out_actual, l.len),
-            &host.sub(l.out_actual, l.len),
-        )?;
-        let mut tracked: Vec<&Region> = vec![&host, &device, temp];
-        tracked.extend(items.iter().flat_map(|it| [&it.input, &it.output]));
-        track(q, &tracked)
+        self.finish_batch(q, items, desc, &temp)
     }
 
     fn describe_compress_status(&self, status: i32) -> String {
