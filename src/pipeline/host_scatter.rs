@@ -178,7 +178,7 @@ impl StagedRead<'_> {
             strides,
         };
         let expected = unit.num_elements() * p.elem;
-        if self.is_one_run(unit, p) {
+        if self.is_one_run(unit, p.out, p.swap) {
             // Straight into the output: no staging, no copy.
             let target = p.shared.contiguous_mut(dst.offset, expected)?;
             return match produce(unit, target, false)?.into_slot(target, unit)? {
@@ -233,20 +233,6 @@ impl StagedRead<'_> {
             }
             Produced::Compressed(_) => Err(left_compressed()),
         }
-    }
-
-    /// True when the whole unit, decoded, is exactly one contiguous run of the output:
-    /// nothing to transpose or swap, and the output's strides are the unit's C strides.
-    fn is_one_run(&self, unit: &Unit, p: &Placement<'_>) -> bool {
-        if !unit.is_whole() || self.layout.order.is_some() || p.swap != 0 {
-            return false;
-        }
-        let shape = unit.shape_usize();
-        let c = Order::C.strides(&shape, p.elem);
-        shape
-            .iter()
-            .zip(c.iter().zip(p.out.strides()))
-            .all(|(&n, (&want, &have))| n <= 1 || want == have)
     }
 }
 

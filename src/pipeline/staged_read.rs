@@ -437,6 +437,21 @@ impl StagedRead<'_> {
         )
     }
 
+    /// True when the whole unit, decoded, is exactly one contiguous run of `out`: nothing to
+    /// transpose or swap (`swap` is the byte-swap unit, 0 for none), and the output's strides
+    /// are the unit's C strides.
+    pub(super) fn is_one_run(&self, unit: &Unit, out: &NDBuffer, swap: usize) -> bool {
+        if !unit.is_whole() || self.layout.order.is_some() || swap != 0 {
+            return false;
+        }
+        let shape = unit.shape_usize();
+        let c = crate::dtype::Order::C.strides(&shape, out.dtype().size());
+        shape
+            .iter()
+            .zip(c.iter().zip(out.strides()))
+            .all(|(&n, (&want, &have))| n <= 1 || want == have)
+    }
+
     /// Where a unit's decoded bytes can go straight into the output, skipping the scratch
     /// slot and the scatter: the unit lies whole inside the request, its decoded bytes are one
     /// contiguous run of the output (same byte order, no transpose, the chunk spanning the
@@ -444,17 +459,7 @@ impl StagedRead<'_> {
     /// starts at an address aligned to `align` (nvCOMP's requirement, and 8 for blosc
     /// streams). `None`: decode into scratch and scatter.
     fn direct_target(&self, unit: &Unit, s: &Scatter<'_>, align: usize) -> Result<Option<Region>> {
-        if s.swap != 0 || s.out.memory() != self.ops.memory() {
-            return Ok(None);
-        }
-        let shape = unit.shape_usize();
-        if unit.region_shape() != shape {
-            return Ok(None);
-        }
-        let decoded = self.layout.decoded_strides(&shape, s.elem);
-        let (_, a, b) = zarrbuf_codecs::merge_dims(&shape, &decoded, s.out.strides());
-        let elem = s.elem as isize;
-        if !(a.is_empty() || (a == [elem] && b == [elem])) {
+        if s.out.memory() != self.ops.memory() || !self.is_one_run(unit, s.out, s.swap) {
             return Ok(None);
         }
         let region = s.out.buffer().region()?;
