@@ -150,7 +150,7 @@ fn device_decode(
     codec: Option<DeviceCodec>,
 ) -> Option<DeviceDecode> {
     let codec = codec?;
-    codec.compression()?;
+    let compression = codec.compression()?;
     let hybrid = match (choice, memory) {
         (Decode::Cpu | Decode::Auto, _) => return None,
         (Decode::Gpu, _) => false,
@@ -164,7 +164,7 @@ fn device_decode(
         return None;
     }
     Some(DeviceDecode {
-        compression: codec.compression()?,
+        compression,
         hybrid,
         blosc: matches!(codec.framing, Framing::Blosc(_)),
     })
