@@ -48,7 +48,8 @@ pub enum PipelineMode {
 /// Where the staged pipeline decompresses chunks.
 ///
 /// Decompression on the device covers chunks whose bytes-to-bytes codecs are one `zstd`,
-/// `gzip` or `zlib` codec (the common case); other chains are always decoded on the CPU. On
+/// `gzip`, `zlib`, numcodecs `lz4` or `blosc` codec (blosc with lz4, lz4hc, zstd or zlib
+/// inside), optionally followed by `crc32c`; other chains are always decoded on the CPU. On
 /// CUDA the device decoder is nVIDIA's nvCOMP, loaded at run time (`pip install
 /// nvidia-libnvcomp-cu13`, or `ZARRBUF_NVCOMP=/path/to/libnvcomp.so.6`); without it reads
 /// decode on the CPU and say so once on stderr. For host outputs in
