@@ -207,10 +207,13 @@ impl DataType {
         DataType::Complex128,
     ];
 
-    /// Size of one element in bytes.
+    /// Size of one element in bytes. A `FixedUtf32` length whose byte size would not fit a
+    /// `usize` gives `usize::MAX` (no buffer can hold one element, so every size check and
+    /// allocation built on it fails cleanly instead of wrapping).
     ///
     /// ```
     /// assert_eq!(zarrbuf::DataType::Complex128.size(), 16);
+    /// assert_eq!(zarrbuf::DataType::FixedUtf32(usize::MAX / 2).size(), usize::MAX);
     /// ```
     pub fn size(self) -> usize {
         match self {
@@ -221,7 +224,7 @@ impl DataType {
             DataType::Complex128 => 16,
             DataType::RawBits(n) | DataType::FixedBytes(n) => n,
             DataType::DateTime64(..) | DataType::TimeDelta64(..) => 8,
-            DataType::FixedUtf32(n) => 4 * n,
+            DataType::FixedUtf32(n) => n.saturating_mul(4),
         }
     }
 
@@ -416,9 +419,19 @@ impl DataType {
     /// assert_eq!(DataType::from_numpy_code("c8"), Some(DataType::Complex64));
     /// assert_eq!(DataType::from_numpy_code("m8[ms]"), Some(DataType::TimeDelta64(TimeUnit::Millisecond, 1)));
     /// assert_eq!(DataType::from_numpy_code("O"), None);
+    /// // numpy's own limit: an element of at most i32::MAX bytes.
+    /// assert_eq!(DataType::from_numpy_code("U536870911"), Some(DataType::FixedUtf32(536870911)));
+    /// assert_eq!(DataType::from_numpy_code("U536870912"), None);
     /// ```
     pub fn from_numpy_code(code: &str) -> Option<DataType> {
-        let sized = |rest: &str| rest.parse::<usize>().ok().filter(|&n| n > 0);
+        // numpy refuses itemsizes past i32::MAX bytes ("data type too large"); so do we, which
+        // also keeps every element size far from overflowing.
+        const MAX_ITEMSIZE: usize = i32::MAX as usize;
+        let sized = |rest: &str| {
+            rest.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0 && n <= MAX_ITEMSIZE)
+        };
         Some(match code {
             "b1" | "?" => DataType::Bool,
             "i1" => DataType::Int8,
@@ -446,7 +459,7 @@ impl DataType {
                 } else if let Some(rest) = c.strip_prefix('S') {
                     DataType::FixedBytes(sized(rest)?)
                 } else if let Some(rest) = c.strip_prefix('U') {
-                    DataType::FixedUtf32(sized(rest)?)
+                    DataType::FixedUtf32(sized(rest).filter(|&n| n <= MAX_ITEMSIZE / 4)?)
                 } else {
                     return None;
                 }

@@ -60,6 +60,14 @@ const CASES: &[(&str, &str, Expect)] = &[
     // A .npy shape with a zero dimension and other dimensions whose product overflows: no
     // data is needed, and Order::strides multiplied the dimensions unchecked (fixed).
     ("npy_read", "strides-overflow", Expect::Returns),
+    // A .npy descr '<U5000001743101306969': the element size (4 bytes per character)
+    // overflowed usize in DataType::size (fixed: numpy's own limit of i32::MAX bytes per
+    // element, and DataType::size saturates).
+    ("npy_read", "unicode-itemsize-overflow", Expect::Err),
+    // A v2 array of complex64 with chunks [1, 16666666666666666666]: 2^64 elements' bytes
+    // overflow, which zarrs' bytes codec multiplies unchecked (fixed: data_type_of refuses
+    // chunks whose byte size does not fit 64 bits, before zarrs sees them).
+    ("metadata", "chunk-bytes-overflow", Expect::Err),
     // The same through an array: shape [0, 2^62, 4] has no elements, and reading it builds
     // the output NDBuffer with those strides.
     ("metadata", "strides-overflow", Expect::Returns),

@@ -7,7 +7,7 @@ use crate::error::{BoxError, Error, Result};
 use zarrs::array::data_type::{
     FixedLengthUTF32DataType, NumpyDateTime64DataType, NumpyTimeDelta64DataType,
 };
-use zarrs::array::{Array, ArrayMetadata};
+use zarrs::array::{Array, ArrayMetadata, ArrayShardedExt};
 use zarrs::metadata_ext::data_type::NumpyTimeUnit;
 use zarrs::plugin::ExtensionName;
 
@@ -50,12 +50,51 @@ fn bytes_endians(codecs: &[serde_json::Value], out: &mut Vec<String>) {
     }
 }
 
-/// zarrbuf's data type for a zarrs array, or `Unsupported` for variable-length types.
+/// zarrbuf's data type for a zarrs array, checked to be one zarrbuf can read and write:
+/// `Unsupported` for variable-length types, `Zarr` for chunks too large to exist.
 ///
 /// Variable-length strings and bytes (zarr `string`, `bytes`; v2 `|O` with `vlen-utf8`,
 /// `vlen-bytes`, `json2`, `msgpack2`, `pickle`) have no fixed-size element, which every
 /// zarrbuf buffer (host, pinned, device) is made of: the error says how to read them.
+///
+/// Every read and write starts here, so this is also where a chunk (or a shard's inner
+/// chunk) whose size in bytes does not fit 64 bits is refused: zarrs multiplies that size
+/// unchecked (a panic with overflow checks, a wrong size without), and no store can hold one.
 pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
+    let dtype = element_type(array)?;
+    check_chunk_bytes(array, dtype)?;
+    Ok(dtype)
+}
+
+/// Refuses chunk shapes (of the first chunk, and of a shard's inner chunks) whose size in
+/// bytes overflows a `u64`.
+fn check_chunk_bytes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()> {
+    let zero = vec![0u64; array.dimensionality()];
+    let shapes = [
+        array.chunk_shape(&zero).ok().map(|s| s.to_vec()),
+        array.subchunk_shape().map(|s| s.to_vec()),
+    ];
+    for (what, shape) in ["chunks", "inner chunks"].iter().zip(shapes) {
+        let Some(shape) = shape else { continue };
+        let dims: Vec<u64> = shape.iter().map(|n| n.get()).collect();
+        let bytes = dims
+            .iter()
+            .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d));
+        if bytes.is_none() {
+            return Err(Error::zarr(
+                array.path().as_str(),
+                format!(
+                    "its {what} of shape {dims:?} of {dtype} would hold more than 2^64 bytes                      each; the metadata is damaged (fix the chunk shape in its zarr.json or                      .zarray)"
+                ),
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// zarrbuf's data type for a zarrs array's elements (see [`data_type_of`]).
+fn element_type<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
     let dt = array.data_type();
     let name = dt
         .name_v3()
