@@ -201,13 +201,12 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     handle: &tokio::runtime::Handle,
     cancel: &Cancel,
 ) -> Result<()> {
-    // Object stores: every request is a round trip, so inner chunks are merged.
     run_staged(
         array,
         subset,
         out,
         opts,
-        InnerFetch::Merged,
+        InnerFetch::for_async_store(array),
         &|plan, shards, unit| {
             cancel.check("read")?;
             // This worker waits for the fetch anyway: local files are read on it.

@@ -126,7 +126,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
             subset,
             out,
             opts,
-            InnerFetch::Merged,
+            InnerFetch::for_async_store(array),
             &|plan, shards, unit| {
                 cancel.check("read stream")?;
                 claim.get(&unit.indices, || {

@@ -68,6 +68,10 @@ const CASES: &[(&str, &str, Expect)] = &[
     // overflow, which zarrs' bytes codec multiplies unchecked (fixed: data_type_of refuses
     // chunks whose byte size does not fit 64 bits, before zarrs sees them).
     ("metadata", "chunk-bytes-overflow", Expect::Err),
+    // A sharded 1-D array whose inner chunk shape is []: zarrs' subchunk_grid panics (an
+    // `expect` on the grid's dimensionality) when the staged path plans its units (fixed:
+    // data_type_of refuses inner chunks with another number of dimensions than the array).
+    ("metadata", "inner-chunk-dimensionality", Expect::Err),
     // The same through an array: shape [0, 2^62, 4] has no elements, and reading it builds
     // the output NDBuffer with those strides.
     ("metadata", "strides-overflow", Expect::Returns),

@@ -57,36 +57,51 @@ fn bytes_endians(codecs: &[serde_json::Value], out: &mut Vec<String>) {
 /// `vlen-bytes`, `json2`, `msgpack2`, `pickle`) have no fixed-size element, which every
 /// zarrbuf buffer (host, pinned, device) is made of: the error says how to read them.
 ///
-/// Every read and write starts here, so this is also where a chunk (or a shard's inner
-/// chunk) whose size in bytes does not fit 64 bits is refused: zarrs multiplies that size
-/// unchecked (a panic with overflow checks, a wrong size without), and no store can hold one.
+/// Every read and write starts here, so this is also where chunk shapes zarrs would panic on
+/// are refused (see [`check_chunk_shapes`]): a chunk whose size in bytes does not fit 64 bits
+/// (zarrs multiplies it unchecked), or inner chunks of a shard with the wrong number of
+/// dimensions.
 pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
     let dtype = element_type(array)?;
-    check_chunk_bytes(array, dtype)?;
+    check_chunk_shapes(array, dtype)?;
     Ok(dtype)
 }
 
-/// Refuses chunk shapes (of the first chunk, and of a shard's inner chunks) whose size in
-/// bytes overflows a `u64`.
-fn check_chunk_bytes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()> {
+/// Refuses chunk shapes (of the first chunk, and of a shard's inner chunks) that no store
+/// can hold or that do not fit the array: inner chunks with another number of dimensions
+/// than the array (zarrs builds their grid with an `expect`), and chunks whose size in bytes
+/// overflows a `u64`.
+fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()> {
     let zero = vec![0u64; array.dimensionality()];
     let shapes = [
         array.chunk_shape(&zero).ok().map(|s| s.to_vec()),
         array.subchunk_shape().map(|s| s.to_vec()),
     ];
+    let damaged = |why: String| {
+        Err(Error::zarr(
+            array.path().as_str(),
+            format!(
+                "{why}; the metadata is damaged (fix the chunk shape in its zarr.json or .zarray)"
+            ),
+            None,
+        ))
+    };
     for (what, shape) in ["chunks", "inner chunks"].iter().zip(shapes) {
         let Some(shape) = shape else { continue };
         let dims: Vec<u64> = shape.iter().map(|n| n.get()).collect();
+        if dims.len() != array.dimensionality() {
+            return damaged(format!(
+                "its {what} of shape {dims:?} have {} dimensions but the array has {}",
+                dims.len(),
+                array.dimensionality()
+            ));
+        }
         let bytes = dims
             .iter()
             .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d));
         if bytes.is_none() {
-            return Err(Error::zarr(
-                array.path().as_str(),
-                format!(
-                    "its {what} of shape {dims:?} of {dtype} would hold more than 2^64 bytes                      each; the metadata is damaged (fix the chunk shape in its zarr.json or                      .zarray)"
-                ),
-                None,
+            return damaged(format!(
+                "its {what} of shape {dims:?} of {dtype} would hold more than 2^64 bytes each"
             ));
         }
     }

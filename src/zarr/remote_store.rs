@@ -8,6 +8,7 @@
 use futures::StreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
+use std::any::TypeId;
 use std::sync::Arc;
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::{
@@ -50,6 +51,18 @@ impl RemoteStore {
     pub(crate) fn with_local_reads(mut self, local: LocalReads) -> Self {
         self.local = Some(local);
         self
+    }
+
+    /// Whether `storage` is a `RemoteStore` that reads local files (see [`LocalReads`]);
+    /// `false` for any other store type, including a `RemoteStore` behind a trait object.
+    pub(crate) fn reads_local_files<S: ?Sized + 'static>(storage: &S) -> bool {
+        if TypeId::of::<S>() != TypeId::of::<RemoteStore>() {
+            return false;
+        }
+        // SAFETY: `S` has `RemoteStore`'s type id, so it is `RemoteStore` (a sized type, so
+        // the pointer carries no metadata) and this reborrows the same reference.
+        let remote = unsafe { &*std::ptr::from_ref(storage).cast::<RemoteStore>() };
+        remote.local.is_some()
     }
 
     /// The object store underneath.
@@ -199,5 +212,58 @@ impl AsyncListableStorageTraits for RemoteStore {
 
     async fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
         self.adapter.size_prefix(prefix).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::InnerFetch;
+    use zarrs::array::Array;
+
+    fn sharded_array<S: ?Sized + 'static>(store: Arc<S>) -> Array<S> {
+        let meta = r#"{"zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8]}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+            "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [4],
+                "codecs": [{"name": "bytes"}], "index_codecs": [{"name": "bytes"}]}}]}"#;
+        let meta = serde_json::from_str(meta).expect("valid metadata");
+        Array::new_with_metadata(store, "/", meta).expect("an array")
+    }
+
+    #[test]
+    fn only_remote_stores_over_local_files_fetch_per_chunk() {
+        let dir = std::env::temp_dir().join(format!("zarrbuf-remote-kind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = url::Url::from_directory_path(&dir)
+            .expect("a file URL")
+            .to_string();
+        let local = RemoteStore::new(crate::object_store_for_url(&url, &[]).expect("file store"))
+            .with_local_reads(
+                LocalReads::for_url(&url)
+                    .expect("a file URL")
+                    .expect("local reads"),
+            );
+        let memory = RemoteStore::new(crate::object_store_for_url("memory://", &[]).unwrap());
+        assert!(RemoteStore::reads_local_files(&local));
+        assert!(!RemoteStore::reads_local_files(&memory));
+        assert!(!RemoteStore::reads_local_files(&7u32));
+
+        let local = Arc::new(local);
+        assert_eq!(
+            InnerFetch::for_async_store(&sharded_array(local.clone())),
+            InnerFetch::PerChunk
+        );
+        assert_eq!(
+            InnerFetch::for_async_store(&sharded_array(Arc::new(memory))),
+            InnerFetch::Merged
+        );
+        // Behind a trait object the store's kind is unknown: merged, as for object stores.
+        let hidden: Arc<dyn AsyncReadableStorageTraits> = local;
+        assert_eq!(
+            InnerFetch::for_async_store(&sharded_array(hidden)),
+            InnerFetch::Merged
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
