@@ -326,10 +326,16 @@ pub struct WriteOptions {
     pub store_empty_chunks: bool,
     /// Which path to take (see [`PipelineMode`]).
     pub mode: PipelineMode,
-    /// Called as chunks complete.
+    /// Called as chunks complete (in the staged pipeline: once a chunk is encoded and
+    /// queued for its store; the write returns after every store has finished).
     pub progress: Option<ProgressFn>,
     /// Where the staged pipeline compresses (default [`Compress::Auto`]).
     pub compress: Compress,
+    /// Chunks the staged pipeline stores at once (default 16), on threads of their own:
+    /// stores mostly wait (a file system store syncs each file, an object store waits a
+    /// round trip), so more of them than compressing threads keep the disk or the network
+    /// busy. Encoded chunks waiting for a store take at most `staging_bytes` more memory.
+    pub store_concurrency: usize,
 }
 
 impl Default for WriteOptions {
@@ -341,6 +347,7 @@ impl Default for WriteOptions {
             mode: PipelineMode::Auto,
             progress: None,
             compress: Compress::Auto,
+            store_concurrency: 16,
         }
     }
 }
@@ -349,6 +356,17 @@ impl WriteOptions {
     /// Sets the number of compressing threads.
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Sets how many chunks the staged pipeline stores at once (at least 1).
+    ///
+    /// ```
+    /// let o = zarrbuf::WriteOptions::default().with_store_concurrency(4);
+    /// assert_eq!(o.store_concurrency, 4);
+    /// ```
+    pub fn with_store_concurrency(mut self, n: usize) -> Self {
+        self.store_concurrency = n.max(1);
         self
     }
 

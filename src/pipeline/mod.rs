@@ -16,6 +16,7 @@ mod slot_pool;
 mod slots;
 mod staged_read;
 mod staged_write;
+mod store_queue;
 mod write_batches;
 mod write_driver;
 
@@ -29,4 +30,5 @@ pub use slot_pool::release_cached_memory;
 pub(crate) use slots::{allocate_slots, finish};
 pub(crate) use staged_read::{Produced, StagedRead};
 pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
+pub(crate) use store_queue::StoreQueue;
 pub(crate) use write_driver::{ChunkSink, write_staged};

@@ -2,7 +2,7 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
+use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite, StoreQueue};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
@@ -161,6 +161,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 .chunks_exact(fill_encoded.len())
                 .all(|e| e == fill_encoded)
     };
+    let stores = StoreQueue::new(opts.store_concurrency, opts.staging_bytes);
     let consume = |unit: &Unit,
                    gathered: &Gathered,
                    bytes: &[u8],
@@ -192,7 +193,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                         )
                     })?;
                     if is_empty(&decoded) {
-                        return sink.erase(&unit.indices);
+                        return stores.erase(&unit.indices);
                     }
                 }
                 // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout
@@ -201,11 +202,11 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 // the chain's crc32c appended when it has one (WriteCodec::of accepts only
                 // such chains; round trips in tests/device_compress.rs and the GPU check):
                 // a valid encoding of this chunk.
-                unsafe { sink.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
+                unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
             }
             (Gathered::FullChunk, Some(chain)) => {
                 if is_empty(bytes) {
-                    return sink.erase(&unit.indices);
+                    return stores.erase(&unit.indices);
                 }
                 let encoded = chain
                     .encode_bytes(bytes, &codec_opts)
@@ -214,7 +215,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 // array-to-array and array-to-bytes steps done by the gather kernel, checked
                 // against zarrs by the round-trip tests) passed through the chain's own
                 // bytes-to-bytes encoders: a valid encoding of this chunk.
-                unsafe { sink.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
+                unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
             }
             _ => {
                 let local: Vec<Range<u64>> = unit
@@ -232,7 +233,15 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
             }
         }
     };
-    staged.run(data, &consume)
+    // Whole encoded chunks are stored by the store threads while the workers compress the
+    // next ones; partial chunks (read-modify-write of the slot's bytes) on the workers.
+    std::thread::scope(|scope| {
+        stores.spawn_stores(scope, sink);
+        let ran = staged.run(data, &consume);
+        // The store error is the cause of any "stopped" error the run gives.
+        let stored = stores.finish();
+        stored.and(ran)
+    })
 }
 
 #[cfg(test)]
