@@ -72,6 +72,9 @@ const CASES: &[(&str, &str, Expect)] = &[
     // `expect` on the grid's dimensionality) when the staged path plans its units (fixed:
     // data_type_of refuses inner chunks with another number of dimensions than the array).
     ("metadata", "inner-chunk-dimensionality", Expect::Err),
+    // Shards of [8, 8, 6294967296] uint16 with blosc inner chunks: zarrs' bound on an
+    // encoded shard (inner chunks times their largest encoded size) overflows 64 bits.
+    ("metadata", "shard-bound-overflow", Expect::Err),
     // The same through an array: shape [0, 2^62, 4] has no elements, and reading it builds
     // the output NDBuffer with those strides.
     ("metadata", "strides-overflow", Expect::Returns),

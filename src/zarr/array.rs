@@ -69,8 +69,8 @@ pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
 
 /// Refuses chunk shapes (of the first chunk, and of a shard's inner chunks) that no store
 /// can hold or that do not fit the array: inner chunks with another number of dimensions
-/// than the array (zarrs builds their grid with an `expect`), and chunks whose size in bytes
-/// overflows a `u64`.
+/// than the array (zarrs builds their grid with an `expect`), chunks whose size in bytes
+/// overflows a `u64`, and shards whose encoded-size bound in zarrs overflows one.
 fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()> {
     let zero = vec![0u64; array.dimensionality()];
     let shapes = [
@@ -86,6 +86,35 @@ fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()
             None,
         ))
     };
+    if let [Some(shard), Some(inner)] = &shapes
+        && shard.len() == inner.len()
+    {
+        // zarrs bounds an encoded shard by its inner chunks' count times the encoded bound
+        // of a whole shard's bytes (unchecked): refuse shards for which that overflows, with
+        // room for any codec's overhead (at most the size again, plus 64 KiB).
+        let shard_bytes = shard
+            .iter()
+            .try_fold(dtype.size() as u64, |n, d| n.checked_mul(d.get()));
+        let inner_chunks = shard
+            .iter()
+            .zip(inner)
+            .try_fold(1u64, |n, (s, i)| n.checked_mul(s.get().div_ceil(i.get())));
+        let bound = shard_bytes
+            .and_then(|b| b.checked_mul(2))
+            .and_then(|b| b.checked_add(1 << 16))
+            .zip(inner_chunks)
+            .and_then(|(b, n)| b.checked_mul(n));
+        if bound.is_none() {
+            let dims = |s: &[std::num::NonZeroU64]| s.iter().map(|n| n.get()).collect::<Vec<_>>();
+            return damaged(format!(
+                "its shards of shape {:?} of {dtype} split into inner chunks of shape {:?} are \
+                 too large and too many to size (zarrs bounds a shard's encoded size by their \
+                 count times the shard's size, which overflows 64 bits); use smaller shards",
+                dims(shard),
+                dims(inner)
+            ));
+        }
+    }
     for (what, shape) in ["chunks", "inner chunks"].iter().zip(shapes) {
         let Some(shape) = shape else { continue };
         let dims: Vec<u64> = shape.iter().map(|n| n.get()).collect();
