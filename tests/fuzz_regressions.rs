@@ -75,6 +75,11 @@ const CASES: &[(&str, &str, Expect)] = &[
     // Shards of [8, 8, 6294967296] uint16 with blosc inner chunks: zarrs' bound on an
     // encoded shard (inner chunks times their largest encoded size) overflows 64 bits.
     ("metadata", "shard-bound-overflow", Expect::Err),
+    // The same as staged-ragged-inner-chunks for an inner chain the staged path hands to
+    // zarrs' whole-shard decoder (a `bytes` codec without an endian for uint16), which
+    // read the shard where zarrs' partial decoder refuses it (fixed: data_type_of refuses
+    // inner chunks that do not divide the shard, for every path).
+    ("metadata", "ragged-inner-chunks-zarrs-decoded", Expect::Err),
     // The same through an array: shape [0, 2^62, 4] has no elements, and reading it builds
     // the output NDBuffer with those strides.
     ("metadata", "strides-overflow", Expect::Returns),

@@ -127,10 +127,8 @@ impl StoreQueue {
                 bytes: job.bytes(),
                 result: Ok(()),
             };
-            // After a failure the rest of the queue is dropped, not stored.
-            if lock(&self.state).error.is_some() {
-                continue;
-            }
+            // Jobs queued before a failure are still stored (the chunks before the failing
+            // one stay written); `push` refuses new ones.
             taken.result = match job {
                 // SAFETY: whoever queued the job vouched for `encoded` (see `store_encoded`).
                 StoreJob::Encoded { indices, encoded } => unsafe {

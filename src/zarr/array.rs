@@ -69,8 +69,9 @@ pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
 
 /// Refuses chunk shapes (of the first chunk, and of a shard's inner chunks) that no store
 /// can hold or that do not fit the array: inner chunks with another number of dimensions
-/// than the array (zarrs builds their grid with an `expect`), chunks whose size in bytes
-/// overflows a `u64`, and shards whose encoded-size bound in zarrs overflows one.
+/// than the array (zarrs builds their grid with an `expect`) or that do not evenly divide the
+/// shard, chunks whose size in bytes overflows a `u64`, and shards whose encoded-size bound
+/// in zarrs overflows one.
 fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()> {
     let zero = vec![0u64; array.dimensionality()];
     let shapes = [
@@ -89,6 +90,15 @@ fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()
     if let [Some(shard), Some(inner)] = &shapes
         && shard.len() == inner.len()
     {
+        let dims = |s: &[std::num::NonZeroU64]| s.iter().map(|n| n.get()).collect::<Vec<_>>();
+        // zarrs' partial shard decoder refuses these; its whole-shard decoder did not.
+        if shard.iter().zip(inner).any(|(s, i)| s.get() % i.get() != 0) {
+            return damaged(format!(
+                "its inner chunks of shape {:?} do not evenly divide its shards of shape {:?}",
+                dims(inner),
+                dims(shard)
+            ));
+        }
         // zarrs bounds an encoded shard by its inner chunks' count times the encoded bound
         // of a whole shard's bytes (unchecked): refuse shards for which that overflows, with
         // room for any codec's overhead (at most the size again, plus 64 KiB).
@@ -105,7 +115,6 @@ fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()
             .zip(inner_chunks)
             .and_then(|(b, n)| b.checked_mul(n));
         if bound.is_none() {
-            let dims = |s: &[std::num::NonZeroU64]| s.iter().map(|n| n.get()).collect::<Vec<_>>();
             return damaged(format!(
                 "its shards of shape {:?} of {dtype} split into inner chunks of shape {:?} are \
                  too large and too many to size (zarrs bounds a shard's encoded size by their \
