@@ -87,7 +87,16 @@ fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()
             None,
         ))
     };
-    if let [Some(shard), Some(inner)] = &shapes
+    // The sharding codec sees a shard after the array-to-array codecs before it (a transpose
+    // reorders its axes), and its inner chunk shape is in that order.
+    let sharded = shapes[0].as_ref().and_then(|shard| {
+        array
+            .codecs()
+            .array_to_array_codecs()
+            .iter()
+            .try_fold(shard.clone(), |s, c| c.encoded_shape(&s).ok().map(|s| s.to_vec()))
+    });
+    if let (Some(shard), Some(inner)) = (&sharded, &shapes[1])
         && shard.len() == inner.len()
     {
         let dims = |s: &[std::num::NonZeroU64]| s.iter().map(|n| n.get()).collect::<Vec<_>>();
