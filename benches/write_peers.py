@@ -4,10 +4,12 @@
 median of REPS writes after a warm-up, each into a fresh store.
 
     zarrbuf bench-write DIR --mib 256 --reps 5           # writes DIR/data.npy too
-    .venv/bin/python benches/write_peers.py DIR --reps 5 [--codecs zstd:1,none]
+    .venv/bin/python benches/write_peers.py DIR --reps 5 [--codecs zstd:1,none] [--shards 256]
 
 The data is DIR/data.npy, the array zarrbuf's benchmark wrote, so every writer compresses the
-same bytes. Prints a Markdown table in GB/s of array data.
+same bytes. With --shards N, each codec is also written sharded: N³ shards of the 64³ chunks,
+the codecs inside the shard (as `zarrbuf bench-write --shards N`). Prints a Markdown table in
+GB/s of array data.
 """
 import argparse
 import shutil
@@ -36,15 +38,20 @@ def ts_codecs(codec: str):
     return chain
 
 
-def write_tensorstore(path: Path, data: np.ndarray, codec: str) -> None:
+def write_tensorstore(path: Path, data: np.ndarray, codec: str, shards: int | None) -> None:
+    chunks, codecs = [64, 64, 64], ts_codecs(codec)
+    if shards:
+        index = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+        codecs = [{"name": "sharding_indexed", "configuration": {"chunk_shape": chunks, "codecs": codecs, "index_codecs": index}}]
+        chunks = [shards] * 3
     spec = {
         "driver": "zarr3",
         "kvstore": {"driver": "file", "path": fresh(path)},
         "metadata": {
             "shape": list(data.shape),
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [64, 64, 64]}},
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
             "data_type": "float32",
-            "codecs": ts_codecs(codec),
+            "codecs": codecs,
             "fill_value": 0,
         },
         "create": True,
@@ -54,12 +61,13 @@ def write_tensorstore(path: Path, data: np.ndarray, codec: str) -> None:
     t.write(data).result()
 
 
-def write_zarr_python(path: Path, data: np.ndarray, codec: str) -> None:
+def write_zarr_python(path: Path, data: np.ndarray, codec: str, shards: int | None) -> None:
     compressors = None if codec == "none" else ZstdCodec(level=int(codec.split(":")[1]))
     a = zarr.create_array(
         fresh(path),
         shape=data.shape,
         chunks=(64, 64, 64),
+        shards=(shards,) * 3 if shards else None,
         dtype="float32",
         serializer=BytesCodec(),
         compressors=compressors,
@@ -74,6 +82,7 @@ def main() -> None:
     p.add_argument("dir", type=Path)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--codecs", default="zstd:1,none")
+    p.add_argument("--shards", type=int, default=None, help="also write N³ shards of the 64³ chunks")
     args = p.parse_args()
     data = np.load(args.dir / "data.npy")
     nbytes = data.nbytes
@@ -81,18 +90,20 @@ def main() -> None:
     print(f"write peers: float32 {list(data.shape)} ({nbytes} bytes), 64³ chunks, median of {args.reps} writes, GB/s")
     print("| codec | " + " | ".join(writers) + " |")
     print("|---|" + "---|" * len(writers))
-    for codec in args.codecs.split(","):
+    variants = [(c, s) for c in args.codecs.split(",") for s in [None] + ([args.shards] if args.shards else [])]
+    for codec, shards in variants:
         rates = {name: [] for name in writers}
         for rep in range(args.reps + 1):
             for name, write in writers.items():
                 path = args.dir / f"peer-{name}.zarr"
                 fresh(path)
                 start = time.perf_counter()
-                write(path, data, codec)
+                write(path, data, codec, shards)
                 s = time.perf_counter() - start
                 if rep > 0:
                     rates[name].append(nbytes / s / 1e9)
-        print(f"| {codec} | " + " | ".join(f"{statistics.median(rates[n]):.3f}" for n in writers) + " |")
+        name = f"{codec}, sharded {shards}³/64³" if shards else codec
+        print(f"| {name} | " + " | ".join(f"{statistics.median(rates[n]):.3f}" for n in writers) + " |")
 
 
 if __name__ == "__main__":

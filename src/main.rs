@@ -134,6 +134,10 @@ enum Command {
         /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
         #[arg(long)]
         device: Option<String>,
+        /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
+        /// codecs inside the shard (N a multiple of 64).
+        #[arg(long)]
+        shards: Option<u64>,
     },
     /// Median whole-array read throughput in decoded GB/s.
     Bench {
@@ -283,7 +287,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             codecs,
             compress,
             device,
-        } => bench_write(&dir, mib, reps, &codecs, compress, device.as_deref()),
+            shards,
+        } => bench_write(
+            &dir,
+            mib,
+            reps,
+            &codecs,
+            compress,
+            device.as_deref(),
+            shards,
+        ),
         Command::Bench {
             store,
             path,
@@ -733,6 +746,7 @@ fn bench_write(
     codecs: &str,
     compress: Compress,
     device: Option<&str>,
+    shards: Option<u64>,
 ) -> Result<()> {
     use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
     use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
@@ -740,6 +754,13 @@ fn bench_write(
         return Err(Error::InvalidArgument(
             "--reps and --mib must be at least 1".into(),
         ));
+    }
+    if let Some(n) = shards
+        && (n == 0 || n % 64 != 0)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "--shards {n}: a shard's edge must be a positive multiple of the 64-element chunks"
+        )));
     }
     let specs: Vec<zarrbuf::CodecSpec> =
         codecs.split(',').map(str::parse).collect::<Result<_>>()?;
@@ -760,12 +781,15 @@ fn bench_write(
     let host = data.buffer().as_host_bytes()?;
     let raw = &host[data.offset()..data.offset() + bytes];
     println!(
-        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {} memory, compress {compress:?}",
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}",
         staged_data.memory()
     );
     println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
     println!("|---|---|---|---|");
-    for spec in &specs {
+    let variants = specs
+        .iter()
+        .flat_map(|spec| std::iter::once((spec, None)).chain(shards.map(|n| (spec, Some(n)))));
+    for (spec, shard) in variants {
         // Each writer gets a fresh store per repetition; the writers take turns.
         let store_dir = dir.join("bench-write.zarr");
         let fresh = || -> Result<zarrbuf::DynArray> {
@@ -774,15 +798,19 @@ fn bench_write(
             }
             std::fs::create_dir_all(&store_dir).map_err(io)?;
             let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
-            let array = ArrayBuilder::new(
+            let mut builder = ArrayBuilder::new(
                 shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
-                vec![64u64, 64, 64],
+                vec![shard.unwrap_or(64); 3],
                 data_type::float32(),
                 0.0f32,
-            )
-            .bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?)
-            .build(store, "/")
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            );
+            builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
+            if shard.is_some() {
+                builder.subchunk_shape(vec![64u64; 3]);
+            }
+            let array = builder
+                .build(store, "/")
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
             array
                 .store_metadata()
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -817,8 +845,12 @@ fn bench_write(
             }
         }
         let [a, b, c] = rates.map(median);
+        let name = match shard {
+            Some(n) => format!("{spec}, sharded {n}³/64³"),
+            None => spec.to_string(),
+        };
         println!(
-            "| {spec} | {a:.3} | {b:.3} ({:.2}× zarrs) | {c:.3} ({:.2}× zarrs) |",
+            "| {name} | {a:.3} | {b:.3} ({:.2}× zarrs) | {c:.3} ({:.2}× zarrs) |",
             b / a,
             c / a
         );

@@ -35,8 +35,10 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 /// Which read path to take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PipelineMode {
-    /// CPU-accessible outputs are decoded straight into place by zarrs; device outputs use the
-    /// staged pipeline.
+    /// Reads: CPU-accessible outputs are decoded straight into place by zarrs; device outputs
+    /// use the staged pipeline. Writes: device data, and host data spanning several chunks of
+    /// an unsharded array, use the staged pipeline (it stores chunks on separate threads while
+    /// its workers compress); other host data is encoded and stored by zarrs.
     #[default]
     Auto,
     /// Always use the staged pipeline (CPU decompression → staging → device kernels), also for

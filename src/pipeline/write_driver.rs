@@ -161,7 +161,8 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 .chunks_exact(fill_encoded.len())
                 .all(|e| e == fill_encoded)
     };
-    let stores = StoreQueue::new(opts.store_concurrency, opts.staging_bytes);
+    // No more store threads than chunks: a small write need not start sixteen.
+    let stores = StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes);
     let consume = |unit: &Unit,
                    gathered: &Gathered,
                    bytes: &[u8],

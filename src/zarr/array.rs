@@ -94,7 +94,9 @@ fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()
             .codecs()
             .array_to_array_codecs()
             .iter()
-            .try_fold(shard.clone(), |s, c| c.encoded_shape(&s).ok().map(|s| s.to_vec()))
+            .try_fold(shard.clone(), |s, c| {
+                c.encoded_shape(&s).ok().map(|s| s.to_vec())
+            })
     });
     if let (Some(shard), Some(inner)) = (&sharded, &shapes[1])
         && shard.len() == inner.len()
