@@ -139,13 +139,16 @@ enum Command {
         #[arg(long)]
         shards: Option<u64>,
     },
-    /// Median whole-array read throughput in decoded GB/s.
+    /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
         /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
         path: String,
+        /// Read only this half-open subset, e.g. 0:10,5:20 (default: the whole array).
+        #[arg(long)]
+        subset: Option<String>,
         /// Where to read to: cpu, cuda or cuda:N.
         #[arg(long)]
         device: Option<String>,
@@ -300,6 +303,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Bench {
             store,
             path,
+            subset,
             device,
             reps,
             decode,
@@ -314,6 +318,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             bench(
                 &store,
                 &path,
+                subset.as_deref(),
                 device.as_deref(),
                 reps,
                 decode,
@@ -501,6 +506,7 @@ fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
 fn bench(
     store: &str,
     path: &str,
+    subset: Option<&str>,
     device: Option<&str>,
     reps: usize,
     decode: Decode,
@@ -512,7 +518,11 @@ fn bench(
     }
     let proto = prototype(device)?;
     let array = Source::open(store, path, force_async)?;
-    let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+    let shape = array.shape();
+    let all: Vec<Range<u64>> = match subset {
+        Some(s) => zarrbuf::parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
     let opts = ReadOptions::default().with_decode(decode).with_mode(mode);
     let warm = array.read(&all, &proto, &opts)?;
     let bytes = warm.nbytes();
