@@ -35,8 +35,9 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 /// Which read path to take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PipelineMode {
-    /// Reads: CPU-accessible outputs are decoded straight into place by zarrs; device outputs
-    /// use the staged pipeline. Writes: device data, and host data spanning several chunks of
+    /// Reads: device outputs use the staged pipeline; CPU-accessible outputs too when the
+    /// read touches at least 8 chunks (inner chunks of shards), where it was measured faster
+    /// than zarrs' decode-into; smaller reads are decoded straight into place by zarrs. Writes: device data, and host data spanning several chunks of
     /// an unsharded array, use the staged pipeline (it stores chunks on separate threads while
     /// its workers compress); other host data is encoded and stored by zarrs.
     #[default]
