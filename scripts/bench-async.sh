@@ -2,23 +2,30 @@
 # Sync vs async whole-array reads, and the hand-written limit, in one run. Four float32
 # arrays (256 MiB by default, 64³ chunks): uncompressed, zstd 1, blosc lz4 + shuffle, and
 # zstd 1 sharded 256³/64³, written by zarr-python. Each is read by `zarrbuf bench`:
-#   - sync, filesystem:   the sync reader on the directory (CPU: zarrs' decode-into);
-#   - sync, staged:       the same through the staged pipeline (`--staged`: decode into
-#                         staging slots, scatter on the decoding threads), as async reads do;
+#   - sync, zarrs:        the sync reader with zarrs' decode-into (`--direct`), the route
+#                         reads of fewer than 8 chunks take;
+#   - sync:               the sync reader as it reads whole arrays (`PipelineMode::Auto`: the
+#                         staged pipeline, decoding on worker threads into place or into
+#                         staging slots they scatter from);
 #   - async, filesystem:  the async reader (`--async`: object_store `file://`);
 #   - async, local S3:    the async reader on a local S3 server (moto, 127.0.0.1).
 # Then the hand-written limit for zstd 1 and blosc lz4 (`benches/limit.rs`): one thread
 # reads each chunk file, decodes it into a reused buffer with the codec library zarrbuf
 # uses (zstd crate; c-blosc through blosc-src) and copies it into its place in a large
 # output; that single-thread rate times the cores is the limit (the same loop on that many
-# threads at once is printed beside it). The load averages before and after show how busy
-# the machine was.
-#   scripts/bench-async.sh [MiB] [reps]
+# threads at once is printed beside it).
+# The readers take turns: ROUNDS rounds (default 3), each running every reader once
+# (`--reps REPS` reads after a warm-up, median); a row's figure is the median of its rounds'
+# medians, and each ratio is taken round by round (so the machine's drift between rounds
+# cancels) and its median printed. The load averages before and after show how busy the
+# machine was.
+#   scripts/bench-async.sh [MiB] [reps] [rounds]
 # ZARRBUF_BIN overrides the zarrbuf binary (default: a fresh release build's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-256}
 reps=${2:-5}
+rounds=${3:-3}
 target=${CARGO_TARGET_DIR:-target}
 bash scripts/setup-python-env.sh >/dev/null
 if [ -z "${ZARRBUF_BIN:-}" ]; then
@@ -74,18 +81,48 @@ for v in variants:
 PY
 export AWS_ENDPOINT_URL="$ZARRBUF_TEST_S3_ENDPOINT"
 cores=$(nproc)
-echo "zarrbuf bench --reps $reps, $mib MiB float32 arrays, 64³ chunks, $cores cores, median GB/s"
+echo "zarrbuf bench --reps $reps, $rounds rounds, $mib MiB float32 arrays, 64³ chunks, $cores cores, median GB/s"
 echo "($(uptime | sed 's/.*load/load/'))"
-for v in $variants; do
-    store="$dir/$v-${mib}MiB.zarr"
-    echo "$v, sync, filesystem:   $("$ZARRBUF_BIN" bench "$store" --reps "$reps")"
-    echo "$v, sync, staged:       $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --staged)"
-    echo "$v, async, filesystem:  $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --async)"
-    echo "$v, async, local S3:    $("$ZARRBUF_BIN" bench "s3://bench/$v.zarr" --reps "$reps")"
-    case $v in
-    zstd1 | blosc-lz4-shuffle)
-        echo "$v, hand-written limit: $("$limit_bin" "$store" --reps "$reps" --cores "$cores")"
-        ;;
-    esac
+results=$(mktemp)
+# One reader's median GB/s: `bench` (or the limit's × cores figure) prints it.
+gbps() { sed -n 's/.*median \([0-9.]*\) GB\/s.*= \([0-9.]*\) GB\/s.*/\2/p; t; s/.*median \([0-9.]*\) GB\/s.*/\1/p'; }
+for round in $(seq "$rounds"); do
+    for v in $variants; do
+        store="$dir/$v-${mib}MiB.zarr"
+        echo "$v sync-zarrs $round $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --direct | gbps)" >>"$results"
+        echo "$v sync $round $("$ZARRBUF_BIN" bench "$store" --reps "$reps" | gbps)" >>"$results"
+        echo "$v async-file $round $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --async | gbps)" >>"$results"
+        echo "$v async-s3 $round $("$ZARRBUF_BIN" bench "s3://bench/$v.zarr" --reps "$reps" | gbps)" >>"$results"
+        case $v in
+        zstd1 | blosc-lz4-shuffle)
+            echo "$v limit $round $("$limit_bin" "$store" --reps "$reps" --cores "$cores" | gbps)" >>"$results"
+            ;;
+        esac
+    done
 done
 echo "($(uptime | sed 's/.*load/load/'))"
+.venv/bin/python - "$results" $variants <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, variants = sys.argv[1], sys.argv[2:]
+runs = defaultdict(dict)  # (variant, reader) -> {round: GB/s}
+for line in open(path):
+    v, reader, rnd, value = line.split()
+    runs[(v, reader)][int(rnd)] = float(value)
+def med(v, reader):
+    r = runs.get((v, reader))
+    return statistics.median(r.values()) if r else None
+def ratio(v, a, b):
+    ra, rb = runs.get((v, a)), runs.get((v, b))
+    if not ra or not rb:
+        return "—"
+    return f"{statistics.median(ra[k] / rb[k] for k in ra if k in rb):.2f}×"
+def fmt(x):
+    return "—" if x is None else f"{x:.2f}"
+print("| variant | sync, zarrs decode-into | sync | async, filesystem | async, local S3 | limit | sync / zarrs | async / sync | sync / limit |")
+print("|---|---|---|---|---|---|---|---|---|")
+for v in variants:
+    cells = [fmt(med(v, r)) for r in ("sync-zarrs", "sync", "async-file", "async-s3", "limit")]
+    print(f"| {v} | " + " | ".join(cells) + f" | {ratio(v, 'sync', 'sync-zarrs')} | {ratio(v, 'async-file', 'sync')} | {ratio(v, 'sync', 'limit')} |")
+PY
+rm -f "$results"

@@ -163,8 +163,12 @@ enum Command {
         force_async: bool,
         /// Read through the staged pipeline also into host memory (decode into staging
         /// slots, scatter on the decoding threads) instead of zarrs' decode-into.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "direct")]
         staged: bool,
+        /// Read host outputs with zarrs' decode-into whatever the read's size (the route
+        /// small reads take; `PipelineMode::Direct`).
+        #[arg(long)]
+        direct: bool,
     },
 }
 
@@ -309,11 +313,12 @@ fn dispatch(cli: Cli) -> Result<()> {
             decode,
             force_async,
             staged,
+            direct,
         } => {
-            let mode = if staged {
-                zarrbuf::PipelineMode::Staged
-            } else {
-                zarrbuf::PipelineMode::Auto
+            let mode = match (staged, direct) {
+                (true, _) => zarrbuf::PipelineMode::Staged,
+                (_, true) => zarrbuf::PipelineMode::Direct,
+                _ => zarrbuf::PipelineMode::Auto,
             };
             bench(
                 &store,

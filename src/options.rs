@@ -46,6 +46,12 @@ pub enum PipelineMode {
     /// host outputs, where the "device" is the host implementation. This is how the pipeline's
     /// logic is tested without a GPU.
     Staged,
+    /// Host outputs are always decoded straight into place by zarrs (`retrieve_array_subset_into`)
+    /// and host data is always encoded and stored by zarrs, whatever the read's or write's
+    /// size; device buffers, and outputs zarrs cannot decode into (another byte order, a
+    /// strided view), still take the staged pipeline. For comparing with zarrs, or for
+    /// many small reads, where the staged pipeline's per-read start costs more.
+    Direct,
 }
 
 /// Where the staged pipeline decompresses chunks.

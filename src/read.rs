@@ -198,14 +198,14 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         if out.is_empty() {
             return Ok(());
         }
-        let direct = opts.mode == PipelineMode::Auto
+        let direct = opts.mode != PipelineMode::Staged
             && out.buffer().is_host_accessible()
             && out.byte_order() == ByteOrder::native();
         if direct && let Some(window) = out.c_window() {
             if let Some(slab_rows) = realign_slab_rows(self, subset, out, &window, opts) {
                 return read_realigned(self, subset, out, slab_rows, opts);
             }
-            if !staged_beats_direct(self, subset) {
+            if opts.mode == PipelineMode::Direct || !staged_beats_direct(self, subset) {
                 return read_direct(self, subset, out, window, opts);
             }
         }

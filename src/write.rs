@@ -70,10 +70,12 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         if data.is_empty() {
             return Ok(());
         }
-        if opts.mode == PipelineMode::Auto
-            && data.buffer().is_host_accessible()
-            && !staged_beats_direct(self, subset, dtype.size())
-        {
+        let direct = match opts.mode {
+            PipelineMode::Direct => true,
+            PipelineMode::Auto => !staged_beats_direct(self, subset, dtype.size()),
+            PipelineMode::Staged => false,
+        };
+        if direct && data.buffer().is_host_accessible() {
             return write_direct(self, subset, data, opts);
         }
         write_staged(self, self, subset, data, opts)

@@ -140,7 +140,11 @@ fn reads(store: &Path, path: &str) -> Vec<(String, Result<(), Error>)> {
     let all: Vec<_> = array.shape().iter().map(|&n| 0..n).collect();
     let mut out = Vec::new();
     for (pname, proto) in prototypes() {
-        for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+        for mode in [
+            PipelineMode::Auto,
+            PipelineMode::Staged,
+            PipelineMode::Direct,
+        ] {
             let opts = ReadOptions::default().with_mode(mode);
             let r = array.read_opt(&all, &proto, &opts).map(|_| ());
             out.push((format!("{pname} {mode:?}"), r));

@@ -40,7 +40,11 @@ fn read_errors(store: &Path, path: &str) -> Vec<String> {
     let all: Vec<_> = array.shape().iter().map(|&n| 0..n).collect();
     let mut messages = Vec::new();
     for (pname, proto) in prototypes() {
-        for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+        for mode in [
+            PipelineMode::Auto,
+            PipelineMode::Staged,
+            PipelineMode::Direct,
+        ] {
             let opts = ReadOptions::default().with_mode(mode);
             match array.read_opt(&all, &proto, &opts) {
                 Ok(_) => panic!(

@@ -157,7 +157,11 @@ fn reads_into_strided_and_fortran_destinations() {
         let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
         let dtype: DataType = want.dtype();
         for (pname, proto) in prototypes() {
-            for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+            for mode in [
+                PipelineMode::Auto,
+                PipelineMode::Staged,
+                PipelineMode::Direct,
+            ] {
                 let opts = ReadOptions::default().with_mode(mode);
                 // A window of a larger C-order array (zarrs decodes into it in place).
                 let big: Vec<usize> = shape.iter().map(|&n| n + 3).collect();
@@ -205,7 +209,11 @@ fn progress_reports_every_chunk() {
         .unwrap();
     let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
     let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
-    for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+    for mode in [
+        PipelineMode::Auto,
+        PipelineMode::Staged,
+        PipelineMode::Direct,
+    ] {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         let opts = ReadOptions::default()
@@ -231,7 +239,11 @@ fn demo_array_reads_exactly_into_every_prototype() {
     let array = zarrbuf::open(&demo.store, "").unwrap();
     assert_eq!(array.shape(), demo.shape.as_slice());
     for (pname, proto) in prototypes() {
-        for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+        for mode in [
+            PipelineMode::Auto,
+            PipelineMode::Staged,
+            PipelineMode::Direct,
+        ] {
             let opts = ReadOptions::default().with_mode(mode);
             let all: Vec<Range<u64>> = demo.shape.iter().map(|&n| 0..n).collect();
             let got = array.read_opt(&all, &proto, &opts).unwrap();

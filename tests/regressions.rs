@@ -196,7 +196,11 @@ fn reads_into_outputs_with_zero_strides_are_refused_without_panicking() {
         ByteOrder::native(),
     )
     .unwrap();
-    for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+    for mode in [
+        PipelineMode::Auto,
+        PipelineMode::Staged,
+        PipelineMode::Direct,
+    ] {
         let err = array
             .read_into_opt(
                 &[0..2, 0..32, 0..20],

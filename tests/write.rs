@@ -45,7 +45,11 @@ fn whole_array_round_trips_through_every_prototype_and_path() {
     for f in &fixtures() {
         let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
         for (pname, proto) in prototypes() {
-            for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+            for mode in [
+                PipelineMode::Auto,
+                PipelineMode::Staged,
+                PipelineMode::Direct,
+            ] {
                 let dest = written_dir()
                     .join(format!("{}-{pname}-{mode:?}.zarr", f.name).replace(':', "_"));
                 empty_copy(f, &dest);
@@ -92,7 +96,11 @@ fn partial_writes_merge_into_existing_chunks() {
             .collect();
         let patch = want.get(&source).unwrap().copy().unwrap();
         for (pname, proto) in prototypes() {
-            for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+            for mode in [
+                PipelineMode::Auto,
+                PipelineMode::Staged,
+                PipelineMode::Direct,
+            ] {
                 let opts = WriteOptions::default().with_mode(mode);
                 array
                     .write_opt(&block, &in_memory(&patch, &proto), &opts)

@@ -17,7 +17,11 @@ fn non_exclusively_sharded_arrays_round_trip() {
     let values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 1000.0).collect();
     let data = NDBuffer::from_vec(values, &[13, 10, 6]).unwrap();
     for (pname, proto) in prototypes() {
-        for mode in [PipelineMode::Auto, PipelineMode::Staged] {
+        for mode in [
+            PipelineMode::Auto,
+            PipelineMode::Staged,
+            PipelineMode::Direct,
+        ] {
             let inner = vec![
                 // In the transposed (encoded) order: shards are [6, 4, 8] there.
                 std::num::NonZeroU64::new(3).unwrap(),
