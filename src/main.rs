@@ -326,9 +326,8 @@ fn dispatch(cli: Cli) -> Result<()> {
                 subset.as_deref(),
                 device.as_deref(),
                 reps,
-                decode,
                 force_async,
-                mode,
+                &ReadOptions::default().with_decode(decode).with_mode(mode),
             )
         }
     }
@@ -514,9 +513,8 @@ fn bench(
     subset: Option<&str>,
     device: Option<&str>,
     reps: usize,
-    decode: Decode,
     force_async: bool,
-    mode: zarrbuf::PipelineMode,
+    opts: &ReadOptions,
 ) -> Result<()> {
     if reps == 0 {
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
@@ -528,14 +526,13 @@ fn bench(
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
-    let opts = ReadOptions::default().with_decode(decode).with_mode(mode);
-    let warm = array.read(&all, &proto, &opts)?;
+    let warm = array.read(&all, &proto, opts)?;
     let bytes = warm.nbytes();
     drop(warm);
     let mut rates = Vec::with_capacity(reps);
     for _ in 0..reps {
         let start = Instant::now();
-        let data = array.read(&all, &proto, &opts)?;
+        let data = array.read(&all, &proto, opts)?;
         let s = start.elapsed().as_secs_f64();
         drop(data);
         rates.push(bytes as f64 / s.max(1e-9) / 1e9);
