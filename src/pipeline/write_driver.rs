@@ -8,7 +8,9 @@ use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
 use crate::options::{Compress, WriteOptions};
-use crate::zarr::{ChainPlan, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks};
+use crate::zarr::{
+    ChainPlan, ShardEncoder, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,
+};
 use std::ops::Range;
 use std::sync::{Arc, Once};
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
@@ -162,6 +164,14 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 .all(|e| e == fill_encoded)
     };
     // No more store threads than chunks: a small write need not start sixteen.
+    // Whole shards of plainly encoded inner chunks are assembled here (zarrs would encode
+    // each shard on one thread). Sharded arrays have no chain plan, so they never compress
+    // on the device.
+    let shards = match &chain {
+        None => ShardEncoder::new(array, fill_bytes(array), data.dtype().swap_unit())?,
+        Some(_) => None,
+    };
+    let array_shape = array.shape();
     let stores = StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes);
     let consume = |unit: &Unit,
                    gathered: &Gathered,
@@ -225,6 +235,36 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                     .zip(&unit.origin)
                     .map(|(r, o)| r.start - o..r.end - o)
                     .collect();
+                let shape: Vec<u64> = unit.shape.iter().map(|n| n.get()).collect();
+                // The write covers all of the shard that lies inside the array.
+                let whole = local
+                    .iter()
+                    .zip(unit.origin.iter().zip(&shape))
+                    .zip(array_shape)
+                    .all(|((r, (&o, &s)), &n)| r.start == 0 && r.end == s.min(n - o));
+                if let Some(encoder) = &shards
+                    && whole
+                    && encoder.fits(&shape)
+                {
+                    let extent: Vec<u64> = local.iter().map(|r| r.end).collect();
+                    let encoded = encoder
+                        .encode(bytes, &extent, opts.store_empty_chunks, &codec_opts)
+                        .map_err(|why| chunk_error(array, &unit.indices, why))?;
+                    let Some(encoded) = encoded else {
+                        return stores.erase(&unit.indices);
+                    };
+                    // SAFETY: `encoded` is a shard in the sharding codec's format: each inner
+                    // chunk cut from the shard's native C-order bytes, byte-swapped to the
+                    // inner `bytes` codec's endianness (the inner chain has no transposes:
+                    // ShardEncoder::new refuses them) and passed through the inner chain's
+                    // own bytes-to-bytes encoders; missing inner chunks marked u64::MAX
+                    // twice; the index encoded by the array's index codecs and placed where
+                    // its configuration says (round trips through zarrs and zarr-python in
+                    // tests/write.rs and the shard_encoder tests).
+                    return unsafe {
+                        stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded))
+                    };
+                }
                 sink.store_subset(
                     &unit.indices,
                     &ArraySubset::new_with_ranges(&local),

@@ -15,6 +15,7 @@ mod local_reads;
 mod partition;
 mod remote;
 mod remote_store;
+mod shard_encoder;
 mod shard_index;
 mod store;
 mod subset;
@@ -33,6 +34,7 @@ pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
 };
+pub(crate) use shard_encoder::ShardEncoder;
 pub(crate) use shard_index::ShardIndex;
 pub(crate) use store::label;
 pub use store::{DynArray, location_label, node_path, open, open_store};

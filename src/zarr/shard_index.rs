@@ -12,8 +12,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use zarrs::array::codec::{ShardingCodecConfiguration, ShardingIndexLocation};
 use zarrs::array::{
-    Array, ArrayToBytesCodecTraits, BytesRepresentation, CodecChain, CodecMetadataOptions,
-    CodecOptions, FillValue, data_type,
+    Array, ArrayBytes, ArrayToBytesCodecTraits, BytesRepresentation, CodecChain,
+    CodecMetadataOptions, CodecOptions, FillValue, data_type,
 };
 use zarrs::metadata::ConfigurationSerialize;
 use zarrs::storage::byte_range::ByteRange;
@@ -147,6 +147,45 @@ impl ShardIndex {
             .chunks_exact(8)
             .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
             .collect())
+    }
+
+    /// Encodes (offset, size) pairs (one per inner chunk, C order; `u64::MAX` twice for a
+    /// missing one) with the index codecs, for a shard zarrbuf assembles itself.
+    pub(crate) fn encode(&self, pairs: &[u64]) -> std::result::Result<Vec<u8>, String> {
+        let bytes: Vec<u8> = pairs.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let encoded = self
+            .chain
+            .encode(
+                ArrayBytes::from(bytes),
+                &self.index_shape,
+                &data_type::uint64(),
+                &FillValue::from(u64::MAX),
+                &CodecOptions::default(),
+            )
+            .map_err(|e| format!("cannot encode the shard index: {e}"))?;
+        if encoded.len() as u64 != self.encoded_size {
+            return Err(format!(
+                "the shard index encoded to {} bytes, not the {} its codecs promise",
+                encoded.len(),
+                self.encoded_size
+            ));
+        }
+        Ok(encoded.into_owned())
+    }
+
+    /// Whether the index comes before the inner chunks in a shard object.
+    pub(crate) fn at_start(&self) -> bool {
+        matches!(self.location, ShardingIndexLocation::Start)
+    }
+
+    /// The encoded index's size in bytes.
+    pub(crate) fn encoded_size(&self) -> u64 {
+        self.encoded_size
+    }
+
+    /// Inner chunks per shard along each dimension.
+    pub(crate) fn chunks_per_shard(&self) -> &[u64] {
+        &self.chunks_per_shard
     }
 
     /// Checks every entry of a decoded index the way [`Self::inner_range`] would, so a
