@@ -37,9 +37,10 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 pub enum PipelineMode {
     /// Reads: device outputs use the staged pipeline; CPU-accessible outputs too when the
     /// read touches at least 8 chunks (inner chunks of shards), where it was measured faster
-    /// than zarrs' decode-into; smaller reads are decoded straight into place by zarrs. Writes: device data, and host data spanning several chunks of
-    /// an unsharded array, use the staged pipeline (it stores chunks on separate threads while
-    /// its workers compress); other host data is encoded and stored by zarrs.
+    /// than zarrs' decode-into; smaller reads are decoded straight into place by zarrs.
+    /// Writes: device data, and host data spanning several chunks (shards) of an array whose
+    /// chain zarrbuf encodes itself, use the staged pipeline (it stores chunks on separate
+    /// threads while its workers compress); other host data is encoded and stored by zarrs.
     #[default]
     Auto,
     /// Always use the staged pipeline (CPU decompression → staging → device kernels), also for

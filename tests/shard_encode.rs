@@ -23,8 +23,7 @@ fn sharded(
     zstd: bool,
 ) -> Array<MemoryStore> {
     let nz = |n: u64| std::num::NonZeroU64::new(n).unwrap();
-    let mut sharding =
-        ShardingCodecBuilder::new(vec![nz(4), nz(2), nz(3)].into(), &data_type::int32());
+    let mut sharding = ShardingCodecBuilder::new(vec![nz(4), nz(2), nz(3)], &data_type::int32());
     sharding
         .index_location(location)
         .array_to_bytes_codec(Arc::new(BytesCodec::new(Some(endian))));
@@ -44,13 +43,13 @@ fn sharded(
     array
 }
 
-/// Values with the fill value over the whole second shard along the last axis' first
-/// shard row (so that shard is empty) and over some inner chunks of another.
+/// Values, with the fill value over the shards at z < 8, 4 ≤ y < 8 (so those shards are
+/// empty) and over the inner chunks at 8 ≤ z < 12, y < 2 of the edge shards.
 fn data() -> Vec<i32> {
     let (ny, nx) = (SHAPE[1] as usize, SHAPE[2] as usize);
     (0..SHAPE.iter().product::<u64>() as usize)
         .map(|i| {
-            let (z, y, x) = (i / (ny * nx), (i / nx) % ny, i % nx);
+            let (z, y) = (i / (ny * nx), (i / nx) % ny);
             let empty_shard = z < 8 && (4..8).contains(&y);
             let empty_inner = (8..12).contains(&z) && y < 2;
             if empty_shard || empty_inner {
