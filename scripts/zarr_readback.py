@@ -12,6 +12,14 @@ records compare with raw records of the same size (``|V<n>``, how zarrbuf stores
 for byte. Prints
 ``ok STORE SHAPE DTYPE`` and exits 0 on a match; otherwise prints what differs and exits 1.
 
+Many arrays in one process (CI reads back every store the tests wrote)::
+
+    python scripts/zarr_readback.py --many LIST [--endpoint-url URL]
+
+reads each line of LIST, ``STORE<TAB>ARRAY_PATH<TAB>EXPECTED.npy``, as read mode does,
+prints each result, then on stderr how many matched and which did not; exits 1 if any did
+not (or LIST names none).
+
 Write mode::
 
     python scripts/zarr_readback.py --write STORE DATA.npy --format 2|3 --chunks a,b,c \
@@ -177,6 +185,27 @@ def read_mode(store_loc: str, path: str, npy: str, endpoint_url: str | None) -> 
     return EXIT_OK
 
 
+def many_mode(listing: str, endpoint_url: str | None) -> int:
+    failed, count = [], 0
+    with open(listing, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            count += 1
+            fields = line.split("\t")
+            if len(fields) != 3:
+                print(f"FAIL line {count} of {listing!r} is not STORE<TAB>PATH<TAB>NPY: {line!r}")
+                failed.append(line)
+                continue
+            if read_mode(*fields, endpoint_url) != EXIT_OK:
+                failed.append(fields[0])
+    print(f"{count - len(failed)} of {count} arrays read back exactly", file=sys.stderr)
+    for store in failed:
+        print(f"not read back exactly: {store}", file=sys.stderr)
+    return EXIT_MISMATCH if failed or count == 0 else EXIT_OK
+
+
 def _parse_shape(s: str | None) -> tuple[int, ...] | None:
     if s is None:
         return None
@@ -282,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("args", nargs="*", help="STORE ARRAY_PATH EXPECTED.npy (read mode)")
     p.add_argument("--endpoint-url", help="S3 endpoint, e.g. http://127.0.0.1:9000")
     p.add_argument("--write", nargs=2, metavar=("STORE", "NPY"), help="write mode")
+    p.add_argument("--many", metavar="LIST", help="read mode for every line of LIST (tab-separated)")
     p.add_argument("--format", type=int, choices=(2, 3), default=3)
     p.add_argument("--chunks", help="chunk shape a,b,c (inner chunk shape with --shards)")
     p.add_argument("--shards", help="v3 shard shape a,b,c")
@@ -291,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fill-value", help="fill value (nan, inf, -0.0, 1+2j, true ...)")
     args = p.parse_args(argv)
 
+    if args.many:
+        if args.args or args.write:
+            p.error("--many takes no positional arguments and no --write")
+        return many_mode(args.many, args.endpoint_url)
     if args.write:
         if args.args:
             p.error("--write takes no positional arguments")
