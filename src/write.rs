@@ -2,12 +2,11 @@
 
 use crate::buffer::BufferPrototype;
 use crate::buffer::NDBuffer;
-use crate::dtype::{ByteOrder, Order};
+use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
 use crate::zarr::check_subset;
-
 use crate::zarr::{ChainPlan, ShardEncoder, data_type_of, fill_bytes, zarr_error};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
@@ -15,12 +14,13 @@ use zarrs::storage::ReadableWritableStorageTraits;
 
 /// Writing zarrbuf buffers into zarrs arrays: an extension trait on `zarrs::array::Array`.
 ///
-/// Host data spanning several chunks of a plain chain (no sharding) is gathered, compressed
-/// and stored by the staged write pipeline on the host: the workers compress while store
-/// threads wait on the store. Other host data is handed to zarrs without copies. Device data
-/// is gathered, transposed and byte-swapped on the device, copied into pinned staging, then
-/// compressed and stored on the CPU (or compressed on the device, see `Compress`). Chunks partly covered by the subset are read, merged and written back. Each chunk is
-/// stored on its own, so a failure leaves every chunk stored before it intact.
+/// Host data spanning several chunks (shards) of a chain zarrbuf encodes itself is gathered,
+/// compressed and stored by the staged write pipeline on the host: the workers compress
+/// while store threads wait on the store. Other host data is handed to zarrs without copies.
+/// Device data is gathered, transposed and byte-swapped on the device, copied into pinned
+/// staging, then compressed and stored on the CPU (or compressed on the device, see
+/// `Compress`). Chunks partly covered by the subset are read, merged and written back. Each
+/// chunk is stored on its own, so a failure leaves every chunk stored before it intact.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -72,7 +72,7 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         }
         let direct = match opts.mode {
             PipelineMode::Direct => true,
-            PipelineMode::Auto => !staged_beats_direct(self, subset, dtype.size()),
+            PipelineMode::Auto => !staged_beats_direct(self, subset, dtype),
             PipelineMode::Staged => false,
         };
         if direct && data.buffer().is_host_accessible() {
@@ -95,15 +95,18 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
 /// 2-core development machine (`zarrbuf bench-write --shards 256`, 256 MiB float32, 64³
 /// chunks, 256³ shards): staged 1.32–1.48× zarrs with zstd 1 and 1.5–1.8× uncompressed;
 /// sharded 1.1× (zstd 1) and 1.7× (uncompressed) with the shard encoder, level without it.
-fn staged_beats_direct<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>], elem: usize) -> bool {
+fn staged_beats_direct<S: ?Sized>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    dtype: DataType,
+) -> bool {
     let plain = matches!(
-        ChainPlan::new(array.codecs(), elem, array.dimensionality()),
+        ChainPlan::new(array.codecs(), dtype.size(), array.dimensionality()),
         Ok(Some(_))
     );
     let sharded_plain = || {
         matches!(
-            // Only whether it applies: the swap unit is not looked at here.
-            ShardEncoder::new(array, fill_bytes(array), elem),
+            ShardEncoder::new(array, fill_bytes(array), dtype.swap_unit()),
             Ok(Some(_))
         )
     };

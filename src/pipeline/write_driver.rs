@@ -163,7 +163,6 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 .chunks_exact(fill_encoded.len())
                 .all(|e| e == fill_encoded)
     };
-    // No more store threads than chunks: a small write need not start sixteen.
     // Whole shards of plainly encoded inner chunks are assembled here (zarrs would encode
     // each shard on one thread). Sharded arrays have no chain plan, so they never compress
     // on the device.
@@ -172,6 +171,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         Some(_) => None,
     };
     let array_shape = array.shape();
+    // No more store threads than chunks: a small write need not start sixteen.
     let stores = StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes);
     let consume = |unit: &Unit,
                    gathered: &Gathered,

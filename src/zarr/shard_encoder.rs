@@ -9,9 +9,10 @@
 //! are taken; every other shard, and a shard a write covers only in part, goes through zarrs.
 
 use super::{ChainPlan, ShardIndex, inner_chain};
+use crate::dtype::ByteOrder;
 use crate::error::Result;
 use rayon::prelude::*;
-use std::ops::Range;
+use zarrbuf_codecs::{Strided, host};
 use zarrs::array::{Array, ArrayShardedExt, CodecOptions};
 
 /// Encodes whole shards of one array.
@@ -19,8 +20,8 @@ pub(crate) struct ShardEncoder {
     index: ShardIndex,
     inner: ChainPlan,
     inner_shape: Vec<u64>,
-    /// One element of the fill value, native byte order.
-    fill: Vec<u8>,
+    /// One element of the fill value in the inner `bytes` codec's byte order.
+    stored_fill: Vec<u8>,
     elem: usize,
     /// Bytes per byte-swap unit (the element, or each half of a complex one).
     swap_unit: usize,
@@ -50,11 +51,15 @@ impl ShardEncoder {
             return Ok(None);
         };
         let index = ShardIndex::new(array, true)?;
+        let mut stored_fill = fill;
+        if inner.layout.endian != ByteOrder::native() {
+            host::byte_swap(&mut stored_fill, swap_unit)?;
+        }
         Ok(Some(ShardEncoder {
             index,
             inner,
             inner_shape: inner_shape.iter().map(|n| n.get()).collect(),
-            fill,
+            stored_fill,
             elem,
             swap_unit,
         }))
@@ -130,8 +135,9 @@ impl ShardEncoder {
         Ok(Some(shard))
     }
 
-    /// Cuts inner chunk `linear` (C order within the shard) out of `region`, fill where it
-    /// passes the region's `extent`, and encodes it; `None` when it holds only the fill value.
+    /// Cuts inner chunk `linear` (C order within the shard) out of `region` (fill where it
+    /// passes the region's `extent`) in the inner chain's byte order, and encodes it; `None`
+    /// when it holds only the fill value.
     fn encode_inner(
         &self,
         region: &[u8],
@@ -152,54 +158,57 @@ impl ShardEncoder {
         if origin.iter().zip(extent).any(|(&o, &e)| o >= e) {
             return Ok(None);
         }
-        let inside: Vec<Range<u64>> = origin
+        let inside: Vec<usize> = origin
             .iter()
             .zip(&self.inner_shape)
             .zip(extent)
-            .map(|((&o, &s), &e)| 0..(s.min(e - o)))
+            .map(|((&o, &s), &e)| s.min(e - o) as usize)
             .collect();
-        let inner_elems: u64 = self.inner_shape.iter().product();
-        let mut chunk = Vec::with_capacity(inner_elems as usize * self.elem);
-        let partial = inside
-            .iter()
-            .zip(&self.inner_shape)
-            .any(|(r, &s)| r.end != s);
-        if partial {
-            for _ in 0..inner_elems {
-                chunk.extend_from_slice(&self.fill);
+        let inner: Vec<usize> = self.inner_shape.iter().map(|&s| s as usize).collect();
+        let c_strides = |shape: &[usize]| {
+            let mut strides = vec![self.elem as isize; shape.len()];
+            for d in (0..shape.len() - 1).rev() {
+                strides[d] = strides[d + 1] * shape[d + 1] as isize;
             }
-        } else {
-            chunk.resize(inner_elems as usize * self.elem, 0);
-        }
-        // Row by row along the last dimension.
-        let run = inside[dims - 1].end as usize * self.elem;
-        let mut src_stride = vec![self.elem as u64; dims];
-        let mut dst_stride = vec![self.elem as u64; dims];
-        for d in (0..dims.saturating_sub(1)).rev() {
-            src_stride[d] = src_stride[d + 1] * extent[d + 1];
-            dst_stride[d] = dst_stride[d + 1] * self.inner_shape[d + 1];
-        }
-        let rows: u64 = inside[..dims - 1].iter().map(|r| r.end).product();
-        let mut at = vec![0u64; dims];
-        for _ in 0..rows {
-            let src: u64 = (0..dims).map(|d| (origin[d] + at[d]) * src_stride[d]).sum();
-            let dst: u64 = (0..dims).map(|d| at[d] * dst_stride[d]).sum();
-            let (src, dst) = (src as usize, dst as usize);
-            chunk[dst..dst + run].copy_from_slice(&region[src..src + run]);
-            for d in (0..dims - 1).rev() {
-                at[d] += 1;
-                if at[d] < inside[d].end {
-                    break;
-                }
-                at[d] = 0;
-            }
-        }
-        if !store_empty && chunk.chunks_exact(self.elem).all(|e| e == self.fill) {
-            return Ok(None);
-        }
-        if self.inner.layout.endian != crate::dtype::ByteOrder::native() {
-            zarrbuf_codecs::host::byte_swap(&mut chunk, self.swap_unit)
+            strides
+        };
+        let src_strides = c_strides(&extent.iter().map(|&e| e as usize).collect::<Vec<_>>());
+        let dst_strides = c_strides(&inner);
+        let dst_view = Strided {
+            offset: 0,
+            strides: &dst_strides,
+        };
+        let mut chunk = vec![0u8; inner.iter().product::<usize>() * self.elem];
+        if inside != inner {
+            host::fill(&mut chunk, dst_view, &inner, &self.stored_fill)
                 .map_err(|e| e.to_string())?;
+        }
+        let src_offset: isize = origin
+            .iter()
+            .zip(&src_strides)
+            .map(|(&o, &s)| o as isize * s)
+            .sum();
+        // Cut out and byte-swapped to the inner `bytes` codec's order in one pass.
+        let swap = if self.inner.layout.endian == ByteOrder::native() {
+            0
+        } else {
+            self.swap_unit
+        };
+        host::strided_copy_slices(
+            region,
+            Strided {
+                offset: src_offset as usize,
+                strides: &src_strides,
+            },
+            &mut chunk,
+            dst_view,
+            &inside,
+            self.elem,
+            swap,
+        )
+        .map_err(|e| e.to_string())?;
+        if !store_empty && chunk.chunks_exact(self.elem).all(|e| e == self.stored_fill) {
+            return Ok(None);
         }
         self.inner
             .encode_bytes(&chunk, opts)
