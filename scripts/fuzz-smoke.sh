@@ -39,6 +39,8 @@ if [ ! -f tests/fuzz/Cargo.lock ] && [ -f Cargo.lock ]; then
 fi
 
 export CARGO_PROFILE_RELEASE_OPT_LEVEL=1
+# Line tables are enough for a crash's backtrace; full debug info made each target ~110 MB.
+export CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
 build_flags=(--fuzz-dir tests/fuzz --release --debug-assertions --codegen-units 16
     --sanitizer "${FUZZ_SANITIZER:-none}")
 
