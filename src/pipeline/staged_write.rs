@@ -7,6 +7,11 @@
 //! into batches instead and compressed on the device ([`CompressBatches`]); only their
 //! compressed bytes (and for zlib the Adler-32 piece sums) come back to host memory, and the
 //! workers frame and store them.
+//!
+//! With the host "device" ([`crate::device::HostOps`]) every device step runs at once on the
+//! thread that queues it, so the general route would gather into scratch and copy it into
+//! staging, both on the one coordinating thread. Host writes instead have each worker gather
+//! its chunk straight into its slot's staging memory, in parallel, once.
 
 use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish};
@@ -15,6 +20,7 @@ use crate::device::{CompressSettings, Event, Queue};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
+use crate::place::Memory;
 use crate::zarr::EncodedLayout;
 use crate::zarr::Unit;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +67,7 @@ pub(crate) struct DeviceCompress {
 
 /// A chunk handed to the workers: its unit, slot, how it was gathered, its staged length,
 /// its compressed length (device compression), and the event after which its bytes are in
-/// host memory.
+/// host memory — or, on the host route, that the worker gathers it itself.
 struct Job {
     unit: usize,
     slot: usize,
@@ -69,6 +75,8 @@ struct Job {
     len: usize,
     compressed: Option<usize>,
     event: Event,
+    /// The worker gathers the chunk into the slot's staging memory (host route).
+    gather_on_worker: bool,
 }
 
 /// Everything a staged write needs besides the consumer.
@@ -100,6 +108,14 @@ impl StagedWrite<'_> {
             .zip(unit.origin.iter().zip(&unit.shape))
             .zip(&self.array_shape)
             .all(|((r, (&o, s)), &n)| r.start == o && r.end == (o + s.get()).min(n))
+    }
+
+    /// True when the workers gather their own chunks: the host "device", host-readable
+    /// data, and no device compressor.
+    fn gathers_on_workers(&self, data: &NDBuffer) -> bool {
+        self.device_compress.is_none()
+            && self.ops.memory() == Memory::Host
+            && data.buffer().is_host_accessible()
     }
 
     fn plan(&self, unit: &Unit) -> Gathered {
@@ -204,10 +220,19 @@ impl StagedWrite<'_> {
                             len,
                             compressed,
                             event,
+                            gather_on_worker,
                         } = job;
                         let unit = &self.units[i];
                         let result = event.wait().and_then(|()| {
-                            let bytes = slots[slot_id].staging.as_host_bytes()?;
+                            let slot = &slots[slot_id];
+                            let len = if gather_on_worker {
+                                // HostOps runs the copy now, on this thread.
+                                let queue = self.ops.default_queue();
+                                self.gather(data, &slot.staging, &queue, unit, &gathered)?
+                            } else {
+                                len
+                            };
+                            let bytes = slot.staging.as_host_bytes()?;
                             match compressed {
                                 None => consume(unit, &gathered, &bytes[..len], None),
                                 Some(n) => {
@@ -298,9 +323,11 @@ impl StagedWrite<'_> {
                 len: 0,
                 compressed: Some(c.compressed),
                 event: c.event,
+                gather_on_worker: false,
             })
             .is_ok()
         };
+        let on_workers = self.gathers_on_workers(data);
         for (i, unit) in self.units.iter().enumerate() {
             if abort.load(Ordering::Relaxed) {
                 break;
@@ -325,15 +352,30 @@ impl StagedWrite<'_> {
             };
             let slot = &slots[slot_id];
             let gathered = self.plan(unit);
+            if on_workers {
+                let job = Job {
+                    unit: i,
+                    slot: slot_id,
+                    gathered,
+                    len: 0,
+                    compressed: None,
+                    event: self.ops.record(&slot.queue)?,
+                    gather_on_worker: true,
+                };
+                if work.send(job).is_err() {
+                    break;
+                }
+                continue;
+            }
             if let (Gathered::FullChunk, Some(b)) = (&gathered, batches.as_deref_mut()) {
                 let queue = b.queue().clone();
-                let len = self.gather(data, slot, &queue, unit, &gathered)?;
+                let len = self.gather(data, &slot.scratch, &queue, unit, &gathered)?;
                 if b.push(slots, i, slot_id, len)? {
                     b.flush(slots, &mut send_compressed, &unit_error)?;
                 }
                 continue;
             }
-            let len = self.gather(data, slot, &slot.queue, unit, &gathered)?;
+            let len = self.gather(data, &slot.scratch, &slot.queue, unit, &gathered)?;
             let (scratch, staging) = (
                 slot.scratch.try_slice(..len)?,
                 slot.staging.try_slice(..len)?,
@@ -348,6 +390,7 @@ impl StagedWrite<'_> {
                 len,
                 compressed: None,
                 event,
+                gather_on_worker: false,
             };
             if work.send(job).is_err() {
                 break;
@@ -361,11 +404,12 @@ impl StagedWrite<'_> {
         Ok(())
     }
 
-    /// Enqueues on `queue` the gather of `unit` into `slot`'s scratch; returns its length.
+    /// Enqueues on `queue` the gather of `unit` into `dst` (a slot's scratch, or its staging
+    /// memory on the host route); returns its length.
     fn gather(
         &self,
         data: &NDBuffer,
-        slot: &Slot,
+        dst: &crate::buffer::Buffer,
         queue: &Queue,
         unit: &Unit,
         gathered: &Gathered,
@@ -381,7 +425,7 @@ impl StagedWrite<'_> {
         match (gathered, &self.layout) {
             (Gathered::FullChunk, Some(layout)) => {
                 let len = unit.num_elements() * elem;
-                let scratch = slot.scratch.try_slice(..len)?;
+                let scratch = dst.try_slice(..len)?;
                 if !unit.is_whole() {
                     // Padding of edge chunks holds the fill value, as zarr writers store it.
                     let mut fill = self.fill_value.clone();
@@ -425,7 +469,7 @@ impl StagedWrite<'_> {
             }
             _ => {
                 let len = region_shape.iter().product::<usize>() * elem;
-                let scratch = slot.scratch.try_slice(..len)?;
+                let scratch = dst.try_slice(..len)?;
                 let dst_strides = Order::C.strides(&region_shape, elem);
                 let swap = if data.byte_order() == ByteOrder::native() {
                     0

@@ -22,6 +22,8 @@ pub(crate) struct ShardEncoder {
     inner_shape: Vec<u64>,
     /// One element of the fill value in the inner `bytes` codec's byte order.
     stored_fill: Vec<u8>,
+    /// One element of the fill value in native byte order (the gathered region's).
+    native_fill: Vec<u8>,
     elem: usize,
     /// Bytes per byte-swap unit (the element, or each half of a complex one).
     swap_unit: usize,
@@ -51,6 +53,7 @@ impl ShardEncoder {
             return Ok(None);
         };
         let index = ShardIndex::new(array, true)?;
+        let native_fill = fill.clone();
         let mut stored_fill = fill;
         if inner.layout.endian != ByteOrder::native() {
             host::byte_swap(&mut stored_fill, swap_unit)?;
@@ -60,6 +63,7 @@ impl ShardEncoder {
             inner,
             inner_shape: inner_shape.iter().map(|n| n.get()).collect(),
             stored_fill,
+            native_fill,
             elem,
             swap_unit,
         }))
@@ -99,53 +103,123 @@ impl ShardEncoder {
             ));
         }
         let total: u64 = counts.iter().product();
+        if self.inner.chain.bytes_to_bytes_codecs().is_empty() {
+            return self.encode_uncompressed(region, extent, total, store_empty);
+        }
+        // Each task cuts its inner chunk into a buffer it reuses for the next one.
         let chunks: Vec<Option<Vec<u8>>> = (0..total)
             .into_par_iter()
-            .map(|linear| self.encode_inner(region, extent, linear, store_empty, opts))
+            .map_init(Vec::new, |cut, linear| {
+                let Some(place) = self.place(extent, linear) else {
+                    return Ok(None);
+                };
+                if !store_empty && self.holds_only_fill(region, extent, &place) {
+                    return Ok(None);
+                }
+                cut.resize(self.chunk_bytes(), 0);
+                self.cut(region, extent, &place, cut)?;
+                self.inner
+                    .encode_bytes(cut, opts)
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            })
             .collect::<std::result::Result<_, String>>()?;
-        if chunks.iter().all(Option::is_none) {
+        let sizes: Vec<Option<u64>> = chunks
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.len() as u64))
+            .collect();
+        let Some((mut shard, body_start)) = self.assemble(&sizes)? else {
+            return Ok(None);
+        };
+        let mut at = body_start;
+        for chunk in chunks.iter().flatten() {
+            shard[at..at + chunk.len()].copy_from_slice(chunk);
+            at += chunk.len();
+        }
+        Ok(Some(shard))
+    }
+
+    /// A shard whose inner chain stores chunks as they are (`bytes` alone): every stored
+    /// inner chunk has the same size, so the shard is allocated once and each inner chunk
+    /// is cut straight into its place in it, in parallel.
+    fn encode_uncompressed(
+        &self,
+        region: &[u8],
+        extent: &[u64],
+        total: u64,
+        store_empty: bool,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let places: Vec<Option<InnerPlace>> = (0..total)
+            .into_par_iter()
+            .map(|linear| {
+                self.place(extent, linear)
+                    .filter(|p| store_empty || !self.holds_only_fill(region, extent, p))
+            })
+            .collect();
+        let size = self.chunk_bytes() as u64;
+        let sizes: Vec<Option<u64>> = places.iter().map(|p| p.as_ref().map(|_| size)).collect();
+        let Some((mut shard, body_start)) = self.assemble(&sizes)? else {
+            return Ok(None);
+        };
+        let body_end = body_start + places.iter().flatten().count() * self.chunk_bytes();
+        let mut rest = &mut shard[body_start..body_end];
+        let mut jobs = Vec::with_capacity(places.len());
+        for place in places.iter().flatten() {
+            let (chunk, tail) = rest.split_at_mut(self.chunk_bytes());
+            jobs.push((place, chunk));
+            rest = tail;
+        }
+        jobs.into_par_iter()
+            .try_for_each(|(place, chunk)| self.cut(region, extent, place, chunk))?;
+        Ok(Some(shard))
+    }
+
+    /// Allocates a shard for inner chunks of `sizes` (in C order; `None`: not stored) and
+    /// writes its index; returns it with the offset where the first stored chunk goes, or
+    /// `None` when no inner chunk is stored.
+    fn assemble(
+        &self,
+        sizes: &[Option<u64>],
+    ) -> std::result::Result<Option<(Vec<u8>, usize)>, String> {
+        if sizes.iter().all(Option::is_none) {
             return Ok(None);
         }
         let index_size = self.index.encoded_size();
-        let body: u64 = chunks.iter().flatten().map(|c| c.len() as u64).sum();
-        let mut pairs = Vec::with_capacity(chunks.len() * 2);
+        let body: u64 = sizes.iter().flatten().sum();
+        let mut pairs = Vec::with_capacity(sizes.len() * 2);
         let mut offset = if self.index.at_start() { index_size } else { 0 };
-        for chunk in &chunks {
-            match chunk {
-                Some(c) => {
-                    pairs.extend([offset, c.len() as u64]);
-                    offset += c.len() as u64;
+        for size in sizes {
+            match size {
+                Some(n) => {
+                    pairs.extend([offset, *n]);
+                    offset += n;
                 }
                 None => pairs.extend([u64::MAX, u64::MAX]),
             }
         }
         let index = self.index.encode(&pairs)?;
-        let len = usize::try_from(body + index_size)
-            .map_err(|_| "the encoded shard does not fit in memory".to_string())?;
-        let mut shard = Vec::with_capacity(len);
-        if self.index.at_start() {
-            shard.extend_from_slice(&index);
-        }
-        for chunk in chunks.iter().flatten() {
-            shard.extend_from_slice(chunk);
-        }
-        if !self.index.at_start() {
-            shard.extend_from_slice(&index);
-        }
-        Ok(Some(shard))
+        let too_large = || "the encoded shard does not fit in memory".to_string();
+        let len = usize::try_from(body + index_size).map_err(|_| too_large())?;
+        let body = usize::try_from(body).map_err(|_| too_large())?;
+        let mut shard = vec![0u8; len];
+        let body_start = if self.index.at_start() {
+            shard[..index.len()].copy_from_slice(&index);
+            index.len()
+        } else {
+            shard[body..].copy_from_slice(&index);
+            0
+        };
+        Ok(Some((shard, body_start)))
     }
 
-    /// Cuts inner chunk `linear` (C order within the shard) out of `region` (fill where it
-    /// passes the region's `extent`) in the inner chain's byte order, and encodes it; `None`
-    /// when it holds only the fill value.
-    fn encode_inner(
-        &self,
-        region: &[u8],
-        extent: &[u64],
-        linear: u64,
-        store_empty: bool,
-        opts: &CodecOptions,
-    ) -> std::result::Result<Option<Vec<u8>>, String> {
+    /// Bytes of one decoded inner chunk.
+    fn chunk_bytes(&self) -> usize {
+        self.inner_shape.iter().product::<u64>() as usize * self.elem
+    }
+
+    /// Where inner chunk `linear` (C order within the shard) lies in the region of
+    /// `extent`; `None` when it lies entirely past the array's edge (never stored).
+    fn place(&self, extent: &[u64], linear: u64) -> Option<InnerPlace> {
         let counts = self.index.chunks_per_shard();
         let dims = counts.len();
         let mut origin = vec![0u64; dims];
@@ -154,36 +228,79 @@ impl ShardEncoder {
             origin[d] = (rest % counts[d]) * self.inner_shape[d];
             rest /= counts[d];
         }
-        // Entirely past the array's edge: never stored.
         if origin.iter().zip(extent).any(|(&o, &e)| o >= e) {
-            return Ok(None);
+            return None;
         }
-        let inside: Vec<usize> = origin
+        let inside = origin
             .iter()
             .zip(&self.inner_shape)
             .zip(extent)
             .map(|((&o, &s), &e)| s.min(e - o) as usize)
             .collect();
-        let inner: Vec<usize> = self.inner_shape.iter().map(|&s| s as usize).collect();
-        let c_strides = |shape: &[usize]| {
-            let mut strides = vec![self.elem as isize; shape.len()];
-            for d in (0..shape.len() - 1).rev() {
-                strides[d] = strides[d + 1] * shape[d + 1] as isize;
+        Some(InnerPlace { origin, inside })
+    }
+
+    /// Whether the part of the region an inner chunk covers holds only the fill value (the
+    /// rest of an edge chunk is fill anyway).
+    fn holds_only_fill(&self, region: &[u8], extent: &[u64], place: &InnerPlace) -> bool {
+        let strides = self.region_strides(extent);
+        let dims = place.inside.len();
+        let row = place.inside[dims - 1] * self.elem;
+        let rows: usize = place.inside[..dims - 1].iter().product();
+        let mut index = vec![0usize; dims - 1];
+        for _ in 0..rows {
+            let start: usize = place
+                .origin
+                .iter()
+                .zip(index.iter().chain(std::iter::once(&0)))
+                .zip(&strides)
+                .map(|((&o, &i), &s)| (o as usize + i) * s as usize)
+                .sum();
+            if !region[start..start + row]
+                .chunks_exact(self.elem)
+                .all(|e| e == self.native_fill)
+            {
+                return false;
             }
-            strides
-        };
-        let src_strides = c_strides(&extent.iter().map(|&e| e as usize).collect::<Vec<_>>());
-        let dst_strides = c_strides(&inner);
+            for d in (0..dims - 1).rev() {
+                index[d] += 1;
+                if index[d] < place.inside[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+        true
+    }
+
+    /// C-order byte strides of the region of `extent`.
+    fn region_strides(&self, extent: &[u64]) -> Vec<isize> {
+        let shape: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
+        crate::dtype::Order::C.strides(&shape, self.elem)
+    }
+
+    /// Cuts the inner chunk at `place` out of `region` into `chunk` (a decoded inner
+    /// chunk's size), in the inner `bytes` codec's byte order, with fill where it passes
+    /// the region's `extent`.
+    fn cut(
+        &self,
+        region: &[u8],
+        extent: &[u64],
+        place: &InnerPlace,
+        chunk: &mut [u8],
+    ) -> std::result::Result<(), String> {
+        let inner: Vec<usize> = self.inner_shape.iter().map(|&s| s as usize).collect();
+        let src_strides = self.region_strides(extent);
+        let dst_strides = crate::dtype::Order::C.strides(&inner, self.elem);
         let dst_view = Strided {
             offset: 0,
             strides: &dst_strides,
         };
-        let mut chunk = vec![0u8; inner.iter().product::<usize>() * self.elem];
-        if inside != inner {
-            host::fill(&mut chunk, dst_view, &inner, &self.stored_fill)
-                .map_err(|e| e.to_string())?;
+        if place.inside != inner {
+            host::fill(chunk, dst_view, &inner, &self.stored_fill).map_err(|e| e.to_string())?;
         }
-        let src_offset: isize = origin
+        let src_offset: isize = place
+            .origin
             .iter()
             .zip(&src_strides)
             .map(|(&o, &s)| o as isize * s)
@@ -200,19 +317,21 @@ impl ShardEncoder {
                 offset: src_offset as usize,
                 strides: &src_strides,
             },
-            &mut chunk,
+            chunk,
             dst_view,
-            &inside,
+            &place.inside,
             self.elem,
             swap,
         )
-        .map_err(|e| e.to_string())?;
-        if !store_empty && chunk.chunks_exact(self.elem).all(|e| e == self.stored_fill) {
-            return Ok(None);
-        }
-        self.inner
-            .encode_bytes(&chunk, opts)
-            .map(Some)
-            .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())
     }
+}
+
+/// Where an inner chunk lies in the gathered shard region.
+struct InnerPlace {
+    /// Element coordinates of its first element in the region.
+    origin: Vec<u64>,
+    /// How much of it lies inside the region, per dimension (less than the inner chunk at
+    /// the array's edge).
+    inside: Vec<usize>,
 }
