@@ -5,7 +5,9 @@
 //! not stored. zarr-python reads the shards written in tests/write.rs (CI).
 
 use std::sync::Arc;
-use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, WriteOptions};
+use zarrbuf::{
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, Order, PipelineMode, WriteOptions,
+};
 use zarrs::array::codec::{
     BytesCodec, Crc32cCodec, ShardingCodecBuilder, ShardingIndexLocation, ZstdCodec,
 };
@@ -141,4 +143,68 @@ fn partly_written_shards_merge_with_what_is_stored() {
         .retrieve_array_subset(&ArraySubset::new_with_ranges(&all))
         .unwrap();
     assert_eq!(back, want);
+}
+
+/// Host data is not gathered before its shards are encoded: the encoder cuts the inner
+/// chunks straight out of the caller's array, whatever its layout. Each source layout gives
+/// the same shards, byte for byte, as a C-order native source (and zarrs reads them back).
+#[test]
+fn shards_are_cut_from_sources_of_every_layout() {
+    let all = [0..SHAPE[0], 0..SHAPE[1], 0..SHAPE[2]];
+    let values = data();
+    let c_order = NDBuffer::from_vec(values.clone(), &[13, 10, 7]).unwrap();
+    let cpu = BufferPrototype::cpu();
+    // The array inside a larger one, one element in from every side.
+    let mut larger = vec![0i32; 15 * 12 * 9];
+    for (i, v) in values.iter().enumerate() {
+        let (z, y, x) = (i / 70, (i / 7) % 10, i % 7);
+        larger[((z + 1) * 12 + y + 1) * 9 + x + 1] = *v;
+    }
+    let larger = NDBuffer::from_vec(larger, &[15, 12, 9]).unwrap();
+    // The array's axes reversed in memory, viewed back in order.
+    let reversed = c_order
+        .transpose(&[2, 1, 0])
+        .unwrap()
+        .copy_to(&cpu, Order::C)
+        .unwrap();
+    let sources = [
+        ("Fortran order", c_order.copy_to(&cpu, Order::F).unwrap()),
+        (
+            "big-endian",
+            c_order.to_byte_order(zarrbuf::ByteOrder::Big).unwrap(),
+        ),
+        (
+            "a view into a larger array",
+            larger.get(&[1..14, 1..11, 1..8]).unwrap(),
+        ),
+        ("a transposed view", reversed.transpose(&[2, 1, 0]).unwrap()),
+    ];
+    let staged = WriteOptions::default().with_mode(PipelineMode::Staged);
+    for zstd in [true, false] {
+        for endian in [Endianness::Little, Endianness::Big] {
+            let reference = sharded(ShardingIndexLocation::End, true, endian, zstd);
+            reference.write_opt(&all, &c_order, &staged).unwrap();
+            for (layout, source) in &sources {
+                let what = format!("{layout}, {endian:?}, zstd={zstd}");
+                let array = sharded(ShardingIndexLocation::End, true, endian, zstd);
+                array.write_opt(&all, source, &staged).unwrap();
+                let back: Vec<i32> = array
+                    .retrieve_array_subset(&ArraySubset::new_with_ranges(&all))
+                    .unwrap();
+                assert_eq!(back, values, "{what}: zarrs reads the shards back");
+                for z in 0..2 {
+                    for y in 0..3 {
+                        for x in 0..2 {
+                            let at = [z, y, x];
+                            assert_eq!(
+                                array.retrieve_encoded_chunk(&at).unwrap(),
+                                reference.retrieve_encoded_chunk(&at).unwrap(),
+                                "{what}: shard {at:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -42,6 +42,9 @@ pub(crate) enum Gathered {
         /// The uncompressed chunk's size.
         len: usize,
     },
+    /// Not gathered: the consumer reads the unit straight from the source (host route,
+    /// units [`StagedWrite::in_place`] picks); the consumer gets no staged bytes.
+    InPlace,
 }
 
 /// Compresses (or frames) and stores one staged chunk (called on worker threads): the
@@ -98,6 +101,10 @@ pub(crate) struct StagedWrite<'a> {
     pub device_compress: Option<DeviceCompress>,
     /// The error for a unit the device compressor failed on (names the array and chunk).
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
+    /// On the host route, the units the consumer encodes straight from the source
+    /// ([`Gathered::InPlace`]): whole shards, whose encoder cuts its inner chunks out of
+    /// the caller's array itself, so gathering the shard first would only copy it.
+    pub in_place: Option<&'a (dyn Fn(&Unit) -> bool + Sync)>,
 }
 
 impl StagedWrite<'_> {
@@ -353,14 +360,19 @@ impl StagedWrite<'_> {
             let slot = &slots[slot_id];
             let gathered = self.plan(unit);
             if on_workers {
+                let in_place = self.in_place.is_some_and(|f| f(unit));
                 let job = Job {
                     unit: i,
                     slot: slot_id,
-                    gathered,
+                    gathered: if in_place {
+                        Gathered::InPlace
+                    } else {
+                        gathered
+                    },
                     len: 0,
                     compressed: None,
                     event: self.ops.record(&slot.queue)?,
-                    gather_on_worker: true,
+                    gather_on_worker: !in_place,
                 };
                 if work.send(job).is_err() {
                     break;

@@ -9,7 +9,7 @@ use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
 use crate::options::{Compress, WriteOptions};
 use crate::zarr::{
-    ChainPlan, ShardEncoder, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,
+    ChainPlan, ShardEncoder, ShardSource, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,
 };
 use std::ops::Range;
 use std::sync::{Arc, Once};
@@ -136,11 +136,35 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         _ => None,
     };
     let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
+    // Whole shards of plainly encoded inner chunks are assembled here (zarrs would encode
+    // each shard on one thread). Sharded arrays have no chain plan, so they never compress
+    // on the device.
+    let shards = match &chain {
+        None => ShardEncoder::new(array, fill_bytes(array), data.dtype().swap_unit())?,
+        Some(_) => None,
+    };
+    let array_shape = array.shape();
+    // The extent of the shard's stored part when the write covers all of it and the shard
+    // encoder takes it: the shard's first `extent[d]` elements along each dimension.
+    let whole_shard = |unit: &Unit| -> Option<Vec<u64>> {
+        let encoder = shards.as_ref()?;
+        let shape: Vec<u64> = unit.shape.iter().map(|n| n.get()).collect();
+        let covered = unit
+            .region
+            .iter()
+            .zip(unit.origin.iter().zip(&shape))
+            .zip(array_shape)
+            .all(|((r, (&o, &s)), &n)| r.start == o && r.end == o + s.min(n - o));
+        (covered && encoder.fits(&shape))
+            .then(|| unit.region.iter().map(|r| r.end - r.start).collect())
+    };
+    let in_place = |unit: &Unit| whole_shard(unit).is_some();
+    let request_start: Vec<u64> = subset.iter().map(|r| r.start).collect();
     let staged = StagedWrite {
         ops,
         units: &units,
         layout: chain.as_ref().map(|c| c.layout.clone()),
-        request_start: subset.iter().map(|r| r.start).collect(),
+        request_start: request_start.clone(),
         fill_value: fill_bytes(array),
         array_shape: array.shape().to_vec(),
         staging_bytes: opts.staging_bytes,
@@ -148,6 +172,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         progress: opts.progress.clone(),
         device_compress: compress,
         unit_error: &unit_error,
+        in_place: Some(&in_place),
     };
     // Chunks are compressed in parallel, so each codec runs single-threaded.
     let codec_opts = opts.codec_options().with_concurrent_target(1);
@@ -163,14 +188,6 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 .chunks_exact(fill_encoded.len())
                 .all(|e| e == fill_encoded)
     };
-    // Whole shards of plainly encoded inner chunks are assembled here (zarrs would encode
-    // each shard on one thread). Sharded arrays have no chain plan, so they never compress
-    // on the device.
-    let shards = match &chain {
-        None => ShardEncoder::new(array, fill_bytes(array), data.dtype().swap_unit())?,
-        Some(_) => None,
-    };
-    let array_shape = array.shape();
     // No more store threads than chunks: a small write need not start sixteen.
     let stores = StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes);
     let consume = |unit: &Unit,
@@ -213,6 +230,35 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 // the chain's crc32c appended when it has one (WriteCodec::of accepts only
                 // such chains; round trips in tests/device_compress.rs and the GPU check):
                 // a valid encoding of this chunk.
+                unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
+            }
+            (Gathered::InPlace, _) => {
+                let (Some(encoder), Some(extent)) = (&shards, whole_shard(unit)) else {
+                    return Err(chunk_error(
+                        array,
+                        &unit.indices,
+                        "a shard to encode in place that the shard encoder does not take \
+                         (internal error: please report)",
+                    ));
+                };
+                let source = data.buffer().as_host_bytes()?;
+                let offset = unit.offset_in_request(&request_start, data.offset(), data.strides());
+                let source = ShardSource {
+                    bytes: &source,
+                    offset,
+                    strides: data.strides(),
+                    swapped: data.byte_order() != ByteOrder::native(),
+                };
+                let encoded = encoder
+                    .encode_from(&source, &extent, opts.store_empty_chunks, &codec_opts)
+                    .map_err(|why| chunk_error(array, &unit.indices, why))?;
+                let Some(encoded) = encoded else {
+                    return stores.erase(&unit.indices);
+                };
+                // SAFETY: as for the gathered whole shards below: `encode_from` cuts each
+                // inner chunk out of the caller's array (its strides and byte order, read
+                // in place) exactly as `encode` cuts it from the gathered shard (both
+                // routes round trip through zarrs and zarr-python in tests/shard_encode.rs).
                 unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
             }
             (Gathered::FullChunk, Some(chain)) => {

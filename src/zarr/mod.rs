@@ -34,7 +34,7 @@ pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{
     AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
 };
-pub(crate) use shard_encoder::ShardEncoder;
+pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
 pub(crate) use store::label;
 pub use store::{DynArray, location_label, node_path, open, open_store};

@@ -1,6 +1,8 @@
 //! Encoding whole shards for the staged write pipeline: the inner chunks are cut out of the
-//! gathered shard, compressed in parallel with the inner chain's own encoders, and the shard
-//! (inner chunks and index) is assembled once.
+//! shard's source (the gathered shard, or for host data the caller's own array, read in
+//! place), compressed in parallel with the inner chain's own encoders, and the shard
+//! (inner chunks and index) is assembled once; uncompressed inner chunks are cut straight
+//! into their place in it.
 //!
 //! zarrs encodes a shard by copying each inner chunk out, encoding it and concatenating the
 //! results on the one thread that stores the shard; with few large shards (256³ float32
@@ -22,8 +24,9 @@ pub(crate) struct ShardEncoder {
     inner_shape: Vec<u64>,
     /// One element of the fill value in the inner `bytes` codec's byte order.
     stored_fill: Vec<u8>,
-    /// One element of the fill value in native byte order (the gathered region's).
+    /// One element of the fill value in native byte order, and byte-swapped.
     native_fill: Vec<u8>,
+    swapped_fill: Vec<u8>,
     elem: usize,
     /// Bytes per byte-swap unit (the element, or each half of a complex one).
     swap_unit: usize,
@@ -54,6 +57,8 @@ impl ShardEncoder {
         };
         let index = ShardIndex::new(array, true)?;
         let native_fill = fill.clone();
+        let mut swapped_fill = fill.clone();
+        host::byte_swap(&mut swapped_fill, swap_unit)?;
         let mut stored_fill = fill;
         if inner.layout.endian != ByteOrder::native() {
             host::byte_swap(&mut stored_fill, swap_unit)?;
@@ -64,6 +69,7 @@ impl ShardEncoder {
             inner_shape: inner_shape.iter().map(|n| n.get()).collect(),
             stored_fill,
             native_fill,
+            swapped_fill,
             elem,
             swap_unit,
         }))
@@ -102,6 +108,35 @@ impl ShardEncoder {
                 self.elem
             ));
         }
+        let shape: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
+        let strides = crate::dtype::Order::C.strides(&shape, self.elem);
+        let source = ShardSource {
+            bytes: region,
+            offset: 0,
+            strides: &strides,
+            swapped: false,
+        };
+        self.encode_from(&source, extent, store_empty, opts)
+    }
+
+    /// Encodes a shard whose stored part (its first `extent[d]` elements along each
+    /// dimension) is read from `source`, as [`ShardEncoder::encode`] does.
+    pub(crate) fn encode_from(
+        &self,
+        source: &ShardSource<'_>,
+        extent: &[u64],
+        store_empty: bool,
+        opts: &CodecOptions,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let counts = self.index.chunks_per_shard();
+        if extent.len() != counts.len() || source.strides.len() != counts.len() {
+            return Err(format!(
+                "a shard source of {} dimensions for a shard region of {extent:?} \
+                 (internal error: please report)",
+                source.strides.len()
+            ));
+        }
+        let region = source;
         let total: u64 = counts.iter().product();
         if self.inner.chain.bytes_to_bytes_codecs().is_empty() {
             return self.encode_uncompressed(region, extent, total, store_empty);
@@ -109,15 +144,15 @@ impl ShardEncoder {
         // Each task cuts its inner chunk into a buffer it reuses for the next one.
         let chunks: Vec<Option<Vec<u8>>> = (0..total)
             .into_par_iter()
-            .map_init(Vec::new, |cut, linear| {
+            .map_init(Vec::new, |cut: &mut Vec<u8>, linear| {
                 let Some(place) = self.place(extent, linear) else {
                     return Ok(None);
                 };
-                if !store_empty && self.holds_only_fill(region, extent, &place) {
+                if !store_empty && self.holds_only_fill(region, &place) {
                     return Ok(None);
                 }
                 cut.resize(self.chunk_bytes(), 0);
-                self.cut(region, extent, &place, cut)?;
+                self.cut(region, &place, cut)?;
                 self.inner
                     .encode_bytes(cut, opts)
                     .map(Some)
@@ -144,7 +179,7 @@ impl ShardEncoder {
     /// is cut straight into its place in it, in parallel.
     fn encode_uncompressed(
         &self,
-        region: &[u8],
+        region: &ShardSource<'_>,
         extent: &[u64],
         total: u64,
         store_empty: bool,
@@ -153,7 +188,7 @@ impl ShardEncoder {
             .into_par_iter()
             .map(|linear| {
                 self.place(extent, linear)
-                    .filter(|p| store_empty || !self.holds_only_fill(region, extent, p))
+                    .filter(|p| store_empty || !self.holds_only_fill(region, p))
             })
             .collect();
         let size = self.chunk_bytes() as u64;
@@ -170,7 +205,7 @@ impl ShardEncoder {
             rest = tail;
         }
         jobs.into_par_iter()
-            .try_for_each(|(place, chunk)| self.cut(region, extent, place, chunk))?;
+            .try_for_each(|(place, chunk)| self.cut(region, place, chunk))?;
         Ok(Some(shard))
     }
 
@@ -240,26 +275,39 @@ impl ShardEncoder {
         Some(InnerPlace { origin, inside })
     }
 
-    /// Whether the part of the region an inner chunk covers holds only the fill value (the
+    /// Whether the part of the source an inner chunk covers holds only the fill value (the
     /// rest of an edge chunk is fill anyway).
-    fn holds_only_fill(&self, region: &[u8], extent: &[u64], place: &InnerPlace) -> bool {
-        let strides = self.region_strides(extent);
+    fn holds_only_fill(&self, source: &ShardSource<'_>, place: &InnerPlace) -> bool {
+        let fill = if source.swapped {
+            &self.swapped_fill
+        } else {
+            &self.native_fill
+        };
         let dims = place.inside.len();
-        let row = place.inside[dims - 1] * self.elem;
+        let (last, step) = (place.inside[dims - 1], source.strides[dims - 1]);
         let rows: usize = place.inside[..dims - 1].iter().product();
         let mut index = vec![0usize; dims - 1];
         for _ in 0..rows {
-            let start: usize = place
+            let start = place
                 .origin
                 .iter()
                 .zip(index.iter().chain(std::iter::once(&0)))
-                .zip(&strides)
-                .map(|((&o, &i), &s)| (o as usize + i) * s as usize)
-                .sum();
-            if !region[start..start + row]
-                .chunks_exact(self.elem)
-                .all(|e| e == self.native_fill)
-            {
+                .zip(source.strides)
+                .fold(source.offset as isize, |at, ((&o, &i), &s)| {
+                    at + (o as usize + i) as isize * s
+                });
+            let uniform = if step == self.elem as isize {
+                let row = start as usize..start as usize + last * self.elem;
+                source.bytes[row]
+                    .chunks_exact(self.elem)
+                    .all(|e| e == fill.as_slice())
+            } else {
+                (0..last).all(|k| {
+                    let at = (start + k as isize * step) as usize;
+                    source.bytes[at..at + self.elem] == fill[..]
+                })
+            };
+            if !uniform {
                 return false;
             }
             for d in (0..dims - 1).rev() {
@@ -273,24 +321,16 @@ impl ShardEncoder {
         true
     }
 
-    /// C-order byte strides of the region of `extent`.
-    fn region_strides(&self, extent: &[u64]) -> Vec<isize> {
-        let shape: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
-        crate::dtype::Order::C.strides(&shape, self.elem)
-    }
-
-    /// Cuts the inner chunk at `place` out of `region` into `chunk` (a decoded inner
+    /// Cuts the inner chunk at `place` out of `source` into `chunk` (a decoded inner
     /// chunk's size), in the inner `bytes` codec's byte order, with fill where it passes
-    /// the region's `extent`.
+    /// the shard's stored extent.
     fn cut(
         &self,
-        region: &[u8],
-        extent: &[u64],
+        source: &ShardSource<'_>,
         place: &InnerPlace,
         chunk: &mut [u8],
     ) -> std::result::Result<(), String> {
         let inner: Vec<usize> = self.inner_shape.iter().map(|&s| s as usize).collect();
-        let src_strides = self.region_strides(extent);
         let dst_strides = crate::dtype::Order::C.strides(&inner, self.elem);
         let dst_view = Strided {
             offset: 0,
@@ -299,23 +339,24 @@ impl ShardEncoder {
         if place.inside != inner {
             host::fill(chunk, dst_view, &inner, &self.stored_fill).map_err(|e| e.to_string())?;
         }
-        let src_offset: isize = place
+        let src_offset = place
             .origin
             .iter()
-            .zip(&src_strides)
-            .map(|(&o, &s)| o as isize * s)
-            .sum();
+            .zip(source.strides)
+            .fold(source.offset as isize, |at, (&o, &s)| at + o as isize * s);
         // Cut out and byte-swapped to the inner `bytes` codec's order in one pass.
-        let swap = if self.inner.layout.endian == ByteOrder::native() {
+        let source_native = !source.swapped;
+        let stored_native = self.inner.layout.endian == ByteOrder::native();
+        let swap = if source_native == stored_native {
             0
         } else {
             self.swap_unit
         };
         host::strided_copy_slices(
-            region,
+            source.bytes,
             Strided {
                 offset: src_offset as usize,
-                strides: &src_strides,
+                strides: source.strides,
             },
             chunk,
             dst_view,
@@ -327,7 +368,17 @@ impl ShardEncoder {
     }
 }
 
-/// Where an inner chunk lies in the gathered shard region.
+/// Where a shard's stored part is read from: `bytes`, with the shard's first element at
+/// byte `offset` and `strides` (bytes, per dimension; any sign) between elements, which
+/// are byte-swapped from native order when `swapped`.
+pub(crate) struct ShardSource<'a> {
+    pub bytes: &'a [u8],
+    pub offset: usize,
+    pub strides: &'a [isize],
+    pub swapped: bool,
+}
+
+/// Where an inner chunk lies in the shard's stored part.
 struct InnerPlace {
     /// Element coordinates of its first element in the region.
     origin: Vec<u64>,
