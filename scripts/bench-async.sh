@@ -67,6 +67,8 @@ a[...] = data
 PY
 done
 source <(bash scripts/start-test-servers.sh)
+# A server left running would take CPU from every later measurement.
+trap 'kill $ZARRBUF_TEST_SERVER_PIDS 2>/dev/null || true' EXIT
 .venv/bin/python - "$ZARRBUF_TEST_S3_ENDPOINT" "$dir" "$mib" $variants <<'PY'
 import os, sys, boto3
 endpoint, root, mib, variants = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -86,6 +88,19 @@ echo "($(uptime | sed 's/.*load/load/'))"
 results=$(mktemp)
 # One reader's median GB/s: `bench` (or the limit's × cores figure) prints it.
 gbps() { sed -n 's/.*median \([0-9.]*\) GB\/s.*= \([0-9.]*\) GB\/s.*/\2/p; t; s/.*median \([0-9.]*\) GB\/s.*/\1/p'; }
+# The S3 server (Python) goes on using CPU for a while after a reader is done with it: wait
+# until its CPU time stops growing (at most 30 s), so it does not slow the next reader.
+s3_pid=${ZARRBUF_TEST_SERVER_PIDS%% *}
+server_settles() {
+    local before after
+    for _ in $(seq 60); do
+        before=$(awk '{print $14 + $15}' "/proc/$s3_pid/stat" 2>/dev/null || echo 0)
+        sleep 0.5
+        after=$(awk '{print $14 + $15}' "/proc/$s3_pid/stat" 2>/dev/null || echo 0)
+        [ "$before" = "$after" ] && return 0
+    done
+}
+server_settles  # after the uploads
 for round in $(seq "$rounds"); do
     for v in $variants; do
         store="$dir/$v-${mib}MiB.zarr"
@@ -93,6 +108,7 @@ for round in $(seq "$rounds"); do
         echo "$v sync $round $("$ZARRBUF_BIN" bench "$store" --reps "$reps" | gbps)" >>"$results"
         echo "$v async-file $round $("$ZARRBUF_BIN" bench "$store" --reps "$reps" --async | gbps)" >>"$results"
         echo "$v async-s3 $round $("$ZARRBUF_BIN" bench "s3://bench/$v.zarr" --reps "$reps" | gbps)" >>"$results"
+        server_settles
         case $v in
         zstd1 | blosc-lz4-shuffle)
             echo "$v limit $round $("$limit_bin" "$store" --reps "$reps" --cores "$cores" | gbps)" >>"$results"

@@ -3,8 +3,9 @@
 # for them (use: `source <(bash scripts/start-test-servers.sh)`):
 #   - a real S3-protocol server (moto_server from the repo's .venv) → ZARRBUF_TEST_S3_ENDPOINT
 #   - a static HTTP server with byte ranges over fixtures/data → ZARRBUF_TEST_HTTP_URL
-# The servers run in the background until the shell session ends; their logs go to
-# target/test-servers/.
+# The servers run in the background until they are stopped (`kill $ZARRBUF_TEST_SERVER_PIDS`,
+# as benchmark scripts do on exit, so a server left behind does not take CPU from the next
+# measurement); their logs go to target/test-servers/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$root/.venv/bin/python"
@@ -16,8 +17,10 @@ free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)
 
 s3_port=$(free_port)
 nohup "$root/.venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" >"$logs/moto.log" 2>&1 &
+pids="$!"
 http_port=$(free_port)
 nohup "$py" "$root/scripts/http_range_server.py" --bind 127.0.0.1 --directory "$root/fixtures/data" "$http_port" >"$logs/http.log" 2>&1 &
+pids="$pids $!"
 
 wait_for() {
     for _ in $(seq 1 100); do
@@ -31,4 +34,5 @@ wait_for "http://127.0.0.1:$s3_port/moto-api/"
 wait_for "http://127.0.0.1:$http_port/"
 echo "export ZARRBUF_TEST_S3_ENDPOINT=http://127.0.0.1:$s3_port"
 echo "export ZARRBUF_TEST_HTTP_URL=http://127.0.0.1:$http_port"
+echo "export ZARRBUF_TEST_SERVER_PIDS='$pids'"
 echo "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1"
