@@ -281,18 +281,9 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                     .zip(&unit.origin)
                     .map(|(r, o)| r.start - o..r.end - o)
                     .collect();
-                let shape: Vec<u64> = unit.shape.iter().map(|n| n.get()).collect();
-                // The write covers all of the shard that lies inside the array.
-                let whole = local
-                    .iter()
-                    .zip(unit.origin.iter().zip(&shape))
-                    .zip(array_shape)
-                    .all(|((r, (&o, &s)), &n)| r.start == 0 && r.end == s.min(n - o));
-                if let Some(encoder) = &shards
-                    && whole
-                    && encoder.fits(&shape)
-                {
-                    let extent: Vec<u64> = local.iter().map(|r| r.end).collect();
+                // Off the host route (device data) a whole shard is gathered into its slot
+                // first, and encoded from there.
+                if let (Some(encoder), Some(extent)) = (&shards, whole_shard(unit)) {
                     let encoded = encoder
                         .encode(bytes, &extent, opts.store_empty_chunks, &codec_opts)
                         .map_err(|why| chunk_error(array, &unit.indices, why))?;
@@ -356,11 +347,14 @@ mod tests {
         chunks: AtomicUsize,
         formats: Mutex<Vec<Compressor>>,
         fail_marker: Option<u32>,
+        /// The memory it says it is: anything but `Host` sends a write down the general
+        /// (device) route, gather into scratch and copy into staging, as on a GPU.
+        reports: Memory,
     }
 
     impl DeviceOps for Counting {
         fn memory(&self) -> Memory {
-            self.host.memory()
+            self.reports
         }
         fn alloc(&self, len: usize) -> Result<Region> {
             self.host.alloc(len)
@@ -501,6 +495,7 @@ mod tests {
             chunks: AtomicUsize::new(0),
             formats: Mutex::new(Vec::new()),
             fail_marker,
+            reports: Memory::Host,
         })
     }
 
@@ -678,5 +673,48 @@ mod tests {
                 assert!(stored.is_none(), "the failed chunk was stored");
             }
         }
+    }
+
+    /// Whole shards take the shard encoder on both routes: cut in place from host data, and
+    /// gathered into a slot first on the device route. Both give the same shards, which
+    /// zarrs reads back.
+    #[test]
+    fn whole_shards_are_encoded_alike_on_the_host_and_device_routes() {
+        let nz = |n: u64| std::num::NonZeroU64::new(n).unwrap();
+        let sharded = || {
+            let mut sharding = zarrs::array::codec::ShardingCodecBuilder::new(
+                vec![nz(4), nz(5)],
+                &data_type::uint32(),
+            );
+            sharding.bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(
+                3, false,
+            ))]);
+            let array = ArrayBuilder::new(vec![30, 20], vec![8, 10], data_type::uint32(), 0u32)
+                .array_to_bytes_codec(sharding.build_arc())
+                .build(Arc::new(MemoryStore::new()), "/s")
+                .unwrap();
+            array.store_metadata().unwrap();
+            array
+        };
+        let values: Vec<u32> = (0..600).map(|i| i * 7 + 1).collect();
+        let data = NDBuffer::from_vec(values.clone(), &[30, 20]).unwrap();
+        let all = [0..30u64, 0..20];
+        let mut written = Vec::new();
+        for reports in [Memory::Host, Memory::Pinned(0)] {
+            let array = sharded();
+            let mut ops = counting(None);
+            Arc::get_mut(&mut ops).unwrap().reports = reports;
+            write_staged_on(ops, &array, &array, &all, &data, &opts(Compress::Cpu)).unwrap();
+            let back: Vec<u32> = array
+                .retrieve_array_subset(&ArraySubset::new_with_ranges(&all))
+                .unwrap();
+            assert_eq!(back, values, "{reports:?}");
+            let shards: Vec<_> = (0..4u64)
+                .flat_map(|y| (0..2u64).map(move |x| [y, x]))
+                .map(|at| array.retrieve_encoded_chunk(&at).unwrap())
+                .collect();
+            written.push(shards);
+        }
+        assert_eq!(written[0], written[1], "the two routes' shards differ");
     }
 }
