@@ -14,9 +14,11 @@ use zarrs::storage::ReadableWritableStorageTraits;
 
 /// Writing zarrbuf buffers into zarrs arrays: an extension trait on `zarrs::array::Array`.
 ///
-/// Host data spanning several chunks (shards) of a chain zarrbuf encodes itself is gathered,
-/// compressed and stored by the staged write pipeline on the host: the workers compress
-/// while store threads wait on the store. Other host data is handed to zarrs without copies.
+/// Host data spanning several chunks (shards) of a chain zarrbuf encodes itself goes through
+/// the staged write pipeline on the host: each worker gathers a chunk and compresses it
+/// while store threads wait on the store; whole shards are not gathered at all, their inner
+/// chunks are cut straight out of the caller's array. Other host data is handed to zarrs
+/// without copies.
 /// Device data is gathered, transposed and byte-swapped on the device, copied into pinned
 /// staging, then compressed and stored on the CPU (or compressed on the device, see
 /// `Compress`). Chunks partly covered by the subset are read, merged and written back. Each
