@@ -22,8 +22,6 @@ pub(crate) struct ShardEncoder {
     index: ShardIndex,
     inner: ChainPlan,
     inner_shape: Vec<u64>,
-    /// One element of the fill value in the inner `bytes` codec's byte order.
-    stored_fill: Vec<u8>,
     /// One element of the fill value in native byte order, and byte-swapped.
     native_fill: Vec<u8>,
     swapped_fill: Vec<u8>,
@@ -56,18 +54,13 @@ impl ShardEncoder {
             return Ok(None);
         };
         let index = ShardIndex::new(array, true)?;
-        let native_fill = fill.clone();
         let mut swapped_fill = fill.clone();
+        let native_fill = fill;
         host::byte_swap(&mut swapped_fill, swap_unit)?;
-        let mut stored_fill = fill;
-        if inner.layout.endian != ByteOrder::native() {
-            host::byte_swap(&mut stored_fill, swap_unit)?;
-        }
         Ok(Some(ShardEncoder {
             index,
             inner,
             inner_shape: inner_shape.iter().map(|n| n.get()).collect(),
-            stored_fill,
             native_fill,
             swapped_fill,
             elem,
@@ -136,10 +129,9 @@ impl ShardEncoder {
                 source.strides.len()
             ));
         }
-        let region = source;
         let total: u64 = counts.iter().product();
         if self.inner.chain.bytes_to_bytes_codecs().is_empty() {
-            return self.encode_uncompressed(region, extent, total, store_empty);
+            return self.encode_uncompressed(source, extent, total, store_empty);
         }
         // Each task cuts its inner chunk into a buffer it reuses for the next one.
         let chunks: Vec<Option<Vec<u8>>> = (0..total)
@@ -148,11 +140,11 @@ impl ShardEncoder {
                 let Some(place) = self.place(extent, linear) else {
                     return Ok(None);
                 };
-                if !store_empty && self.holds_only_fill(region, &place) {
+                if !store_empty && self.holds_only_fill(source, &place)? {
                     return Ok(None);
                 }
                 cut.resize(self.chunk_bytes(), 0);
-                self.cut(region, &place, cut)?;
+                self.cut(source, &place, cut)?;
                 self.inner
                     .encode_bytes(cut, opts)
                     .map(Some)
@@ -179,18 +171,18 @@ impl ShardEncoder {
     /// is cut straight into its place in it, in parallel.
     fn encode_uncompressed(
         &self,
-        region: &ShardSource<'_>,
+        source: &ShardSource<'_>,
         extent: &[u64],
         total: u64,
         store_empty: bool,
     ) -> std::result::Result<Option<Vec<u8>>, String> {
         let places: Vec<Option<InnerPlace>> = (0..total)
             .into_par_iter()
-            .map(|linear| {
-                self.place(extent, linear)
-                    .filter(|p| store_empty || !self.holds_only_fill(region, p))
+            .map(|linear| match self.place(extent, linear) {
+                Some(p) if !store_empty && self.holds_only_fill(source, &p)? => Ok(None),
+                place => Ok(place),
             })
-            .collect();
+            .collect::<std::result::Result<_, String>>()?;
         let size = self.chunk_bytes() as u64;
         let sizes: Vec<Option<u64>> = places.iter().map(|p| p.as_ref().map(|_| size)).collect();
         let Some((mut shard, body_start)) = self.assemble(&sizes)? else {
@@ -205,7 +197,7 @@ impl ShardEncoder {
             rest = tail;
         }
         jobs.into_par_iter()
-            .try_for_each(|(place, chunk)| self.cut(region, place, chunk))?;
+            .try_for_each(|(place, chunk)| self.cut(source, place, chunk))?;
         Ok(Some(shard))
     }
 
@@ -277,48 +269,18 @@ impl ShardEncoder {
 
     /// Whether the part of the source an inner chunk covers holds only the fill value (the
     /// rest of an edge chunk is fill anyway).
-    fn holds_only_fill(&self, source: &ShardSource<'_>, place: &InnerPlace) -> bool {
+    fn holds_only_fill(
+        &self,
+        source: &ShardSource<'_>,
+        place: &InnerPlace,
+    ) -> std::result::Result<bool, String> {
         let fill = if source.swapped {
             &self.swapped_fill
         } else {
             &self.native_fill
         };
-        let dims = place.inside.len();
-        let (last, step) = (place.inside[dims - 1], source.strides[dims - 1]);
-        let rows: usize = place.inside[..dims - 1].iter().product();
-        let mut index = vec![0usize; dims - 1];
-        for _ in 0..rows {
-            let start = place
-                .origin
-                .iter()
-                .zip(index.iter().chain(std::iter::once(&0)))
-                .zip(source.strides)
-                .fold(source.offset as isize, |at, ((&o, &i), &s)| {
-                    at + (o as usize + i) as isize * s
-                });
-            let uniform = if step == self.elem as isize {
-                let row = start as usize..start as usize + last * self.elem;
-                source.bytes[row]
-                    .chunks_exact(self.elem)
-                    .all(|e| e == fill.as_slice())
-            } else {
-                (0..last).all(|k| {
-                    let at = (start + k as isize * step) as usize;
-                    source.bytes[at..at + self.elem] == fill[..]
-                })
-            };
-            if !uniform {
-                return false;
-            }
-            for d in (0..dims - 1).rev() {
-                index[d] += 1;
-                if index[d] < place.inside[d] {
-                    break;
-                }
-                index[d] = 0;
-            }
-        }
-        true
+        host::all_equal(source.bytes, source.at(place), &place.inside, fill)
+            .map_err(|e| e.to_string())
     }
 
     /// Cuts the inner chunk at `place` out of `source` into `chunk` (a decoded inner
@@ -336,17 +298,17 @@ impl ShardEncoder {
             offset: 0,
             strides: &dst_strides,
         };
+        let stored_native = self.inner.layout.endian == ByteOrder::native();
         if place.inside != inner {
-            host::fill(chunk, dst_view, &inner, &self.stored_fill).map_err(|e| e.to_string())?;
+            let stored_fill = if stored_native {
+                &self.native_fill
+            } else {
+                &self.swapped_fill
+            };
+            host::fill(chunk, dst_view, &inner, stored_fill).map_err(|e| e.to_string())?;
         }
-        let src_offset = place
-            .origin
-            .iter()
-            .zip(source.strides)
-            .fold(source.offset as isize, |at, (&o, &s)| at + o as isize * s);
         // Cut out and byte-swapped to the inner `bytes` codec's order in one pass.
         let source_native = !source.swapped;
-        let stored_native = self.inner.layout.endian == ByteOrder::native();
         let swap = if source_native == stored_native {
             0
         } else {
@@ -354,10 +316,7 @@ impl ShardEncoder {
         };
         host::strided_copy_slices(
             source.bytes,
-            Strided {
-                offset: src_offset as usize,
-                strides: source.strides,
-            },
+            source.at(place),
             chunk,
             dst_view,
             &place.inside,
@@ -376,6 +335,21 @@ pub(crate) struct ShardSource<'a> {
     pub offset: usize,
     pub strides: &'a [isize],
     pub swapped: bool,
+}
+
+impl<'a> ShardSource<'a> {
+    /// The view of the source that starts at an inner chunk's first element.
+    fn at(&self, place: &InnerPlace) -> Strided<'a> {
+        let offset = place
+            .origin
+            .iter()
+            .zip(self.strides)
+            .fold(self.offset as isize, |at, (&o, &s)| at + o as isize * s);
+        Strided {
+            offset: offset as usize,
+            strides: self.strides,
+        }
+    }
 }
 
 /// Where an inner chunk lies in the shard's stored part.
