@@ -70,7 +70,7 @@ pub(crate) struct DeviceCompress {
 
 /// A chunk handed to the workers: its unit, slot, how it was gathered, its staged length,
 /// its compressed length (device compression), and the event after which its bytes are in
-/// host memory — or, on the host route, that the worker gathers it itself.
+/// host memory. On the host route the worker gathers it itself (`len` is then unused).
 struct Job {
     unit: usize,
     slot: usize,
@@ -78,8 +78,6 @@ struct Job {
     len: usize,
     compressed: Option<usize>,
     event: Event,
-    /// The worker gathers the chunk into the slot's staging memory (host route).
-    gather_on_worker: bool,
 }
 
 /// Everything a staged write needs besides the consumer.
@@ -207,6 +205,7 @@ impl StagedWrite<'_> {
             bytes_done: 0,
         });
         let workers = self.threads.clamp(1, slots.len());
+        let on_workers = self.gathers_on_workers(data);
         let elem = data.dtype().size();
 
         std::thread::scope(|scope| {
@@ -227,12 +226,13 @@ impl StagedWrite<'_> {
                             len,
                             compressed,
                             event,
-                            gather_on_worker,
                         } = job;
                         let unit = &self.units[i];
                         let result = event.wait().and_then(|()| {
                             let slot = &slots[slot_id];
-                            let len = if gather_on_worker {
+                            let gather_here =
+                                on_workers && !matches!(gathered, Gathered::InPlace);
+                            let len = if gather_here {
                                 // HostOps runs the copy now, on this thread.
                                 let queue = self.ops.default_queue();
                                 self.gather(data, &slot.staging, &queue, unit, &gathered)?
@@ -330,10 +330,11 @@ impl StagedWrite<'_> {
                 len: 0,
                 compressed: Some(c.compressed),
                 event: c.event,
-                gather_on_worker: false,
             })
             .is_ok()
         };
+        // As the workers decide it: on the host route they gather every chunk not sent to
+        // them as `Gathered::InPlace`.
         let on_workers = self.gathers_on_workers(data);
         for (i, unit) in self.units.iter().enumerate() {
             if abort.load(Ordering::Relaxed) {
@@ -372,7 +373,6 @@ impl StagedWrite<'_> {
                     len: 0,
                     compressed: None,
                     event: self.ops.record(&slot.queue)?,
-                    gather_on_worker: !in_place,
                 };
                 if work.send(job).is_err() {
                     break;
@@ -402,7 +402,6 @@ impl StagedWrite<'_> {
                 len,
                 compressed: None,
                 event,
-                gather_on_worker: false,
             };
             if work.send(job).is_err() {
                 break;
