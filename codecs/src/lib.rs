@@ -16,6 +16,10 @@
 //! * **byte swap**: in place, contiguous (the `bytes` codec on a whole chunk);
 //! * **permute**: transpose of a C-contiguous block (the `transpose` codec).
 //!
+//! One more runs on the host only: **all equal** (`host::all_equal`), the read-only twin of
+//! fill, with which writes find chunks of only the fill value in host data without copying
+//! them.
+//!
 //! Layouts are described by [`Strided`] views over byte regions; every view is checked against
 //! its region with [`check_extent`] before any byte is touched, so bad input returns
 //! [`CodecError::InvalidLayout`] instead of reading or writing out of bounds.
