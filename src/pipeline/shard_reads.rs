@@ -439,11 +439,21 @@ impl ShardReads {
             };
             if all_taken {
                 lock(&self.flights).remove(&key);
-                let _ = self
-                    .alive
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
-                        Some(a.saturating_sub(bytes.len() as u64))
-                    });
+                // A compare-exchange loop rather than `fetch_update`, which nightly
+                // deprecates in favour of a `try_update` stable does not have yet.
+                let mut alive = self.alive.load(Ordering::Relaxed);
+                loop {
+                    let left = alive.saturating_sub(bytes.len() as u64);
+                    match self.alive.compare_exchange_weak(
+                        alive,
+                        left,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => break,
+                        Err(now) => alive = now,
+                    }
+                }
             }
         }
         let want = group.end - group.start;
