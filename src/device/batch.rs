@@ -23,6 +23,16 @@ pub(crate) enum Compression {
 }
 
 impl Compression {
+    /// The largest chunk nvCOMP decompresses in this format
+    /// (`nvcomp{Zstd,Deflate,LZ4}DecompressionMaxAllowedChunkSize` in its headers: zstd
+    /// 2 GiB − 1 bytes, DEFLATE and LZ4 4 GiB − 1); reads of larger chunks decode on the CPU.
+    pub(crate) fn max_chunk_bytes(self) -> u64 {
+        match self {
+            Compression::Zstd => (1 << 31) - 1,
+            Compression::Deflate | Compression::Lz4 => (1 << 32) - 1,
+        }
+    }
+
     /// nvCOMP's alignment for every buffer of a batched decompression in this format
     /// (`nvcomp*RequiredDecompressionAlignment` in its headers: zstd 8, LZ4 and DEFLATE 4).
     pub(crate) fn required_alignment(self) -> usize {

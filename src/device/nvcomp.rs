@@ -1,10 +1,12 @@
 //! nvCOMP, NVIDIA's GPU (de)compression library, loaded at run time.
 //!
-//! zarrbuf never bundles nvCOMP and never needs it to build: it opens `libnvcomp.so.6` (or
-//! `.so.5`) the first time a read asks for GPU decompression, declares the few batched C
-//! functions it calls (from the headers of the `nvidia-libnvcomp-cu13` wheel, nvCOMP 6), and
-//! reads on without it — decoding on the CPU — when it is absent. Writes may compress with
-//! it too (nvCOMP 6's batched compressors; older libraries only decompress). Where it looks, in order:
+//! zarrbuf never bundles nvCOMP and never needs it to build: it opens `libnvcomp.so.6` the
+//! first time a read asks for GPU decompression, declares the few batched C functions it
+//! calls (from the headers of the `nvidia-libnvcomp-cu13` wheel, nvCOMP 6), and reads on
+//! without it — decoding on the CPU — when it is absent. Writes may compress with it too.
+//! Before resolving any function it asks the library its version and takes only nvCOMP 6:
+//! other major versions export the same names with other parameters, so a call through
+//! these declarations would be undefined behaviour. Where it looks, in order:
 //! `ZARRBUF_NVCOMP` (a path to the library), the dynamic loader's own search
 //! (`LD_LIBRARY_PATH`, the system), then the `nvidia/libnvcomp/lib64` folder of the
 //! pip wheel under the active Python environment (`VIRTUAL_ENV`, `CONDA_PREFIX`), the
@@ -103,14 +105,37 @@ type CompressAsync = unsafe extern "C" fn(
     stream: CUstream,
 ) -> i32;
 
-/// `nvcompProperties_t` (nvcomp/shared_types.h).
+/// `nvcompProperties_t` (nvcomp/shared_types.h: `uint32_t version, cudart_version`), with
+/// room to spare: the version is asked before zarrbuf knows which nvCOMP it has loaded, and
+/// a library whose struct had grown would then write past an exact-size one.
 #[repr(C)]
 struct Properties {
     version: u32,
     cudart_version: u32,
+    spare: [u32; 14],
 }
 
 type GetProperties = unsafe extern "C" fn(properties: *mut Properties) -> i32;
+
+/// The nvCOMP major version whose headers every declaration here follows.
+const SUPPORTED_MAJOR: u32 = 6;
+
+/// Accepts `version` (`nvcompProperties_t::version`: major × 1000 + minor × 100 + patch)
+/// when it is nvCOMP 6; `Err` says what was found and what to install.
+fn check_version(version: u32, path: &str) -> std::result::Result<(), String> {
+    if version / 1000 == SUPPORTED_MAJOR {
+        return Ok(());
+    }
+    Err(format!(
+        "{path} is nvCOMP {}.{}.{}; zarrbuf calls nvCOMP {SUPPORTED_MAJOR}'s functions, which \
+         other versions declare with other parameters: install nvCOMP {SUPPORTED_MAJOR} \
+         (`pip install nvidia-libnvcomp-cu13`, or -cu12) or point ZARRBUF_NVCOMP at its \
+         libnvcomp.so.{SUPPORTED_MAJOR}",
+        version / 1000,
+        (version % 1000) / 100,
+        version % 100
+    ))
+}
 
 /// One compression format's batched compression functions (nvCOMP 6).
 #[derive(Clone, Copy)]
@@ -144,8 +169,7 @@ pub(crate) struct Nvcomp {
     pub(crate) zstd: Format,
     pub(crate) deflate: Format,
     pub(crate) lz4: Format,
-    /// The compressors, or why they cannot be used (their signatures are nvCOMP 6's: an
-    /// older library decompresses only).
+    /// The compressors, or why they cannot be used (a function missing from the library).
     compressors: std::result::Result<Compressors, String>,
     status_string: StatusString,
 }
@@ -166,9 +190,8 @@ pub fn nvcomp_library() -> Result<String> {
 }
 
 /// Where nvCOMP's batched compressors, the GPU compressor of writes
-/// ([`crate::Compress::Gpu`]), were loaded from; or why they cannot be (nvCOMP missing, or a
-/// version before 6, whose compression functions zarrbuf does not call). Loads nvCOMP on
-/// first use.
+/// ([`crate::Compress::Gpu`]), were loaded from; or why they cannot be (nvCOMP 6 missing, or
+/// its compression functions missing from it). Loads nvCOMP on first use.
 ///
 /// ```
 /// match zarrbuf::nvcomp_compression() {
@@ -195,7 +218,7 @@ fn candidates() -> Vec<PathBuf> {
         out.push(PathBuf::from(p));
         return out;
     }
-    for name in ["libnvcomp.so.6", "libnvcomp.so.5", "libnvcomp.so"] {
+    for name in ["libnvcomp.so.6", "libnvcomp.so"] {
         out.push(PathBuf::from(name));
     }
     let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
@@ -218,10 +241,8 @@ fn candidates() -> Vec<PathBuf> {
             }
             for site in ["site-packages", "dist-packages"] {
                 let lib = e.path().join(site).join("nvidia/libnvcomp/lib64");
-                for name in ["libnvcomp.so.6", "libnvcomp.so.5"] {
-                    if lib.join(name).is_file() {
-                        out.push(lib.join(name));
-                    }
+                if lib.join("libnvcomp.so.6").is_file() {
+                    out.push(lib.join("libnvcomp.so.6"));
                 }
             }
         }
@@ -236,6 +257,8 @@ fn load() -> std::result::Result<Nvcomp, String> {
     }
     #[cfg_attr(miri, allow(unreachable_code))]
     let mut tried = Vec::new();
+    // Libraries that loaded but were refused (another nvCOMP version), with why.
+    let mut refused = Vec::new();
     for path in candidates() {
         // SAFETY: loading nvCOMP runs its (C++) initialisers, which only set up its own
         // state; it is a shared library NVIDIA ships for exactly this use.
@@ -246,7 +269,15 @@ fn load() -> std::result::Result<Nvcomp, String> {
                 continue;
             }
         };
-        return resolve(lib, path.display().to_string());
+        // A refused library (say an older nvCOMP on the loader's path) must not hide an
+        // nvCOMP 6 further down the list.
+        match resolve(lib, path.display().to_string()) {
+            Ok(found) => return Ok(found),
+            Err(why) => refused.push(why),
+        }
+    }
+    if !refused.is_empty() {
+        return Err(refused.join("; "));
     }
     Err(format!(
         "nvCOMP was not found (tried {}); install it with `pip install nvidia-libnvcomp-cu13` \
@@ -264,12 +295,30 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
         path: &str,
     ) -> std::result::Result<T, String> {
         // SAFETY: `T` is the exact C signature of `name` in nvCOMP 6's headers
-        // (nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp.h); the pointer is used only while the
-        // library stays loaded.
+        // (nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp.h), and only
+        // `nvcompGetProperties` (one pointer to a struct it fills, in every nvCOMP that has
+        // it) is called before the library says it is nvCOMP 6; the pointer is used only
+        // while the library stays loaded.
         unsafe { lib.get::<T>(name.as_bytes()) }
             .map(|s| *s)
-            .map_err(|e| format!("{path} has no {name} ({e}); zarrbuf needs nvCOMP 5 or 6"))
+            .map_err(|e| format!("{path} has no {name} ({e}); zarrbuf needs nvCOMP 6"))
     }
+    // The version first: every other declaration holds for nvCOMP 6 only.
+    let properties: GetProperties = sym(&lib, "nvcompGetProperties", &path)?;
+    let mut p = Properties {
+        version: 0,
+        cudart_version: 0,
+        spare: [0; 14],
+    };
+    // SAFETY: `nvcompGetProperties(nvcompProperties_t*)` writes the struct nvcomp.h
+    // declares (two `uint32_t`), and `p` is a valid, larger out-parameter.
+    let st = unsafe { properties(&mut p) };
+    if st != 0 {
+        return Err(format!(
+            "{path}: nvcompGetProperties failed (status {st}); zarrbuf needs nvCOMP 6"
+        ));
+    }
+    check_version(p.version, &path)?;
     let zstd = Format {
         temp_size: sym(&lib, "nvcompBatchedZstdDecompressGetTempSize", &path)?,
         decompress: sym(&lib, "nvcompBatchedZstdDecompressAsync", &path)?,
@@ -295,8 +344,8 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
     })
 }
 
-/// The compressors of an nvCOMP 6 library; `Err` (a sentence) for an older one, whose
-/// compression functions have other signatures.
+/// The compressors of an nvCOMP 6 library (its version checked by [`resolve`]); `Err` (a
+/// sentence) when one of their functions is missing.
 fn resolve_compressors(
     lib: &libloading::Library,
     path: &str,
@@ -304,26 +353,12 @@ fn resolve_compressors(
     /// As `sym` in [`resolve`].
     fn sym<T: Copy>(lib: &libloading::Library, name: &str, path: &str) -> Result<T, String> {
         // SAFETY: `T` is the exact C signature of `name` in nvCOMP 6's headers
-        // (nvcomp.h, nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp/gzip.h), checked by the version
-        // test below before any compression function is called; the pointer is used only
+        // (nvcomp/zstd.h, nvcomp/deflate.h, nvcomp/lz4.h, nvcomp/gzip.h), and `resolve`
+        // checked that the library is nvCOMP 6 before calling this; the pointer is used only
         // while the library stays loaded.
         unsafe { lib.get::<T>(name.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| format!("{path} has no {name} ({e})"))
-    }
-    let properties: GetProperties = sym(lib, "nvcompGetProperties", path)?;
-    let mut p = Properties {
-        version: 0,
-        cudart_version: 0,
-    };
-    // SAFETY: a valid out-pointer to the struct nvcomp.h declares.
-    let st = unsafe { properties(&mut p) };
-    if st != 0 || p.version / 1000 < 6 {
-        return Err(format!(
-            "{path} is nvCOMP {}.{}; GPU compression needs nvCOMP 6 (pip install nvidia-libnvcomp-cu13)",
-            p.version / 1000,
-            (p.version % 1000) / 100
-        ));
     }
     let format = |name: &str| -> std::result::Result<CompressFormat, String> {
         Ok(CompressFormat {
@@ -539,5 +574,31 @@ impl Nvcomp {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_nvcomp_6_is_taken() {
+        for version in [6000, 6012, 6999] {
+            assert!(check_version(version, "lib").is_ok(), "{version}");
+        }
+        for (version, shown) in [
+            (5001, "5.0.1"),
+            (4200, "4.2.0"),
+            (2603, "2.6.3"),
+            (7000, "7.0.0"),
+            (0, "0.0.0"),
+        ] {
+            let why = check_version(version, "/x/libnvcomp.so").unwrap_err();
+            assert!(
+                why.contains(&format!("/x/libnvcomp.so is nvCOMP {shown}")),
+                "{why}"
+            );
+            assert!(why.contains("pip install nvidia-libnvcomp-cu13"), "{why}");
+        }
     }
 }

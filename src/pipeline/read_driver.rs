@@ -74,7 +74,21 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     };
     let ops = ops_for(out.memory())?;
     let device_codec = plan.chain.as_ref().and_then(|c| DeviceCodec::of(&c.chain));
-    let device_decode = device_decode(opts.decode, out.memory(), ops.as_ref(), device_codec);
+    // For nvCOMP's per-chunk limit: the largest decoded chunk (a stored chunk longer than a
+    // staging slot, about that size, decodes on the CPU anyway).
+    let largest_chunk = plan
+        .units
+        .iter()
+        .map(|u| (u.num_elements() * elem) as u64)
+        .max()
+        .unwrap_or(0);
+    let device_decode = device_decode(
+        opts.decode,
+        out.memory(),
+        ops.as_ref(),
+        device_codec,
+        largest_chunk,
+    );
     let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     let staged = StagedRead {
         ops,
@@ -163,6 +177,7 @@ fn device_decode(
     memory: Memory,
     ops: &dyn DeviceOps,
     codec: Option<DeviceCodec>,
+    largest_chunk: u64,
 ) -> Option<DeviceDecode> {
     let codec = codec?;
     let compression = codec.compression()?;
@@ -176,6 +191,20 @@ fn device_decode(
     if let Err(why) = ops.batch_decoder() {
         static SAID: Once = Once::new();
         SAID.call_once(|| eprintln!("zarrbuf: decoding on the CPU: {why}"));
+        return None;
+    }
+    // Blosc chunks reach nvCOMP as their blocks, far smaller than the chunk; a whole
+    // stream over nvCOMP's limit would be refused by it, or worse.
+    if !matches!(codec.framing, Framing::Blosc(_)) && largest_chunk > compression.max_chunk_bytes()
+    {
+        static SAID: Once = Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "zarrbuf: decoding on the CPU: chunks of {largest_chunk} bytes are over \
+                 nvCOMP's {compression} limit of {} bytes",
+                compression.max_chunk_bytes()
+            )
+        });
         return None;
     }
     Some(DeviceDecode {
@@ -233,4 +262,37 @@ pub(crate) fn decode_unit<S: ?Sized>(
     })?;
     dst.copy_from_slice(&decoded);
     Ok(Produced::Decoded(decoded.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::HostOps;
+
+    fn decode_choice(framing: Framing, largest_chunk: u64) -> Option<DeviceDecode> {
+        let codec = DeviceCodec {
+            framing,
+            crc32c: false,
+        };
+        device_decode(
+            Decode::Gpu,
+            Memory::Host,
+            &HostOps,
+            Some(codec),
+            largest_chunk,
+        )
+    }
+
+    #[test]
+    fn chunks_over_nvcomps_limit_decode_on_the_cpu() {
+        let zstd_limit = (1u64 << 31) - 1;
+        assert!(decode_choice(Framing::Zstd, zstd_limit).is_some());
+        assert!(decode_choice(Framing::Zstd, zstd_limit + 1).is_none());
+        let deflate_limit = (1u64 << 32) - 1;
+        for framing in [Framing::Gzip, Framing::Zlib, Framing::Lz4] {
+            assert!(decode_choice(framing, zstd_limit + 1).is_some());
+            assert!(decode_choice(framing, deflate_limit).is_some());
+            assert!(decode_choice(framing, deflate_limit + 1).is_none());
+        }
+    }
 }

@@ -3,13 +3,15 @@
 //!
 //! # Skips fail closed
 //!
-//! Some tests need what a machine may lack: a CUDA device (the pinned and CUDA prototypes) or
+//! Some tests need what a machine may lack: a CUDA device (the pinned and CUDA prototypes),
 //! the local S3/HTTP test servers (`source <(bash scripts/start-test-servers.sh)`, which also
-//! provides the `moto_server` of `.venv` that the fault tests start privately). Such a test,
+//! provides the `moto_server` of `.venv` that the fault tests start privately), or nvCOMP's
+//! library (`ZARRBUF_NVCOMP=$(bash scripts/fetch-nvcomp.sh)`). Such a test,
 //! or such a part of a test, calls [`skip`] and nothing else decides to skip:
 //!
-//! - under `ZARRBUF_REQUIRE_GPU=1` (for [`Need::Gpu`]) or `ZARRBUF_REQUIRE_SERVERS=1` (for
-//!   [`Need::Servers`]) the skip is a panic, so the test fails;
+//! - under `ZARRBUF_REQUIRE_GPU=1` (for [`Need::Gpu`]), `ZARRBUF_REQUIRE_SERVERS=1` (for
+//!   [`Need::Servers`]) or `ZARRBUF_REQUIRE_NVCOMP=1` (for [`Need::Nvcomp`]) the skip is a
+//!   panic, so the test fails;
 //! - otherwise it writes one line, `SKIPPED: <test>: <what> (<why>)`, straight to the
 //!   process's stderr. libtest captures only `print!`/`eprint!`, not writes to the stderr
 //!   handle, so the line shows in plain `cargo test` output beside the test's `... ok`
@@ -39,6 +41,9 @@ pub enum Need {
     /// The local test servers (or `.venv`'s moto_server); `ZARRBUF_REQUIRE_SERVERS=1` turns
     /// the skip into a failure.
     Servers,
+    /// nvCOMP's library named by `ZARRBUF_NVCOMP` (`scripts/fetch-nvcomp.sh`);
+    /// `ZARRBUF_REQUIRE_NVCOMP=1` turns the skip into a failure.
+    Nvcomp,
 }
 
 impl Need {
@@ -47,6 +52,7 @@ impl Need {
         match self {
             Need::Gpu => "ZARRBUF_REQUIRE_GPU",
             Need::Servers => "ZARRBUF_REQUIRE_SERVERS",
+            Need::Nvcomp => "ZARRBUF_REQUIRE_NVCOMP",
         }
     }
 
