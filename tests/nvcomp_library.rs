@@ -1,8 +1,11 @@
-//! nvCOMP's own library, loaded on a machine without a GPU: zarrbuf asks its version and
-//! resolves every batched function it declares, decompression and compression — what would
-//! otherwise first happen on a GPU machine. Needs `ZARRBUF_NVCOMP` naming `libnvcomp.so.6`
-//! (`scripts/fetch-nvcomp.sh` takes it from the `nvidia-libnvcomp-cu13` wheel; `.ci/run` does
-//! and sets `ZARRBUF_REQUIRE_NVCOMP=1`); without it the test skips visibly.
+//! nvCOMP's own library, loaded on a machine without a GPU: zarrbuf asks its version,
+//! resolves every batched function it declares, decompression and compression, and asks
+//! each compressor, with every option set zarrbuf passes it, the largest output of a chunk
+//! (a query that needs no GPU, through the same by-value options as the compression calls)
+//! — what would otherwise first happen on a GPU machine. Needs `ZARRBUF_NVCOMP` naming
+//! `libnvcomp.so.6` (`scripts/fetch-nvcomp.sh` takes it from the `nvidia-libnvcomp-cu13`
+//! wheel; `.ci/run` does and sets `ZARRBUF_REQUIRE_NVCOMP=1`); without it the test skips
+//! visibly.
 
 mod common;
 

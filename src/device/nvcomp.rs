@@ -333,7 +333,7 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
     };
     let status_string = sym(&lib, "nvcompGetStatusString", &path)?;
     let compressors = resolve_compressors(&lib, &path);
-    Ok(Nvcomp {
+    let mut found = Nvcomp {
         _lib: lib,
         path,
         zstd,
@@ -341,7 +341,13 @@ fn resolve(lib: libloading::Library, path: String) -> std::result::Result<Nvcomp
         lz4,
         compressors,
         status_string,
-    })
+    };
+    if let Ok(c) = found.compressors
+        && let Err(why) = found.check_compressors(&c)
+    {
+        found.compressors = Err(why);
+    }
+    Ok(found)
 }
 
 /// The compressors of an nvCOMP 6 library (its version checked by [`resolve`]); `Err` (a
@@ -384,6 +390,37 @@ fn resolve_compressors(
 }
 
 impl Nvcomp {
+    /// Asks each compressor, with every option set zarrbuf passes it, for the largest output
+    /// of a 64 KiB chunk: a query that needs no GPU, answered through the same by-value
+    /// options as the compression calls. An error, or an answer smaller than the chunk (no
+    /// compressor's worst case is), means the library does not take these declarations as
+    /// zarrbuf makes them, and GPU compression is left off, saying why.
+    fn check_compressors(&self, c: &Compressors) -> std::result::Result<(), String> {
+        const PROBE: usize = 64 << 10;
+        let mut asks = vec![
+            ("zstd", c.zstd, CompressOpts::DEFAULT),
+            ("LZ4", c.lz4, CompressOpts::DEFAULT),
+        ];
+        for level in [1, 5, 9] {
+            let opts = CompressOpts::deflate(super::compress::deflate_algorithm(level));
+            asks.push(("DEFLATE", c.deflate, opts));
+            asks.push(("gzip", c.gzip, opts));
+        }
+        for (name, format, opts) in asks {
+            let answer = match self.max_compressed_bytes(format, PROBE, opts) {
+                Ok(n) if n >= PROBE => continue,
+                Ok(n) => format!("{n} bytes"),
+                Err(e) => e.to_string(),
+            };
+            return Err(format!(
+                "{}: nvCOMP's {name} compressor answered \"{answer}\" for the largest output \
+                 of a {PROBE}-byte chunk; GPU compression is off",
+                self.path
+            ));
+        }
+        Ok(())
+    }
+
     /// The batched compressors, or why this library has none zarrbuf can call.
     pub(crate) fn compressors(&self) -> std::result::Result<&Compressors, &str> {
         self.compressors.as_ref().map_err(|s| s.as_str())
