@@ -18,15 +18,28 @@ use std::ffi::{CStr, c_char, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The decompression options of nvCOMP 6's batched API: every format's struct is 64 bytes
-/// whose all-zero value selects the defaults (backend chosen by nvCOMP, no sorting).
+/// The decompression options of nvCOMP 6's batched API: every format's struct (zstd,
+/// DEFLATE, LZ4) is 64 bytes that start with `nvcompDecompressBackend_t backend`; the rest
+/// zero is the defaults (no sorting, no bitshuffle).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct DecompressOpts {
     words: [u32; 16],
 }
 
-const DEFAULT_OPTS: DecompressOpts = DecompressOpts { words: [0; 16] };
+/// `NVCOMP_DECOMPRESS_BACKEND_CUDA` (nvcomp/shared_types.h).
+const BACKEND_CUDA: u32 = 2;
+
+/// The options of every decompression: the CUDA implementation, never the default backend.
+/// On GPUs with a hardware decompression engine the default may pick that engine, on which
+/// corrupt input is undefined behaviour and every chunk's status reads as success (the LZ4
+/// and DEFLATE headers say so); zarrbuf decodes stored data it can check only in part on
+/// the CPU, and the CUDA implementation reports a chunk it cannot decompress in its status.
+const DECOMPRESS_OPTS: DecompressOpts = {
+    let mut words = [0; 16];
+    words[0] = BACKEND_CUDA;
+    DecompressOpts { words }
+};
 
 type GetTempSize = unsafe extern "C" fn(
     num_chunks: usize,
@@ -455,7 +468,14 @@ impl Nvcomp {
         let mut bytes = 0usize;
         // SAFETY: plain values and a valid out-pointer; the stream is live.
         let st = unsafe {
-            (format.temp_size)(chunks, max_chunk, DEFAULT_OPTS, &mut bytes, total, stream)
+            (format.temp_size)(
+                chunks,
+                max_chunk,
+                DECOMPRESS_OPTS,
+                &mut bytes,
+                total,
+                stream,
+            )
         };
         if st != 0 {
             return Err(Error::Cuda {
@@ -472,9 +492,10 @@ impl Nvcomp {
     /// # Safety
     /// Every pointer is a device address (or a device array of `n` device addresses and
     /// sizes, as nvCOMP documents) that stays valid until the stream has passed this call;
-    /// the input chunks are in `format` (nvCOMP treats corrupt input as undefined
-    /// behaviour: callers validate the framing on the CPU first); each output buffer holds
-    /// the size given for it.
+    /// the input chunks are in `format`, their framing validated on the CPU (the CUDA
+    /// backend, which [`DECOMPRESS_OPTS`] selects, reports a chunk it cannot decompress in
+    /// its status; nvCOMP's documentation gives no such promise for malformed framing); each
+    /// output buffer holds the size given for it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn decompress(
         &self,
@@ -501,7 +522,7 @@ impl Nvcomp {
                 temp as *mut c_void,
                 temp_bytes,
                 out_ptrs as *const *mut c_void,
-                DEFAULT_OPTS,
+                DECOMPRESS_OPTS,
                 statuses as *mut i32,
                 stream,
             )
@@ -617,6 +638,55 @@ impl Nvcomp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    /// The library `ZARRBUF_NVCOMP` names (CI sets it: `scripts/fetch-nvcomp.sh`); `None`
+    /// after a visible `SKIPPED:` line when it is not set, a failure when
+    /// `ZARRBUF_REQUIRE_NVCOMP=1` (as the integration tests' skips).
+    fn real_library(what: &str) -> Option<&'static Nvcomp> {
+        if std::env::var_os("ZARRBUF_NVCOMP").is_some() {
+            return Some(nvcomp().unwrap_or_else(|e| panic!("{what}: {e}")));
+        }
+        let required = std::env::var("ZARRBUF_REQUIRE_NVCOMP").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{what}: ZARRBUF_REQUIRE_NVCOMP=1 but ZARRBUF_NVCOMP is not set"
+        );
+        // Straight to the stderr handle, past libtest's capture.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED: {what} (ZARRBUF_NVCOMP is not set; ZARRBUF_REQUIRE_NVCOMP=1 makes this a failure)"
+        );
+        None
+    }
+
+    /// The real library takes the options every decompression passes (the CUDA backend in
+    /// their first word) in its temp-size query, which needs no GPU (null stream), and
+    /// refuses a backend that does not exist: the word is read as the backend.
+    #[test]
+    fn the_real_library_takes_the_cuda_backend() {
+        let Some(lib) = real_library("nvCOMP's decompression options") else {
+            return;
+        };
+        let stream = std::ptr::null_mut();
+        for (name, format) in [
+            ("zstd", lib.zstd),
+            ("DEFLATE", lib.deflate),
+            ("LZ4", lib.lz4),
+        ] {
+            lib.temp_bytes(format, 64, 1 << 20, 64 << 20, stream)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut no_such_backend = DECOMPRESS_OPTS;
+            no_such_backend.words[0] = 7;
+            let mut bytes = 0usize;
+            // SAFETY: the query's exact signature (nvCOMP 6, checked at load), plain values
+            // and a valid out-pointer; the null stream is CUDA's default one.
+            let st = unsafe {
+                (format.temp_size)(64, 1 << 20, no_such_backend, &mut bytes, 64 << 20, stream)
+            };
+            assert_ne!(st, 0, "{name} took backend 7");
+        }
+    }
 
     #[test]
     fn only_nvcomp_6_is_taken() {
