@@ -856,6 +856,20 @@ fn cuda_device_count() -> PyResult<usize> {
     }
 }
 
+/// Where nvCOMP, the GPU decompressor, was loaded from (it is looked up once per process);
+/// raises `ZarrbufError` saying why it cannot be, and how to install it, otherwise.
+#[pyfunction]
+fn nvcomp_library() -> PyResult<String> {
+    zarrbuf::nvcomp_library().map_err(py_err)
+}
+
+/// Where nvCOMP's batched compressors (GPU compression of writes) were loaded from; raises
+/// `ZarrbufError` saying why they cannot be used otherwise.
+#[pyfunction]
+fn nvcomp_compression() -> PyResult<String> {
+    zarrbuf::nvcomp_compression().map_err(py_err)
+}
+
 #[pymodule]
 fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ZarrbufError", m.py().get_type::<ZarrbufError>())?;
@@ -866,6 +880,8 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_with_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(nvcomp_library, m)?)?;
+    m.add_function(wrap_pyfunction!(nvcomp_compression, m)?)?;
     m.add_function(wrap_pyfunction!(empty_pinned, m)?)?;
     Ok(())
 }

@@ -23,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from ._zarrbuf import NDArray, ZarrbufError, cuda_device_count, from_dlpack
+from ._zarrbuf import (
+    NDArray,
+    ZarrbufError,
+    cuda_device_count,
+    from_dlpack,
+    nvcomp_compression,
+    nvcomp_library,
+)
 from ._zarrbuf import open as _open
 
 __all__ = [
@@ -33,6 +40,8 @@ __all__ = [
     "ZarrbufError",
     "cuda_device_count",
     "from_dlpack",
+    "nvcomp_compression",
+    "nvcomp_library",
     "open",
     "rank_slice",
 ]
