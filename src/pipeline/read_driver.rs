@@ -4,7 +4,7 @@
 
 use super::ShardReads;
 use super::staged_read::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
-use super::{Produced, StagedRead};
+use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
 use crate::error::{BoxError, Error, Result};
@@ -76,12 +76,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     let device_codec = plan.chain.as_ref().and_then(|c| DeviceCodec::of(&c.chain));
     // For nvCOMP's per-chunk limit: the largest decoded chunk (a stored chunk longer than a
     // staging slot, about that size, decodes on the CPU anyway).
-    let largest_chunk = plan
-        .units
-        .iter()
-        .map(|u| (u.num_elements() * elem) as u64)
-        .max()
-        .unwrap_or(0);
+    let largest_chunk = largest_unit_bytes(&plan.units, elem) as u64;
     let device_decode = device_decode(
         opts.decode,
         out.memory(),

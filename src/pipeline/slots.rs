@@ -19,7 +19,7 @@ pub(crate) fn allocate_slots(
     threads: usize,
     in_batches: usize,
 ) -> Result<Vec<Slot>> {
-    let slot_bytes = ring_slot_bytes(units, elem);
+    let slot_bytes = largest_unit_bytes(units, elem);
     let n = slot_count(budget, slot_bytes, threads, units.len(), in_batches);
     let mut slots = slot_pool::take(ops.memory(), slot_bytes, n);
     while slots.len() < n {
@@ -33,7 +33,9 @@ pub(crate) fn allocate_slots(
     Ok(slots)
 }
 
-fn ring_slot_bytes(units: &[Unit], elem: usize) -> usize {
+/// Bytes of the largest unit's decoded elements: a slot's size, and the chunk size the
+/// device (de)compressors are checked against.
+pub(crate) fn largest_unit_bytes(units: &[Unit], elem: usize) -> usize {
     units
         .iter()
         .map(|u| u.num_elements() * elem)
@@ -55,7 +57,7 @@ pub(crate) fn finish(
             *p = None;
         }
     }
-    slot_pool::give_back(ops.memory(), ring_slot_bytes(units, elem), slots);
+    slot_pool::give_back(ops.memory(), largest_unit_bytes(units, elem), slots);
     Ok(())
 }
 

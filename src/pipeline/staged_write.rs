@@ -14,7 +14,7 @@
 //! its chunk straight into its slot's staging memory, in parallel, once.
 
 use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
-use super::{Slot, allocate_slots, finish};
+use super::{Slot, allocate_slots, finish, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{CompressSettings, Event, Queue};
 use crate::dtype::{ByteOrder, Order};
@@ -154,12 +154,7 @@ impl StagedWrite<'_> {
         )?;
         let result = match &self.device_compress {
             Some(dc) => {
-                let chunk_bytes = self
-                    .units
-                    .iter()
-                    .map(|u| u.num_elements() * elem)
-                    .max()
-                    .unwrap_or(0);
+                let chunk_bytes = largest_unit_bytes(self.units, elem);
                 CompressBatches::new(
                     self.ops.as_ref(),
                     dc.settings,

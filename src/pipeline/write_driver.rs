@@ -2,7 +2,7 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite, StoreQueue};
+use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite, StoreQueue, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
@@ -125,11 +125,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
     let elem = data.dtype().size();
     let units = plan_chunks(array, subset)?;
     let chain = ChainPlan::new(array.codecs(), elem, array.dimensionality())?;
-    let chunk_bytes = units
-        .iter()
-        .map(|u| u.num_elements() * elem)
-        .max()
-        .unwrap_or(0);
+    let chunk_bytes = largest_unit_bytes(&units, elem);
     let compress = device_compress(opts.compress, ops.as_ref(), chain.as_ref(), chunk_bytes);
     let codec = match (&compress, &chain) {
         (Some(_), Some(c)) => WriteCodec::of(&c.chain).ok(),
