@@ -17,7 +17,19 @@
 
 #![warn(missing_docs)]
 
-// Layers, bottom to top; each module imports only from those above it in this list.
+// The `mod` lines are in rustfmt's alphabetical order, not in layer order. The layers,
+// bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map):
+// - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
+//   `error`) and `options` (imports nothing from the crate);
+// - `driver`: the CUDA driver, probed before anything touches CUDA;
+// - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
+// - `device`: the device trait, its host and CUDA implementations, nvCOMP;
+// - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (stores, units, codec plans,
+//   shards), side by side: neither imports the other;
+// - `pipeline`: the staged read and write engines and their drivers;
+// - the public operations: `read_stream`, then `read`, `read_multi`, `read_async`, `write`
+//   and `write_async` (`read` and `read_multi` still import each other);
+// - `copy`, on top of `read` and `write`.
 mod buffer;
 mod copy;
 mod device;

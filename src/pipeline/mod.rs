@@ -3,7 +3,7 @@
 //!
 //! Read: fetch → CPU decompress into a staging slot → copy to the device → one fused device
 //! kernel (byte swap + transpose + scatter; fill for missing chunks). Write is the mirror.
-//! Everything is written against `crate::place::DeviceOps`, so the host implementation runs
+//! Everything is written against `crate::device::DeviceOps`, so the host implementation runs
 //! every line of it in CI.
 
 mod cancel;
