@@ -3,10 +3,12 @@
 
 use crate::buffer::BufferPrototype;
 use crate::error::{Error, Result};
-use crate::options::{Compress, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions};
+use crate::options::{
+    Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
+};
 use crate::read::ArrayReadExt;
 use crate::write::ArrayWriteExt;
-use crate::zarr::{check_subset, data_type_of};
+use crate::zarr::{SyncedWrites, check_subset, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -43,6 +45,12 @@ pub struct CopyOptions {
     /// Where the destination's chunks are compressed (default [`Compress::Auto`]; the
     /// device compresses only blocks staged on a device, or in [`PipelineMode::Staged`]).
     pub compress: Compress,
+    /// Continue a copy that was interrupted (default false): blocks whose destination chunks
+    /// (shards) are all stored and decode are skipped; the others are written again.
+    pub resume: bool,
+    /// What a directory store does before each destination write is reported done (default
+    /// [`Durability::Rename`]).
+    pub durability: Durability,
 }
 
 impl Default for CopyOptions {
@@ -55,6 +63,8 @@ impl Default for CopyOptions {
             mode: PipelineMode::Auto,
             progress: None,
             compress: Compress::Auto,
+            resume: false,
+            durability: Durability::Rename,
         }
     }
 }
@@ -98,6 +108,23 @@ impl CopyOptions {
     /// ```
     pub fn with_compress(mut self, compress: Compress) -> Self {
         self.compress = compress;
+        self
+    }
+
+    /// Skips blocks the destination already holds whole (see [`CopyOptions::resume`]).
+    ///
+    /// ```
+    /// let o = zarrbuf::CopyOptions::default().with_resume(true);
+    /// assert!(o.resume);
+    /// ```
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// Chooses the destination writes' durability.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
         self
     }
 
@@ -147,7 +174,8 @@ fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u
 ///
 /// `dst` must exist with the source's data type and the subset's shape — see
 /// [`create_like`](crate::create_like). A failure stops the copy; every block written before
-/// it stays in `dst`.
+/// it stays in `dst`, and since every chunk is written whole (see [`Durability`]) a copy
+/// killed at any moment can be continued with [`CopyOptions::resume`].
 ///
 /// # Errors
 ///
@@ -171,11 +199,75 @@ where
     S: ?Sized + ReadableStorageTraits + 'static,
     D: ?Sized + ReadableWritableStorageTraits + 'static,
 {
+    let _synced = (opts.durability == Durability::Sync).then(SyncedWrites::begin);
     let subset: Vec<Range<u64>> = match &opts.subset {
         Some(s) => s.clone(),
         None => src.shape().iter().map(|&n| 0..n).collect(),
     };
-    check_subset(src.shape(), &subset, src.path().as_str())?;
+    let elem = check_destination(src, dst, &subset)?;
+    let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let zero = vec![0u64; shape.len()];
+    let unit: Vec<u64> = dst
+        .chunk_shape(&zero)
+        .map_err(|e| crate::zarr::zarr_error(dst, e))?
+        .iter()
+        .map(|n| n.get())
+        .collect();
+    let block = block_shape(&shape, &unit, elem, opts.memory_bytes);
+    let (read_opts, write_opts) = block_options(opts);
+    let mut progress = Progress {
+        chunks_done: 0,
+        chunks_total: chunks_in(&unit, &shape.iter().map(|&n| 0..n).collect::<Vec<_>>()),
+        bytes_done: 0,
+    };
+    if let Some(cb) = &opts.progress {
+        cb(progress);
+    }
+    for region in blocks(&shape, &block) {
+        let skip = opts.resume && block_is_stored(dst, &region, &unit)?;
+        if !skip {
+            let from: Vec<Range<u64>> = region
+                .iter()
+                .zip(&subset)
+                .map(|(r, s)| s.start + r.start..s.start + r.end)
+                .collect();
+            let data = src
+                .read_opt(&from, &opts.prototype, &read_opts)
+                .map_err(|e| tag(e, "source"))?;
+            dst.write_opt(&region, &data, &write_opts)
+                .map_err(|e| tag(e, "destination"))?;
+        }
+        progress.chunks_done += chunks_in(&unit, &region);
+        progress.bytes_done +=
+            region.iter().map(|r| r.end - r.start).product::<u64>() * elem as u64;
+        if let Some(cb) = &opts.progress {
+            cb(progress);
+        }
+    }
+    if opts.durability == Durability::Sync {
+        // The metadata was stored before this copy began (create_like); store it again
+        // under the sync so that the whole array is on disk when the copy returns.
+        dst.store_metadata().map_err(|e| {
+            Error::zarr(
+                dst.path().as_str(),
+                format!("cannot store the metadata: {e}"),
+                Some(Box::new(e)),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks that `dst` can take `subset` of `src`; returns the element size in bytes.
+fn check_destination<S: ?Sized, D: ?Sized>(
+    src: &Array<S>,
+    dst: &Array<D>,
+    subset: &[Range<u64>],
+) -> Result<usize> {
+    check_subset(src.shape(), subset, src.path().as_str())?;
     let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
     if dst.shape() != shape.as_slice() {
         return Err(Error::ShapeMismatch(format!(
@@ -191,82 +283,93 @@ where
             dst.path()
         )));
     }
-    if shape.contains(&0) {
-        return Ok(());
-    }
-    let zero = vec![0u64; shape.len()];
-    let unit: Vec<u64> = dst
-        .chunk_shape(&zero)
-        .map_err(|e| crate::zarr::zarr_error(dst, e))?
-        .iter()
-        .map(|n| n.get())
-        .collect();
-    let block = block_shape(&shape, &unit, sd.size(), opts.memory_bytes);
-    let counts: Vec<u64> = shape
-        .iter()
-        .zip(&block)
-        .map(|(&n, &b)| n.div_ceil(b))
-        .collect();
-    let total_blocks: u64 = counts.iter().product();
-    let chunks_total: u64 = shape
-        .iter()
-        .zip(&unit)
-        .map(|(&n, &u)| n.div_ceil(u))
-        .product();
+    Ok(sd.size())
+}
+
+/// The read and write options of every block.
+fn block_options(opts: &CopyOptions) -> (ReadOptions, WriteOptions) {
     let mut read_opts = ReadOptions::default().with_mode(opts.mode);
     let mut write_opts = WriteOptions::default()
         .with_mode(opts.mode)
-        .with_compress(opts.compress);
+        .with_compress(opts.compress)
+        .with_durability(opts.durability);
     if let Some(n) = opts.concurrency {
         read_opts = read_opts.with_concurrency(n);
         write_opts = write_opts.with_concurrency(n);
     }
-    let mut progress = Progress {
-        chunks_done: 0,
-        chunks_total: chunks_total as usize,
-        bytes_done: 0,
-    };
-    if let Some(cb) = &opts.progress {
-        cb(progress);
-    }
-    let mut index = vec![0u64; shape.len()];
-    for _ in 0..total_blocks {
-        let region: Vec<Range<u64>> = index
-            .iter()
-            .zip(&block)
-            .zip(&shape)
-            .map(|((&i, &b), &n)| i * b..((i + 1) * b).min(n))
-            .collect();
-        let from: Vec<Range<u64>> = region
-            .iter()
-            .zip(&subset)
-            .map(|(r, s)| s.start + r.start..s.start + r.end)
-            .collect();
-        let data = src
-            .read_opt(&from, &opts.prototype, &read_opts)
-            .map_err(|e| tag(e, "source"))?;
-        dst.write_opt(&region, &data, &write_opts)
-            .map_err(|e| tag(e, "destination"))?;
-        progress.chunks_done += region
-            .iter()
-            .zip(&unit)
-            .map(|(r, &u)| (r.end.div_ceil(u) - r.start / u) as usize)
-            .product::<usize>();
-        progress.bytes_done += data.nbytes() as u64;
-        drop(data);
-        if let Some(cb) = &opts.progress {
-            cb(progress);
+    (read_opts, write_opts)
+}
+
+/// The blocks of an array of `shape` cut into `block`s, last dimension fastest.
+fn blocks(shape: &[u64], block: &[u64]) -> impl Iterator<Item = Vec<Range<u64>>> {
+    let counts: Vec<u64> = shape
+        .iter()
+        .zip(block)
+        .map(|(&n, &b)| n.div_ceil(b))
+        .collect();
+    let total: u64 = counts.iter().product();
+    let (shape, block) = (shape.to_vec(), block.to_vec());
+    (0..total).map(move |mut flat| {
+        let mut region = vec![0..0; shape.len()];
+        for d in (0..shape.len()).rev() {
+            let i = flat % counts[d];
+            flat /= counts[d];
+            region[d] = i * block[d]..((i + 1) * block[d]).min(shape[d]);
         }
-        // The next block index, last dimension fastest.
-        for d in (0..index.len()).rev() {
-            index[d] += 1;
-            if index[d] < counts[d] {
-                break;
+        region
+    })
+}
+
+/// How many chunks of shape `unit` `region` touches.
+fn chunks_in(unit: &[u64], region: &[Range<u64>]) -> usize {
+    region
+        .iter()
+        .zip(unit)
+        .map(|(r, &u)| (r.end.div_ceil(u) - r.start / u) as usize)
+        .product()
+}
+
+/// Whether every destination chunk (shard) of `region` is stored and decodes: a resumed copy
+/// skips such a block. Chunks are checked on all cores.
+fn block_is_stored<D>(dst: &Array<D>, region: &[Range<u64>], unit: &[u64]) -> Result<bool>
+where
+    D: ?Sized + ReadableWritableStorageTraits + 'static,
+{
+    use rayon::prelude::*;
+    let grid: Vec<Range<u64>> = region
+        .iter()
+        .zip(unit)
+        .map(|(r, &u)| r.start / u..r.end.div_ceil(u))
+        .collect();
+    let count: u64 = grid.iter().map(|r| r.end - r.start).product();
+    let whole = |flat: u64| -> Result<bool> {
+        let mut indices = vec![0u64; grid.len()];
+        let mut rest = flat;
+        for d in (0..grid.len()).rev() {
+            let n = grid[d].end - grid[d].start;
+            indices[d] = grid[d].start + rest % n;
+            rest /= n;
+        }
+        let decoded = dst.retrieve_chunk_if_exists_opt::<zarrs::array::ArrayBytes<'static>>(
+            &indices,
+            &zarrs::array::CodecOptions::default(),
+        );
+        match decoded {
+            Ok(found) => Ok(found.is_some()),
+            // A store that fails is an error; a chunk that does not decode is written again.
+            Err(zarrs::array::ArrayError::StorageError(e)) => {
+                Err(crate::zarr::chunk_error(dst, &indices, e))
             }
-            index[d] = 0;
+            Err(_) => Ok(false),
+        }
+    };
+    let results: Vec<Result<bool>> = (0..count).into_par_iter().map(whole).collect();
+    for r in results {
+        if !r? {
+            return Ok(false);
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Says which side of the copy an array error is about: `array` becomes

@@ -108,6 +108,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `zarrbuf check` found damage: chunks that do not decode, leftovers of killed writes.
+    #[error(
+        "{array} is damaged: {count} problem(s) found (listed in the report); `zarrbuf check --repair` removes leftovers and undecodable chunks and keeps the good inner chunks of damaged shards, or copy the array again"
+    )]
+    Damaged {
+        /// `store` or `store:path`.
+        array: String,
+        /// How many keys are damaged.
+        count: usize,
+    },
     /// The operation was cancelled (its future was dropped or a callback asked to stop).
     #[error("cancelled: {0}")]
     Cancelled(String),

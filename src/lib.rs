@@ -31,6 +31,7 @@
 //   and `write_async` (`read` and `read_multi` still import each other);
 // - `copy`, on top of `read` and `write`.
 mod buffer;
+pub mod check;
 mod copy;
 mod device;
 mod driver;
@@ -55,13 +56,15 @@ pub use buffer::{
     MemoryResource, MultiBuffer, MultiNDBuffer, MultiPrototype, NDBuffer, Placement,
     default_prototype, set_default_prototype,
 };
+pub use check::{CheckOptions, CheckReport, check_array};
 pub use copy::{CopyOptions, copy_array};
 pub use device::{Stream, nvcomp_compression, nvcomp_library};
 pub use driver::cuda_device_count;
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
 pub use options::{
-    Compress, Decode, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
+    Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions,
+    WriteOptions,
 };
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};
@@ -73,5 +76,5 @@ pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{
     ArrayInfo, ArrayLayout, AsyncArray, CodecSpec, DynArray, RemoteStore, create_like, describe,
     location_label, node_path, object_store_for_url, open, open_async, open_async_with_options,
-    open_store, parse_subset,
+    open_store, parse_subset, resume_like,
 };

@@ -7,7 +7,8 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Error, NDBuffer, ReadOptions, Result,
+    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Durability, Error, NDBuffer,
+    ReadOptions, Result,
 };
 
 /// The CLI's Rust allocations (encoded chunks as stores read them — object_store's local
@@ -66,51 +67,23 @@ enum Command {
         force_async: bool,
     },
     /// Copy an array (or a subset) into a new array with other chunks, shards or codecs.
-    Copy {
-        /// Source store: a directory path or a file:// URL.
-        src: String,
-        /// Destination store: a directory path (created if missing) or a file:// URL.
-        dst: String,
-        /// Path of the array inside the source store.
+    Copy(CopyCli),
+    /// Check a stored array for damage: chunks that do not decode, decode to the wrong size or
+    /// fail their checksum, keys outside the chunk grid, temporary files of killed writes.
+    /// Exits with status 1 when it finds any.
+    Check {
+        /// Store location: a directory path or a file:// URL.
+        store: String,
+        /// Path of the array inside the store (default: the store root).
         #[arg(long, default_value = "")]
-        src_path: String,
-        /// Path of the new array inside the destination store.
-        #[arg(long, default_value = "")]
-        dst_path: String,
-        /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
-        /// default: the source's).
+        path: String,
+        /// Print the report as one JSON document.
         #[arg(long)]
-        chunks: Option<String>,
-        /// Destination shard shape, a multiple of the chunks, e.g. 256,256,256 (default: the
-        /// source's shards when --chunks is not given either, else no sharding).
+        json: bool,
+        /// Remove leftovers and undecodable chunks, and rewrite shards without their damaged
+        /// inner chunks (which then read as the fill value); says what it did.
         #[arg(long)]
-        shards: Option<String>,
-        /// Compressors and checksums: none, zstd:LEVEL, gzip:LEVEL,
-        /// blosc:CNAME:CLEVEL:SHUFFLE, crc32c, joined by + (e.g. zstd:3+crc32c; default: the
-        /// source's).
-        #[arg(long)]
-        codec: Option<String>,
-        /// Zarr format of the destination: 3 (zarr v2 output is not written).
-        #[arg(long)]
-        zarr_format: Option<u8>,
-        /// Copy only this half-open subset of the source, e.g. 0:10,5:20.
-        #[arg(long)]
-        subset: Option<String>,
-        /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
-        #[arg(long)]
-        device: Option<String>,
-        /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
-        /// is never smaller than one destination chunk (shard).
-        #[arg(long, default_value = "1GiB")]
-        memory: String,
-        /// Replace an existing array (or group) at the destination; everything under its
-        /// path is deleted first.
-        #[arg(long)]
-        overwrite: bool,
-        /// Where to compress the destination's chunks: cpu, gpu (nvCOMP, for blocks staged on
-        /// a CUDA --device) or auto (default: the CPU).
-        #[arg(long, default_value = "auto")]
-        compress: Compress,
+        repair: bool,
     },
     /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
     /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
@@ -172,6 +145,63 @@ enum Command {
     },
 }
 
+/// `zarrbuf copy`'s arguments.
+#[derive(clap::Args)]
+struct CopyCli {
+    /// Source store: a directory path or a file:// URL.
+    src: String,
+    /// Destination store: a directory path (created if missing) or a file:// URL.
+    dst: String,
+    /// Path of the array inside the source store.
+    #[arg(long, default_value = "")]
+    src_path: String,
+    /// Path of the new array inside the destination store.
+    #[arg(long, default_value = "")]
+    dst_path: String,
+    /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
+    /// default: the source's).
+    #[arg(long)]
+    chunks: Option<String>,
+    /// Destination shard shape, a multiple of the chunks, e.g. 256,256,256 (default: the
+    /// source's shards when --chunks is not given either, else no sharding).
+    #[arg(long)]
+    shards: Option<String>,
+    /// Compressors and checksums: none, zstd:LEVEL, gzip:LEVEL,
+    /// blosc:CNAME:CLEVEL:SHUFFLE, crc32c, joined by + (e.g. zstd:3+crc32c; default: the
+    /// source's).
+    #[arg(long)]
+    codec: Option<String>,
+    /// Zarr format of the destination: 3 (zarr v2 output is not written).
+    #[arg(long)]
+    zarr_format: Option<u8>,
+    /// Copy only this half-open subset of the source, e.g. 0:10,5:20.
+    #[arg(long)]
+    subset: Option<String>,
+    /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
+    #[arg(long)]
+    device: Option<String>,
+    /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
+    /// is never smaller than one destination chunk (shard).
+    #[arg(long, default_value = "1GiB")]
+    memory: String,
+    /// Replace an existing array (or group) at the destination; everything under its
+    /// path is deleted first.
+    #[arg(long, conflicts_with = "resume")]
+    overwrite: bool,
+    /// Continue a copy that was interrupted: give the same arguments again; blocks whose
+    /// destination chunks are all stored and decode are skipped, the rest written.
+    #[arg(long)]
+    resume: bool,
+    /// Sync every destination file and its directory before a chunk counts as written
+    /// (survives power loss; slower). Without it each chunk is still written atomically.
+    #[arg(long)]
+    sync: bool,
+    /// Where to compress the destination's chunks: cpu, gpu (nvCOMP, for blocks staged on
+    /// a CUDA --device) or auto (default: the CPU).
+    #[arg(long, default_value = "auto")]
+    compress: Compress,
+}
+
 fn main() {
     // A bug must still end as one `error:` line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
@@ -219,10 +249,11 @@ fn relabel(e: Error, store: &str, path: &str) -> Error {
 fn run(cli: Cli) -> Result<()> {
     let (store, path) = match &cli.command {
         Command::Info { store, path }
+        | Command::Check { store, path, .. }
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
         // Copy errors name their array (source or destination) themselves.
-        Command::Copy { .. } | Command::BenchWrite { .. } => return dispatch(cli),
+        Command::Copy(_) | Command::BenchWrite { .. } => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
@@ -247,46 +278,13 @@ fn dispatch(cli: Cli) -> Result<()> {
             decode,
             force_async,
         ),
-        Command::Copy {
-            src,
-            dst,
-            src_path,
-            dst_path,
-            chunks,
-            shards,
-            codec,
-            zarr_format,
-            subset,
-            device,
-            memory,
-            overwrite,
-            compress,
-        } => {
-            let layout = zarrbuf::ArrayLayout {
-                chunks: chunks
-                    .as_deref()
-                    .map(|c| parse_shape("chunks", c))
-                    .transpose()?,
-                shards: shards
-                    .as_deref()
-                    .map(|c| parse_shape("shards", c))
-                    .transpose()?,
-                codecs: codec.as_deref().map(str::parse).transpose()?,
-                zarr_format,
-            };
-            copy(CopyArgs {
-                src: &src,
-                src_path: &src_path,
-                dst: &dst,
-                dst_path: &dst_path,
-                layout,
-                subset: subset.as_deref(),
-                device: device.as_deref(),
-                memory_bytes: parse_bytes(&memory)?,
-                overwrite,
-                compress,
-            })
-        }
+        Command::Copy(args) => copy(&args),
+        Command::Check {
+            store,
+            path,
+            json,
+            repair,
+        } => check(&store, &path, json, repair),
         Command::BenchWrite {
             dir,
             mib,
@@ -605,29 +603,36 @@ fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
     }
 }
 
-struct CopyArgs<'a> {
-    src: &'a str,
-    src_path: &'a str,
-    dst: &'a str,
-    dst_path: &'a str,
-    layout: zarrbuf::ArrayLayout,
-    subset: Option<&'a str>,
-    device: Option<&'a str>,
-    memory_bytes: usize,
-    overwrite: bool,
-    compress: Compress,
+/// The destination layout `copy`'s flags ask for.
+fn copy_layout(a: &CopyCli) -> Result<zarrbuf::ArrayLayout> {
+    Ok(zarrbuf::ArrayLayout {
+        chunks: a
+            .chunks
+            .as_deref()
+            .map(|c| parse_shape("chunks", c))
+            .transpose()?,
+        shards: a
+            .shards
+            .as_deref()
+            .map(|c| parse_shape("shards", c))
+            .transpose()?,
+        codecs: a.codec.as_deref().map(str::parse).transpose()?,
+        zarr_format: a.zarr_format,
+    })
 }
 
-fn copy(a: CopyArgs<'_>) -> Result<()> {
-    let proto = prototype(a.device)?;
-    let src_dir = local_dir(a.src, "source")?;
-    let dst_dir = local_dir(a.dst, "destination")?;
-    let src = zarrbuf::open(&src_dir.to_string_lossy(), a.src_path)
-        .map_err(|e| relabel(e, a.src, a.src_path))?;
+fn copy(a: &CopyCli) -> Result<()> {
+    let proto = prototype(a.device.as_deref())?;
+    let memory_bytes = parse_bytes(&a.memory)?;
+    let layout = copy_layout(a)?;
+    let src_dir = local_dir(&a.src, "source")?;
+    let dst_dir = local_dir(&a.dst, "destination")?;
+    let src = zarrbuf::open(&src_dir.to_string_lossy(), &a.src_path)
+        .map_err(|e| relabel(e, &a.src, &a.src_path))?;
     // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
     let (sp, dp) = (
-        zarrbuf::node_path(a.src_path)?,
-        zarrbuf::node_path(a.dst_path)?,
+        zarrbuf::node_path(&a.src_path)?,
+        zarrbuf::node_path(&a.dst_path)?,
     );
     if let (Ok(s), Ok(d)) = (
         std::fs::canonicalize(&src_dir),
@@ -639,13 +644,13 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
         if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
             return Err(Error::InvalidArgument(format!(
                 "the destination {} is the source {} or overlaps it; copy into another store or path",
-                zarrbuf::location_label(a.dst, a.dst_path),
-                zarrbuf::location_label(a.src, a.src_path)
+                zarrbuf::location_label(&a.dst, &a.dst_path),
+                zarrbuf::location_label(&a.src, &a.src_path)
             )));
         }
     }
     let shape = src.shape().to_vec();
-    let ranges = match a.subset {
+    let ranges = match a.subset.as_deref() {
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
@@ -655,13 +660,23 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
         source: e,
     })?;
     let store = zarrbuf::open_store(&dst_dir.to_string_lossy())?;
-    let dst = zarrbuf::create_like(&src, &new_shape, store, a.dst_path, &a.layout, a.overwrite)
-        .map_err(|e| relabel(e, a.dst, a.dst_path))?;
+    let dst = if a.resume {
+        zarrbuf::resume_like(&src, &new_shape, store, &a.dst_path, &layout)
+    } else {
+        zarrbuf::create_like(&src, &new_shape, store, &a.dst_path, &layout, a.overwrite)
+    }
+    .map_err(|e| relabel(e, &a.dst, &a.dst_path))?;
     let mut opts = zarrbuf::CopyOptions::default()
         .with_subset(ranges)
         .with_prototype(proto.clone())
-        .with_memory_bytes(a.memory_bytes)
-        .with_compress(a.compress);
+        .with_memory_bytes(memory_bytes)
+        .with_compress(a.compress)
+        .with_resume(a.resume)
+        .with_durability(if a.sync {
+            Durability::Sync
+        } else {
+            Durability::Rename
+        });
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -692,9 +707,9 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
             ..
         } => {
             let array = if let Some(p) = array.strip_prefix("source ") {
-                format!("{} (source)", zarrbuf::location_label(a.src, p))
+                format!("{} (source)", zarrbuf::location_label(&a.src, p))
             } else if let Some(p) = array.strip_prefix("destination ") {
-                format!("{} (destination)", zarrbuf::location_label(a.dst, p))
+                format!("{} (destination)", zarrbuf::location_label(&a.dst, p))
             } else {
                 array
             };
@@ -711,10 +726,10 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
     eprintln!(
         "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",
-        zarrbuf::location_label(a.src, a.src_path),
+        zarrbuf::location_label(&a.src, &a.src_path),
         new_shape,
         info.data_type,
-        zarrbuf::location_label(a.dst, a.dst_path),
+        zarrbuf::location_label(&a.dst, &a.dst_path),
         info.inner_chunks.as_ref().unwrap_or(&info.chunks),
         match &info.inner_chunks {
             Some(_) => format!(" in shards {:?}", info.chunks),
@@ -726,6 +741,86 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
         bytes as f64 / seconds.max(1e-9) / 1e9
     );
     Ok(())
+}
+
+/// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
+fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
+    let mut opts = zarrbuf::CheckOptions::default().with_repair(repair);
+    let bar = (!json && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} checking [{bar:30}] {pos}/{len} chunks {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    if let Some(b) = &bar {
+        let b = b.clone();
+        opts = opts.with_progress(move |p| {
+            b.set_length(p.chunks_total as u64);
+            b.set_position(p.chunks_done as u64);
+        });
+    }
+    let report = zarrbuf::check_array(store, path, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let report = report?;
+    if json {
+        println!("{}", check_json(&report));
+    } else {
+        for f in &report.findings {
+            println!("{f}");
+        }
+        for r in &report.repaired {
+            println!("repaired: {r}");
+        }
+        let damaged = report
+            .findings
+            .iter()
+            .filter(|f| f.problem.is_damage())
+            .count();
+        eprintln!(
+            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {damaged} damaged",
+            report.array, report.chunks_checked, report.inner_chunks_checked, report.stored_bytes
+        );
+    }
+    if report.is_clean() || repair {
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        count: report
+            .findings
+            .iter()
+            .filter(|f| f.problem.is_damage())
+            .count(),
+        array: report.array,
+    })
+}
+
+/// The check report as JSON for scripts.
+fn check_json(report: &zarrbuf::CheckReport) -> serde_json::Value {
+    let findings: Vec<serde_json::Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "key": f.key, "inner": f.inner, "problem": f.problem.name(),
+                "damage": f.problem.is_damage(), "detail": f.detail,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "array": report.array,
+        "clean": report.is_clean(),
+        "chunks_checked": report.chunks_checked,
+        "inner_chunks_checked": report.inner_chunks_checked,
+        "stored_bytes": report.stored_bytes,
+        "findings": findings,
+        "repaired": report.repaired,
+    })
 }
 
 /// Smooth float32 data with noise in the low bits (compresses like measurements, partly).

@@ -4,8 +4,9 @@ use crate::buffer::BufferPrototype;
 use crate::buffer::NDBuffer;
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
-use crate::options::{PipelineMode, WriteOptions};
+use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
+use crate::zarr::SyncedWrites;
 use crate::zarr::check_subset;
 use crate::zarr::{ChainPlan, ShardEncoder, data_type_of, fill_bytes, zarr_error};
 use std::ops::Range;
@@ -53,6 +54,7 @@ pub trait ArrayWriteExt {
 
 impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Array<S> {
     fn write_opt(&self, subset: &[Range<u64>], data: &NDBuffer, opts: &WriteOptions) -> Result<()> {
+        let _synced = (opts.durability == Durability::Sync).then(SyncedWrites::begin);
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
         if data.dtype() != dtype {

@@ -26,6 +26,7 @@ import numpy as np
 from ._zarrbuf import (
     NDArray,
     ZarrbufError,
+    check,
     cuda_device_count,
     from_dlpack,
     nvcomp_compression,
@@ -38,6 +39,7 @@ __all__ = [
     "NDArray",
     "ZarrbufCodecPipeline",
     "ZarrbufError",
+    "check",
     "cuda_device_count",
     "from_dlpack",
     "nvcomp_compression",

@@ -3,6 +3,7 @@
 //! and array info.
 
 mod array;
+mod atomic_store;
 mod blosc_frame;
 mod codec_plan;
 mod codec_spec;
@@ -23,10 +24,12 @@ mod units;
 mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
+pub(crate) use atomic_store::SyncedWrites;
+pub use atomic_store::is_temporary_name;
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
-pub use create::{ArrayLayout, create_like};
+pub use create::{ArrayLayout, create_like, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;

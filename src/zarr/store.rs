@@ -1,9 +1,9 @@
 //! Opening zarr arrays from a location: a directory path, `file://` URL, or `memory://`.
 
+use super::atomic_store::AtomicDirectoryStore;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::Array;
-use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::ReadableWritableListableStorageTraits;
 use zarrs::storage::store::MemoryStore;
 
@@ -53,6 +53,10 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 
 /// Opens the store at `location` (a directory path, or a `file://` URL).
 ///
+/// Writes to a directory store are atomic per key: each goes to a temporary file beside its
+/// key and is renamed into place, so a killed writer never leaves a torn chunk (see
+/// [`Durability`](crate::Durability) for power loss). Listing skips the temporary files.
+///
 /// Also puts zarrbuf's codec fixes into zarrs' run-time registry, so arrays built over this
 /// store with zarrs directly (`Array::new_with_metadata`) read as [`open`]'s do.
 ///
@@ -76,7 +80,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
             )));
         }
     };
-    let store = FilesystemStore::new(&path).map_err(|e| {
+    let store = AtomicDirectoryStore::new(std::path::Path::new(&path)).map_err(|e| {
         Error::store(
             location,
             format!("cannot open the directory: {e}"),
