@@ -26,7 +26,8 @@
 // - `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (stores, units, codec plans,
 //   shards), side by side: neither imports the other;
-// - `pipeline`: the staged read and write engines and their drivers;
+// - `pipeline`: the staged read and write engines and their drivers; beside it `check`
+//   (finding and repairing damaged chunks), which imports only `zarr`, `options`, `error`;
 // - the public operations: `read_stream`, then `read`, `read_multi`, `read_async`, `write`
 //   and `write_async` (`read` and `read_multi` still import each other);
 // - `copy`, on top of `read` and `write`.
