@@ -111,6 +111,10 @@ enum Command {
         /// codecs inside the shard (N a multiple of 64).
         #[arg(long)]
         shards: Option<u64>,
+        /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
+        /// column always syncs each file, writing in place).
+        #[arg(long)]
+        sync: bool,
     },
     /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
@@ -293,6 +297,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             compress,
             device,
             shards,
+            sync,
         } => bench_write(
             &dir,
             mib,
@@ -301,6 +306,11 @@ fn dispatch(cli: Cli) -> Result<()> {
             compress,
             device.as_deref(),
             shards,
+            if sync {
+                Durability::Sync
+            } else {
+                Durability::Rename
+            },
         ),
         Command::Bench {
             store,
@@ -854,6 +864,7 @@ fn bench_write(
     compress: Compress,
     device: Option<&str>,
     shards: Option<u64>,
+    durability: Durability,
 ) -> Result<()> {
     use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
     use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
@@ -888,7 +899,7 @@ fn bench_write(
     let host = data.buffer().as_host_bytes()?;
     let raw = &host[data.offset()..data.offset() + bytes];
     println!(
-        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}",
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}, zarrbuf durability {durability:?}",
         staged_data.memory()
     );
     println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
@@ -899,12 +910,22 @@ fn bench_write(
     for (spec, shard) in variants {
         // Each writer gets a fresh store per repetition; the writers take turns.
         let store_dir = dir.join("bench-write.zarr");
-        let fresh = || -> Result<zarrbuf::DynArray> {
+        // zarrs' column writes to zarrs' own file-system store (in place, each file synced);
+        // zarrbuf's to the store zarrbuf opens (atomic: unnamed file or rename).
+        let fresh = |zarrs_store: bool| -> Result<zarrbuf::DynArray> {
             if store_dir.exists() {
                 std::fs::remove_dir_all(&store_dir).map_err(io)?;
             }
             std::fs::create_dir_all(&store_dir).map_err(io)?;
-            let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
+            let store: std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+                if zarrs_store {
+                    std::sync::Arc::new(
+                        zarrs::filesystem::FilesystemStore::new(&store_dir)
+                            .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    )
+                } else {
+                    zarrbuf::open_store(&store_dir.to_string_lossy())?
+                };
             let mut builder = ArrayBuilder::new(
                 shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
                 vec![shard.unwrap_or(64); 3],
@@ -932,23 +953,20 @@ fn bench_write(
             for step in 0..rates.len() {
                 let k = (rep + step) % rates.len();
                 let rate = &mut rates[k];
-                let array = fresh()?;
+                let array = fresh(k == 0)?;
+                let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                let opts = WriteOptions::default().with_durability(durability);
                 let start = Instant::now();
                 match k {
                     0 => array
                         .store_array_subset(&all, zarrs::array::ArrayBytes::from(raw))
                         .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    1 => array.write_all(&data)?,
-                    _ => {
-                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
-                        array.write_opt(
-                            &ranges,
-                            &staged_data,
-                            &WriteOptions::default()
-                                .with_mode(PipelineMode::Staged)
-                                .with_compress(compress),
-                        )?
-                    }
+                    1 => array.write_opt(&ranges, &data, &opts)?,
+                    _ => array.write_opt(
+                        &ranges,
+                        &staged_data,
+                        &opts.with_mode(PipelineMode::Staged).with_compress(compress),
+                    )?,
                 }
                 let s = start.elapsed().as_secs_f64();
                 if rep > 0 {
