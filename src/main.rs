@@ -162,6 +162,11 @@ struct CopyCli {
     /// Path of the new array inside the destination store.
     #[arg(long, default_value = "")]
     dst_path: String,
+    /// A layout chosen for the reader: `gpu` writes shards of about 64 MiB holding inner
+    /// chunks of about 128 KiB compressed with zstd 1, so that a GPU decompresses thousands
+    /// of frames at once (--chunks, --shards and --codec override its parts).
+    #[arg(long, value_parser = ["gpu"])]
+    layout: Option<String>,
     /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
     /// default: the source's).
     #[arg(long)]
@@ -614,19 +619,24 @@ fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
 }
 
 /// The destination layout `copy`'s flags ask for.
-fn copy_layout(a: &CopyCli) -> Result<zarrbuf::ArrayLayout> {
+/// The destination layout `copy`'s flags ask for (`shape`: the copied shape, `elem_bytes`:
+/// the data type's size, for `--layout gpu`).
+fn copy_layout(a: &CopyCli, shape: &[u64], elem_bytes: usize) -> Result<zarrbuf::ArrayLayout> {
+    let base = match a.layout.as_deref() {
+        Some(_) => zarrbuf::ArrayLayout::for_gpu(shape, elem_bytes),
+        None => zarrbuf::ArrayLayout::default(),
+    };
+    let parse =
+        |what, text: &Option<String>| text.as_deref().map(|c| parse_shape(what, c)).transpose();
     Ok(zarrbuf::ArrayLayout {
-        chunks: a
-            .chunks
+        chunks: parse("chunks", &a.chunks)?.or(base.chunks),
+        shards: parse("shards", &a.shards)?.or(base.shards),
+        codecs: a
+            .codec
             .as_deref()
-            .map(|c| parse_shape("chunks", c))
-            .transpose()?,
-        shards: a
-            .shards
-            .as_deref()
-            .map(|c| parse_shape("shards", c))
-            .transpose()?,
-        codecs: a.codec.as_deref().map(str::parse).transpose()?,
+            .map(str::parse)
+            .transpose()?
+            .or(base.codecs),
         zarr_format: a.zarr_format,
     })
 }
@@ -634,7 +644,6 @@ fn copy_layout(a: &CopyCli) -> Result<zarrbuf::ArrayLayout> {
 fn copy(a: &CopyCli) -> Result<()> {
     let proto = prototype(a.device.as_deref())?;
     let memory_bytes = parse_bytes(&a.memory)?;
-    let layout = copy_layout(a)?;
     let src_dir = local_dir(&a.src, "source")?;
     let dst_dir = local_dir(&a.dst, "destination")?;
     let src = zarrbuf::open(&src_dir.to_string_lossy(), &a.src_path)
@@ -665,6 +674,7 @@ fn copy(a: &CopyCli) -> Result<()> {
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
+    let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
     std::fs::create_dir_all(&dst_dir).map_err(|e| Error::Io {
         path: dst_dir.display().to_string(),
         source: e,
