@@ -75,7 +75,8 @@ pub use read_stream::{BlockingReadStream, ReadStream};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{
-    ArrayInfo, ArrayLayout, AsyncArray, CodecSpec, DynArray, RemoteStore, create_like, describe,
-    location_label, node_path, object_store_for_url, open, open_async, open_async_with_options,
-    open_store, parse_subset, resume_like,
+    ArrayInfo, ArrayLayout, ArraySummary, AsyncArray, CodecSpec, DynArray, Hierarchy, NodeInfo,
+    NodeKind, RemoteStore, create_like, describe, list_hierarchy, location_label, node_path,
+    object_store_for_url, open, open_async, open_async_with_options, open_store, parse_subset,
+    resume_like,
 };

@@ -33,17 +33,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Shape, chunks/shards, data type, codecs and fill value of an array.
+    /// Shape, chunks/shards, data type, codecs and fill value of an array; for a group, its
+    /// hierarchy as a tree (groups, and each array's layout, codecs and stored size).
     Info {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
-        /// Path of the array inside the store (default: the store root).
+        /// Path of the array or group inside the store (default: the store root).
         #[arg(long, default_value = "")]
         path: String,
+        /// Print the hierarchy (of a group, or the one array) as JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Read an array (or a subset) and write it as .npy, or print a summary.
     Read {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -72,7 +78,7 @@ enum Command {
     /// fail their checksum, keys outside the chunk grid, temporary files of killed writes.
     /// Exits with status 1 when it finds any.
     Check {
-        /// Store location: a directory path or a file:// URL.
+        /// Store location: a directory path, a zip file or a file:// URL.
         store: String,
         /// Path of the array inside the store (default: the store root).
         #[arg(long, default_value = "")]
@@ -118,7 +124,8 @@ enum Command {
     },
     /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -152,9 +159,10 @@ enum Command {
 /// `zarrbuf copy`'s arguments.
 #[derive(clap::Args)]
 struct CopyCli {
-    /// Source store: a directory path or a file:// URL.
+    /// Source store: a directory path, a zip file or a file:// URL.
     src: String,
-    /// Destination store: a directory path (created if missing) or a file:// URL.
+    /// Destination store: a directory path (created if missing) or a file:// URL (zip files
+    /// are read-only).
     dst: String,
     /// Path of the array inside the source store.
     #[arg(long, default_value = "")]
@@ -257,7 +265,7 @@ fn relabel(e: Error, store: &str, path: &str) -> Error {
 
 fn run(cli: Cli) -> Result<()> {
     let (store, path) = match &cli.command {
-        Command::Info { store, path }
+        Command::Info { store, path, .. }
         | Command::Check { store, path, .. }
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
@@ -269,7 +277,7 @@ fn run(cli: Cli) -> Result<()> {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Info { store, path } => info(&store, &path),
+        Command::Info { store, path, json } => info(&store, &path, json),
         Command::Read {
             store,
             path,
@@ -417,8 +425,22 @@ impl Source {
     }
 }
 
-fn info(store: &str, path: &str) -> Result<()> {
-    let array = Source::open(store, path, false)?;
+fn info(store: &str, path: &str, json: bool) -> Result<()> {
+    if json {
+        let hierarchy = zarrbuf::list_hierarchy(store, path)?;
+        let text = serde_json::to_string_pretty(&hierarchy)
+            .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let array = match Source::open(store, path, false) {
+        Ok(array) => array,
+        Err(Error::IsGroup { .. }) => {
+            print!("{}", zarrbuf::list_hierarchy(store, path)?);
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let i = array.describe()?;
     println!("array:      {}", zarrbuf::location_label(store, path));
     println!("zarr:       v{}", i.zarr_format);
@@ -618,6 +640,37 @@ fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
     }
 }
 
+/// Refuses a zip file (or a path named `.zip`) as copy's destination: zip stores are read
+/// only. Other files are refused as not being directories.
+fn refuse_zip_destination(a: &CopyCli, dst: &std::path::Path) -> Result<()> {
+    let named_zip = dst
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
+    if named_zip || dst.is_file() {
+        let zip = named_zip || {
+            use std::io::Read;
+            let mut head = [0u8; 4];
+            std::fs::File::open(dst)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok_and(|()| &head == b"PK\x03\x04" || &head == b"PK\x05\x06")
+        };
+        let why = if zip {
+            format!(
+                "zip stores are read-only in zarrbuf; copy the array into a directory instead: \
+                 zarrbuf copy {} out.zarr",
+                a.src
+            )
+        } else {
+            "it is a file, not a directory; give a directory path (created if missing)".into()
+        };
+        return Err(Error::Unsupported(format!(
+            "copy destination {}: {why}",
+            a.dst
+        )));
+    }
+    Ok(())
+}
+
 /// The destination layout `copy`'s flags ask for.
 /// The destination layout `copy`'s flags ask for (`shape`: the copied shape, `elem_bytes`:
 /// the data type's size, for `--layout gpu`).
@@ -646,6 +699,7 @@ fn copy(a: &CopyCli) -> Result<()> {
     let memory_bytes = parse_bytes(&a.memory)?;
     let src_dir = local_dir(&a.src, "source")?;
     let dst_dir = local_dir(&a.dst, "destination")?;
+    refuse_zip_destination(a, &dst_dir)?;
     let src = zarrbuf::open(&src_dir.to_string_lossy(), &a.src_path)
         .map_err(|e| relabel(e, &a.src, &a.src_path))?;
     // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
