@@ -819,6 +819,48 @@ fn copy(a: &CopyCli) -> Result<()> {
 
 /// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
 fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
+    // A group is checked array by array.
+    let (reports, group) = match check_one(store, path, json, repair) {
+        Ok(report) => (vec![report], None),
+        Err(Error::IsGroup { group, arrays }) => {
+            let reports = arrays
+                .iter()
+                .map(|a| check_one(store, a, json, repair))
+                .collect::<Result<Vec<_>>>()?;
+            (reports, Some(group))
+        }
+        Err(e) => return Err(e),
+    };
+    if json {
+        let all: Vec<serde_json::Value> = reports.iter().map(check_json).collect();
+        let doc = match &group {
+            Some(g) => serde_json::json!({
+                "group": g, "clean": reports.iter().all(|r| r.is_clean()), "arrays": all,
+            }),
+            None => all.into_iter().next().unwrap_or_default(),
+        };
+        println!("{doc}");
+    }
+    let damaged: usize = reports.iter().map(damage_count).sum();
+    if damaged == 0 || repair {
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        count: damaged,
+        array: group.unwrap_or_else(|| reports.iter().map(|r| r.array.clone()).collect()),
+    })
+}
+
+fn damage_count(report: &zarrbuf::CheckReport) -> usize {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.problem.is_damage())
+        .count()
+}
+
+/// Checks one array with a progress bar; prints its findings unless `json`.
+fn check_one(store: &str, path: &str, json: bool, repair: bool) -> Result<zarrbuf::CheckReport> {
     let mut opts = zarrbuf::CheckOptions::default().with_repair(repair);
     let bar = (!json && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(0);
@@ -842,36 +884,23 @@ fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
         b.finish_and_clear();
     }
     let report = report?;
-    if json {
-        println!("{}", check_json(&report));
-    } else {
+    if !json {
         for f in &report.findings {
             println!("{f}");
         }
         for r in &report.repaired {
             println!("repaired: {r}");
         }
-        let damaged = report
-            .findings
-            .iter()
-            .filter(|f| f.problem.is_damage())
-            .count();
         eprintln!(
-            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {damaged} damaged",
-            report.array, report.chunks_checked, report.inner_chunks_checked, report.stored_bytes
+            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {} damaged",
+            report.array,
+            report.chunks_checked,
+            report.inner_chunks_checked,
+            report.stored_bytes,
+            damage_count(&report)
         );
     }
-    if report.is_clean() || repair {
-        return Ok(());
-    }
-    Err(Error::Damaged {
-        count: report
-            .findings
-            .iter()
-            .filter(|f| f.problem.is_damage())
-            .count(),
-        array: report.array,
-    })
+    Ok(report)
 }
 
 /// The check report as JSON for scripts.

@@ -312,3 +312,40 @@ fn durability_sync_writes_the_same_bytes() {
     let back = a.read_all(&BufferPrototype::cpu()).unwrap();
     assert_eq!(back.dtype(), DataType::Float32);
 }
+
+#[test]
+fn check_walks_every_array_of_a_group() {
+    let dir = scratch("group");
+    let group = dir.join("g.zarr");
+    let from = common::root().join("data/v2_group_consolidated.zarr");
+    for file in common::walk(&from) {
+        let to = group.join(file.strip_prefix(&from).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &to).unwrap();
+    }
+    let store = group.to_string_lossy().into_owned();
+    let clean = zarrbuf()
+        .args(["check", &store, "--json"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&clean.stdout).unwrap();
+    assert!(clean.status.success(), "{report}");
+    assert_eq!(
+        report["arrays"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
+    let chunk = group.join("g/labels/1.2");
+    let bytes = std::fs::read(&chunk).unwrap();
+    std::fs::write(&chunk, &bytes[..bytes.len() - 3]).unwrap();
+    let out = zarrbuf()
+        .args(["check", &store])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("g/labels/1.2: "), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+}
