@@ -159,10 +159,11 @@ enum Command {
 /// `zarrbuf copy`'s arguments.
 #[derive(clap::Args)]
 struct CopyCli {
-    /// Source store: a directory path, a zip file or a file:// URL.
+    /// Source store: a directory path, a zip file, or a URL (s3://, gs://, az://,
+    /// http(s)://, file://; object-store options from the environment).
     src: String,
-    /// Destination store: a directory path (created if missing) or a file:// URL (zip files
-    /// are read-only).
+    /// Destination store: a directory path (created if missing), or a URL (s3://, gs://,
+    /// az://, file://). Zip files are read-only.
     dst: String,
     /// Path of the array inside the source store.
     #[arg(long, default_value = "")]
@@ -627,17 +628,42 @@ fn parse_bytes(text: &str) -> Result<usize> {
     }
 }
 
-/// The directory of a local store location (a path or a file:// URL), or an error for URLs.
-fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
+/// The directory of a local store location (a path or a file:// URL); `None` for the URL of
+/// an object store.
+fn local_dir(location: &str) -> Option<PathBuf> {
     match location.split_once("://") {
-        None => Ok(PathBuf::from(location)),
-        Some(("file", rest)) => Ok(PathBuf::from(rest)),
-        Some((scheme, _)) => Err(Error::Unsupported(format!(
-            "copy {role} {location}: copy reads and writes local directories (and file:// URLs) \
-             for now, not {scheme}:// stores; copy the store locally first (e.g. with the \
-             cloud provider's CLI)"
-        ))),
+        None => Some(PathBuf::from(location)),
+        Some(("file", rest)) => Some(PathBuf::from(rest)),
+        Some(_) => None,
     }
+}
+
+/// Whether `src` and `dst` are the same store (the same directory, or the same URL).
+fn same_store(src: &str, dst: &str) -> bool {
+    match (local_dir(src), local_dir(dst)) {
+        (Some(s), Some(d)) => matches!(
+            (std::fs::canonicalize(s), std::fs::canonicalize(d)),
+            (Ok(s), Ok(d)) if s == d
+        ),
+        (None, None) => src.trim_end_matches('/') == dst.trim_end_matches('/'),
+        _ => false,
+    }
+}
+
+/// The destination store of a copy: a local directory (created if missing; a zip file is
+/// refused) or an object-store URL.
+fn destination_store(
+    a: &CopyCli,
+) -> Result<std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits>> {
+    let Some(dir) = local_dir(&a.dst) else {
+        return zarrbuf::open_store(&a.dst);
+    };
+    refuse_zip_destination(a, &dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    zarrbuf::open_store(&dir.to_string_lossy())
 }
 
 /// Refuses a zip file (or a path named `.zip`) as copy's destination: zip stores are read
@@ -671,7 +697,6 @@ fn refuse_zip_destination(a: &CopyCli, dst: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// The destination layout `copy`'s flags ask for.
 /// The destination layout `copy`'s flags ask for (`shape`: the copied shape, `elem_bytes`:
 /// the data type's size, for `--layout gpu`).
 fn copy_layout(a: &CopyCli, shape: &[u64], elem_bytes: usize) -> Result<zarrbuf::ArrayLayout> {
@@ -697,24 +722,20 @@ fn copy_layout(a: &CopyCli, shape: &[u64], elem_bytes: usize) -> Result<zarrbuf:
 fn copy(a: &CopyCli) -> Result<()> {
     let proto = prototype(a.device.as_deref())?;
     let memory_bytes = parse_bytes(&a.memory)?;
-    let src_dir = local_dir(&a.src, "source")?;
-    let dst_dir = local_dir(&a.dst, "destination")?;
-    refuse_zip_destination(a, &dst_dir)?;
-    let src = zarrbuf::open(&src_dir.to_string_lossy(), &a.src_path)
-        .map_err(|e| relabel(e, &a.src, &a.src_path))?;
+    if let Some(dir) = local_dir(&a.dst) {
+        refuse_zip_destination(a, &dir)?;
+    }
+    let src = zarrbuf::open(&a.src, &a.src_path).map_err(|e| relabel(e, &a.src, &a.src_path))?;
     // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
     let (sp, dp) = (
         zarrbuf::node_path(&a.src_path)?,
         zarrbuf::node_path(&a.dst_path)?,
     );
-    if let (Ok(s), Ok(d)) = (
-        std::fs::canonicalize(&src_dir),
-        std::fs::canonicalize(&dst_dir),
-    ) {
+    if same_store(&a.src, &a.dst) {
         let inside = |outer: &str, inner: &str| {
             outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
         };
-        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
+        if inside(&sp, &dp) || inside(&dp, &sp) {
             return Err(Error::InvalidArgument(format!(
                 "the destination {} is the source {} or overlaps it; copy into another store or path",
                 zarrbuf::location_label(&a.dst, &a.dst_path),
@@ -729,11 +750,7 @@ fn copy(a: &CopyCli) -> Result<()> {
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
     let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
-    std::fs::create_dir_all(&dst_dir).map_err(|e| Error::Io {
-        path: dst_dir.display().to_string(),
-        source: e,
-    })?;
-    let store = zarrbuf::open_store(&dst_dir.to_string_lossy())?;
+    let store = destination_store(a)?;
     let dst = if a.resume {
         zarrbuf::resume_like(&src, &new_shape, store, &a.dst_path, &layout)
     } else {

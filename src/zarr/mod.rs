@@ -4,6 +4,7 @@
 
 mod array;
 mod atomic_store;
+mod blocking_store;
 mod blosc_frame;
 mod codec_plan;
 mod codec_spec;

@@ -53,7 +53,14 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 }
 
 /// Opens the store at `location`: a directory path, a zip file, or a `file://` URL of
-/// either (and `memory://`, a new empty store in memory).
+/// either; an object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`; options such as
+/// credentials and endpoints from the environment, as object_store reads them); or
+/// `memory://`, a new empty store in memory.
+///
+/// Object-store URLs are served by blocking on a process-wide tokio runtime, one request at
+/// a time per calling thread: from async code, [`open_async`](crate::open_async) keeps
+/// requests concurrent without a thread each. Each key is written with one PUT, which is
+/// atomic.
 ///
 /// Writes to a directory store are atomic per key: each goes to a temporary file beside its
 /// key and is renamed into place, so a killed writer never leaves a torn chunk (see
@@ -86,12 +93,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
     let path = match location.split_once("://") {
         None => location.to_string(),
         Some(("file", rest)) => rest.to_string(),
-        Some((scheme, _)) => {
-            return Err(Error::Unsupported(format!(
-                "{scheme}:// locations need the async API (zarrbuf::open_async) or the CLI; \
-                 the synchronous open takes directory and zip file paths and file:// URLs"
-            )));
-        }
+        Some((_, _)) => return super::blocking_store::url_store(location),
     };
     let store = AtomicDirectoryStore::new(std::path::Path::new(&path)).map_err(|e| {
         Error::store(
@@ -120,7 +122,7 @@ pub(crate) fn check_local_location(location: &str) -> Result<()> {
 }
 
 /// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata;
-/// a directory, a zip file or a `file://` URL; see [`open_store`]).
+/// a directory, a zip file, a `file://` or object-store URL; see [`open_store`]).
 ///
 /// A group at `array_path` is refused with [`Error::IsGroup`], which names the arrays under
 /// it ([`list_hierarchy`](crate::list_hierarchy) describes them).
