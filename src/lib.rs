@@ -75,8 +75,11 @@ pub use read_stream::{BlockingReadStream, ReadStream};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{
-    ArrayInfo, ArrayLayout, ArraySummary, AsyncArray, CodecSpec, DynArray, Hierarchy, NodeInfo,
-    NodeKind, RemoteStore, create_like, describe, list_hierarchy, location_label, node_path,
-    object_store_for_url, open, open_async, open_async_with_options, open_store, parse_subset,
-    resume_like,
+    ArrayInfo, ArrayLayout, ArraySummary, AsyncArray, CodecSpec, DynArray, Hierarchy,
+    IcechunkVersion, NodeInfo, NodeKind, OpenOptions, RemoteStore, create_like, describe,
+    is_icechunk_repository, list_hierarchy, list_hierarchy_with, location_label, node_path,
+    object_store_for_url, open, open_async, open_async_with, open_async_with_options, open_store,
+    open_store_with, open_with, parse_subset, resume_like,
 };
+#[cfg(feature = "icechunk")]
+pub use zarr::{IcechunkStore, IcechunkWriter};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use zarrbuf::{
     ArrayReadExt, BufferPrototype, Compress, Decode, Device, Durability, Error, NDBuffer,
-    ReadOptions, Result,
+    OpenOptions, ReadOptions, Result,
 };
 
 /// The CLI's Rust allocations (encoded chunks as stores read them — object_store's local
@@ -45,6 +45,8 @@ enum Command {
         /// Print the hierarchy (of a group, or the one array) as JSON for scripts.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        version: VersionArgs,
     },
     /// Read an array (or a subset) and write it as .npy, or print a summary.
     Read {
@@ -71,9 +73,11 @@ enum Command {
         /// Use the async (object_store) reader also for a directory path.
         #[arg(long = "async")]
         force_async: bool,
+        #[command(flatten)]
+        version: VersionArgs,
     },
     /// Copy an array (or a subset) into a new array with other chunks, shards or codecs.
-    Copy(CopyCli),
+    Copy(Box<CopyCli>),
     /// Check a stored array for damage: chunks that do not decode, decode to the wrong size or
     /// fail their checksum, keys outside the chunk grid, temporary files of killed writes.
     /// Exits with status 1 when it finds any.
@@ -90,6 +94,8 @@ enum Command {
         /// inner chunks (which then read as the fill value); says what it did.
         #[arg(long)]
         repair: bool,
+        #[command(flatten)]
+        version: VersionArgs,
     },
     /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
     /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
@@ -153,7 +159,45 @@ enum Command {
         /// small reads take; `PipelineMode::Direct`).
         #[arg(long)]
         direct: bool,
+        #[command(flatten)]
+        version: VersionArgs,
     },
+}
+
+/// Which version of an icechunk repository to open (`info`, `read`, `bench`, `check`).
+#[derive(clap::Args, Clone, Default)]
+struct VersionArgs {
+    /// Icechunk repositories: read the tip of this branch (default main).
+    #[arg(long, conflicts_with_all = ["tag", "snapshot"])]
+    branch: Option<String>,
+    /// Icechunk repositories: read the snapshot this tag names.
+    #[arg(long, conflicts_with = "snapshot")]
+    tag: Option<String>,
+    /// Icechunk repositories: read this snapshot (its id, e.g. 1CECHNKREP0F1RSTCMT0).
+    #[arg(long)]
+    snapshot: Option<String>,
+    /// Icechunk repositories: a virtual chunk container (its URL prefix) that reads may
+    /// fetch virtual chunks from, with credentials from the environment; repeatable.
+    #[arg(long = "virtual-access", value_name = "URL_PREFIX")]
+    virtual_access: Vec<String>,
+}
+
+impl VersionArgs {
+    fn options(&self) -> Result<OpenOptions> {
+        let version = zarrbuf::IcechunkVersion::from_choice(
+            self.branch.as_deref(),
+            self.tag.as_deref(),
+            self.snapshot.as_deref(),
+        )?;
+        let mut opts = OpenOptions::default();
+        if let Some(v) = version {
+            opts = opts.with_version(v);
+        }
+        for prefix in &self.virtual_access {
+            opts = opts.with_virtual_access(prefix.clone());
+        }
+        Ok(opts)
+    }
 }
 
 /// `zarrbuf copy`'s arguments.
@@ -218,6 +262,33 @@ struct CopyCli {
     /// a CUDA --device) or auto (default: the CPU).
     #[arg(long, default_value = "auto")]
     compress: Compress,
+    /// Icechunk destination: the branch to commit the copy to, as one snapshot, when the
+    /// whole copy succeeded (default main; a missing or empty directory becomes a new
+    /// repository).
+    #[arg(long)]
+    branch: Option<String>,
+    /// Refused: a tag names a snapshot that never changes (commit to a --branch).
+    #[arg(long)]
+    tag: Option<String>,
+    /// Refused: a snapshot never changes (commit to a --branch).
+    #[arg(long)]
+    snapshot: Option<String>,
+    /// Icechunk destination: the commit message (default: says what was copied).
+    #[arg(long)]
+    message: Option<String>,
+    /// Icechunk source: read the tip of this branch (default main).
+    #[arg(long, conflicts_with_all = ["src_tag", "src_snapshot"])]
+    src_branch: Option<String>,
+    /// Icechunk source: read the snapshot this tag names.
+    #[arg(long, conflicts_with = "src_snapshot")]
+    src_tag: Option<String>,
+    /// Icechunk source: read this snapshot (its id).
+    #[arg(long)]
+    src_snapshot: Option<String>,
+    /// Icechunk source: a virtual chunk container (URL prefix) reads may fetch from;
+    /// repeatable.
+    #[arg(long = "virtual-access", value_name = "URL_PREFIX")]
+    virtual_access: Vec<String>,
 }
 
 fn main() {
@@ -278,7 +349,12 @@ fn run(cli: Cli) -> Result<()> {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Info { store, path, json } => info(&store, &path, json),
+        Command::Info {
+            store,
+            path,
+            json,
+            version,
+        } => info(&store, &path, json, &version.options()?),
         Command::Read {
             store,
             path,
@@ -287,6 +363,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             out,
             decode,
             force_async,
+            version,
         } => read(
             &store,
             &path,
@@ -294,7 +371,10 @@ fn dispatch(cli: Cli) -> Result<()> {
             device.as_deref(),
             out,
             decode,
-            force_async,
+            &Opening {
+                force_async,
+                options: version.options()?,
+            },
         ),
         Command::Copy(args) => copy(&args),
         Command::Check {
@@ -302,7 +382,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             path,
             json,
             repair,
-        } => check(&store, &path, json, repair),
+            version,
+        } => check(&store, &path, json, repair, &version.options()?),
         Command::BenchWrite {
             dir,
             mib,
@@ -336,6 +417,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             force_async,
             staged,
             direct,
+            version,
         } => {
             let mode = match (staged, direct) {
                 (true, _) => zarrbuf::PipelineMode::Staged,
@@ -348,7 +430,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 subset.as_deref(),
                 device.as_deref(),
                 reps,
-                force_async,
+                &Opening {
+                    force_async,
+                    options: version.options()?,
+                },
                 &ReadOptions::default().with_decode(decode).with_mode(mode),
             )
         }
@@ -376,6 +461,13 @@ fn prototype(device: Option<&str>) -> Result<BufferPrototype> {
     }
 }
 
+/// How `read` and `bench` open their array: the async reader also for a directory, and the
+/// icechunk version.
+struct Opening {
+    force_async: bool,
+    options: OpenOptions,
+}
+
 /// An array opened from a directory (sync) or a URL (async, driven by a tokio runtime).
 enum Source {
     Local(Box<zarrbuf::DynArray>),
@@ -383,18 +475,20 @@ enum Source {
 }
 
 impl Source {
-    fn open(store: &str, path: &str, force_async: bool) -> Result<Self> {
+    fn open(store: &str, path: &str, force_async: bool, opts: &OpenOptions) -> Result<Self> {
         let remote = store
             .split_once("://")
             .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
         if !remote && !force_async {
-            return Ok(Source::Local(Box::new(zarrbuf::open(store, path)?)));
+            return Ok(Source::Local(Box::new(zarrbuf::open_with(
+                store, path, opts,
+            )?)));
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::InvalidArgument(format!("cannot start the async runtime: {e}")))?;
-        let array = rt.block_on(zarrbuf::open_async(store, path))?;
+        let array = rt.block_on(zarrbuf::open_async_with(store, path, opts))?;
         Ok(Source::Remote(Box::new(array), rt))
     }
 
@@ -426,18 +520,18 @@ impl Source {
     }
 }
 
-fn info(store: &str, path: &str, json: bool) -> Result<()> {
+fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> Result<()> {
     if json {
-        let hierarchy = zarrbuf::list_hierarchy(store, path)?;
+        let hierarchy = zarrbuf::list_hierarchy_with(store, path, opts)?;
         let text = serde_json::to_string_pretty(&hierarchy)
             .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
         println!("{text}");
         return Ok(());
     }
-    let array = match Source::open(store, path, false) {
+    let array = match Source::open(store, path, false, opts) {
         Ok(array) => array,
         Err(Error::IsGroup { .. }) => {
-            print!("{}", zarrbuf::list_hierarchy(store, path)?);
+            print!("{}", zarrbuf::list_hierarchy_with(store, path, opts)?);
             return Ok(());
         }
         Err(e) => return Err(e),
@@ -485,10 +579,10 @@ fn read(
     device: Option<&str>,
     out: Option<PathBuf>,
     decode: Decode,
-    force_async: bool,
+    opening: &Opening,
 ) -> Result<()> {
     let proto = prototype(device)?;
-    let array = Source::open(store, path, force_async)?;
+    let array = Source::open(store, path, opening.force_async, &opening.options)?;
     let shape = array.shape();
     let ranges = match subset {
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
@@ -549,14 +643,14 @@ fn bench(
     subset: Option<&str>,
     device: Option<&str>,
     reps: usize,
-    force_async: bool,
+    opening: &Opening,
     opts: &ReadOptions,
 ) -> Result<()> {
     if reps == 0 {
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
     }
     let proto = prototype(device)?;
-    let array = Source::open(store, path, force_async)?;
+    let array = Source::open(store, path, opening.force_async, &opening.options)?;
     let shape = array.shape();
     let all: Vec<Range<u64>> = match subset {
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
@@ -719,19 +813,102 @@ fn copy_layout(a: &CopyCli, shape: &[u64], elem_bytes: usize) -> Result<zarrbuf:
     })
 }
 
+/// The branch a copy commits to when its destination is an icechunk repository (named by
+/// `--branch`/`--message`, or a directory laid out as one); `None` for a zarr store.
+fn icechunk_destination(a: &CopyCli) -> Result<Option<String>> {
+    if let Some((flag, name)) = a
+        .tag
+        .as_ref()
+        .map(|t| ("--tag", t))
+        .or(a.snapshot.as_ref().map(|s| ("--snapshot", s)))
+    {
+        return Err(Error::Unsupported(format!(
+            "copy writes into a branch of an icechunk repository, and {flag} {name} names a              snapshot, which never changes; give --branch NAME instead (the copy is committed              there as one snapshot)"
+        )));
+    }
+    let repository = zarrbuf::is_icechunk_repository(&a.dst);
+    if a.branch.is_none() && a.message.is_none() && !repository {
+        return Ok(None);
+    }
+    if a.resume {
+        return Err(Error::InvalidArgument(
+            "--resume continues a copy into a zarr store; a failed copy into an icechunk              repository committed nothing, so run it again without --resume"
+                .into(),
+        ));
+    }
+    Ok(Some(a.branch.clone().unwrap_or_else(|| "main".into())))
+}
+
+/// A writable session on a branch of an icechunk repository (feature `icechunk`).
+#[cfg(feature = "icechunk")]
+type Writer = zarrbuf::IcechunkWriter;
+
+#[cfg(feature = "icechunk")]
+fn open_writer(dst: &str, branch: &str) -> Result<Writer> {
+    zarrbuf::IcechunkWriter::open(dst, branch)
+}
+
+#[cfg(feature = "icechunk")]
+fn writer_store(
+    w: &Writer,
+) -> std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> {
+    w.store()
+}
+
+#[cfg(feature = "icechunk")]
+fn commit(w: Writer, message: &str) -> Result<String> {
+    w.commit(message)
+}
+
+/// Without the `icechunk` feature there is no writer: opening one says so.
+#[cfg(not(feature = "icechunk"))]
+enum Writer {}
+
+#[cfg(not(feature = "icechunk"))]
+fn open_writer(dst: &str, _branch: &str) -> Result<Writer> {
+    Err(Error::Unsupported(format!(
+        "{dst} is an icechunk destination, and this zarrbuf was built without icechunk          support; rebuild it with the `icechunk` feature (cargo install --path . --features          icechunk; it needs Rust 1.95)"
+    )))
+}
+
+#[cfg(not(feature = "icechunk"))]
+fn writer_store(
+    w: &Writer,
+) -> std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> {
+    match *w {}
+}
+
+#[cfg(not(feature = "icechunk"))]
+fn commit(w: Writer, _message: &str) -> Result<String> {
+    match w {}
+}
+
 fn copy(a: &CopyCli) -> Result<()> {
     let proto = prototype(a.device.as_deref())?;
     let memory_bytes = parse_bytes(&a.memory)?;
-    if let Some(dir) = local_dir(&a.dst) {
+    let branch = icechunk_destination(a)?;
+    if branch.is_none()
+        && let Some(dir) = local_dir(&a.dst)
+    {
         refuse_zip_destination(a, &dir)?;
     }
-    let src = zarrbuf::open(&a.src, &a.src_path).map_err(|e| relabel(e, &a.src, &a.src_path))?;
+    let src_opts = VersionArgs {
+        branch: a.src_branch.clone(),
+        tag: a.src_tag.clone(),
+        snapshot: a.src_snapshot.clone(),
+        virtual_access: a.virtual_access.clone(),
+    }
+    .options()?;
+    let src = zarrbuf::open_with(&a.src, &a.src_path, &src_opts)
+        .map_err(|e| relabel(e, &a.src, &a.src_path))?;
     // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
+    // (Into an icechunk branch the source is read from the snapshot it was opened at, which
+    // the copy's writes never change.)
     let (sp, dp) = (
         zarrbuf::node_path(&a.src_path)?,
         zarrbuf::node_path(&a.dst_path)?,
     );
-    if same_store(&a.src, &a.dst) {
+    if branch.is_none() && same_store(&a.src, &a.dst) {
         let inside = |outer: &str, inner: &str| {
             outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
         };
@@ -750,7 +927,14 @@ fn copy(a: &CopyCli) -> Result<()> {
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
     let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
-    let store = destination_store(a)?;
+    let writer = branch
+        .as_deref()
+        .map(|b| open_writer(&a.dst, b))
+        .transpose()?;
+    let store = match &writer {
+        Some(w) => writer_store(w),
+        None => destination_store(a)?,
+    };
     let dst = if a.resume {
         zarrbuf::resume_like(&src, &new_shape, store, &a.dst_path, &layout)
     } else {
@@ -813,6 +997,17 @@ fn copy(a: &CopyCli) -> Result<()> {
         other => other,
     })?;
     let info = zarrbuf::describe(&dst)?;
+    if let (Some(w), Some(b)) = (writer, &branch) {
+        let message = a.message.clone().unwrap_or_else(|| {
+            format!(
+                "zarrbuf copy {} to {}",
+                zarrbuf::location_label(&a.src, &a.src_path),
+                dp.trim_start_matches('/')
+            )
+        });
+        let id = commit(w, &message)?;
+        eprintln!("committed snapshot {id} to branch {b} of {}", a.dst);
+    }
     let seconds = start.elapsed().as_secs_f64();
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
     eprintln!(
@@ -835,14 +1030,14 @@ fn copy(a: &CopyCli) -> Result<()> {
 }
 
 /// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
-fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
+fn check(store: &str, path: &str, json: bool, repair: bool, open: &OpenOptions) -> Result<()> {
     // A group is checked array by array.
-    let (reports, group) = match check_one(store, path, json, repair) {
+    let (reports, group) = match check_one(store, path, json, repair, open) {
         Ok(report) => (vec![report], None),
         Err(Error::IsGroup { group, arrays }) => {
             let reports = arrays
                 .iter()
-                .map(|a| check_one(store, a, json, repair))
+                .map(|a| check_one(store, a, json, repair, open))
                 .collect::<Result<Vec<_>>>()?;
             (reports, Some(group))
         }
@@ -877,8 +1072,16 @@ fn damage_count(report: &zarrbuf::CheckReport) -> usize {
 }
 
 /// Checks one array with a progress bar; prints its findings unless `json`.
-fn check_one(store: &str, path: &str, json: bool, repair: bool) -> Result<zarrbuf::CheckReport> {
-    let mut opts = zarrbuf::CheckOptions::default().with_repair(repair);
+fn check_one(
+    store: &str,
+    path: &str,
+    json: bool,
+    repair: bool,
+    open: &OpenOptions,
+) -> Result<zarrbuf::CheckReport> {
+    let mut opts = zarrbuf::CheckOptions::default()
+        .with_repair(repair)
+        .with_open(open.clone());
     let bar = (!json && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(

@@ -13,7 +13,7 @@ mod repair;
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 pub use crate::zarr::is_temporary_name;
-use crate::zarr::{DynArray, label, node_path, open};
+use crate::zarr::{DynArray, OpenOptions, label, node_path, open_with};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,6 +38,9 @@ pub struct CheckOptions {
     pub concurrency: Option<usize>,
     /// Called as chunks are checked.
     pub progress: Option<ProgressFn>,
+    /// How the store is opened: the version of an icechunk repository to check (default
+    /// the tip of branch `main`).
+    pub open: OpenOptions,
 }
 
 impl CheckOptions {
@@ -56,6 +59,17 @@ impl CheckOptions {
     /// Sets a progress callback.
     pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
         self.progress = Some(Arc::new(f));
+        self
+    }
+
+    /// Opens the store with `open` (an icechunk repository's version).
+    ///
+    /// ```
+    /// let o = zarrbuf::CheckOptions::default().with_open(zarrbuf::OpenOptions::default().with_tag("v1"));
+    /// assert!(o.open.version.is_some());
+    /// ```
+    pub fn with_open(mut self, open: OpenOptions) -> Self {
+        self.open = open;
         self
     }
 }
@@ -174,19 +188,27 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
             crate::zarr::read_only_sentence(location)
         )));
     }
-    let root = if zip {
+    // An icechunk repository is checked through its store's listing, like a zip file.
+    let icechunk = crate::zarr::opens_as_icechunk(location, &opts.open)?;
+    if icechunk && opts.repair {
+        return Err(Error::Unsupported(format!(
+            "check --repair rewrites chunks in place, and the icechunk repository {location}              changes only by commits; copy the array into a branch instead (zarrbuf copy              {location} {location} --src-path ARRAY --dst-path ARRAY --overwrite --branch              NAME --message TEXT keeps the chunks that decode)"
+        )));
+    }
+    let listed = zip || icechunk;
+    let root = if listed {
         PathBuf::new()
     } else {
         local_root(location)?
     };
-    let array = open(location, array_path)?;
+    let array = open_with(location, array_path, &opts.open)?;
     let node = node_path(array_path)?;
     let prefix = node.trim_start_matches('/').to_string();
     let mut report = CheckReport {
         array: label(location, array_path),
         ..Default::default()
     };
-    let files = if zip {
+    let files = if listed {
         list_keys(&array, location, &prefix)?
     } else {
         list_files(&root.join(&prefix))?

@@ -19,7 +19,7 @@ use zarrs::storage::storage_adapter::async_to_sync::{
 };
 
 /// The runtime every blocking URL store runs its requests on.
-fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -38,22 +38,59 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
 }
 
 /// Waits for a store future on the calling thread (see the module docs).
-struct WaitOnRuntime(tokio::runtime::Handle);
+pub(crate) struct WaitOnRuntime(pub(crate) tokio::runtime::Handle);
+
+impl WaitOnRuntime {
+    /// Waits on the process-wide store runtime.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(WaitOnRuntime(runtime()?.handle().clone()))
+    }
+}
 
 impl AsyncToSyncBlockOn for WaitOnRuntime {
     fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
         let _context = self.0.enter();
-        futures::executor::block_on(future)
+        park_until_ready(future)
+    }
+}
+
+/// Runs `future` with the store runtime's context entered and waits for it on this thread
+/// (any thread, also inside another runtime).
+pub(crate) fn wait<F: core::future::Future>(future: F) -> Result<F::Output> {
+    Ok(WaitOnRuntime::new()?.block_on(future))
+}
+
+/// Polls `future` on this thread until it is ready, parking between polls.
+///
+/// Unlike `futures::executor::block_on` it may be nested: a listing that waits on a
+/// synchronous source (itself polled by `futures::executor::block_on`) reaches a store
+/// call that waits here, where the futures executor would panic ("cannot execute
+/// `LocalPool` executor from within another executor").
+fn park_until_ready<F: core::future::Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
     }
 }
 
 /// The store at an object-store URL, with object_store's options taken from the environment
 /// (as `zarrbuf info` does). Writes are one PUT per key: atomic, never torn.
 pub(crate) fn url_store(url: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    let handle = runtime()?.handle().clone();
     let remote = RemoteStore::new(object_store_for_url(url, &[])?);
     Ok(Arc::new(AsyncToSyncStorageAdapter::new(
         Arc::new(remote),
-        WaitOnRuntime(handle),
+        WaitOnRuntime::new()?,
     )))
 }

@@ -9,6 +9,7 @@
 //! it is listed with the reason zarrbuf cannot read it.
 
 use super::info::codec_list;
+use super::open_options::OpenOptions;
 use super::remote_store::RemoteStore;
 use super::{data_type_of, fill_bytes, label, node_path};
 use crate::error::{Error, Result};
@@ -159,11 +160,29 @@ pub struct ArraySummary {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn list_hierarchy(location: &str, path: &str) -> Result<Hierarchy> {
+    list_hierarchy_with(location, path, &OpenOptions::default())
+}
+
+/// [`list_hierarchy`] with [`OpenOptions`]: the version of an icechunk repository to list
+/// (see [`open_with`](crate::open_with); default the tip of branch `main`).
+///
+/// ```
+/// let Err(err) = zarrbuf::list_hierarchy_with("fixtures/data/v3_int8.zarr", "",
+///     &zarrbuf::OpenOptions::default().with_branch("main")) else { panic!() };
+/// assert!(err.to_string().contains("not an icechunk repository"));
+/// ```
+pub fn list_hierarchy_with(location: &str, path: &str, opts: &OpenOptions) -> Result<Hierarchy> {
     let base = node_path(path)?.trim_start_matches('/').to_string();
     let remote = location
         .split_once("://")
         .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
-    let (consolidated, nodes) = if remote {
+    let icechunk = super::store::icechunk_route(location, opts)?
+        || (remote && super::store::url_is_repository(location));
+    let (consolidated, nodes) = if icechunk {
+        // The store waits on the store runtime itself, from any thread.
+        let store = super::store::icechunk_sync_store(location, opts)?;
+        futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
+    } else if remote {
         let store = RemoteStore::new(super::object_store_for_url(location, &[])?);
         // A runtime of its own on a thread of its own: callable from async code too.
         std::thread::scope(|s| {
@@ -187,7 +206,7 @@ pub fn list_hierarchy(location: &str, path: &str) -> Result<Hierarchy> {
         })?
     } else {
         super::store::check_local_location(location)?;
-        let store = super::open_store(location)?;
+        let store = super::open_store_with(location, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
     };
     Ok(Hierarchy {

@@ -13,8 +13,11 @@ mod create;
 mod dtypes;
 mod framing;
 mod hierarchy;
+#[cfg(feature = "icechunk")]
+mod icechunk;
 mod info;
 mod local_reads;
+mod open_options;
 mod partition;
 mod remote;
 mod remote_store;
@@ -34,17 +37,25 @@ pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
 pub use create::{ArrayLayout, create_like, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
-pub use hierarchy::{ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy};
+pub use hierarchy::{
+    ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_with,
+};
+#[cfg(feature = "icechunk")]
+pub use icechunk::{IcechunkStore, IcechunkWriter};
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;
+pub use open_options::{IcechunkVersion, OpenOptions, is_icechunk_repository};
 pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{
-    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
+    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with,
+    open_async_with_options,
 };
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
-pub(crate) use store::label;
-pub use store::{DynArray, location_label, node_path, open, open_store};
+pub use store::{
+    DynArray, location_label, node_path, open, open_store, open_store_with, open_with,
+};
+pub(crate) use store::{label, opens_as_icechunk};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,

@@ -1,6 +1,7 @@
 //! Opening zarr arrays in object storage (S3, GCS, Azure, HTTP) and local files through
 //! `object_store`, as async zarrs arrays.
 
+use super::open_options::{OpenOptions, url_holds_repository};
 pub use super::remote_store::RemoteStore;
 use super::store::{describe_open_error, label, node_path, open_fallback};
 use crate::error::{Error, Result};
@@ -231,6 +232,49 @@ pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
     open_async_with_options(url, array_path, &[]).await
 }
 
+/// [`open_async`] with [`OpenOptions`]: the version of an icechunk repository to read (see
+/// [`open_with`](crate::open_with)); icechunk reads through the same async pipeline as
+/// object stores. Object-store options come from the environment here; for explicit ones
+/// use [`open_async_with_options`].
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, OpenOptions};
+/// let opts = OpenOptions::default().with_tag("v1");
+/// let array = zarrbuf::open_async_with("s3://bucket/repo", "temperature", &opts).await?;
+/// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
+/// # Ok(()) }
+/// ```
+pub async fn open_async_with(
+    url: &str,
+    array_path: &str,
+    opts: &OpenOptions,
+) -> Result<AsyncArray> {
+    if super::store::icechunk_route(url, opts)? {
+        return open_icechunk_async(url, array_path, opts).await;
+    }
+    open_async_with_options(url, array_path, &[]).await
+}
+
+/// Opens the array at `array_path` of the icechunk repository at `url`.
+async fn open_icechunk_async(
+    url: &str,
+    array_path: &str,
+    opts: &OpenOptions,
+) -> Result<AsyncArray> {
+    #[cfg(feature = "icechunk")]
+    {
+        let path = node_path(array_path)?;
+        let store = RemoteStore::icechunk(super::icechunk::readonly_store_async(url, opts).await?);
+        open_in(Arc::new(store), url, array_path, &path).await
+    }
+    #[cfg(not(feature = "icechunk"))]
+    {
+        let _ = (array_path, opts);
+        Err(super::open_options::no_icechunk_support(url))
+    }
+}
+
 /// [`open_async`] with explicit object_store options (credentials, region, endpoint, timeouts).
 ///
 /// ```no_run
@@ -284,21 +328,39 @@ pub async fn open_async_with_options(
             })?
             .to_string()
     };
+    if super::store::icechunk_route(url, &OpenOptions::default())? {
+        return open_icechunk_async(url, array_path, &OpenOptions::default()).await;
+    }
     let path = node_path(array_path)?;
     let mut remote = RemoteStore::new(object_store_for_url(&location, options)?);
     if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
         remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
     }
-    let store = Arc::new(remote);
+    match open_in(Arc::new(remote), url, array_path, &path).await {
+        Err(_) if url.contains("://") && url_holds_repository(url).await => {
+            open_icechunk_async(url, array_path, &OpenOptions::default()).await
+        }
+        result => result,
+    }
+}
+
+/// Opens the array at node `path` of `store` (`url` and `array_path` as the user gave them,
+/// for messages).
+async fn open_in(
+    store: Arc<RemoteStore>,
+    url: &str,
+    array_path: &str,
+    path: &str,
+) -> Result<AsyncArray> {
     super::codecs::register_zarrs_overrides();
-    let refused = match Array::async_open(store.clone(), &path).await {
+    let refused = match Array::async_open(store.clone(), path).await {
         Ok(array) => return Ok(array),
         Err(e) => e,
     };
     if let Some(group) = super::hierarchy::group_error_async(&store, url, array_path).await {
         return Err(group);
     }
-    let zarray = match zarrs::node::NodePath::new(&path) {
+    let zarray = match zarrs::node::NodePath::new(path) {
         Ok(node) => store
             .get(&zarrs::node::meta_key_v2_array(&node))
             .await
@@ -308,6 +370,6 @@ pub async fn open_async_with_options(
     };
     let name = label(url, array_path);
     let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, &path, meta)
+    Array::new_with_metadata(store, path, meta)
         .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }

@@ -21,12 +21,35 @@ use zarrs_object_store::AsyncObjectStore;
 use super::local_reads::LocalReads;
 
 /// The async store zarrbuf builds for a URL: an `object_store` store seen as a zarrs store,
-/// with one request per ranged read.
+/// with one request per ranged read; or (feature `icechunk`) a session of an icechunk
+/// repository.
 pub struct RemoteStore {
-    adapter: AsyncObjectStore<Arc<dyn ObjectStore>>,
-    store: Arc<dyn ObjectStore>,
+    backend: Backend,
     /// For `file://` stores: reads straight from the files (see [`LocalReads`]).
     local: Option<LocalReads>,
+}
+
+/// What a [`RemoteStore`] reads from.
+enum Backend {
+    /// An object store.
+    Objects {
+        adapter: AsyncObjectStore<Arc<dyn ObjectStore>>,
+        store: Arc<dyn ObjectStore>,
+    },
+    /// A session of an icechunk repository.
+    #[cfg(feature = "icechunk")]
+    Icechunk(super::icechunk::IcechunkStore),
+}
+
+/// Forwards a store call to the backend.
+macro_rules! forward {
+    ($self:ident, $call:ident($($arg:expr),*)) => {
+        match &$self.backend {
+            Backend::Objects { adapter, .. } => adapter.$call($($arg),*).await,
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(store) => store.$call($($arg),*).await,
+        }
+    };
 }
 
 impl RemoteStore {
@@ -35,14 +58,26 @@ impl RemoteStore {
     ///
     /// ```
     /// let store = zarrbuf::RemoteStore::new(zarrbuf::object_store_for_url("memory://", &[])?);
-    /// assert!(store.object_store().to_string().contains("InMemory"));
+    /// assert!(store.object_store().unwrap().to_string().contains("InMemory"));
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
         super::codecs::register_zarrs_overrides();
         RemoteStore {
-            adapter: AsyncObjectStore::new(store.clone()),
-            store,
+            backend: Backend::Objects {
+                adapter: AsyncObjectStore::new(store.clone()),
+                store,
+            },
+            local: None,
+        }
+    }
+
+    /// Reads (and writes) through an icechunk session.
+    #[cfg(feature = "icechunk")]
+    pub(crate) fn icechunk(store: super::icechunk::IcechunkStore) -> Self {
+        super::codecs::register_zarrs_overrides();
+        RemoteStore {
+            backend: Backend::Icechunk(store),
             local: None,
         }
     }
@@ -65,9 +100,14 @@ impl RemoteStore {
         remote.local.is_some()
     }
 
-    /// The object store underneath.
-    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
-        &self.store
+    /// The object store underneath (`None` for an icechunk repository, which icechunk
+    /// reads itself).
+    pub fn object_store(&self) -> Option<&Arc<dyn ObjectStore>> {
+        match &self.backend {
+            Backend::Objects { store, .. } => Some(store),
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(_) => None,
+        }
     }
 
     /// One ranged `GET` (`None`: the object does not exist).
@@ -79,11 +119,15 @@ impl RemoteStore {
         if let Some(local) = &self.local {
             return local.get(key, Some(range)).await;
         }
+        let (adapter, store) = match &self.backend {
+            Backend::Objects { adapter, store } => (adapter, store),
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(store) => return store.get_partial(key, range).await,
+        };
         let range = match range {
             ByteRange::FromStart(_, Some(0)) | ByteRange::Suffix(0) => {
                 // An empty range is not a valid HTTP range: check the object exists instead.
-                return self
-                    .adapter
+                return adapter
                     .size_key(key)
                     .await
                     .map(|size| size.map(|_| Bytes::new()));
@@ -105,8 +149,7 @@ impl RemoteStore {
             range: Some(range),
             ..Default::default()
         };
-        let got = match self
-            .store
+        let got = match store
             .get_opts(&ObjectPath::from(key.as_str()), options)
             .await
         {
@@ -132,7 +175,11 @@ impl RemoteStore {
 
 impl std::fmt::Debug for RemoteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RemoteStore({})", self.store)
+        match &self.backend {
+            Backend::Objects { store, .. } => write!(f, "RemoteStore({store})"),
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(store) => write!(f, "RemoteStore({store:?})"),
+        }
     }
 }
 
@@ -142,7 +189,7 @@ impl AsyncReadableStorageTraits for RemoteStore {
         if let Some(local) = &self.local {
             return local.get(key, None).await;
         }
-        self.adapter.get(key).await
+        forward!(self, get(key))
     }
 
     async fn get_partial_many<'a>(
@@ -150,6 +197,10 @@ impl AsyncReadableStorageTraits for RemoteStore {
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
+        #[cfg(feature = "icechunk")]
+        if let Backend::Icechunk(store) = &self.backend {
+            return store.get_partial_many(key, byte_ranges).await;
+        }
         let mut parts = Vec::new();
         for range in byte_ranges {
             match self.get_range(key, range).await? {
@@ -161,7 +212,7 @@ impl AsyncReadableStorageTraits for RemoteStore {
     }
 
     async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
-        self.adapter.size_key(key).await
+        forward!(self, size_key(key))
     }
 
     fn supports_get_partial(&self) -> bool {
@@ -172,7 +223,7 @@ impl AsyncReadableStorageTraits for RemoteStore {
 #[async_trait::async_trait]
 impl AsyncWritableStorageTraits for RemoteStore {
     async fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.adapter.set(key, value).await
+        forward!(self, set(key, value))
     }
 
     async fn set_partial_many<'a>(
@@ -180,38 +231,42 @@ impl AsyncWritableStorageTraits for RemoteStore {
         key: &StoreKey,
         offset_values: OffsetBytesIterator<'a>,
     ) -> Result<(), StorageError> {
-        self.adapter.set_partial_many(key, offset_values).await
+        forward!(self, set_partial_many(key, offset_values))
     }
 
     async fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
-        self.adapter.erase(key).await
+        forward!(self, erase(key))
     }
 
     async fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        self.adapter.erase_prefix(prefix).await
+        forward!(self, erase_prefix(prefix))
     }
 
     fn supports_set_partial(&self) -> bool {
-        self.adapter.supports_set_partial()
+        match &self.backend {
+            Backend::Objects { adapter, .. } => adapter.supports_set_partial(),
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(store) => store.supports_set_partial(),
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl AsyncListableStorageTraits for RemoteStore {
     async fn list(&self) -> Result<StoreKeys, StorageError> {
-        self.adapter.list().await
+        forward!(self, list())
     }
 
     async fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
-        self.adapter.list_prefix(prefix).await
+        forward!(self, list_prefix(prefix))
     }
 
     async fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
-        self.adapter.list_dir(prefix).await
+        forward!(self, list_dir(prefix))
     }
 
     async fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
-        self.adapter.size_prefix(prefix).await
+        forward!(self, size_prefix(prefix))
     }
 }
 

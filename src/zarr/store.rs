@@ -2,6 +2,9 @@
 //! either, or `memory://`.
 
 use super::atomic_store::AtomicDirectoryStore;
+use super::open_options::{
+    OpenOptions, is_icechunk_repository, is_repository_dir, local_dir, not_a_repository,
+};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -83,7 +86,28 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    open_store_with(location, &OpenOptions::default())
+}
+
+/// [`open_store`] with [`OpenOptions`]. An icechunk repository (a local directory laid out
+/// as one; any location when `opts` names a version) opens read-only at `opts.version`
+/// (default: the tip of branch `main`); its writes are refused with a sentence saying how
+/// to write to a branch ([`IcechunkWriter`](crate::IcechunkWriter) with the `icechunk`
+/// feature). Without the `icechunk` feature, a repository is an error saying so.
+///
+/// ```
+/// let Err(err) = zarrbuf::open_store_with("fixtures/data/v3_int8.zarr",
+///     &zarrbuf::OpenOptions::default().with_tag("v1")) else { panic!() };
+/// assert!(err.to_string().contains("not an icechunk repository"));
+/// ```
+pub fn open_store_with(
+    location: &str,
+    opts: &OpenOptions,
+) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
     super::codecs::register_zarrs_overrides();
+    if icechunk_route(location, opts)? {
+        return icechunk_sync_store(location, opts);
+    }
     if location == "memory://" {
         return Ok(Arc::new(MemoryStore::new()));
     }
@@ -103,6 +127,43 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
         )
     })?;
     Ok(Arc::new(store))
+}
+
+/// Whether `location` is opened as an icechunk repository: a local directory laid out as one,
+/// or any location when `opts` names a version or virtual chunk access (object-store URLs
+/// are otherwise probed only after a zarr open there found nothing);
+/// an error when `opts` names a version but the local directory holds no repository.
+pub(crate) fn icechunk_route(location: &str, opts: &OpenOptions) -> Result<bool> {
+    match local_dir(location) {
+        Some(dir) if is_repository_dir(&dir) => Ok(true),
+        Some(_) if opts.names_icechunk() => Err(not_a_repository(location)),
+        _ => Ok(opts.names_icechunk()),
+    }
+}
+
+/// The read-only store over an icechunk repository, or the error of a build without them.
+pub(crate) fn icechunk_sync_store(
+    location: &str,
+    opts: &OpenOptions,
+) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    #[cfg(feature = "icechunk")]
+    return super::icechunk::readonly_sync_store(location, opts);
+    #[cfg(not(feature = "icechunk"))]
+    {
+        let _ = opts;
+        Err(super::open_options::no_icechunk_support(location))
+    }
+}
+
+/// Whether the object-store URL `location` turns out to hold an icechunk repository (asked
+/// only after a zarr open there found nothing).
+pub(crate) fn url_is_repository(location: &str) -> bool {
+    local_dir(location).is_none() && is_icechunk_repository(location)
+}
+
+/// Whether `location` opens as an icechunk repository, probing an object-store URL.
+pub(crate) fn opens_as_icechunk(location: &str, opts: &OpenOptions) -> Result<bool> {
+    Ok(icechunk_route(location, opts)? || url_is_repository(location))
 }
 
 /// An error for a path that is neither a directory nor a zip file (URLs pass).
@@ -140,24 +201,58 @@ pub(crate) fn check_local_location(location: &str) -> Result<()> {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
+    open_with(location, array_path, &OpenOptions::default())
+}
+
+/// [`open`] with [`OpenOptions`]: which version of an icechunk repository to read, and
+/// which of its virtual chunk containers reads may fetch from.
+///
+/// An icechunk repository is a local directory laid out as one (a `repo` file or `refs/`
+/// folder beside `snapshots/`), or an object-store prefix holding one (recognised when a
+/// plain zarr open finds nothing there, or when `opts` names a version). It opens read-only
+/// at `opts.version`, default the tip of branch `main`. Needs the `icechunk` feature.
+///
+/// ```
+/// let Err(err) = zarrbuf::open_with("fixtures/data/v3_int8.zarr", "",
+///     &zarrbuf::OpenOptions::default().with_branch("dev")) else { panic!() };
+/// assert!(err.to_string().contains("not an icechunk repository"));
+/// ```
+pub fn open_with(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
     let path = node_path(array_path)?;
     check_local_location(location)?;
-    let store = open_store(location)?;
+    let store = open_store_with(location, opts)?;
+    match open_in(store, location, array_path, &path) {
+        Err(_) if !icechunk_route(location, opts)? && url_is_repository(location) => {
+            let store = icechunk_sync_store(location, opts)?;
+            open_in(store, location, array_path, &path)
+        }
+        result => result,
+    }
+}
+
+/// Opens the array at node `path` of `store` (`location` and `array_path` as the user gave
+/// them, for messages).
+fn open_in(
+    store: Arc<dyn ReadableWritableListableStorageTraits>,
+    location: &str,
+    array_path: &str,
+    path: &str,
+) -> Result<DynArray> {
     super::codecs::register_zarrs_overrides();
-    let refused = match Array::open(store.clone(), &path) {
+    let refused = match Array::open(store.clone(), path) {
         Ok(array) => return Ok(array),
         Err(e) => e,
     };
     if let Some(group) = super::hierarchy::group_error_sync(store.as_ref(), location, array_path) {
         return Err(group);
     }
-    let zarray = zarrs::node::NodePath::new(&path)
+    let zarray = zarrs::node::NodePath::new(path)
         .ok()
         .and_then(|node| store.get(&zarrs::node::meta_key_v2_array(&node)).ok())
         .flatten();
     let name = label(location, array_path);
     let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, &path, meta)
+    Array::new_with_metadata(store, path, meta)
         .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }
 
