@@ -454,21 +454,49 @@ impl ReadStream {
     }
 }
 
+/// How `open` and `list_hierarchy` open an icechunk repository: at most one of a branch, a
+/// tag and a snapshot id, and the virtual chunk containers reads may fetch from.
+fn open_options(
+    branch: Option<&str>,
+    tag: Option<&str>,
+    snapshot: Option<&str>,
+    virtual_access: Option<Vec<String>>,
+) -> zarrbuf::Result<zarrbuf::OpenOptions> {
+    let mut opts = zarrbuf::OpenOptions::default();
+    if let Some(version) = zarrbuf::IcechunkVersion::from_choice(branch, tag, snapshot)? {
+        opts = opts.with_version(version);
+    }
+    for prefix in virtual_access.unwrap_or_default() {
+        opts = opts.with_virtual_access(prefix);
+    }
+    Ok(opts)
+}
+
 /// Opens the array at `path` inside the store at `location` (a directory, `file://`,
-/// `memory://`, or an object-store URL such as `s3://bucket/data.zarr`).
+/// `memory://`, or an object-store URL such as `s3://bucket/data.zarr`; or an icechunk
+/// repository, at `branch` (default main), `tag` or `snapshot`).
 #[pyfunction]
-#[pyo3(signature = (location, path = ""))]
-fn open(py: Python<'_>, location: &str, path: &str) -> PyResult<Array> {
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None))]
+fn open(
+    py: Python<'_>,
+    location: &str,
+    path: &str,
+    branch: Option<&str>,
+    tag: Option<&str>,
+    snapshot: Option<&str>,
+    virtual_access: Option<Vec<String>>,
+) -> PyResult<Array> {
     let label = zarrbuf::location_label(location, path);
     let local = !location.contains("://")
         || location.starts_with("file://")
         || location.starts_with("memory://");
     run(py, || {
+        let opts = open_options(branch, tag, snapshot, virtual_access)?;
         let inner = if local {
-            Inner::Sync(Arc::new(zarrbuf::open(location, path)?))
+            Inner::Sync(Arc::new(zarrbuf::open_with(location, path, &opts)?))
         } else {
             Inner::Async(Arc::new(
-                runtime()?.block_on(zarrbuf::open_async(location, path))?,
+                runtime()?.block_on(zarrbuf::open_async_with(location, path, &opts))?,
             ))
         };
         Array::from_inner(inner, label)
@@ -908,9 +936,19 @@ fn check<'py>(
 /// file, `file://` or object-store URL), as the JSON text `zarrbuf info --json` prints;
 /// `zarrbuf.list_hierarchy` parses it.
 #[pyfunction]
-#[pyo3(signature = (location, path = ""))]
-fn list_hierarchy(py: Python<'_>, location: &str, path: &str) -> PyResult<String> {
-    let hierarchy = run(py, || zarrbuf::list_hierarchy(location, path))?;
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None))]
+fn list_hierarchy(
+    py: Python<'_>,
+    location: &str,
+    path: &str,
+    branch: Option<&str>,
+    tag: Option<&str>,
+    snapshot: Option<&str>,
+) -> PyResult<String> {
+    let hierarchy = run(py, || {
+        let opts = open_options(branch, tag, snapshot, None)?;
+        zarrbuf::list_hierarchy_with(location, path, &opts)
+    })?;
     serde_json::to_string(&hierarchy)
         .map_err(|e| ZarrbufError::new_err(format!("cannot write the listing as JSON: {e}")))
 }

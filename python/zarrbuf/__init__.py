@@ -244,15 +244,40 @@ def rank_slice(length: int, chunk: int, rank: int, world_size: int) -> slice:
     return slice(min(first * chunk, length), min((first + count) * chunk, length))
 
 
-def open(location: str, path: str = "") -> Array:  # noqa: A001 - mirrors zarr.open
+def open(  # noqa: A001 - mirrors zarr.open
+    location: str,
+    path: str = "",
+    *,
+    branch: str | None = None,
+    tag: str | None = None,
+    snapshot: str | None = None,
+    virtual_access: list[str] | None = None,
+) -> Array:
     """Opens the zarr array at ``path`` in the store at ``location``: a directory, a zip file
     (read-only), a ``file://`` URL, or an object-store URL (``s3://``, ``gs://``, ``az://``,
     ``http(s)://``) with credentials from the usual environment variables. A group raises
-    ``ZarrbufError`` naming the arrays under it."""
-    return Array(_open(str(location), path))
+    ``ZarrbufError`` naming the arrays under it.
+
+    An icechunk repository (a local directory or an ``s3://``/``gs://``/``az://`` prefix
+    holding one) opens read-only at the tip of ``branch`` (default ``"main"``), at ``tag``,
+    or at ``snapshot`` (an id); give at most one. ``virtual_access`` lists the URL prefixes
+    of its virtual chunk containers that reads may fetch from (credentials from the
+    environment); a virtual chunk elsewhere raises ``ZarrbufError`` naming it.
+
+        >>> t = zarrbuf.open("repo", "temperature", tag="v1")
+    """
+    return Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
+                       virtual_access=virtual_access))
 
 
-def list_hierarchy(location: str, path: str = "") -> dict[str, Any]:
+def list_hierarchy(
+    location: str,
+    path: str = "",
+    *,
+    branch: str | None = None,
+    tag: str | None = None,
+    snapshot: str | None = None,
+) -> dict[str, Any]:
     """The groups and arrays at and under ``path`` in the store at ``location`` (as
     :func:`open` takes it), from consolidated metadata where the group has it, else from
     listing the store: the same as ``zarrbuf info --json``.
@@ -261,13 +286,15 @@ def list_hierarchy(location: str, path: str = "") -> dict[str, Any]:
     :func:`open` takes), ``zarr_format`` and ``node_type`` (``"group"`` or ``"array"``), and
     an array also ``shape``, ``data_type``, ``chunks``, ``shards`` (``None`` unless sharded),
     ``codecs``, ``fill_value``, ``chunks_stored``, ``chunks_total``, ``stored_bytes`` and
-    ``unreadable`` (why zarrbuf cannot read it, else ``None``).
+    ``unreadable`` (why zarrbuf cannot read it, else ``None``). ``branch``, ``tag`` and
+    ``snapshot`` choose the version of an icechunk repository, as in :func:`open`.
 
         >>> h = zarrbuf.list_hierarchy("data.zarr")
         >>> [n["path"] for n in h["nodes"] if n["node_type"] == "array"]
         ['g/labels', 'temperature']
     """
-    return json.loads(_list_hierarchy(str(location), path))
+    return json.loads(_list_hierarchy(str(location), path, branch=branch, tag=tag,
+                                      snapshot=snapshot))
 
 
 def __getattr__(name: str) -> Any:
