@@ -74,6 +74,8 @@ pub use read_async::ArrayReadAsyncExt;
 pub use read_stream::{BlockingReadStream, ReadStream};
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
+#[cfg(feature = "icechunk")]
+pub use zarr::IcechunkWriter;
 pub use zarr::{
     ArrayInfo, ArrayLayout, ArraySummary, AsyncArray, CodecSpec, DynArray, Hierarchy,
     IcechunkVersion, NodeInfo, NodeKind, OpenOptions, RemoteStore, create_like, describe,
@@ -81,5 +83,3 @@ pub use zarr::{
     object_store_for_url, open, open_async, open_async_with, open_async_with_options, open_store,
     open_store_with, open_with, parse_subset, resume_like,
 };
-#[cfg(feature = "icechunk")]
-pub use zarr::{IcechunkStore, IcechunkWriter};

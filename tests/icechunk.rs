@@ -733,13 +733,19 @@ fn repositories_in_the_local_s3_server_read_and_take_copies() {
         "{}",
         stderr(&o)
     );
-    // A copy into a new repository in S3, committed and read back.
+    // A copy into a new repository in S3 (a prefix of its own: the server outlives a run),
+    // committed and read back.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let new = format!("s3://icechunk/new-{}-{nanos}", std::process::id());
     let v3_int8 = root().join("data/v3_int8.zarr");
     let o = zarrbuf_cli(
         &[
             "copy",
             v3_int8.to_str().unwrap(),
-            "s3://icechunk/new",
+            &new,
             "--dst-path",
             "x",
             "--message",
@@ -751,7 +757,7 @@ fn repositories_in_the_local_s3_server_read_and_take_copies() {
     let o = zarrbuf_cli(
         &[
             "read",
-            "s3://icechunk/new",
+            &new,
             "--path",
             "x",
             "--branch",

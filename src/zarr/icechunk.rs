@@ -308,7 +308,7 @@ fn is_not_found(e: &icechunk::store::StoreError) -> bool {
 }
 
 /// zarrs_icechunk's store over one icechunk session, with zarrbuf's messages.
-pub struct IcechunkStore {
+pub(crate) struct IcechunkStore {
     inner: AsyncIcechunkStore,
     /// The repository as the user named it, for messages.
     location: String,

@@ -41,7 +41,7 @@ pub use hierarchy::{
     ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_with,
 };
 #[cfg(feature = "icechunk")]
-pub use icechunk::{IcechunkStore, IcechunkWriter};
+pub use icechunk::IcechunkWriter;
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;
 pub use open_options::{IcechunkVersion, OpenOptions, is_icechunk_repository};
