@@ -92,7 +92,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
 /// [`open_store`] with [`OpenOptions`]. An icechunk repository (a local directory laid out
 /// as one; any location when `opts` names a version) opens read-only at `opts.version`
 /// (default: the tip of branch `main`); its writes are refused with a sentence saying how
-/// to write to a branch ([`IcechunkWriter`](crate::IcechunkWriter) with the `icechunk`
+/// to write to a branch (`IcechunkWriter`, with the `icechunk`
 /// feature). Without the `icechunk` feature, a repository is an error saying so.
 ///
 /// ```
