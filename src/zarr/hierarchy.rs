@@ -176,16 +176,17 @@ pub fn list_hierarchy_with(location: &str, path: &str, opts: &OpenOptions) -> Re
     let remote = location
         .split_once("://")
         .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
-    let icechunk = super::store::icechunk_route(location, opts)?
-        || (remote && super::store::url_is_repository(location));
-    let (consolidated, nodes) = if icechunk {
-        // The store waits on the store runtime itself, from any thread.
+    // The store of an icechunk repository waits on the store runtime itself, from any thread.
+    let icechunk_walk = || -> Result<(bool, Vec<NodeInfo>)> {
         let store = super::store::icechunk_sync_store(location, opts)?;
-        futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
+        futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))
+    };
+    let (consolidated, nodes) = if super::store::icechunk_route(location, opts)? {
+        icechunk_walk()?
     } else if remote {
         let store = RemoteStore::new(super::object_store_for_url(location, &[])?);
         // A runtime of its own on a thread of its own: callable from async code too.
-        std::thread::scope(|s| {
+        let listed = std::thread::scope(|s| {
             s.spawn(|| {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -203,7 +204,12 @@ pub fn list_hierarchy_with(location: &str, path: &str, opts: &OpenOptions) -> Re
                     None,
                 ))
             })
-        })?
+        });
+        match listed {
+            // Nothing zarr there: an icechunk repository keeps its nodes in snapshots.
+            Err(_) if super::store::url_is_repository(location) => icechunk_walk()?,
+            other => other?,
+        }
     } else {
         super::store::check_local_location(location)?;
         let store = super::open_store_with(location, opts)?;
