@@ -6,6 +6,7 @@
 mod batch;
 mod compress;
 mod cuda;
+pub(crate) mod driver;
 mod host;
 mod nvcomp;
 mod ops;
