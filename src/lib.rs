@@ -43,10 +43,10 @@ mod pipeline;
 mod place;
 mod zarr;
 
-// Shims while the files move (the next commit names the new paths).
-use api::{copy, read, read_async, read_multi, read_stream, write, write_async};
-use device::driver;
-
+pub use api::{
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, BlockingReadStream,
+    CopyOptions, ReadStream, copy_array,
+};
 pub use buffer::dlpack;
 pub use buffer::npy;
 pub use buffer::{
@@ -55,9 +55,7 @@ pub use buffer::{
     default_prototype, set_default_prototype,
 };
 pub use check::{CheckOptions, CheckReport, check_array};
-pub use copy::{CopyOptions, copy_array};
-pub use device::{Stream, nvcomp_compression, nvcomp_library};
-pub use driver::cuda_device_count;
+pub use device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
 pub use options::{
@@ -66,11 +64,6 @@ pub use options::{
 };
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};
-pub use read::ArrayReadExt;
-pub use read_async::ArrayReadAsyncExt;
-pub use read_stream::{BlockingReadStream, ReadStream};
-pub use write::ArrayWriteExt;
-pub use write_async::ArrayWriteAsyncExt;
 pub use zarr::{
     ArrayInfo, ArrayLayout, AsyncArray, CodecSpec, DynArray, RemoteStore, create_like, describe,
     location_label, node_path, object_store_for_url, open, open_async, open_async_with_options,

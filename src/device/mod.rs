@@ -18,6 +18,7 @@ pub(crate) use batch::decode_on_host;
 pub(crate) use batch::{BatchDesc, BatchItem, Compression};
 pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
+pub use driver::cuda_device_count;
 pub(crate) use host::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};
 pub(crate) use ops::{DeviceOps, Event, Queue, track};
