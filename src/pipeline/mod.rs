@@ -8,6 +8,7 @@
 
 mod cancel;
 mod chunk_share;
+mod chunk_sink;
 mod fetch;
 mod host_scatter;
 mod read_driver;
@@ -23,6 +24,7 @@ mod write_driver;
 
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
+pub(crate) use chunk_sink::ChunkSink;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use read_stream::StreamReads;
@@ -33,4 +35,4 @@ pub(crate) use slots::{allocate_slots, finish, largest_unit_bytes};
 pub(crate) use staged_read::{Produced, StagedRead};
 pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 pub(crate) use store_queue::StoreQueue;
-pub(crate) use write_driver::{ChunkSink, write_staged};
+pub(crate) use write_driver::write_staged;

@@ -2,7 +2,9 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite, StoreQueue, largest_unit_bytes};
+use super::{
+    ChunkSink, DeviceChunk, DeviceCompress, Gathered, StagedWrite, StoreQueue, largest_unit_bytes,
+};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
@@ -13,52 +15,7 @@ use crate::zarr::{
 };
 use std::ops::Range;
 use std::sync::{Arc, Once};
-use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
-use zarrs::storage::ReadableWritableStorageTraits;
-
-/// Where the staged write puts finished chunks: a sync array, or an async one driven from
-/// the blocking pipeline thread.
-pub(crate) trait ChunkSink: Sync {
-    /// Removes a chunk that holds only the fill value.
-    fn erase(&self, indices: &[u64]) -> Result<()>;
-    /// Stores fully encoded chunk bytes.
-    ///
-    /// # Safety
-    /// `encoded` must be a valid encoding of the chunk under the array's codec chain.
-    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()>;
-    /// Merges `bytes` (native, C order) into `local` of the chunk (read-modify-write).
-    fn store_subset(
-        &self,
-        indices: &[u64],
-        local: &ArraySubset,
-        bytes: &[u8],
-        opts: &CodecOptions,
-    ) -> Result<()>;
-}
-
-impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ChunkSink for Array<S> {
-    fn erase(&self, indices: &[u64]) -> Result<()> {
-        self.erase_chunk(indices)
-            .map_err(|e| chunk_error(self, indices, e))
-    }
-
-    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()> {
-        // SAFETY: forwarded to the caller.
-        unsafe { self.store_encoded_chunk(indices, encoded) }
-            .map_err(|e| chunk_error(self, indices, e))
-    }
-
-    fn store_subset(
-        &self,
-        indices: &[u64],
-        local: &ArraySubset,
-        bytes: &[u8],
-        opts: &CodecOptions,
-    ) -> Result<()> {
-        self.store_chunk_subset_opt(indices, local, ArrayBytes::from(bytes), opts)
-            .map_err(|e| chunk_error(self, indices, e))
-    }
-}
+use zarrs::array::{Array, ArraySubset};
 
 /// Device data (or a forced staged write): the staged write pipeline into `sink`.
 pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
