@@ -18,19 +18,21 @@
 #![warn(missing_docs)]
 
 // The `mod` lines are in rustfmt's alphabetical order, not in layer order. The layers,
-// bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map):
+// bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
+// tests/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
 //   `error`) and `options` (imports nothing from the crate);
-// - `driver`: the CUDA driver, probed before anything touches CUDA;
+// - `device::driver`: the CUDA driver, probed before anything touches CUDA; it imports only
+//   the leaves, and it is the one file of `device` that `memory` imports;
 // - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
-// - `device`: the device trait, its host and CUDA implementations, nvCOMP;
+// - the rest of `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (stores, units, codec plans,
 //   shards), side by side: neither imports the other;
-// - `pipeline`: the staged read and write engines and their drivers; beside it `check`
-//   (finding and repairing damaged chunks), which imports only `zarr`, `options`, `error`;
-// - the public operations: `read_stream`, then `read`, `read_multi`, `read_async`, `write`
-//   and `write_async` (`read` and `read_multi` still import each other);
-// - `copy`, on top of `read` and `write`.
+// - `pipeline`: the staged read and write engines, their drivers and the reads behind read
+//   streams; beside it `check` (finding and repairing damaged chunks), which imports only
+//   `zarr`, `options` and `error`;
+// - `api`: the public operations (the extension traits on zarrs' `Array`, read streams,
+//   `copy_array`), which pick a route and call `pipeline` or zarrs.
 mod api;
 mod buffer;
 pub mod check;

@@ -1,7 +1,9 @@
 //! Devices: which ones exist, and the small device trait the pipeline is written against.
 //!
 //! Nothing here touches CUDA until a CUDA device is asked for, and then only through
-//! [`crate::driver`], which probes the driver first.
+//! [`driver`], which probes the driver first. `driver` imports only the leaves (`error`,
+//! `place`): it is the one file here that `memory` imports, the rest of the folder sits above
+//! `memory`.
 
 mod batch;
 mod compress;

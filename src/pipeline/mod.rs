@@ -1,5 +1,6 @@
 //! The chunk pipeline: staging slots and their pool, the staged read and write engines, the
-//! fetch stage, and the read and write drivers that the public extension traits call.
+//! fetch stage, the read and write drivers that the public extension traits call, and the
+//! reads behind a read stream (`read_stream.rs`).
 //!
 //! Read: fetch → CPU decompress into a staging slot → copy to the device → one fused device
 //! kernel (byte swap + transpose + scatter; fill for missing chunks). Write is the mirror.
