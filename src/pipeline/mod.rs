@@ -10,6 +10,7 @@
 mod cancel;
 mod chunk_share;
 mod chunk_sink;
+mod chunk_writer;
 mod fetch;
 mod host_scatter;
 mod read_driver;
@@ -26,6 +27,7 @@ mod write_driver;
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;
+pub(crate) use chunk_writer::ChunkWriter;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use read_stream::StreamReads;
