@@ -629,26 +629,7 @@ fn copy(a: &CopyCli) -> Result<()> {
     let dst_dir = local_dir(&a.dst, "destination")?;
     let src = zarrbuf::open(&src_dir.to_string_lossy(), &a.src_path)
         .map_err(|e| relabel(e, &a.src, &a.src_path))?;
-    // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
-    let (sp, dp) = (
-        zarrbuf::node_path(&a.src_path)?,
-        zarrbuf::node_path(&a.dst_path)?,
-    );
-    if let (Ok(s), Ok(d)) = (
-        std::fs::canonicalize(&src_dir),
-        std::fs::canonicalize(&dst_dir),
-    ) {
-        let inside = |outer: &str, inner: &str| {
-            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
-        };
-        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
-            return Err(Error::InvalidArgument(format!(
-                "the destination {} is the source {} or overlaps it; copy into another store or path",
-                zarrbuf::location_label(&a.dst, &a.dst_path),
-                zarrbuf::location_label(&a.src, &a.src_path)
-            )));
-        }
-    }
+    refuse_overlap(a, &src_dir, &dst_dir)?;
     let shape = src.shape().to_vec();
     let ranges = match a.subset.as_deref() {
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
@@ -699,7 +680,38 @@ fn copy(a: &CopyCli) -> Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    result.map_err(|e| match e {
+    result.map_err(|e| name_copy_side(e, a))?;
+    copy_summary(a, &dst, &new_shape, &proto, start)
+}
+
+/// Refuses to copy an array onto itself or into itself: --overwrite would delete the source.
+fn refuse_overlap(a: &CopyCli, src_dir: &std::path::Path, dst_dir: &std::path::Path) -> Result<()> {
+    let (sp, dp) = (
+        zarrbuf::node_path(&a.src_path)?,
+        zarrbuf::node_path(&a.dst_path)?,
+    );
+    if let (Ok(s), Ok(d)) = (
+        std::fs::canonicalize(src_dir),
+        std::fs::canonicalize(dst_dir),
+    ) {
+        let inside = |outer: &str, inner: &str| {
+            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+        };
+        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
+            return Err(Error::InvalidArgument(format!(
+                "the destination {} is the source {} or overlaps it; copy into another store or path",
+                zarrbuf::location_label(&a.dst, &a.dst_path),
+                zarrbuf::location_label(&a.src, &a.src_path)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A copy error naming its array as `copy_array` does ("source /p", "destination /p"), with
+/// the store the user gave.
+fn name_copy_side(e: Error, a: &CopyCli) -> Error {
+    match e {
         Error::Zarr {
             array,
             message,
@@ -720,8 +732,19 @@ fn copy(a: &CopyCli) -> Result<()> {
             }
         }
         other => other,
-    })?;
-    let info = zarrbuf::describe(&dst)?;
+    }
+}
+
+/// The line a finished copy (started at `start`) prints on stderr: what was copied where, in
+/// what layout, and how fast.
+fn copy_summary(
+    a: &CopyCli,
+    dst: &zarrbuf::DynArray,
+    new_shape: &[u64],
+    proto: &BufferPrototype,
+    start: Instant,
+) -> Result<()> {
+    let info = zarrbuf::describe(dst)?;
     let seconds = start.elapsed().as_secs_f64();
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
     eprintln!(
@@ -855,8 +878,6 @@ fn bench_write(
     device: Option<&str>,
     shards: Option<u64>,
 ) -> Result<()> {
-    use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
-    use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
     if reps == 0 || mib == 0 {
         return Err(Error::InvalidArgument(
             "--reps and --mib must be at least 1".into(),
@@ -874,11 +895,7 @@ fn bench_write(
     let shape = [mib as usize, 512, 512];
     let data = bench_data(&shape)?;
     let bytes = data.nbytes();
-    let io = |e: std::io::Error| Error::Io {
-        path: dir.display().to_string(),
-        source: e,
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::create_dir_all(dir).map_err(|e| bench_io(dir, e))?;
     zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
     // The staged column's source: the data in the chosen device's memory.
     let staged_data = match device {
@@ -886,7 +903,15 @@ fn bench_write(
         None => data.clone(),
     };
     let host = data.buffer().as_host_bytes()?;
-    let raw = &host[data.offset()..data.offset() + bytes];
+    let bench = WriteBench {
+        dir,
+        shape,
+        data: &data,
+        raw: &host[data.offset()..data.offset() + bytes],
+        staged_data: &staged_data,
+        compress,
+        reps,
+    };
     println!(
         "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}",
         staged_data.memory()
@@ -897,66 +922,7 @@ fn bench_write(
         .iter()
         .flat_map(|spec| std::iter::once((spec, None)).chain(shards.map(|n| (spec, Some(n)))));
     for (spec, shard) in variants {
-        // Each writer gets a fresh store per repetition; the writers take turns.
-        let store_dir = dir.join("bench-write.zarr");
-        let fresh = || -> Result<zarrbuf::DynArray> {
-            if store_dir.exists() {
-                std::fs::remove_dir_all(&store_dir).map_err(io)?;
-            }
-            std::fs::create_dir_all(&store_dir).map_err(io)?;
-            let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
-            let mut builder = ArrayBuilder::new(
-                shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
-                vec![shard.unwrap_or(64); 3],
-                data_type::float32(),
-                0.0f32,
-            );
-            builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
-            if shard.is_some() {
-                builder.subchunk_shape(vec![64u64; 3]);
-            }
-            let array = builder
-                .build(store, "/")
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            array
-                .store_metadata()
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            Ok(array)
-        };
-        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
-        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
-        for rep in 0..=reps {
-            // Each repetition starts with the next writer: a writer's figure does not depend
-            // on which one ran just before it (the store deleted before a write, written by
-            // the one before, was seen to slow it).
-            for step in 0..rates.len() {
-                let k = (rep + step) % rates.len();
-                let rate = &mut rates[k];
-                let array = fresh()?;
-                let start = Instant::now();
-                match k {
-                    0 => array
-                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(raw))
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    1 => array.write_all(&data)?,
-                    _ => {
-                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
-                        array.write_opt(
-                            &ranges,
-                            &staged_data,
-                            &WriteOptions::default()
-                                .with_mode(PipelineMode::Staged)
-                                .with_compress(compress),
-                        )?
-                    }
-                }
-                let s = start.elapsed().as_secs_f64();
-                if rep > 0 {
-                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
-                }
-            }
-        }
-        let [a, b, c] = rates.map(median);
+        let [a, b, c] = bench.rates(spec, shard)?.map(median);
         let name = match shard {
             Some(n) => format!("{spec}, sharded {n}³/64³"),
             None => spec.to_string(),
@@ -968,4 +934,102 @@ fn bench_write(
         );
     }
     Ok(())
+}
+
+fn bench_io(dir: &std::path::Path, e: std::io::Error) -> Error {
+    Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    }
+}
+
+/// One `zarrbuf bench-write` run: the data (as raw bytes for zarrs, and in the staged
+/// column's memory), where the arrays are written, and the repetitions.
+struct WriteBench<'a> {
+    dir: &'a std::path::Path,
+    shape: [usize; 3],
+    data: &'a NDBuffer,
+    raw: &'a [u8],
+    staged_data: &'a NDBuffer,
+    compress: Compress,
+    reps: usize,
+}
+
+impl WriteBench<'_> {
+    /// A fresh array of codecs `spec` (in shards of `shard`³ when given) in
+    /// `bench-write.zarr`, deleting the one before.
+    fn fresh_array(
+        &self,
+        spec: &zarrbuf::CodecSpec,
+        shard: Option<u64>,
+    ) -> Result<zarrbuf::DynArray> {
+        use zarrs::array::{ArrayBuilder, data_type};
+        let io = |e| bench_io(self.dir, e);
+        let store_dir = self.dir.join("bench-write.zarr");
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir).map_err(io)?;
+        }
+        std::fs::create_dir_all(&store_dir).map_err(io)?;
+        let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
+        let mut builder = ArrayBuilder::new(
+            self.shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+            vec![shard.unwrap_or(64); 3],
+            data_type::float32(),
+            0.0f32,
+        );
+        builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
+        if shard.is_some() {
+            builder.subchunk_shape(vec![64u64; 3]);
+        }
+        let array = builder
+            .build(store, "/")
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        array
+            .store_metadata()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Ok(array)
+    }
+
+    /// The GB/s of each writer (zarrs, `write_all`, the staged pipeline) in every timed
+    /// repetition, each write into a fresh array.
+    fn rates(&self, spec: &zarrbuf::CodecSpec, shard: Option<u64>) -> Result<[Vec<f64>; 3]> {
+        use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
+        use zarrs::array::ArraySubset;
+        let shape = self.shape;
+        let bytes = self.data.nbytes();
+        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
+        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+        for rep in 0..=self.reps {
+            // Each repetition starts with the next writer: a writer's figure does not depend
+            // on which one ran just before it (the store deleted before a write, written by
+            // the one before, was seen to slow it).
+            for step in 0..rates.len() {
+                let k = (rep + step) % rates.len();
+                let rate = &mut rates[k];
+                let array = self.fresh_array(spec, shard)?;
+                let start = Instant::now();
+                match k {
+                    0 => array
+                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(self.raw))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    1 => array.write_all(self.data)?,
+                    _ => {
+                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                        array.write_opt(
+                            &ranges,
+                            self.staged_data,
+                            &WriteOptions::default()
+                                .with_mode(PipelineMode::Staged)
+                                .with_compress(self.compress),
+                        )?
+                    }
+                }
+                let s = start.elapsed().as_secs_f64();
+                if rep > 0 {
+                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
+                }
+            }
+        }
+        Ok(rates)
+    }
 }
