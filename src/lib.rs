@@ -67,7 +67,8 @@ pub use options::{
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};
 pub use zarr::{
-    ArrayInfo, ArrayLayout, AsyncArray, CodecSpec, DynArray, RemoteStore, create_like, describe,
-    location_label, node_path, object_store_for_url, open, open_async, open_async_with_options,
-    open_store, parse_subset, resume_like,
+    ArrayInfo, ArrayLayout, ArraySummary, AsyncArray, CodecSpec, DynArray, Hierarchy, NodeInfo,
+    NodeKind, RemoteStore, create_like, describe, list_hierarchy, location_label, node_path,
+    object_store_for_url, open, open_async, open_async_with_options, open_store, parse_subset,
+    resume_like,
 };

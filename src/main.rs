@@ -33,17 +33,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Shape, chunks/shards, data type, codecs and fill value of an array.
+    /// Shape, chunks/shards, data type, codecs and fill value of an array; for a group, its
+    /// hierarchy as a tree (groups, and each array's layout, codecs and stored size).
     Info {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
-        /// Path of the array inside the store (default: the store root).
+        /// Path of the array or group inside the store (default: the store root).
         #[arg(long, default_value = "")]
         path: String,
+        /// Print the hierarchy (of a group, or the one array) as JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Read an array (or a subset) and write it as .npy, or print a summary.
     Read {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -72,7 +78,7 @@ enum Command {
     /// fail their checksum, keys outside the chunk grid, temporary files of killed writes.
     /// Exits with status 1 when it finds any.
     Check {
-        /// Store location: a directory path or a file:// URL.
+        /// Store location: a directory path, a zip file or a file:// URL.
         store: String,
         /// Path of the array inside the store (default: the store root).
         #[arg(long, default_value = "")]
@@ -111,10 +117,15 @@ enum Command {
         /// codecs inside the shard (N a multiple of 64).
         #[arg(long)]
         shards: Option<u64>,
+        /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
+        /// column always syncs each file, writing in place).
+        #[arg(long)]
+        sync: bool,
     },
     /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -148,9 +159,11 @@ enum Command {
 /// `zarrbuf copy`'s arguments.
 #[derive(clap::Args)]
 struct CopyCli {
-    /// Source store: a directory path or a file:// URL.
+    /// Source store: a directory path, a zip file, or a URL (s3://, gs://, az://,
+    /// http(s)://, file://; object-store options from the environment).
     src: String,
-    /// Destination store: a directory path (created if missing) or a file:// URL.
+    /// Destination store: a directory path (created if missing), or a URL (s3://, gs://,
+    /// az://, file://). Zip files are read-only.
     dst: String,
     /// Path of the array inside the source store.
     #[arg(long, default_value = "")]
@@ -158,6 +171,11 @@ struct CopyCli {
     /// Path of the new array inside the destination store.
     #[arg(long, default_value = "")]
     dst_path: String,
+    /// A layout chosen for the reader: `gpu` writes shards of about 64 MiB holding inner
+    /// chunks of about 128 KiB compressed with zstd 1, so that a GPU decompresses thousands
+    /// of frames at once (--chunks, --shards and --codec override its parts).
+    #[arg(long, value_parser = ["gpu"])]
+    layout: Option<String>,
     /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
     /// default: the source's).
     #[arg(long)]
@@ -248,7 +266,7 @@ fn relabel(e: Error, store: &str, path: &str) -> Error {
 
 fn run(cli: Cli) -> Result<()> {
     let (store, path) = match &cli.command {
-        Command::Info { store, path }
+        Command::Info { store, path, .. }
         | Command::Check { store, path, .. }
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
@@ -260,7 +278,7 @@ fn run(cli: Cli) -> Result<()> {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Info { store, path } => info(&store, &path),
+        Command::Info { store, path, json } => info(&store, &path, json),
         Command::Read {
             store,
             path,
@@ -293,6 +311,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             compress,
             device,
             shards,
+            sync,
         } => bench_write(
             &dir,
             mib,
@@ -301,6 +320,11 @@ fn dispatch(cli: Cli) -> Result<()> {
             compress,
             device.as_deref(),
             shards,
+            if sync {
+                Durability::Sync
+            } else {
+                Durability::Rename
+            },
         ),
         Command::Bench {
             store,
@@ -402,8 +426,22 @@ impl Source {
     }
 }
 
-fn info(store: &str, path: &str) -> Result<()> {
-    let array = Source::open(store, path, false)?;
+fn info(store: &str, path: &str, json: bool) -> Result<()> {
+    if json {
+        let hierarchy = zarrbuf::list_hierarchy(store, path)?;
+        let text = serde_json::to_string_pretty(&hierarchy)
+            .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let array = match Source::open(store, path, false) {
+        Ok(array) => array,
+        Err(Error::IsGroup { .. }) => {
+            print!("{}", zarrbuf::list_hierarchy(store, path)?);
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let i = array.describe()?;
     println!("array:      {}", zarrbuf::location_label(store, path));
     println!("zarr:       v{}", i.zarr_format);
@@ -590,33 +628,93 @@ fn parse_bytes(text: &str) -> Result<usize> {
     }
 }
 
-/// The directory of a local store location (a path or a file:// URL), or an error for URLs.
-fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
+/// The directory of a local store location (a path or a file:// URL); `None` for the URL of
+/// an object store.
+fn local_dir(location: &str) -> Option<PathBuf> {
     match location.split_once("://") {
-        None => Ok(PathBuf::from(location)),
-        Some(("file", rest)) => Ok(PathBuf::from(rest)),
-        Some((scheme, _)) => Err(Error::Unsupported(format!(
-            "copy {role} {location}: copy reads and writes local directories (and file:// URLs) \
-             for now, not {scheme}:// stores; copy the store locally first (e.g. with the \
-             cloud provider's CLI)"
-        ))),
+        None => Some(PathBuf::from(location)),
+        Some(("file", rest)) => Some(PathBuf::from(rest)),
+        Some(_) => None,
     }
 }
 
-/// The destination layout `copy`'s flags ask for.
-fn copy_layout(a: &CopyCli) -> Result<zarrbuf::ArrayLayout> {
+/// Whether `src` and `dst` are the same store (the same directory, or the same URL).
+fn same_store(src: &str, dst: &str) -> bool {
+    match (local_dir(src), local_dir(dst)) {
+        (Some(s), Some(d)) => matches!(
+            (std::fs::canonicalize(s), std::fs::canonicalize(d)),
+            (Ok(s), Ok(d)) if s == d
+        ),
+        (None, None) => src.trim_end_matches('/') == dst.trim_end_matches('/'),
+        _ => false,
+    }
+}
+
+/// The destination store of a copy: a local directory (created if missing; a zip file is
+/// refused) or an object-store URL.
+fn destination_store(
+    a: &CopyCli,
+) -> Result<std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits>> {
+    let Some(dir) = local_dir(&a.dst) else {
+        return zarrbuf::open_store(&a.dst);
+    };
+    refuse_zip_destination(a, &dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    zarrbuf::open_store(&dir.to_string_lossy())
+}
+
+/// Refuses a zip file (or a path named `.zip`) as copy's destination: zip stores are read
+/// only. Other files are refused as not being directories.
+fn refuse_zip_destination(a: &CopyCli, dst: &std::path::Path) -> Result<()> {
+    let named_zip = dst
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
+    if named_zip || dst.is_file() {
+        let zip = named_zip || {
+            use std::io::Read;
+            let mut head = [0u8; 4];
+            std::fs::File::open(dst)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok_and(|()| &head == b"PK\x03\x04" || &head == b"PK\x05\x06")
+        };
+        let why = if zip {
+            format!(
+                "zip stores are read-only in zarrbuf; copy the array into a directory instead: \
+                 zarrbuf copy {} out.zarr",
+                a.src
+            )
+        } else {
+            "it is a file, not a directory; give a directory path (created if missing)".into()
+        };
+        return Err(Error::Unsupported(format!(
+            "copy destination {}: {why}",
+            a.dst
+        )));
+    }
+    Ok(())
+}
+
+/// The destination layout `copy`'s flags ask for (`shape`: the copied shape, `elem_bytes`:
+/// the data type's size, for `--layout gpu`).
+fn copy_layout(a: &CopyCli, shape: &[u64], elem_bytes: usize) -> Result<zarrbuf::ArrayLayout> {
+    let base = match a.layout.as_deref() {
+        Some(_) => zarrbuf::ArrayLayout::for_gpu(shape, elem_bytes),
+        None => zarrbuf::ArrayLayout::default(),
+    };
+    let parse =
+        |what, text: &Option<String>| text.as_deref().map(|c| parse_shape(what, c)).transpose();
     Ok(zarrbuf::ArrayLayout {
-        chunks: a
-            .chunks
+        chunks: parse("chunks", &a.chunks)?.or(base.chunks),
+        shards: parse("shards", &a.shards)?.or(base.shards),
+        codecs: a
+            .codec
             .as_deref()
-            .map(|c| parse_shape("chunks", c))
-            .transpose()?,
-        shards: a
-            .shards
-            .as_deref()
-            .map(|c| parse_shape("shards", c))
-            .transpose()?,
-        codecs: a.codec.as_deref().map(str::parse).transpose()?,
+            .map(str::parse)
+            .transpose()?
+            .or(base.codecs),
         zarr_format: a.zarr_format,
     })
 }
@@ -624,23 +722,19 @@ fn copy_layout(a: &CopyCli) -> Result<zarrbuf::ArrayLayout> {
 fn copy(a: &CopyCli) -> Result<()> {
     let proto = prototype(a.device.as_deref())?;
     let memory_bytes = parse_bytes(&a.memory)?;
-    let layout = copy_layout(a)?;
-    let src_dir = local_dir(&a.src, "source")?;
-    let dst_dir = local_dir(&a.dst, "destination")?;
-    let src = zarrbuf::open(&src_dir.to_string_lossy(), &a.src_path)
-        .map_err(|e| relabel(e, &a.src, &a.src_path))?;
-    refuse_overlap(a, &src_dir, &dst_dir)?;
+    if let Some(dir) = local_dir(&a.dst) {
+        refuse_zip_destination(a, &dir)?;
+    }
+    let src = zarrbuf::open(&a.src, &a.src_path).map_err(|e| relabel(e, &a.src, &a.src_path))?;
+    refuse_overlap(a)?;
     let shape = src.shape().to_vec();
     let ranges = match a.subset.as_deref() {
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
-    std::fs::create_dir_all(&dst_dir).map_err(|e| Error::Io {
-        path: dst_dir.display().to_string(),
-        source: e,
-    })?;
-    let store = zarrbuf::open_store(&dst_dir.to_string_lossy())?;
+    let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
+    let store = destination_store(a)?;
     let dst = if a.resume {
         zarrbuf::resume_like(&src, &new_shape, store, &a.dst_path, &layout)
     } else {
@@ -685,19 +779,16 @@ fn copy(a: &CopyCli) -> Result<()> {
 }
 
 /// Refuses to copy an array onto itself or into itself: --overwrite would delete the source.
-fn refuse_overlap(a: &CopyCli, src_dir: &std::path::Path, dst_dir: &std::path::Path) -> Result<()> {
+fn refuse_overlap(a: &CopyCli) -> Result<()> {
     let (sp, dp) = (
         zarrbuf::node_path(&a.src_path)?,
         zarrbuf::node_path(&a.dst_path)?,
     );
-    if let (Ok(s), Ok(d)) = (
-        std::fs::canonicalize(src_dir),
-        std::fs::canonicalize(dst_dir),
-    ) {
+    if same_store(&a.src, &a.dst) {
         let inside = |outer: &str, inner: &str| {
             outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
         };
-        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
+        if inside(&sp, &dp) || inside(&dp, &sp) {
             return Err(Error::InvalidArgument(format!(
                 "the destination {} is the source {} or overlaps it; copy into another store or path",
                 zarrbuf::location_label(&a.dst, &a.dst_path),
@@ -768,6 +859,48 @@ fn copy_summary(
 
 /// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
 fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
+    // A group is checked array by array.
+    let (reports, group) = match check_one(store, path, json, repair) {
+        Ok(report) => (vec![report], None),
+        Err(Error::IsGroup { group, arrays }) => {
+            let reports = arrays
+                .iter()
+                .map(|a| check_one(store, a, json, repair))
+                .collect::<Result<Vec<_>>>()?;
+            (reports, Some(group))
+        }
+        Err(e) => return Err(e),
+    };
+    if json {
+        let all: Vec<serde_json::Value> = reports.iter().map(check_json).collect();
+        let doc = match &group {
+            Some(g) => serde_json::json!({
+                "group": g, "clean": reports.iter().all(|r| r.is_clean()), "arrays": all,
+            }),
+            None => all.into_iter().next().unwrap_or_default(),
+        };
+        println!("{doc}");
+    }
+    let damaged: usize = reports.iter().map(damage_count).sum();
+    if damaged == 0 || repair {
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        count: damaged,
+        array: group.unwrap_or_else(|| reports.iter().map(|r| r.array.clone()).collect()),
+    })
+}
+
+fn damage_count(report: &zarrbuf::CheckReport) -> usize {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.problem.is_damage())
+        .count()
+}
+
+/// Checks one array with a progress bar; prints its findings unless `json`.
+fn check_one(store: &str, path: &str, json: bool, repair: bool) -> Result<zarrbuf::CheckReport> {
     let mut opts = zarrbuf::CheckOptions::default().with_repair(repair);
     let bar = (!json && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(0);
@@ -791,36 +924,23 @@ fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
         b.finish_and_clear();
     }
     let report = report?;
-    if json {
-        println!("{}", check_json(&report));
-    } else {
+    if !json {
         for f in &report.findings {
             println!("{f}");
         }
         for r in &report.repaired {
             println!("repaired: {r}");
         }
-        let damaged = report
-            .findings
-            .iter()
-            .filter(|f| f.problem.is_damage())
-            .count();
         eprintln!(
-            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {damaged} damaged",
-            report.array, report.chunks_checked, report.inner_chunks_checked, report.stored_bytes
+            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {} damaged",
+            report.array,
+            report.chunks_checked,
+            report.inner_chunks_checked,
+            report.stored_bytes,
+            damage_count(&report)
         );
     }
-    if report.is_clean() || repair {
-        return Ok(());
-    }
-    Err(Error::Damaged {
-        count: report
-            .findings
-            .iter()
-            .filter(|f| f.problem.is_damage())
-            .count(),
-        array: report.array,
-    })
+    Ok(report)
 }
 
 /// The check report as JSON for scripts.
@@ -877,6 +997,7 @@ fn bench_write(
     compress: Compress,
     device: Option<&str>,
     shards: Option<u64>,
+    durability: Durability,
 ) -> Result<()> {
     if reps == 0 || mib == 0 {
         return Err(Error::InvalidArgument(
@@ -910,10 +1031,11 @@ fn bench_write(
         raw: &host[data.offset()..data.offset() + bytes],
         staged_data: &staged_data,
         compress,
+        durability,
         reps,
     };
     println!(
-        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}",
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}, zarrbuf durability {durability:?}",
         staged_data.memory()
     );
     println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
@@ -952,16 +1074,21 @@ struct WriteBench<'a> {
     raw: &'a [u8],
     staged_data: &'a NDBuffer,
     compress: Compress,
+    /// zarrbuf's durability (zarrs' column writes in place, each file synced).
+    durability: Durability,
     reps: usize,
 }
 
 impl WriteBench<'_> {
     /// A fresh array of codecs `spec` (in shards of `shard`³ when given) in
-    /// `bench-write.zarr`, deleting the one before.
+    /// `bench-write.zarr`, deleting the one before: in zarrs' own file-system store (in
+    /// place, each file synced) for zarrs' column, else in the store zarrbuf opens (atomic:
+    /// unnamed file or rename).
     fn fresh_array(
         &self,
         spec: &zarrbuf::CodecSpec,
         shard: Option<u64>,
+        zarrs_store: bool,
     ) -> Result<zarrbuf::DynArray> {
         use zarrs::array::{ArrayBuilder, data_type};
         let io = |e| bench_io(self.dir, e);
@@ -970,7 +1097,15 @@ impl WriteBench<'_> {
             std::fs::remove_dir_all(&store_dir).map_err(io)?;
         }
         std::fs::create_dir_all(&store_dir).map_err(io)?;
-        let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
+        let store: std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+            if zarrs_store {
+                std::sync::Arc::new(
+                    zarrs::filesystem::FilesystemStore::new(&store_dir)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                )
+            } else {
+                zarrbuf::open_store(&store_dir.to_string_lossy())?
+            };
         let mut builder = ArrayBuilder::new(
             self.shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
             vec![shard.unwrap_or(64); 3],
@@ -1006,23 +1141,22 @@ impl WriteBench<'_> {
             for step in 0..rates.len() {
                 let k = (rep + step) % rates.len();
                 let rate = &mut rates[k];
-                let array = self.fresh_array(spec, shard)?;
+                let array = self.fresh_array(spec, shard, k == 0)?;
+                let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                let opts = WriteOptions::default().with_durability(self.durability);
                 let start = Instant::now();
                 match k {
                     0 => array
                         .store_array_subset(&all, zarrs::array::ArrayBytes::from(self.raw))
                         .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    1 => array.write_all(self.data)?,
-                    _ => {
-                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
-                        array.write_opt(
-                            &ranges,
-                            self.staged_data,
-                            &WriteOptions::default()
-                                .with_mode(PipelineMode::Staged)
-                                .with_compress(self.compress),
-                        )?
-                    }
+                    1 => array.write_opt(&ranges, self.data, &opts)?,
+                    _ => array.write_opt(
+                        &ranges,
+                        self.staged_data,
+                        &opts
+                            .with_mode(PipelineMode::Staged)
+                            .with_compress(self.compress),
+                    )?,
                 }
                 let s = start.elapsed().as_secs_f64();
                 if rep > 0 {

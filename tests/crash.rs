@@ -28,7 +28,9 @@ fn scratch(name: &str) -> PathBuf {
 
 fn zarrbuf() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_zarrbuf"));
-    c.env_remove("ZARRBUF_DEVICE").stdout(Stdio::null()).stderr(Stdio::piped());
+    c.env_remove("ZARRBUF_DEVICE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     c
 }
 
@@ -37,7 +39,13 @@ fn zarrbuf() -> Command {
 fn source(dir: &Path, name: &str, seed: f32, codecs: &str) -> String {
     let path = dir.join(name);
     let store = zarrbuf::open_store(path.to_str().unwrap()).unwrap();
-    let template = zarrbuf::open(&common::root().join("data/v3_large_3d.zarr").to_string_lossy(), "").unwrap();
+    let template = zarrbuf::open(
+        &common::root()
+            .join("data/v3_large_3d.zarr")
+            .to_string_lossy(),
+        "",
+    )
+    .unwrap();
     let layout = ArrayLayout {
         chunks: Some(vec![16, 64, 128]),
         codecs: Some(codecs.parse().unwrap()),
@@ -63,7 +71,10 @@ fn stored_chunks(dst: &str) -> Vec<(Vec<u64>, Option<Vec<u8>>)> {
             for k in 0..grid[2] {
                 let idx = vec![i, j, k];
                 let got = array
-                    .retrieve_chunk_if_exists_opt::<zarrs::array::ArrayBytes<'static>>(&idx, &Default::default())
+                    .retrieve_chunk_if_exists_opt::<zarrs::array::ArrayBytes<'static>>(
+                        &idx,
+                        &Default::default(),
+                    )
                     .unwrap_or_else(|e| panic!("chunk {idx:?} of {dst} is torn: {e}"));
                 out.push((idx, got.map(|b| b.into_fixed().unwrap().to_vec())));
             }
@@ -79,7 +90,11 @@ fn chunk_of(src: &str, dst: &str, idx: &[u64]) -> Vec<u8> {
     let ranges: Vec<std::ops::Range<u64>> = subset.to_ranges();
     let s = zarrbuf::open(src, "").unwrap();
     let data = s.read(&ranges, &BufferPrototype::cpu()).unwrap();
-    data.to_vec::<f32>().unwrap().iter().flat_map(|v| v.to_ne_bytes()).collect()
+    data.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect()
 }
 
 /// Asserts that every chunk of `dst` is absent, `old`'s or `new`'s; returns (absent, old, new).
@@ -108,7 +123,11 @@ fn assert_whole(dst: &str, old: Option<&str>, new: &str) -> (usize, usize, usize
 
 /// `zarrbuf check` of `dst` exits 0 and reports no finding.
 fn assert_check_clean(dst: &str) {
-    let out = zarrbuf().args(["check", dst, "--json"]).stdout(Stdio::piped()).output().unwrap();
+    let out = zarrbuf()
+        .args(["check", dst, "--json"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     assert!(
         out.status.success() && report["findings"].as_array().is_some_and(|f| f.is_empty()),
@@ -137,7 +156,11 @@ fn run_killed(args: &[&str], delay: Duration) -> bool {
 fn full_run(args: &[&str]) -> Duration {
     let start = Instant::now();
     let out = zarrbuf().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     start.elapsed()
 }
 
@@ -147,7 +170,9 @@ fn kill_moments(full: Duration, seed: u64) -> Vec<Duration> {
     let mut x = seed;
     (0..KILLS)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             full.mul_f64((x >> 11) as f64 / (1u64 << 53) as f64)
         })
         .collect()
@@ -159,7 +184,13 @@ fn kill_moments(full: Duration, seed: u64) -> Vec<Duration> {
 /// A killed copy is resumed once (`--resume`), except a killed `--overwrite`: it may have
 /// been killed before every old chunk was deleted, and those decode; it is run again with
 /// `--overwrite` instead (README says so).
-fn kill_copies(scenario: &str, src: &str, old: Option<&str>, extra: &[&str], before: &dyn Fn(&str)) {
+fn kill_copies(
+    scenario: &str,
+    src: &str,
+    old: Option<&str>,
+    extra: &[&str],
+    before: &dyn Fn(&str),
+) {
     let dir = scratch(&format!("{scenario}-dst"));
     let dst = dir.join("d.zarr").to_string_lossy().into_owned();
     let mut args = vec!["copy", src, dst.as_str(), "--memory", "4MiB"];
@@ -167,13 +198,20 @@ fn kill_copies(scenario: &str, src: &str, old: Option<&str>, extra: &[&str], bef
     before(&dst);
     let full = full_run(&args);
     let (mut finished, mut no_array, mut outcomes) = (0, 0, (0, 0, 0));
-    for (n, delay) in kill_moments(full, 7 + scenario.len() as u64).into_iter().enumerate() {
+    for (n, delay) in kill_moments(full, 7 + scenario.len() as u64)
+        .into_iter()
+        .enumerate()
+    {
         before(&dst);
         if run_killed(&args, delay) {
             finished += 1;
         }
         let (absent, was_old, was_new) = assert_whole(&dst, old, src);
-        outcomes = (outcomes.0 + absent, outcomes.1 + was_old, outcomes.2 + was_new);
+        outcomes = (
+            outcomes.0 + absent,
+            outcomes.1 + was_old,
+            outcomes.2 + was_new,
+        );
         if Path::new(&dst).join("zarr.json").exists() {
             assert_check_clean(&dst);
         } else {
@@ -207,7 +245,13 @@ fn killed_copies_leave_whole_chunks_and_resume() {
     };
     kill_copies("uncompressed", &raw, None, &[], &fresh);
     kill_copies("zstd", &zstd, None, &[], &fresh);
-    kill_copies("sharded", &zstd, None, &["--chunks", "16,32,32", "--shards", "32,64,128"], &fresh);
+    kill_copies(
+        "sharded",
+        &zstd,
+        None,
+        &["--chunks", "16,32,32", "--shards", "32,64,128"],
+        &fresh,
+    );
     // An overwrite of an array holding other data, chunk for chunk the same layout.
     let old = source(&dir, "old.zarr", 100.0, "none");
     let prepare = |dst: &str| {
@@ -232,14 +276,26 @@ fn check_names_planted_damage() {
     bytes[40] ^= 0x01;
     std::fs::write(&flip, bytes).unwrap();
     std::fs::write(root.join("c/3/0/.0.zarrbuf-tmp.elsewhere.1.0"), b"torn").unwrap();
-    let out = zarrbuf().args(["check", &store]).stdout(Stdio::piped()).output().unwrap();
+    let out = zarrbuf()
+        .args(["check", &store])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    for want in ["c/1/0/0: ", "c/2/0/0: checksum", "c/3/0/.0.zarrbuf-tmp.elsewhere.1.0: leftover"] {
+    for want in [
+        "c/1/0/0: ",
+        "c/2/0/0: checksum",
+        "c/3/0/.0.zarrbuf-tmp.elsewhere.1.0: leftover",
+    ] {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
     assert_eq!(text.lines().count(), 3, "{text}");
-    let repaired = zarrbuf().args(["check", &store, "--repair"]).stdout(Stdio::piped()).output().unwrap();
+    let repaired = zarrbuf()
+        .args(["check", &store, "--repair"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     assert!(repaired.status.success());
     assert_check_clean(&store);
 }
@@ -255,4 +311,41 @@ fn durability_sync_writes_the_same_bytes() {
     let a = zarrbuf::open(&dst, "").unwrap();
     let back = a.read_all(&BufferPrototype::cpu()).unwrap();
     assert_eq!(back.dtype(), DataType::Float32);
+}
+
+#[test]
+fn check_walks_every_array_of_a_group() {
+    let dir = scratch("group");
+    let group = dir.join("g.zarr");
+    let from = common::root().join("data/v2_group_consolidated.zarr");
+    for file in common::walk(&from) {
+        let to = group.join(file.strip_prefix(&from).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &to).unwrap();
+    }
+    let store = group.to_string_lossy().into_owned();
+    let clean = zarrbuf()
+        .args(["check", &store, "--json"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&clean.stdout).unwrap();
+    assert!(clean.status.success(), "{report}");
+    assert_eq!(
+        report["arrays"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
+    let chunk = group.join("g/labels/1.2");
+    let bytes = std::fs::read(&chunk).unwrap();
+    std::fs::write(&chunk, &bytes[..bytes.len() - 3]).unwrap();
+    let out = zarrbuf()
+        .args(["check", &store])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("g/labels/1.2: "), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
 }

@@ -904,6 +904,17 @@ fn check<'py>(
     Ok(out)
 }
 
+/// The groups and arrays at and under `path` in the store at `location` (a directory, zip
+/// file, `file://` or object-store URL), as the JSON text `zarrbuf info --json` prints;
+/// `zarrbuf.list_hierarchy` parses it.
+#[pyfunction]
+#[pyo3(signature = (location, path = ""))]
+fn list_hierarchy(py: Python<'_>, location: &str, path: &str) -> PyResult<String> {
+    let hierarchy = run(py, || zarrbuf::list_hierarchy(location, path))?;
+    serde_json::to_string(&hierarchy)
+        .map_err(|e| ZarrbufError::new_err(format!("cannot write the listing as JSON: {e}")))
+}
+
 #[pymodule]
 fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ZarrbufError", m.py().get_type::<ZarrbufError>())?;
@@ -912,6 +923,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ReadStream>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(list_hierarchy, m)?)?;
     m.add_function(wrap_pyfunction!(open_with_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;

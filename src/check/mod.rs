@@ -94,13 +94,14 @@ struct StoredChunk {
     bytes: u64,
 }
 
-/// Checks the array at `array_path` of the directory store `location` (a path or `file://`
-/// URL): see the module docs for what is checked.
+/// Checks the array at `array_path` of the directory store or zip file `location` (a path
+/// or `file://` URL): see the module docs for what is checked. A zip file is checked through
+/// its listing (it holds no temporary files) and cannot be repaired.
 ///
 /// # Errors
 ///
-/// When the array does not open or its directory cannot be read, and when a repair fails.
-/// Damage is not an error: it is in the report.
+/// When the array does not open or its directory cannot be read, when a repair fails, and
+/// for a repair of a zip file. Damage is not an error: it is in the report.
 ///
 /// ```
 /// let report = zarrbuf::check_array("fixtures/data/v3_shard_end.zarr", "", &Default::default())?;
@@ -108,7 +109,18 @@ struct StoredChunk {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Result<CheckReport> {
-    let root = local_root(location)?;
+    let zip = crate::zarr::zip_path(location)?.is_some();
+    if zip && opts.repair {
+        return Err(Error::Unsupported(format!(
+            "check --repair rewrites the store; {}",
+            crate::zarr::read_only_sentence(location)
+        )));
+    }
+    let root = if zip {
+        PathBuf::new()
+    } else {
+        local_root(location)?
+    };
     let array = open(location, array_path)?;
     let node = node_path(array_path)?;
     let prefix = node.trim_start_matches('/').to_string();
@@ -116,7 +128,11 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         array: label(location, array_path),
         ..Default::default()
     };
-    let files = list_files(&root.join(&prefix))?;
+    let files = if zip {
+        list_keys(&array, location, &prefix)?
+    } else {
+        list_files(&root.join(&prefix))?
+    };
     let chunks = classify(&array, &prefix, files, &mut report.findings);
     report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
     report.chunks_checked = chunks.len();
@@ -173,6 +189,37 @@ fn list_files(dir: &Path) -> Result<Vec<(String, u64)>> {
                 out.push((rel.to_string_lossy().replace('\\', "/"), size));
             }
         }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Every key under `prefix` of the array's store (a zip file), as paths relative to it, and
+/// their sizes.
+fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<(String, u64)>> {
+    let store = array.storage();
+    let failed = |e: zarrs::storage::StorageError| {
+        Error::store(
+            location,
+            format!("cannot list the store: {e}"),
+            Some(Box::new(e)),
+        )
+    };
+    let dir = if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    };
+    let store_prefix = zarrs::storage::StorePrefix::new(dir.as_str())
+        .map_err(|e| Error::store(location, e.to_string(), Some(Box::new(e))))?;
+    let mut out = Vec::new();
+    for key in store.list_prefix(&store_prefix).map_err(failed)? {
+        let size = store.size_key(&key).map_err(failed)?.unwrap_or(0);
+        let rel = key
+            .as_str()
+            .strip_prefix(dir.as_str())
+            .unwrap_or(key.as_str());
+        out.push((rel.to_string(), size));
     }
     out.sort();
     Ok(out)

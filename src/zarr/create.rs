@@ -35,6 +35,65 @@ pub struct ArrayLayout {
     pub zarr_format: Option<u8>,
 }
 
+/// Decoded bytes of one inner chunk in [`ArrayLayout::for_gpu`]: small enough that a read
+/// gives a GPU thousands of independent frames (nvCOMP decodes about one frame per thread
+/// block; NVIDIA recommends ~64 KiB chunks), large enough that CPU decoding keeps its speed.
+pub const GPU_INNER_CHUNK_BYTES: u64 = 128 << 10;
+/// Decoded bytes of one shard in [`ArrayLayout::for_gpu`]: 512 inner chunks, few files.
+pub const GPU_SHARD_BYTES: u64 = 64 << 20;
+
+impl ArrayLayout {
+    /// A sharded layout made for GPU decompression of an array of `shape` with `elem_bytes`
+    /// bytes per element: inner chunks of about [`GPU_INNER_CHUNK_BYTES`] (power-of-two
+    /// edges, as even as the shape allows) in shards of about [`GPU_SHARD_BYTES`], zstd level
+    /// 1 inside the shards. `zarrbuf copy --layout gpu` writes it.
+    ///
+    /// ```
+    /// let l = zarrbuf::ArrayLayout::for_gpu(&[1024, 512, 512], 4);
+    /// assert_eq!(l.chunks, Some(vec![32, 32, 32]));     // 128 KiB of float32
+    /// assert_eq!(l.shards, Some(vec![256, 256, 256]));  // 64 MiB
+    /// let small = zarrbuf::ArrayLayout::for_gpu(&[10, 3], 8);
+    /// assert_eq!(small.chunks, Some(vec![10, 3]));
+    /// assert_eq!(small.shards, Some(vec![10, 3]));
+    /// ```
+    pub fn for_gpu(shape: &[u64], elem_bytes: usize) -> ArrayLayout {
+        let elem = elem_bytes.max(1) as u64;
+        let chunks = grow_evenly(&vec![1; shape.len()], shape, GPU_INNER_CHUNK_BYTES / elem);
+        let shards = grow_evenly(&chunks, shape, GPU_SHARD_BYTES / elem);
+        ArrayLayout {
+            chunks: Some(chunks),
+            shards: Some(shards),
+            codecs: Some(CodecSpec::zstd(1)),
+            zarr_format: None,
+        }
+    }
+}
+
+/// Doubles the edges of `start` (each capped at the array's extent rounded up to a multiple
+/// of `start`'s edge), smallest edge first so the block stays as even as the shape allows,
+/// while the element count stays within `elements`. The result is a multiple of `start` in
+/// every dimension.
+fn grow_evenly(start: &[u64], shape: &[u64], elements: u64) -> Vec<u64> {
+    let mut edge = start.to_vec();
+    let cap: Vec<u64> = shape
+        .iter()
+        .zip(start)
+        .map(|(&n, &s)| n.max(1).div_ceil(s) * s)
+        .collect();
+    loop {
+        let count: u64 = edge.iter().product();
+        let grow = (0..edge.len())
+            .filter(|&d| {
+                edge[d] < cap[d] && count / edge[d] * (edge[d] * 2).min(cap[d]) <= elements
+            })
+            .min_by_key(|&d| (edge[d] / start[d].max(1), std::cmp::Reverse(d)));
+        match grow {
+            Some(d) => edge[d] = (edge[d] * 2).min(cap[d]),
+            None => return edge,
+        }
+    }
+}
+
 fn check_shape(what: &str, v: &[u64], shape: &[u64]) -> Result<()> {
     if v.len() != shape.len() {
         return Err(Error::InvalidArgument(format!(

@@ -281,6 +281,24 @@ pub async fn open_async_with_options(
     array_path: &str,
     options: &[(&str, &str)],
 ) -> Result<AsyncArray> {
+    if super::zip_path(url)?.is_some() {
+        return Err(Error::Unsupported(format!(
+            "{url} is a zip file: zip stores open with the synchronous reader \
+             (zarrbuf::open, or the CLI without --async)"
+        )));
+    }
+    if url.contains("://")
+        && url
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .is_some_and(|name| name.to_ascii_lowercase().ends_with(".zip"))
+    {
+        return Err(Error::Unsupported(format!(
+            "{url} names a zip file in object storage: zarrbuf reads zip stores from local \
+             disk only; download the file and give its path"
+        )));
+    }
     let location = if url.contains("://") {
         url.to_string()
     } else {
@@ -313,6 +331,9 @@ pub async fn open_async_with_options(
         Ok(array) => return Ok(array),
         Err(e) => e,
     };
+    if let Some(group) = super::hierarchy::group_error_async(&store, url, array_path).await {
+        return Err(group);
+    }
     let zarray = match zarrs::node::NodePath::new(&path) {
         Ok(node) => store
             .get(&zarrs::node::meta_key_v2_array(&node))
