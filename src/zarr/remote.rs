@@ -1,14 +1,12 @@
-//! Opening zarr arrays in object storage (S3, GCS, Azure, HTTP) and local files through
-//! `object_store`, as async zarrs arrays.
+//! Object storage (S3, GCS, Azure, HTTP) and local files through `object_store`: the store
+//! for a URL, and the type of the async zarrs arrays over it (opened in `open.rs`).
 
 pub use super::remote_store::RemoteStore;
-use super::store::{describe_open_error, label, node_path, open_fallback};
 use crate::error::{Error, Result};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use std::sync::Arc;
 use zarrs::array::Array;
-use zarrs::storage::AsyncReadableStorageTraits;
 
 /// A zarrs array over an object store.
 pub type AsyncArray = Array<RemoteStore>;
@@ -251,99 +249,4 @@ fn parse_duration(text: &str) -> Option<std::time::Duration> {
         _ => return None,
     };
     std::time::Duration::try_from_secs_f64(seconds).ok()
-}
-
-/// Opens the zarr array at `array_path` inside the store at `url` (any URL
-/// [`object_store_for_url`] takes, or a directory path).
-///
-/// ```no_run
-/// # async fn demo() -> zarrbuf::Result<()> {
-/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
-/// let array = zarrbuf::open_async("s3://bucket/data.zarr", "temperature").await?;
-/// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
-/// # Ok(()) }
-/// ```
-pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
-    open_async_with_options(url, array_path, &[]).await
-}
-
-/// [`open_async`] with explicit object_store options (credentials, region, endpoint, timeouts).
-///
-/// ```no_run
-/// # async fn demo() -> zarrbuf::Result<()> {
-/// let array = zarrbuf::open_async_with_options(
-///     "s3://bucket/data.zarr", "", &[("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")],
-/// ).await?;
-/// # Ok(()) }
-/// ```
-pub async fn open_async_with_options(
-    url: &str,
-    array_path: &str,
-    options: &[(&str, &str)],
-) -> Result<AsyncArray> {
-    if super::zip_path(url)?.is_some() {
-        return Err(Error::Unsupported(format!(
-            "{url} is a zip file: zip stores open with the synchronous reader \
-             (zarrbuf::open, or the CLI without --async)"
-        )));
-    }
-    if url.contains("://")
-        && url
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .is_some_and(|name| name.to_ascii_lowercase().ends_with(".zip"))
-    {
-        return Err(Error::Unsupported(format!(
-            "{url} names a zip file in object storage: zarrbuf reads zip stores from local \
-             disk only; download the file and give its path"
-        )));
-    }
-    let location = if url.contains("://") {
-        url.to_string()
-    } else {
-        let abs = std::fs::canonicalize(url).map_err(|e| {
-            Error::store(
-                url,
-                format!("no such directory ({e}); give the path of a zarr store or a URL"),
-                Some(Box::new(e)),
-            )
-        })?;
-        // Url::from_file_path percent-encodes what a URL would misread (`#`, `?`, `%`, spaces).
-        url::Url::from_file_path(&abs)
-            .map_err(|()| {
-                Error::store(
-                    url,
-                    format!("{} cannot be written as a file:// URL", abs.display()),
-                    None,
-                )
-            })?
-            .to_string()
-    };
-    let path = node_path(array_path)?;
-    let mut remote = RemoteStore::new(object_store_for_url(&location, options)?);
-    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
-        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
-    }
-    let store = Arc::new(remote);
-    super::codecs::register_zarrs_overrides();
-    let refused = match Array::async_open(store.clone(), &path).await {
-        Ok(array) => return Ok(array),
-        Err(e) => e,
-    };
-    if let Some(group) = super::hierarchy::group_error_async(&store, url, array_path).await {
-        return Err(group);
-    }
-    let zarray = match zarrs::node::NodePath::new(&path) {
-        Ok(node) => store
-            .get(&zarrs::node::meta_key_v2_array(&node))
-            .await
-            .ok()
-            .flatten(),
-        Err(_) => None,
-    };
-    let name = label(url, array_path);
-    let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, &path, meta)
-        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }
