@@ -94,34 +94,7 @@ enum Command {
     /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
     /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
     /// under DIR (also leaves DIR/data.npy for benches/write_peers.py).
-    BenchWrite {
-        /// Scratch directory for the stores (emptied between repetitions).
-        dir: PathBuf,
-        /// Array size in MiB.
-        #[arg(long, default_value_t = 256)]
-        mib: u64,
-        /// Timed repetitions per writer and codec (after one warm-up write each).
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-        /// Codecs to measure, comma-separated (see `copy --codec`).
-        #[arg(long, default_value = "zstd:1,none")]
-        codecs: String,
-        /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
-        /// with --device cuda) or auto (default: the CPU).
-        #[arg(long, default_value = "auto")]
-        compress: Compress,
-        /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
-        #[arg(long)]
-        device: Option<String>,
-        /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
-        /// codecs inside the shard (N a multiple of 64).
-        #[arg(long)]
-        shards: Option<u64>,
-        /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
-        /// column always syncs each file, writing in place).
-        #[arg(long)]
-        sync: bool,
-    },
+    BenchWrite(BenchWriteCli),
     /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
         /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
@@ -154,6 +127,37 @@ enum Command {
         #[arg(long)]
         direct: bool,
     },
+}
+
+/// `zarrbuf bench-write`'s arguments.
+#[derive(clap::Args)]
+struct BenchWriteCli {
+    /// Scratch directory for the stores (emptied between repetitions).
+    dir: PathBuf,
+    /// Array size in MiB.
+    #[arg(long, default_value_t = 256)]
+    mib: u64,
+    /// Timed repetitions per writer and codec (after one warm-up write each).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Codecs to measure, comma-separated (see `copy --codec`).
+    #[arg(long, default_value = "zstd:1,none")]
+    codecs: String,
+    /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
+    /// with --device cuda) or auto (default: the CPU).
+    #[arg(long, default_value = "auto")]
+    compress: Compress,
+    /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
+    #[arg(long)]
+    device: Option<String>,
+    /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
+    /// codecs inside the shard (N a multiple of 64).
+    #[arg(long)]
+    shards: Option<u64>,
+    /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
+    /// column always syncs each file, writing in place).
+    #[arg(long)]
+    sync: bool,
 }
 
 /// `zarrbuf copy`'s arguments.
@@ -271,7 +275,7 @@ fn run(cli: Cli) -> Result<()> {
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
         // Copy errors name their array (source or destination) themselves.
-        Command::Copy(_) | Command::BenchWrite { .. } => return dispatch(cli),
+        Command::Copy(_) | Command::BenchWrite(_) => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
@@ -303,29 +307,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             json,
             repair,
         } => check(&store, &path, json, repair),
-        Command::BenchWrite {
-            dir,
-            mib,
-            reps,
-            codecs,
-            compress,
-            device,
-            shards,
-            sync,
-        } => bench_write(
-            &dir,
-            mib,
-            reps,
-            &codecs,
-            compress,
-            device.as_deref(),
-            shards,
-            if sync {
-                Durability::Sync
-            } else {
-                Durability::Rename
-            },
-        ),
+        Command::BenchWrite(args) => bench_write(&args),
         Command::Bench {
             store,
             path,
@@ -989,16 +971,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn bench_write(
-    dir: &std::path::Path,
-    mib: u64,
-    reps: usize,
-    codecs: &str,
-    compress: Compress,
-    device: Option<&str>,
-    shards: Option<u64>,
-    durability: Durability,
-) -> Result<()> {
+fn bench_write(a: &BenchWriteCli) -> Result<()> {
+    let (dir, mib, reps, compress, shards) = (a.dir.as_path(), a.mib, a.reps, a.compress, a.shards);
+    let durability = if a.sync {
+        Durability::Sync
+    } else {
+        Durability::Rename
+    };
     if reps == 0 || mib == 0 {
         return Err(Error::InvalidArgument(
             "--reps and --mib must be at least 1".into(),
@@ -1012,15 +991,15 @@ fn bench_write(
         )));
     }
     let specs: Vec<zarrbuf::CodecSpec> =
-        codecs.split(',').map(str::parse).collect::<Result<_>>()?;
+        a.codecs.split(',').map(str::parse).collect::<Result<_>>()?;
     let shape = [mib as usize, 512, 512];
     let data = bench_data(&shape)?;
     let bytes = data.nbytes();
     std::fs::create_dir_all(dir).map_err(|e| bench_io(dir, e))?;
     zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
     // The staged column's source: the data in the chosen device's memory.
-    let staged_data = match device {
-        Some(_) => data.to_prototype(&prototype(device)?)?,
+    let staged_data = match a.device.as_deref() {
+        Some(device) => data.to_prototype(&prototype(Some(device))?)?,
         None => data.clone(),
     };
     let host = data.buffer().as_host_bytes()?;
