@@ -17,6 +17,22 @@ use zarrbuf_codecs::{ScalarKind, Strided, host};
 /// Runs every operation immediately on the calling thread.
 pub(crate) struct HostOps;
 
+/// The host twin's "SM count", which sizes the batches of its device decoder: the
+/// `ZARRBUF_HOST_SMS` environment variable when it holds a positive number (so a test or a
+/// CI job can give the host twin a GPU's batch sizes: `ZARRBUF_HOST_SMS=132` batches as an
+/// H100 does), otherwise the CPU count (`std::thread::available_parallelism`), otherwise 1.
+pub(crate) fn host_sm_count() -> usize {
+    std::env::var("ZARRBUF_HOST_SMS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+}
+
 /// Host pointers of a source and destination, with the guards that keep them valid.
 fn host_regions(src: &Region, dst: &Region) -> Result<(*const u8, *mut u8)> {
     let s = src.host_ptr().ok_or_else(|| {
@@ -172,6 +188,14 @@ impl DeviceOps for HostOps {
             }
             Ok(())
         })
+    }
+
+    fn sm_count(&self) -> Result<usize> {
+        Ok(host_sm_count())
+    }
+
+    fn wait_for(&self, _q: &Queue, _after: &Queue) -> Result<()> {
+        Ok(())
     }
 
     fn batch_decoder(&self) -> std::result::Result<(), String> {

@@ -6,10 +6,15 @@
 //! Everything is written against `crate::device::DeviceOps`, so the host implementation runs
 //! every line of it in CI.
 
+mod batch_plan;
 mod cancel;
 mod chunk_share;
+mod device_batches;
 mod fetch;
 mod host_scatter;
+mod hybrid;
+#[cfg(test)]
+mod hybrid_tests;
 mod read_driver;
 mod shard_reads;
 mod slot_pool;
