@@ -9,6 +9,7 @@
 mod batch_plan;
 mod cancel;
 mod chunk_share;
+mod decode_choice;
 mod device_batches;
 mod fetch;
 mod host_scatter;

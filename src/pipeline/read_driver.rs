@@ -77,8 +77,15 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     // For nvCOMP's per-chunk limit: the largest decoded chunk (a stored chunk longer than a
     // staging slot, about that size, decodes on the CPU anyway).
     let largest_chunk = largest_unit_bytes(&plan.units, elem) as u64;
-    let device_decode = device_decode(
+    let choice = super::decode_choice::resolve_decode(
         opts.decode,
+        out.memory(),
+        ops.as_ref(),
+        device_codec.and_then(|c| c.compression()),
+        plan.units.len(),
+    );
+    let device_decode = device_decode(
+        choice,
         out.memory(),
         ops.as_ref(),
         device_codec,
