@@ -13,6 +13,8 @@ mod host;
 mod nvcomp;
 mod ops;
 mod select;
+#[cfg(test)]
+mod sim;
 mod stream;
 
 #[cfg(test)]
@@ -25,4 +27,6 @@ pub(crate) use host::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};
 pub(crate) use ops::{DeviceOps, Event, Queue, track};
 pub(crate) use select::{ops_for, ops_for_pair};
+#[cfg(test)]
+pub(crate) use sim::SimulatedOps;
 pub use stream::Stream;

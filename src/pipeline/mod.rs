@@ -7,12 +7,20 @@
 //! Everything is written against `crate::device::DeviceOps`, so the host implementation runs
 //! every line of it in CI.
 
+mod batch_plan;
 mod cancel;
 mod chunk_share;
 mod chunk_sink;
 mod chunk_writer;
+mod decode_choice;
+mod device_batch_steps;
+mod device_batches;
+mod device_parts;
 mod fetch;
 mod host_scatter;
+mod hybrid;
+#[cfg(test)]
+mod hybrid_tests;
 mod read_driver;
 mod read_stream;
 mod shard_reads;
