@@ -536,7 +536,12 @@ fn server_skips_are_visible_and_fail_when_required() {
 #[test]
 fn copies_between_directories_and_s3() {
     let Some(sv) = servers() else { return };
-    create_bucket(&sv.s3, "copies");
+    // A bucket of this run's own: the copies write fixed keys without --overwrite, and the
+    // server may outlive a run.
+    let bucket = format!("copies-{}", std::process::id());
+    create_bucket(&sv.s3, &bucket);
+    let at = |name: &str| format!("s3://{bucket}/{name}");
+    let (a, b, c) = (at("a.zarr"), at("b.zarr"), at("c.zarr"));
     let f = fixtures()
         .into_iter()
         .find(|f| f.name == "v3_large_3d")
@@ -566,7 +571,7 @@ fn copies_between_directories_and_s3() {
         &[
             "copy",
             &src,
-            "s3://copies/a.zarr",
+            a.as_str(),
             "--chunks",
             "8,8,8",
             "--shards",
@@ -574,20 +579,9 @@ fn copies_between_directories_and_s3() {
             "--codec",
             "zstd:1",
         ],
-        &[
-            "copy",
-            "s3://copies/a.zarr",
-            "s3://copies/b.zarr",
-            "--chunks",
-            "5,5,5",
-        ],
-        &[
-            "copy",
-            "s3://copies/b.zarr",
-            "s3://copies/c.zarr",
-            "--resume",
-        ],
-        &["copy", "s3://copies/b.zarr", &back_dir, "--codec", "gzip:1"],
+        &["copy", a.as_str(), b.as_str(), "--chunks", "5,5,5"],
+        &["copy", b.as_str(), c.as_str(), "--resume"],
+        &["copy", b.as_str(), &back_dir, "--codec", "gzip:1"],
     ];
     for args in steps {
         let (ok, err) = zarrbuf_cli(args);
@@ -596,24 +590,20 @@ fn copies_between_directories_and_s3() {
     // Resuming a finished copy into S3 writes nothing and keeps it exact.
     let (ok, err) = zarrbuf_cli(&[
         "copy",
-        "s3://copies/a.zarr",
-        "s3://copies/b.zarr",
+        a.as_str(),
+        b.as_str(),
         "--chunks",
         "5,5,5",
         "--resume",
     ]);
     assert!(ok, "resume: {err}");
-    let urls = [
-        "s3://copies/a.zarr",
-        "s3://copies/b.zarr",
-        back_dir.as_str(),
-    ];
+    let urls = [a.as_str(), b.as_str(), back_dir.as_str()];
     for (n, url) in urls.into_iter().enumerate() {
         let npy = dir.with_file_name(format!("copies-{n}.npy"));
         let (ok, err) = zarrbuf_cli(&["read", url, "--out", npy.to_str().unwrap()]);
         assert!(ok, "read {url}: {err}");
         same(url, &zarrbuf::npy::read(&npy).unwrap(), &want);
     }
-    let (ok, err) = zarrbuf_cli(&["check", "s3://copies/a.zarr"]);
+    let (ok, err) = zarrbuf_cli(&["check", a.as_str()]);
     assert!(!ok && err.contains("directory stores"), "{err}");
 }
