@@ -224,7 +224,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 // (gathered as for `FullChunk` below), compressed by the device in the
                 // chain's only compressor's format and framed as that codec frames it, with
                 // the chain's crc32c appended when it has one (WriteCodec::of accepts only
-                // such chains; round trips in tests/device_compress.rs and the GPU check):
+                // such chains; round trips in tests/it/device_compress.rs and the GPU check):
                 // a valid encoding of this chunk.
                 unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
             }
@@ -254,7 +254,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                 // SAFETY: as for the gathered whole shards below: `encode_from` cuts each
                 // inner chunk out of the caller's array (its strides and byte order, read
                 // in place) exactly as `encode` cuts it from the gathered shard (both
-                // routes round trip through zarrs and zarr-python in tests/shard_encode.rs).
+                // routes round trip through zarrs and zarr-python in tests/it/shard_encode.rs).
                 unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
             }
             (Gathered::FullChunk, Some(chain)) => {
@@ -293,7 +293,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
                     // own bytes-to-bytes encoders; missing inner chunks marked u64::MAX
                     // twice; the index encoded by the array's index codecs and placed where
                     // its configuration says (round trips through zarrs and zarr-python in
-                    // tests/write.rs and the shard_encoder tests).
+                    // tests/it/write.rs and the shard_encoder tests).
                     return unsafe {
                         stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded))
                     };
