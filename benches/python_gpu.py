@@ -5,8 +5,8 @@ uncompressed, zstd 1, blosc lz4 + shuffle, and zstd 1 sharded (256^3 shards of 6
 chunks). Readers, each timed on `arr[:]` of the whole array into device memory:
 
 - zarr-python's GPU mode (`zarr.config.enable_gpu()`: CuPy buffers, CPU decompression);
-- the same with `codec_pipeline.path` set to zarrbuf's pipeline (which hands CuPy buffers
-  back to zarr-python's own pipeline today, so this row measures that fallback);
+- the same with `codec_pipeline.path` set to zarrbuf's pipeline, which decodes into the
+  CuPy buffers itself (python/zarrbuf/pipeline.py);
 - `zarrbuf.open(...).read(device="cuda")` handed to `torch.from_dlpack` (no copy), with the
   CPU decoders, and with nvCOMP when it can be found (`ZARRBUF_NVCOMP`).
 

@@ -96,6 +96,15 @@ pub enum Error {
         "{0}: the buffer has no memory yet (it was made lazily and nothing has written it); write it first, or call `ensure_allocated()` to get zeros"
     )]
     NotAllocated(String),
+    /// A zarr group was opened where an array was expected; `arrays` are the paths (from
+    /// the store root) of the arrays under it, any of which opens.
+    #[error("{group} is a zarr group, not an array; {}", group_hint(arrays))]
+    IsGroup {
+        /// `store` or `store:path`.
+        group: String,
+        /// The arrays under the group, as array paths from the store root.
+        arrays: Vec<String>,
+    },
     /// Something valid that zarrbuf does not do (yet).
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -107,6 +116,16 @@ pub enum Error {
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+    /// `zarrbuf check` found damage: chunks that do not decode, leftovers of killed writes.
+    #[error(
+        "{array} is damaged: {count} problem(s) found (listed in the report); `zarrbuf check --repair` removes leftovers and undecodable chunks and keeps the good inner chunks of damaged shards, or copy the array again"
+    )]
+    Damaged {
+        /// `store` or `store:path`.
+        array: String,
+        /// How many keys are damaged.
+        count: usize,
     },
     /// The operation was cancelled (its future was dropped or a callback asked to stop).
     #[error("cancelled: {0}")]
@@ -123,6 +142,28 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+}
+
+/// The second half of [`Error::IsGroup`]'s message: the arrays to open instead.
+fn group_hint(arrays: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let Some(first) = arrays.first() else {
+        return "it holds no arrays".into();
+    };
+    let mut names = arrays
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if arrays.len() > SHOWN {
+        names.push_str(&format!(" and {} more", arrays.len() - SHOWN));
+    }
+    format!(
+        "the arrays in it: {names}. Open one by its path (e.g. --path {first} on the command \
+         line, or as the array path of zarrbuf.open); `zarrbuf info` on the group shows the \
+         whole hierarchy"
+    )
 }
 
 /// An underlying error kept as the [`std::error::Error::source`] of zarrbuf's [`Error`].

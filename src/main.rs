@@ -7,7 +7,8 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 use zarrbuf::{
-    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Error, NDBuffer, ReadOptions, Result,
+    ArrayReadExt, BufferPrototype, Compress, Decode, Device, Durability, Error, NDBuffer,
+    ReadOptions, Result,
 };
 
 /// The CLI's Rust allocations (encoded chunks as stores read them — object_store's local
@@ -32,17 +33,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Shape, chunks/shards, data type, codecs and fill value of an array.
+    /// Shape, chunks/shards, data type, codecs and fill value of an array; for a group, its
+    /// hierarchy as a tree (groups, and each array's layout, codecs and stored size).
     Info {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
-        /// Path of the array inside the store (default: the store root).
+        /// Path of the array or group inside the store (default: the store root).
         #[arg(long, default_value = "")]
         path: String,
+        /// Print the hierarchy (of a group, or the one array) as JSON for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Read an array (or a subset) and write it as .npy, or print a summary.
     Read {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -66,82 +73,32 @@ enum Command {
         force_async: bool,
     },
     /// Copy an array (or a subset) into a new array with other chunks, shards or codecs.
-    Copy {
-        /// Source store: a directory path or a file:// URL.
-        src: String,
-        /// Destination store: a directory path (created if missing) or a file:// URL.
-        dst: String,
-        /// Path of the array inside the source store.
+    Copy(CopyCli),
+    /// Check a stored array for damage: chunks that do not decode, decode to the wrong size or
+    /// fail their checksum, keys outside the chunk grid, temporary files of killed writes.
+    /// Exits with status 1 when it finds any.
+    Check {
+        /// Store location: a directory path, a zip file or a file:// URL.
+        store: String,
+        /// Path of the array inside the store (default: the store root).
         #[arg(long, default_value = "")]
-        src_path: String,
-        /// Path of the new array inside the destination store.
-        #[arg(long, default_value = "")]
-        dst_path: String,
-        /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
-        /// default: the source's).
+        path: String,
+        /// Print the report as one JSON document.
         #[arg(long)]
-        chunks: Option<String>,
-        /// Destination shard shape, a multiple of the chunks, e.g. 256,256,256 (default: the
-        /// source's shards when --chunks is not given either, else no sharding).
+        json: bool,
+        /// Remove leftovers and undecodable chunks, and rewrite shards without their damaged
+        /// inner chunks (which then read as the fill value); says what it did.
         #[arg(long)]
-        shards: Option<String>,
-        /// Compressors and checksums: none, zstd:LEVEL, gzip:LEVEL,
-        /// blosc:CNAME:CLEVEL:SHUFFLE, crc32c, joined by + (e.g. zstd:3+crc32c; default: the
-        /// source's).
-        #[arg(long)]
-        codec: Option<String>,
-        /// Zarr format of the destination: 3 (zarr v2 output is not written).
-        #[arg(long)]
-        zarr_format: Option<u8>,
-        /// Copy only this half-open subset of the source, e.g. 0:10,5:20.
-        #[arg(long)]
-        subset: Option<String>,
-        /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
-        #[arg(long)]
-        device: Option<String>,
-        /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
-        /// is never smaller than one destination chunk (shard).
-        #[arg(long, default_value = "1GiB")]
-        memory: String,
-        /// Replace an existing array (or group) at the destination; everything under its
-        /// path is deleted first.
-        #[arg(long)]
-        overwrite: bool,
-        /// Where to compress the destination's chunks: cpu, gpu (nvCOMP, for blocks staged on
-        /// a CUDA --device) or auto (default: the CPU).
-        #[arg(long, default_value = "auto")]
-        compress: Compress,
+        repair: bool,
     },
     /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
     /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
     /// under DIR (also leaves DIR/data.npy for benches/write_peers.py).
-    BenchWrite {
-        /// Scratch directory for the stores (emptied between repetitions).
-        dir: PathBuf,
-        /// Array size in MiB.
-        #[arg(long, default_value_t = 256)]
-        mib: u64,
-        /// Timed repetitions per writer and codec (after one warm-up write each).
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-        /// Codecs to measure, comma-separated (see `copy --codec`).
-        #[arg(long, default_value = "zstd:1,none")]
-        codecs: String,
-        /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
-        /// with --device cuda) or auto (default: the CPU).
-        #[arg(long, default_value = "auto")]
-        compress: Compress,
-        /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
-        #[arg(long)]
-        device: Option<String>,
-        /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
-        /// codecs inside the shard (N a multiple of 64).
-        #[arg(long)]
-        shards: Option<u64>,
-    },
+    BenchWrite(BenchWriteCli),
     /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
-        /// Store location: a directory path or a URL (s3://, gs://, az://, http(s)://, file://).
+        /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
+        /// http(s)://, file://).
         store: String,
         /// Path of the array inside the store.
         #[arg(long, default_value = "")]
@@ -170,6 +127,101 @@ enum Command {
         #[arg(long)]
         direct: bool,
     },
+}
+
+/// `zarrbuf bench-write`'s arguments.
+#[derive(clap::Args)]
+struct BenchWriteCli {
+    /// Scratch directory for the stores (emptied between repetitions).
+    dir: PathBuf,
+    /// Array size in MiB.
+    #[arg(long, default_value_t = 256)]
+    mib: u64,
+    /// Timed repetitions per writer and codec (after one warm-up write each).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Codecs to measure, comma-separated (see `copy --codec`).
+    #[arg(long, default_value = "zstd:1,none")]
+    codecs: String,
+    /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
+    /// with --device cuda) or auto (default: the CPU).
+    #[arg(long, default_value = "auto")]
+    compress: Compress,
+    /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
+    #[arg(long)]
+    device: Option<String>,
+    /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
+    /// codecs inside the shard (N a multiple of 64).
+    #[arg(long)]
+    shards: Option<u64>,
+    /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
+    /// column always syncs each file, writing in place).
+    #[arg(long)]
+    sync: bool,
+}
+
+/// `zarrbuf copy`'s arguments.
+#[derive(clap::Args)]
+struct CopyCli {
+    /// Source store: a directory path, a zip file, or a URL (s3://, gs://, az://,
+    /// http(s)://, file://; object-store options from the environment).
+    src: String,
+    /// Destination store: a directory path (created if missing), or a URL (s3://, gs://,
+    /// az://, file://). Zip files are read-only.
+    dst: String,
+    /// Path of the array inside the source store.
+    #[arg(long, default_value = "")]
+    src_path: String,
+    /// Path of the new array inside the destination store.
+    #[arg(long, default_value = "")]
+    dst_path: String,
+    /// A layout chosen for the reader: `gpu` writes shards of about 64 MiB holding inner
+    /// chunks of about 128 KiB compressed with zstd 1, so that a GPU decompresses thousands
+    /// of frames at once (--chunks, --shards and --codec override its parts).
+    #[arg(long, value_parser = ["gpu"])]
+    layout: Option<String>,
+    /// Destination chunk shape, e.g. 64,64,64 (inner chunks when --shards is given;
+    /// default: the source's).
+    #[arg(long)]
+    chunks: Option<String>,
+    /// Destination shard shape, a multiple of the chunks, e.g. 256,256,256 (default: the
+    /// source's shards when --chunks is not given either, else no sharding).
+    #[arg(long)]
+    shards: Option<String>,
+    /// Compressors and checksums: none, zstd:LEVEL, gzip:LEVEL,
+    /// blosc:CNAME:CLEVEL:SHUFFLE, crc32c, joined by + (e.g. zstd:3+crc32c; default: the
+    /// source's).
+    #[arg(long)]
+    codec: Option<String>,
+    /// Zarr format of the destination: 3 (zarr v2 output is not written).
+    #[arg(long)]
+    zarr_format: Option<u8>,
+    /// Copy only this half-open subset of the source, e.g. 0:10,5:20.
+    #[arg(long)]
+    subset: Option<String>,
+    /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
+    #[arg(long)]
+    device: Option<String>,
+    /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
+    /// is never smaller than one destination chunk (shard).
+    #[arg(long, default_value = "1GiB")]
+    memory: String,
+    /// Replace an existing array (or group) at the destination; everything under its
+    /// path is deleted first.
+    #[arg(long, conflicts_with = "resume")]
+    overwrite: bool,
+    /// Continue a copy that was interrupted: give the same arguments again; blocks whose
+    /// destination chunks are all stored and decode are skipped, the rest written.
+    #[arg(long)]
+    resume: bool,
+    /// Sync every destination file and its directory before a chunk counts as written
+    /// (survives power loss; slower). Without it each chunk is still written atomically.
+    #[arg(long)]
+    sync: bool,
+    /// Where to compress the destination's chunks: cpu, gpu (nvCOMP, for blocks staged on
+    /// a CUDA --device) or auto (default: the CPU).
+    #[arg(long, default_value = "auto")]
+    compress: Compress,
 }
 
 fn main() {
@@ -218,18 +270,19 @@ fn relabel(e: Error, store: &str, path: &str) -> Error {
 
 fn run(cli: Cli) -> Result<()> {
     let (store, path) = match &cli.command {
-        Command::Info { store, path }
+        Command::Info { store, path, .. }
+        | Command::Check { store, path, .. }
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
         // Copy errors name their array (source or destination) themselves.
-        Command::Copy { .. } | Command::BenchWrite { .. } => return dispatch(cli),
+        Command::Copy(_) | Command::BenchWrite(_) => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Info { store, path } => info(&store, &path),
+        Command::Info { store, path, json } => info(&store, &path, json),
         Command::Read {
             store,
             path,
@@ -247,63 +300,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             decode,
             force_async,
         ),
-        Command::Copy {
-            src,
-            dst,
-            src_path,
-            dst_path,
-            chunks,
-            shards,
-            codec,
-            zarr_format,
-            subset,
-            device,
-            memory,
-            overwrite,
-            compress,
-        } => {
-            let layout = zarrbuf::ArrayLayout {
-                chunks: chunks
-                    .as_deref()
-                    .map(|c| parse_shape("chunks", c))
-                    .transpose()?,
-                shards: shards
-                    .as_deref()
-                    .map(|c| parse_shape("shards", c))
-                    .transpose()?,
-                codecs: codec.as_deref().map(str::parse).transpose()?,
-                zarr_format,
-            };
-            copy(CopyArgs {
-                src: &src,
-                src_path: &src_path,
-                dst: &dst,
-                dst_path: &dst_path,
-                layout,
-                subset: subset.as_deref(),
-                device: device.as_deref(),
-                memory_bytes: parse_bytes(&memory)?,
-                overwrite,
-                compress,
-            })
-        }
-        Command::BenchWrite {
-            dir,
-            mib,
-            reps,
-            codecs,
-            compress,
-            device,
-            shards,
-        } => bench_write(
-            &dir,
-            mib,
-            reps,
-            &codecs,
-            compress,
-            device.as_deref(),
-            shards,
-        ),
+        Command::Copy(args) => copy(&args),
+        Command::Check {
+            store,
+            path,
+            json,
+            repair,
+        } => check(&store, &path, json, repair),
+        Command::BenchWrite(args) => bench_write(&args),
         Command::Bench {
             store,
             path,
@@ -404,8 +408,22 @@ impl Source {
     }
 }
 
-fn info(store: &str, path: &str) -> Result<()> {
-    let array = Source::open(store, path, false)?;
+fn info(store: &str, path: &str, json: bool) -> Result<()> {
+    if json {
+        let hierarchy = zarrbuf::list_hierarchy(store, path)?;
+        let text = serde_json::to_string_pretty(&hierarchy)
+            .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let array = match Source::open(store, path, false) {
+        Ok(array) => array,
+        Err(Error::IsGroup { .. }) => {
+            print!("{}", zarrbuf::list_hierarchy(store, path)?);
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let i = array.describe()?;
     println!("array:      {}", zarrbuf::location_label(store, path));
     println!("zarr:       v{}", i.zarr_format);
@@ -592,76 +610,130 @@ fn parse_bytes(text: &str) -> Result<usize> {
     }
 }
 
-/// The directory of a local store location (a path or a file:// URL), or an error for URLs.
-fn local_dir(location: &str, role: &str) -> Result<PathBuf> {
+/// The directory of a local store location (a path or a file:// URL); `None` for the URL of
+/// an object store.
+fn local_dir(location: &str) -> Option<PathBuf> {
     match location.split_once("://") {
-        None => Ok(PathBuf::from(location)),
-        Some(("file", rest)) => Ok(PathBuf::from(rest)),
-        Some((scheme, _)) => Err(Error::Unsupported(format!(
-            "copy {role} {location}: copy reads and writes local directories (and file:// URLs) \
-             for now, not {scheme}:// stores; copy the store locally first (e.g. with the \
-             cloud provider's CLI)"
-        ))),
+        None => Some(PathBuf::from(location)),
+        Some(("file", rest)) => Some(PathBuf::from(rest)),
+        Some(_) => None,
     }
 }
 
-struct CopyArgs<'a> {
-    src: &'a str,
-    src_path: &'a str,
-    dst: &'a str,
-    dst_path: &'a str,
-    layout: zarrbuf::ArrayLayout,
-    subset: Option<&'a str>,
-    device: Option<&'a str>,
-    memory_bytes: usize,
-    overwrite: bool,
-    compress: Compress,
+/// Whether `src` and `dst` are the same store (the same directory, or the same URL).
+fn same_store(src: &str, dst: &str) -> bool {
+    match (local_dir(src), local_dir(dst)) {
+        (Some(s), Some(d)) => matches!(
+            (std::fs::canonicalize(s), std::fs::canonicalize(d)),
+            (Ok(s), Ok(d)) if s == d
+        ),
+        (None, None) => src.trim_end_matches('/') == dst.trim_end_matches('/'),
+        _ => false,
+    }
 }
 
-fn copy(a: CopyArgs<'_>) -> Result<()> {
-    let proto = prototype(a.device)?;
-    let src_dir = local_dir(a.src, "source")?;
-    let dst_dir = local_dir(a.dst, "destination")?;
-    let src = zarrbuf::open(&src_dir.to_string_lossy(), a.src_path)
-        .map_err(|e| relabel(e, a.src, a.src_path))?;
-    // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
-    let (sp, dp) = (
-        zarrbuf::node_path(a.src_path)?,
-        zarrbuf::node_path(a.dst_path)?,
-    );
-    if let (Ok(s), Ok(d)) = (
-        std::fs::canonicalize(&src_dir),
-        std::fs::canonicalize(&dst_dir),
-    ) {
-        let inside = |outer: &str, inner: &str| {
-            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+/// The destination store of a copy: a local directory (created if missing; a zip file is
+/// refused) or an object-store URL.
+fn destination_store(
+    a: &CopyCli,
+) -> Result<std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits>> {
+    let Some(dir) = local_dir(&a.dst) else {
+        return zarrbuf::open_store(&a.dst);
+    };
+    refuse_zip_destination(a, &dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    zarrbuf::open_store(&dir.to_string_lossy())
+}
+
+/// Refuses a zip file (or a path named `.zip`) as copy's destination: zip stores are read
+/// only. Other files are refused as not being directories.
+fn refuse_zip_destination(a: &CopyCli, dst: &std::path::Path) -> Result<()> {
+    let named_zip = dst
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
+    if named_zip || dst.is_file() {
+        let zip = named_zip || {
+            use std::io::Read;
+            let mut head = [0u8; 4];
+            std::fs::File::open(dst)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok_and(|()| &head == b"PK\x03\x04" || &head == b"PK\x05\x06")
         };
-        if s == d && (inside(&sp, &dp) || inside(&dp, &sp)) {
-            return Err(Error::InvalidArgument(format!(
-                "the destination {} is the source {} or overlaps it; copy into another store or path",
-                zarrbuf::location_label(a.dst, a.dst_path),
-                zarrbuf::location_label(a.src, a.src_path)
-            )));
-        }
+        let why = if zip {
+            format!(
+                "zip stores are read-only in zarrbuf; copy the array into a directory instead: \
+                 zarrbuf copy {} out.zarr",
+                a.src
+            )
+        } else {
+            "it is a file, not a directory; give a directory path (created if missing)".into()
+        };
+        return Err(Error::Unsupported(format!(
+            "copy destination {}: {why}",
+            a.dst
+        )));
     }
+    Ok(())
+}
+
+/// The destination layout `copy`'s flags ask for (`shape`: the copied shape, `elem_bytes`:
+/// the data type's size, for `--layout gpu`).
+fn copy_layout(a: &CopyCli, shape: &[u64], elem_bytes: usize) -> Result<zarrbuf::ArrayLayout> {
+    let base = match a.layout.as_deref() {
+        Some(_) => zarrbuf::ArrayLayout::for_gpu(shape, elem_bytes),
+        None => zarrbuf::ArrayLayout::default(),
+    };
+    let parse =
+        |what, text: &Option<String>| text.as_deref().map(|c| parse_shape(what, c)).transpose();
+    Ok(zarrbuf::ArrayLayout {
+        chunks: parse("chunks", &a.chunks)?.or(base.chunks),
+        shards: parse("shards", &a.shards)?.or(base.shards),
+        codecs: a
+            .codec
+            .as_deref()
+            .map(str::parse)
+            .transpose()?
+            .or(base.codecs),
+        zarr_format: a.zarr_format,
+    })
+}
+
+fn copy(a: &CopyCli) -> Result<()> {
+    let proto = prototype(a.device.as_deref())?;
+    let memory_bytes = parse_bytes(&a.memory)?;
+    if let Some(dir) = local_dir(&a.dst) {
+        refuse_zip_destination(a, &dir)?;
+    }
+    let src = zarrbuf::open(&a.src, &a.src_path).map_err(|e| relabel(e, &a.src, &a.src_path))?;
+    refuse_overlap(a)?;
     let shape = src.shape().to_vec();
-    let ranges = match a.subset {
+    let ranges = match a.subset.as_deref() {
         Some(s) => zarrbuf::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
-    std::fs::create_dir_all(&dst_dir).map_err(|e| Error::Io {
-        path: dst_dir.display().to_string(),
-        source: e,
-    })?;
-    let store = zarrbuf::open_store(&dst_dir.to_string_lossy())?;
-    let dst = zarrbuf::create_like(&src, &new_shape, store, a.dst_path, &a.layout, a.overwrite)
-        .map_err(|e| relabel(e, a.dst, a.dst_path))?;
+    let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
+    let store = destination_store(a)?;
+    let dst = if a.resume {
+        zarrbuf::resume_like(&src, &new_shape, store, &a.dst_path, &layout)
+    } else {
+        zarrbuf::create_like(&src, &new_shape, store, &a.dst_path, &layout, a.overwrite)
+    }
+    .map_err(|e| relabel(e, &a.dst, &a.dst_path))?;
     let mut opts = zarrbuf::CopyOptions::default()
         .with_subset(ranges)
         .with_prototype(proto.clone())
-        .with_memory_bytes(a.memory_bytes)
-        .with_compress(a.compress);
+        .with_memory_bytes(memory_bytes)
+        .with_compress(a.compress)
+        .with_resume(a.resume)
+        .with_durability(if a.sync {
+            Durability::Sync
+        } else {
+            Durability::Rename
+        });
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -684,7 +756,35 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    result.map_err(|e| match e {
+    result.map_err(|e| name_copy_side(e, a))?;
+    copy_summary(a, &dst, &new_shape, &proto, start)
+}
+
+/// Refuses to copy an array onto itself or into itself: --overwrite would delete the source.
+fn refuse_overlap(a: &CopyCli) -> Result<()> {
+    let (sp, dp) = (
+        zarrbuf::node_path(&a.src_path)?,
+        zarrbuf::node_path(&a.dst_path)?,
+    );
+    if same_store(&a.src, &a.dst) {
+        let inside = |outer: &str, inner: &str| {
+            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+        };
+        if inside(&sp, &dp) || inside(&dp, &sp) {
+            return Err(Error::InvalidArgument(format!(
+                "the destination {} is the source {} or overlaps it; copy into another store or path",
+                zarrbuf::location_label(&a.dst, &a.dst_path),
+                zarrbuf::location_label(&a.src, &a.src_path)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A copy error naming its array as `copy_array` does ("source /p", "destination /p"), with
+/// the store the user gave.
+fn name_copy_side(e: Error, a: &CopyCli) -> Error {
+    match e {
         Error::Zarr {
             array,
             message,
@@ -692,9 +792,9 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
             ..
         } => {
             let array = if let Some(p) = array.strip_prefix("source ") {
-                format!("{} (source)", zarrbuf::location_label(a.src, p))
+                format!("{} (source)", zarrbuf::location_label(&a.src, p))
             } else if let Some(p) = array.strip_prefix("destination ") {
-                format!("{} (destination)", zarrbuf::location_label(a.dst, p))
+                format!("{} (destination)", zarrbuf::location_label(&a.dst, p))
             } else {
                 array
             };
@@ -705,16 +805,27 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
             }
         }
         other => other,
-    })?;
-    let info = zarrbuf::describe(&dst)?;
+    }
+}
+
+/// The line a finished copy (started at `start`) prints on stderr: what was copied where, in
+/// what layout, and how fast.
+fn copy_summary(
+    a: &CopyCli,
+    dst: &zarrbuf::DynArray,
+    new_shape: &[u64],
+    proto: &BufferPrototype,
+    start: Instant,
+) -> Result<()> {
+    let info = zarrbuf::describe(dst)?;
     let seconds = start.elapsed().as_secs_f64();
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
     eprintln!(
         "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",
-        zarrbuf::location_label(a.src, a.src_path),
+        zarrbuf::location_label(&a.src, &a.src_path),
         new_shape,
         info.data_type,
-        zarrbuf::location_label(a.dst, a.dst_path),
+        zarrbuf::location_label(&a.dst, &a.dst_path),
         info.inner_chunks.as_ref().unwrap_or(&info.chunks),
         match &info.inner_chunks {
             Some(_) => format!(" in shards {:?}", info.chunks),
@@ -726,6 +837,115 @@ fn copy(a: CopyArgs<'_>) -> Result<()> {
         bytes as f64 / seconds.max(1e-9) / 1e9
     );
     Ok(())
+}
+
+/// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
+fn check(store: &str, path: &str, json: bool, repair: bool) -> Result<()> {
+    // A group is checked array by array.
+    let (reports, group) = match check_one(store, path, json, repair) {
+        Ok(report) => (vec![report], None),
+        Err(Error::IsGroup { group, arrays }) => {
+            let reports = arrays
+                .iter()
+                .map(|a| check_one(store, a, json, repair))
+                .collect::<Result<Vec<_>>>()?;
+            (reports, Some(group))
+        }
+        Err(e) => return Err(e),
+    };
+    if json {
+        let all: Vec<serde_json::Value> = reports.iter().map(check_json).collect();
+        let doc = match &group {
+            Some(g) => serde_json::json!({
+                "group": g, "clean": reports.iter().all(|r| r.is_clean()), "arrays": all,
+            }),
+            None => all.into_iter().next().unwrap_or_default(),
+        };
+        println!("{doc}");
+    }
+    let damaged: usize = reports.iter().map(damage_count).sum();
+    if damaged == 0 || repair {
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        count: damaged,
+        array: group.unwrap_or_else(|| reports.iter().map(|r| r.array.clone()).collect()),
+    })
+}
+
+fn damage_count(report: &zarrbuf::CheckReport) -> usize {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.problem.is_damage())
+        .count()
+}
+
+/// Checks one array with a progress bar; prints its findings unless `json`.
+fn check_one(store: &str, path: &str, json: bool, repair: bool) -> Result<zarrbuf::CheckReport> {
+    let mut opts = zarrbuf::CheckOptions::default().with_repair(repair);
+    let bar = (!json && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} checking [{bar:30}] {pos}/{len} chunks {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    if let Some(b) = &bar {
+        let b = b.clone();
+        opts = opts.with_progress(move |p| {
+            b.set_length(p.chunks_total as u64);
+            b.set_position(p.chunks_done as u64);
+        });
+    }
+    let report = zarrbuf::check_array(store, path, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let report = report?;
+    if !json {
+        for f in &report.findings {
+            println!("{f}");
+        }
+        for r in &report.repaired {
+            println!("repaired: {r}");
+        }
+        eprintln!(
+            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {} damaged",
+            report.array,
+            report.chunks_checked,
+            report.inner_chunks_checked,
+            report.stored_bytes,
+            damage_count(&report)
+        );
+    }
+    Ok(report)
+}
+
+/// The check report as JSON for scripts.
+fn check_json(report: &zarrbuf::CheckReport) -> serde_json::Value {
+    let findings: Vec<serde_json::Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "key": f.key, "inner": f.inner, "problem": f.problem.name(),
+                "damage": f.problem.is_damage(), "detail": f.detail,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "array": report.array,
+        "clean": report.is_clean(),
+        "chunks_checked": report.chunks_checked,
+        "inner_chunks_checked": report.inner_chunks_checked,
+        "stored_bytes": report.stored_bytes,
+        "findings": findings,
+        "repaired": report.repaired,
+    })
 }
 
 /// Smooth float32 data with noise in the low bits (compresses like measurements, partly).
@@ -751,17 +971,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn bench_write(
-    dir: &std::path::Path,
-    mib: u64,
-    reps: usize,
-    codecs: &str,
-    compress: Compress,
-    device: Option<&str>,
-    shards: Option<u64>,
-) -> Result<()> {
-    use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
-    use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
+fn bench_write(a: &BenchWriteCli) -> Result<()> {
+    let (dir, mib, reps, compress, shards) = (a.dir.as_path(), a.mib, a.reps, a.compress, a.shards);
+    let durability = if a.sync {
+        Durability::Sync
+    } else {
+        Durability::Rename
+    };
     if reps == 0 || mib == 0 {
         return Err(Error::InvalidArgument(
             "--reps and --mib must be at least 1".into(),
@@ -775,25 +991,30 @@ fn bench_write(
         )));
     }
     let specs: Vec<zarrbuf::CodecSpec> =
-        codecs.split(',').map(str::parse).collect::<Result<_>>()?;
+        a.codecs.split(',').map(str::parse).collect::<Result<_>>()?;
     let shape = [mib as usize, 512, 512];
     let data = bench_data(&shape)?;
     let bytes = data.nbytes();
-    let io = |e: std::io::Error| Error::Io {
-        path: dir.display().to_string(),
-        source: e,
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::create_dir_all(dir).map_err(|e| bench_io(dir, e))?;
     zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
     // The staged column's source: the data in the chosen device's memory.
-    let staged_data = match device {
-        Some(_) => data.to_prototype(&prototype(device)?)?,
+    let staged_data = match a.device.as_deref() {
+        Some(device) => data.to_prototype(&prototype(Some(device))?)?,
         None => data.clone(),
     };
     let host = data.buffer().as_host_bytes()?;
-    let raw = &host[data.offset()..data.offset() + bytes];
+    let bench = WriteBench {
+        dir,
+        shape,
+        data: &data,
+        raw: &host[data.offset()..data.offset() + bytes],
+        staged_data: &staged_data,
+        compress,
+        durability,
+        reps,
+    };
     println!(
-        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}",
+        "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}, zarrbuf durability {durability:?}",
         staged_data.memory()
     );
     println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
@@ -802,66 +1023,7 @@ fn bench_write(
         .iter()
         .flat_map(|spec| std::iter::once((spec, None)).chain(shards.map(|n| (spec, Some(n)))));
     for (spec, shard) in variants {
-        // Each writer gets a fresh store per repetition; the writers take turns.
-        let store_dir = dir.join("bench-write.zarr");
-        let fresh = || -> Result<zarrbuf::DynArray> {
-            if store_dir.exists() {
-                std::fs::remove_dir_all(&store_dir).map_err(io)?;
-            }
-            std::fs::create_dir_all(&store_dir).map_err(io)?;
-            let store = zarrbuf::open_store(&store_dir.to_string_lossy())?;
-            let mut builder = ArrayBuilder::new(
-                shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
-                vec![shard.unwrap_or(64); 3],
-                data_type::float32(),
-                0.0f32,
-            );
-            builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
-            if shard.is_some() {
-                builder.subchunk_shape(vec![64u64; 3]);
-            }
-            let array = builder
-                .build(store, "/")
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            array
-                .store_metadata()
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            Ok(array)
-        };
-        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
-        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
-        for rep in 0..=reps {
-            // Each repetition starts with the next writer: a writer's figure does not depend
-            // on which one ran just before it (the store deleted before a write, written by
-            // the one before, was seen to slow it).
-            for step in 0..rates.len() {
-                let k = (rep + step) % rates.len();
-                let rate = &mut rates[k];
-                let array = fresh()?;
-                let start = Instant::now();
-                match k {
-                    0 => array
-                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(raw))
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    1 => array.write_all(&data)?,
-                    _ => {
-                        let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
-                        array.write_opt(
-                            &ranges,
-                            &staged_data,
-                            &WriteOptions::default()
-                                .with_mode(PipelineMode::Staged)
-                                .with_compress(compress),
-                        )?
-                    }
-                }
-                let s = start.elapsed().as_secs_f64();
-                if rep > 0 {
-                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
-                }
-            }
-        }
-        let [a, b, c] = rates.map(median);
+        let [a, b, c] = bench.rates(spec, shard)?.map(median);
         let name = match shard {
             Some(n) => format!("{spec}, sharded {n}³/64³"),
             None => spec.to_string(),
@@ -873,4 +1035,114 @@ fn bench_write(
         );
     }
     Ok(())
+}
+
+fn bench_io(dir: &std::path::Path, e: std::io::Error) -> Error {
+    Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    }
+}
+
+/// One `zarrbuf bench-write` run: the data (as raw bytes for zarrs, and in the staged
+/// column's memory), where the arrays are written, and the repetitions.
+struct WriteBench<'a> {
+    dir: &'a std::path::Path,
+    shape: [usize; 3],
+    data: &'a NDBuffer,
+    raw: &'a [u8],
+    staged_data: &'a NDBuffer,
+    compress: Compress,
+    /// zarrbuf's durability (zarrs' column writes in place, each file synced).
+    durability: Durability,
+    reps: usize,
+}
+
+impl WriteBench<'_> {
+    /// A fresh array of codecs `spec` (in shards of `shard`³ when given) in
+    /// `bench-write.zarr`, deleting the one before: in zarrs' own file-system store (in
+    /// place, each file synced) for zarrs' column, else in the store zarrbuf opens (atomic:
+    /// unnamed file or rename).
+    fn fresh_array(
+        &self,
+        spec: &zarrbuf::CodecSpec,
+        shard: Option<u64>,
+        zarrs_store: bool,
+    ) -> Result<zarrbuf::DynArray> {
+        use zarrs::array::{ArrayBuilder, data_type};
+        let io = |e| bench_io(self.dir, e);
+        let store_dir = self.dir.join("bench-write.zarr");
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir).map_err(io)?;
+        }
+        std::fs::create_dir_all(&store_dir).map_err(io)?;
+        let store: std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+            if zarrs_store {
+                std::sync::Arc::new(
+                    zarrs::filesystem::FilesystemStore::new(&store_dir)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                )
+            } else {
+                zarrbuf::open_store(&store_dir.to_string_lossy())?
+            };
+        let mut builder = ArrayBuilder::new(
+            self.shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+            vec![shard.unwrap_or(64); 3],
+            data_type::float32(),
+            0.0f32,
+        );
+        builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
+        if shard.is_some() {
+            builder.subchunk_shape(vec![64u64; 3]);
+        }
+        let array = builder
+            .build(store, "/")
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        array
+            .store_metadata()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Ok(array)
+    }
+
+    /// The GB/s of each writer (zarrs, `write_all`, the staged pipeline) in every timed
+    /// repetition, each write into a fresh array.
+    fn rates(&self, spec: &zarrbuf::CodecSpec, shard: Option<u64>) -> Result<[Vec<f64>; 3]> {
+        use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
+        use zarrs::array::ArraySubset;
+        let shape = self.shape;
+        let bytes = self.data.nbytes();
+        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
+        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+        for rep in 0..=self.reps {
+            // Each repetition starts with the next writer: a writer's figure does not depend
+            // on which one ran just before it (the store deleted before a write, written by
+            // the one before, was seen to slow it).
+            for step in 0..rates.len() {
+                let k = (rep + step) % rates.len();
+                let rate = &mut rates[k];
+                let array = self.fresh_array(spec, shard, k == 0)?;
+                let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                let opts = WriteOptions::default().with_durability(self.durability);
+                let start = Instant::now();
+                match k {
+                    0 => array
+                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(self.raw))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    1 => array.write_opt(&ranges, self.data, &opts)?,
+                    _ => array.write_opt(
+                        &ranges,
+                        self.staged_data,
+                        &opts
+                            .with_mode(PipelineMode::Staged)
+                            .with_compress(self.compress),
+                    )?,
+                }
+                let s = start.elapsed().as_secs_f64();
+                if rep > 0 {
+                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
+                }
+            }
+        }
+        Ok(rates)
+    }
 }

@@ -167,6 +167,48 @@ impl std::str::FromStr for Compress {
     }
 }
 
+/// How far a write to a directory store has gone before it is reported done.
+///
+/// Every write zarrbuf makes to a directory store (chunks, shards, metadata) goes to a
+/// temporary file beside its key and is renamed into place, so whatever happens to the
+/// writing process each key is absent, wholly old or wholly new — never torn. What differs is
+/// a crash of the whole machine:
+///
+/// ```
+/// use zarrbuf::{Durability, WriteOptions};
+/// let o = WriteOptions::default().with_durability(Durability::Sync);
+/// assert_eq!(o.durability, Durability::Sync);
+/// assert_eq!("sync".parse::<Durability>().unwrap(), Durability::Sync);
+/// assert!("fast".parse::<Durability>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Temporary file and rename (the default): safe against the writer being killed; after a
+    /// power loss the operating system may not yet have written recent chunks back.
+    #[default]
+    Rename,
+    /// Also `fsync` each file before its rename and its directory after: once the write
+    /// returns, its chunks survive a power loss. Costs a disk flush per chunk (see
+    /// docs/benchmarks.md). While such a write runs, every directory-store write of the
+    /// process syncs.
+    Sync,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "rename" => Ok(Durability::Rename),
+            "sync" | "fsync" => Ok(Durability::Sync),
+            other => Err(format!(
+                "unknown durability {other:?}; use rename (the default) or sync"
+            )),
+        }
+    }
+}
+
 /// The requested thread count, or every core.
 fn threads_or_all_cores(requested: Option<usize>) -> usize {
     requested.unwrap_or_else(|| {
@@ -346,6 +388,9 @@ pub struct WriteOptions {
     /// round trip), so more of them than compressing threads keep the disk or the network
     /// busy. Encoded chunks waiting for a store take at most `staging_bytes` more memory.
     pub store_concurrency: usize,
+    /// What a directory store has done before a write is reported done (default
+    /// [`Durability::Rename`]).
+    pub durability: Durability,
 }
 
 impl Default for WriteOptions {
@@ -358,6 +403,7 @@ impl Default for WriteOptions {
             progress: None,
             compress: Compress::Auto,
             store_concurrency: 16,
+            durability: Durability::Rename,
         }
     }
 }
@@ -394,6 +440,12 @@ impl WriteOptions {
     /// ```
     pub fn with_compress(mut self, compress: Compress) -> Self {
         self.compress = compress;
+        self
+    }
+
+    /// Chooses what a directory store does before the write is reported done.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
         self
     }
 

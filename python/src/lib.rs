@@ -870,6 +870,51 @@ fn nvcomp_compression() -> PyResult<String> {
     zarrbuf::nvcomp_compression().map_err(py_err)
 }
 
+/// Checks a stored array for damage (`zarrbuf check`): returns a dict with `array`, `clean`,
+/// `chunks_checked`, `inner_chunks_checked`, `stored_bytes`, `findings` (dicts with `key`,
+/// `inner`, `problem`, `damage`, `detail`) and `repaired` (sentences, with `repair=True`).
+#[pyfunction]
+#[pyo3(signature = (location, path = "", repair = false))]
+fn check<'py>(
+    py: Python<'py>,
+    location: &str,
+    path: &str,
+    repair: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = zarrbuf::CheckOptions::default().with_repair(repair);
+    let report = run(py, || zarrbuf::check_array(location, path, &opts))?;
+    let findings = pyo3::types::PyList::empty(py);
+    for f in &report.findings {
+        let d = PyDict::new(py);
+        d.set_item("key", &f.key)?;
+        d.set_item("inner", f.inner.clone())?;
+        d.set_item("problem", f.problem.name())?;
+        d.set_item("damage", f.problem.is_damage())?;
+        d.set_item("detail", &f.detail)?;
+        findings.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("array", &report.array)?;
+    out.set_item("clean", report.is_clean())?;
+    out.set_item("chunks_checked", report.chunks_checked)?;
+    out.set_item("inner_chunks_checked", report.inner_chunks_checked)?;
+    out.set_item("stored_bytes", report.stored_bytes)?;
+    out.set_item("findings", findings)?;
+    out.set_item("repaired", report.repaired.clone())?;
+    Ok(out)
+}
+
+/// The groups and arrays at and under `path` in the store at `location` (a directory, zip
+/// file, `file://` or object-store URL), as the JSON text `zarrbuf info --json` prints;
+/// `zarrbuf.list_hierarchy` parses it.
+#[pyfunction]
+#[pyo3(signature = (location, path = ""))]
+fn list_hierarchy(py: Python<'_>, location: &str, path: &str) -> PyResult<String> {
+    let hierarchy = run(py, || zarrbuf::list_hierarchy(location, path))?;
+    serde_json::to_string(&hierarchy)
+        .map_err(|e| ZarrbufError::new_err(format!("cannot write the listing as JSON: {e}")))
+}
+
 #[pymodule]
 fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ZarrbufError", m.py().get_type::<ZarrbufError>())?;
@@ -877,6 +922,8 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(list_hierarchy, m)?)?;
     m.add_function(wrap_pyfunction!(open_with_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;

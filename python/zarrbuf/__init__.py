@@ -17,6 +17,7 @@ zarr-python uses zarrbuf for its reads and writes with::
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -26,11 +27,13 @@ import numpy as np
 from ._zarrbuf import (
     NDArray,
     ZarrbufError,
+    check,
     cuda_device_count,
     from_dlpack,
     nvcomp_compression,
     nvcomp_library,
 )
+from ._zarrbuf import list_hierarchy as _list_hierarchy
 from ._zarrbuf import open as _open
 
 __all__ = [
@@ -38,8 +41,10 @@ __all__ = [
     "NDArray",
     "ZarrbufCodecPipeline",
     "ZarrbufError",
+    "check",
     "cuda_device_count",
     "from_dlpack",
+    "list_hierarchy",
     "nvcomp_compression",
     "nvcomp_library",
     "open",
@@ -240,10 +245,29 @@ def rank_slice(length: int, chunk: int, rank: int, world_size: int) -> slice:
 
 
 def open(location: str, path: str = "") -> Array:  # noqa: A001 - mirrors zarr.open
-    """Opens the zarr array at ``path`` in the store at ``location``: a directory, a
-    ``file://`` URL, or an object-store URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``)
-    with credentials from the usual environment variables."""
+    """Opens the zarr array at ``path`` in the store at ``location``: a directory, a zip file
+    (read-only), a ``file://`` URL, or an object-store URL (``s3://``, ``gs://``, ``az://``,
+    ``http(s)://``) with credentials from the usual environment variables. A group raises
+    ``ZarrbufError`` naming the arrays under it."""
     return Array(_open(str(location), path))
+
+
+def list_hierarchy(location: str, path: str = "") -> dict[str, Any]:
+    """The groups and arrays at and under ``path`` in the store at ``location`` (as
+    :func:`open` takes it), from consolidated metadata where the group has it, else from
+    listing the store: the same as ``zarrbuf info --json``.
+
+    Returns ``{"location", "path", "consolidated", "nodes"}``; each node has ``path`` (what
+    :func:`open` takes), ``zarr_format`` and ``node_type`` (``"group"`` or ``"array"``), and
+    an array also ``shape``, ``data_type``, ``chunks``, ``shards`` (``None`` unless sharded),
+    ``codecs``, ``fill_value``, ``chunks_stored``, ``chunks_total``, ``stored_bytes`` and
+    ``unreadable`` (why zarrbuf cannot read it, else ``None``).
+
+        >>> h = zarrbuf.list_hierarchy("data.zarr")
+        >>> [n["path"] for n in h["nodes"] if n["node_type"] == "array"]
+        ['g/labels', 'temperature']
+    """
+    return json.loads(_list_hierarchy(str(location), path))
 
 
 def __getattr__(name: str) -> Any:

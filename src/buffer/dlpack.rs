@@ -3,10 +3,9 @@
 //! legacy one ([`DLManagedTensor`]).
 //!
 //! The `repr(C)` structs below follow `dlpack.h` v1.0. They are written here rather than taken
-//! from the `dlpark` crate: dlpark 0.10 needs Rust 1.88 (this workspace supports 1.85), and its
-//! device support comes through its `cudarc` feature, which switches on cudarc features that
-//! clash with the CUDA version this crate pins. Raw pointers, shapes and strides are all that
-//! zarrbuf needs.
+//! from the `dlpark` crate: its device support comes through its `cudarc` feature, which
+//! switches on cudarc features that clash with the CUDA version this crate pins. Raw pointers,
+//! shapes and strides are all that zarrbuf needs.
 //!
 //! - Export: [`NDBuffer::to_dlpack`] / [`NDBuffer::to_dlpack_legacy`] hand out host
 //!   (`kDLCPU`), pinned (`kDLCUDAHost`) or CUDA (`kDLCUDA`) memory without copying; the

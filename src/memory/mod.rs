@@ -1,4 +1,12 @@
-//! Who owns raw memory. The only module (with the kernel launchers) where `unsafe` lives.
+//! Who owns raw memory: allocations, their borrow flags and completion fences, the block cache.
+//!
+//! About a third of the crate's `unsafe` is here (allocating, freeing and page-locking memory,
+//! foreign owners, CUDA IPC mapping, `Send`/`Sync` for the owners, the shared host output).
+//! The rest is elsewhere, each use with its `SAFETY` comment: `buffer/dlpack.rs` (DLPack's C
+//! ABI) and `buffer/flat.rs` (wrapping raw pointers), `device/` (CUDA calls, nvCOMP's C ABI,
+//! raw driver calls in `driver.rs`), `pipeline/` and `api/write_async.rs` (storing encoded
+//! chunks, and the shared host output), `zarr/` (c-blosc, a store downcast) and `dtype.rs`;
+//! the kernels' own are in `zarrbuf-codecs`. ARCHITECTURE.md counts them per folder.
 //!
 //! A [`Storage`] is one allocation (or one wrapped foreign region); a [`Region`] is a byte
 //! range of one, shared behind an `Arc`. Public handles (`crate::Buffer`) add identity and

@@ -190,7 +190,7 @@ impl StagedRead<'_> {
             free_tx.send(i).expect("receiver alive");
         }
         let free_rx = Mutex::new(free_rx);
-        let (ready_tx, ready_rx) = mpsc::channel::<(usize, usize, Result<Produced>)>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
         let next = AtomicUsize::new(0);
         let abort = AtomicBool::new(false);
         // Chunks handed to the device decoder and not yet decoded (hybrid routing).
@@ -258,12 +258,50 @@ impl StagedRead<'_> {
         &self,
         out: &NDBuffer,
         slots: &[Slot],
-        ready: &mpsc::Receiver<(usize, usize, Result<Produced>)>,
+        ready: &mpsc::Receiver<Ready>,
         free: &mpsc::Sender<usize>,
         elem: usize,
         on_device: &AtomicUsize,
     ) -> Result<()> {
         let batch_capacity = self.batch_capacity(slots.len());
+        let (swap, fill) = self.output_byte_order(out)?;
+        let mut sub = Submit {
+            slots,
+            free,
+            scatter: Scatter { out, elem, swap },
+            progress: Progress {
+                chunks_done: 0,
+                chunks_total: self.units.len(),
+                bytes_done: 0,
+            },
+            on_device,
+        };
+        let mut device = self.device_batches(batch_capacity, slots)?;
+        for _ in 0..self.units.len() {
+            if let Some(d) = device.as_mut() {
+                // Keeps the count of chunks on the device current for the workers' routing.
+                self.settle_finished(d, on_device)?;
+            }
+            let (i, slot_id, produced) = self.next_ready(ready, device.as_mut(), &mut sub)?;
+            match produced? {
+                Produced::Compressed(chunk) => {
+                    self.gather_compressed(device.as_mut(), i, slot_id, chunk, &mut sub)?;
+                }
+                produced => self.submit_unit(i, slot_id, produced, &fill, &mut sub)?,
+            }
+        }
+        if let Some(d) = device.as_mut() {
+            self.flush(d, &mut sub)?;
+            for k in 0..d.ring.len() {
+                self.settle_batch(d, k, on_device)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The byte-swap unit from the chain's encoded layout to the output's byte order (0 for
+    /// none), and one element of fill value in the output's byte order.
+    fn output_byte_order(&self, out: &NDBuffer) -> Result<(usize, Vec<u8>)> {
         let swap = if self.layout.endian == out.byte_order() {
             0
         } else {
@@ -273,128 +311,153 @@ impl StagedRead<'_> {
         if out.byte_order() != ByteOrder::native() {
             zarrbuf_codecs::host::byte_swap(&mut fill, out.dtype().swap_unit())?;
         }
-        let mut progress = Progress {
-            chunks_done: 0,
-            chunks_total: self.units.len(),
-            bytes_done: 0,
+        Ok((swap, fill))
+    }
+
+    /// The device decoder's batches, when this read decodes on the device.
+    fn device_batches(&self, capacity: usize, slots: &[Slot]) -> Result<Option<DeviceBatches>> {
+        let Some(d) = &self.device_decode else {
+            return Ok(None);
         };
-        let mut device = match &self.device_decode {
-            Some(d) => Some(DeviceBatches::new(
-                self.ops.as_ref(),
-                d.compression,
-                batch_capacity,
-                if d.blosc {
-                    (batch_capacity * 32).clamp(MAX_STREAMS_PER_CHUNK, MAX_BATCH_ITEMS)
-                } else {
-                    batch_capacity
-                },
-                slots,
-            )?),
-            None => None,
+        let item_capacity = if d.blosc {
+            (capacity * 32).clamp(MAX_STREAMS_PER_CHUNK, MAX_BATCH_ITEMS)
+        } else {
+            capacity
         };
+        DeviceBatches::new(
+            self.ops.as_ref(),
+            d.compression,
+            capacity,
+            item_capacity,
+            slots,
+        )
+        .map(Some)
+    }
+
+    /// The next unit a worker finished. While none is ready, with a device decoder: checks
+    /// finished batches, and sends what is gathered to the device when it has room — never
+    /// waiting for the device while workers may still hand in chunks they decoded themselves.
+    fn next_ready(
+        &self,
+        ready: &mpsc::Receiver<Ready>,
+        mut device: Option<&mut DeviceBatches>,
+        sub: &mut Submit<'_>,
+    ) -> Result<Ready> {
         let stopped = || Error::Cancelled("a decoding thread stopped unexpectedly".into());
-        let scatter = Scatter { out, elem, swap };
-        for _ in 0..self.units.len() {
-            if let Some(d) = device.as_mut() {
-                // Keeps the count of chunks on the device current for the workers' routing.
-                self.settle_finished(d, on_device)?;
+        loop {
+            match ready.try_recv() {
+                Ok(m) => return Ok(m),
+                Err(TryRecvError::Disconnected) => return Err(stopped()),
+                Err(TryRecvError::Empty) => {}
             }
-            let message = loop {
-                match ready.try_recv() {
-                    Ok(m) => break m,
-                    Err(TryRecvError::Disconnected) => return Err(stopped()),
-                    Err(TryRecvError::Empty) => {}
-                }
-                let Some(d) = device.as_mut() else {
-                    break ready.recv().map_err(|_| stopped())?;
+            let Some(d) = device.as_deref_mut() else {
+                return ready.recv().map_err(|_| stopped());
+            };
+            self.settle_finished(d, sub.on_device)?;
+            if !d.pending.is_empty() && d.has_room() {
+                self.flush(d, sub)?;
+                continue;
+            }
+            match ready.recv_timeout(std::time::Duration::from_micros(200)) {
+                Ok(m) => return Ok(m),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Adds a chunk left compressed in slot `slot_id` to the batch being gathered; a batch
+    /// goes to the device when the chunk would overfill it, or once it is full.
+    fn gather_compressed(
+        &self,
+        device: Option<&mut DeviceBatches>,
+        i: usize,
+        slot_id: usize,
+        chunk: Compressed,
+        sub: &mut Submit<'_>,
+    ) -> Result<()> {
+        let d = device.ok_or_else(|| {
+            Error::InvalidArgument(
+                "a chunk was left compressed without a device decoder (internal error: please report)".into(),
+            )
+        })?;
+        let items = chunk.parts.items();
+        if d.pending_items + items > d.item_capacity {
+            self.flush(d, sub)?;
+        }
+        d.pending_items += items;
+        d.pending.push((i, slot_id, chunk));
+        if d.pending.len() >= d.capacity || d.pending_items >= d.item_capacity {
+            self.flush(d, sub)?;
+        }
+        Ok(())
+    }
+
+    /// Queues the device work of unit `i`, which a worker decoded into slot `slot_id` (or
+    /// found missing: a fill), and gives the slot back behind that work's event.
+    fn submit_unit(
+        &self,
+        i: usize,
+        slot_id: usize,
+        produced: Produced,
+        fill: &[u8],
+        sub: &mut Submit<'_>,
+    ) -> Result<()> {
+        let unit = &self.units[i];
+        let slot = &sub.slots[slot_id];
+        let (out, elem) = (sub.scatter.out, sub.scatter.elem);
+        let region_shape = unit.region_shape();
+        match produced {
+            Produced::Missing => {
+                let dst = Strided {
+                    offset: unit.offset_in_request(
+                        &self.request_start,
+                        out.offset(),
+                        out.strides(),
+                    ),
+                    strides: out.strides(),
                 };
-                // Nothing ready: check finished batches, and send what is gathered to the
-                // device when it has room — never wait for the device while workers may
-                // still hand in chunks they decoded themselves.
-                self.settle_finished(d, on_device)?;
-                if !d.pending.is_empty() && d.has_room() {
-                    self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-                    continue;
-                }
-                match ready.recv_timeout(std::time::Duration::from_micros(200)) {
-                    Ok(m) => break m,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                }
-            };
-            let (i, slot_id, produced) = message;
-            let unit = &self.units[i];
-            let slot = &slots[slot_id];
-            let region_shape = unit.region_shape();
-            let dst_offset =
-                unit.offset_in_request(&self.request_start, out.offset(), out.strides());
-            let dst = Strided {
-                offset: dst_offset,
-                strides: out.strides(),
-            };
-            match produced? {
-                Produced::Missing => {
-                    self.ops.fill(
-                        &slot.queue,
-                        out.buffer().region()?,
-                        dst,
-                        &region_shape,
-                        &fill,
-                    )?;
-                }
-                Produced::Stored(_) => {
-                    return Err(Error::InvalidArgument(
-                        "stored bytes reached the coordinator (internal error: please report)"
-                            .into(),
-                    ));
-                }
-                Produced::Compressed(chunk) => {
-                    let d = device.as_mut().ok_or_else(|| {
-                        Error::InvalidArgument(
-                            "a chunk was left compressed without a device decoder (internal error: please report)".into(),
-                        )
-                    })?;
-                    let items = chunk.parts.items();
-                    if d.pending_items + items > d.item_capacity {
-                        self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-                    }
-                    d.pending_items += items;
-                    d.pending.push((i, slot_id, chunk));
-                    if d.pending.len() >= d.capacity || d.pending_items >= d.item_capacity {
-                        self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-                    }
-                    continue;
-                }
-                Produced::Decoded(len) => {
-                    let expected = unit.num_elements() * elem;
-                    if len != expected {
-                        return Err(Error::ShapeMismatch(format!(
-                            "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
-                            unit.indices, unit.shape
-                        )));
-                    }
-                    let (staged, scratch) = (
-                        slot.staging.try_slice(..len)?,
-                        slot.scratch.try_slice(..len)?,
-                    );
-                    self.ops
-                        .copy(&slot.queue, staged.region()?, scratch.region()?)?;
-                    self.scatter(&slot.queue, unit, scratch.region()?, &scatter)?;
-                }
+                self.ops.fill(
+                    &slot.queue,
+                    out.buffer().region()?,
+                    dst,
+                    &region_shape,
+                    fill,
+                )?;
             }
-            let event = self.ops.record(&slot.queue)?;
-            if let Ok(mut p) = slot.pending.lock() {
-                *p = Some(event);
+            Produced::Stored(_) => {
+                return Err(Error::InvalidArgument(
+                    "stored bytes reached the coordinator (internal error: please report)".into(),
+                ));
             }
-            let _ = free.send(slot_id);
-            self.report(&mut progress, &region_shape, elem);
-        }
-        if let Some(d) = device.as_mut() {
-            self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-            for k in 0..d.ring.len() {
-                self.settle_batch(d, k, on_device)?;
+            Produced::Compressed(_) => {
+                return Err(Error::InvalidArgument(
+                    "a compressed chunk reached the scatter (internal error: please report)".into(),
+                ));
+            }
+            Produced::Decoded(len) => {
+                let expected = unit.num_elements() * elem;
+                if len != expected {
+                    return Err(Error::ShapeMismatch(format!(
+                        "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
+                        unit.indices, unit.shape
+                    )));
+                }
+                let (staged, scratch) = (
+                    slot.staging.try_slice(..len)?,
+                    slot.scratch.try_slice(..len)?,
+                );
+                self.ops
+                    .copy(&slot.queue, staged.region()?, scratch.region()?)?;
+                self.scatter(&slot.queue, unit, scratch.region()?, &sub.scatter)?;
             }
         }
+        let event = self.ops.record(&slot.queue)?;
+        if let Ok(mut p) = slot.pending.lock() {
+            *p = Some(event);
+        }
+        let _ = sub.free.send(slot_id);
+        self.report(&mut sub.progress, &region_shape, elem);
         Ok(())
     }
 
@@ -488,116 +551,139 @@ impl StagedRead<'_> {
     /// Sends the gathered compressed chunks to the device as one batch: copy them into the
     /// ring entry's input buffer, decompress them all into their slots' scratch, scatter
     /// each into the output, and release the slots behind one event.
-    fn flush(
-        &self,
-        d: &mut DeviceBatches,
-        slots: &[Slot],
-        free: &mpsc::Sender<usize>,
-        s: &Scatter<'_>,
-        progress: &mut Progress,
-        on_device: &AtomicUsize,
-    ) -> Result<()> {
+    fn flush(&self, d: &mut DeviceBatches, sub: &mut Submit<'_>) -> Result<()> {
         if d.pending.is_empty() {
             return Ok(());
         }
         let k = d.next;
         d.next = (d.next + 1) % d.ring.len();
-        self.settle_batch(d, k, on_device)?;
+        self.settle_batch(d, k, sub.on_device)?;
         let pending = std::mem::take(&mut d.pending);
         d.pending_items = 0;
-        let mut items = Vec::with_capacity(pending.len());
-        let mut item_units = Vec::with_capacity(pending.len());
-        // What follows the batch for each chunk.
-        let mut after = Vec::with_capacity(pending.len());
-        {
-            let entry = &d.ring[k];
-            for (n, (i, slot_id, chunk)) in pending.iter().enumerate() {
-                let unit = &self.units[*i];
-                let expected = unit.num_elements() * s.elem;
-                let slot = &slots[*slot_id];
-                let at = n * entry.stride;
-                if chunk.len > entry.stride || expected > entry.stride {
-                    return Err(Error::InvalidArgument(format!(
-                        "a chunk of {} compressed, {expected} decoded bytes in a batch stride of {} \
-                         (internal error: please report)",
-                        chunk.len, entry.stride
-                    )));
-                }
-                let input = entry.input.sub(at, at + chunk.len);
-                let staged = slot.staging.try_slice(..chunk.len)?;
-                self.ops.copy(&d.queue, staged.region()?, &input)?;
-                // Straight into the output where the chunk is one aligned run of it.
-                let direct = self.direct_target(unit, s, d.compression.required_alignment())?;
-                let scratch = slot.scratch.try_slice(..expected)?.region()?.clone();
-                match &chunk.parts {
-                    DeviceParts::Whole => {
-                        let output = direct.clone().unwrap_or(scratch);
-                        items.push(BatchItem {
-                            input,
-                            output: output.clone(),
-                        });
-                        item_units.push((*i, expected));
-                        after.push(match direct {
-                            Some(_) => After::Done,
-                            None => After::Scatter(*i, output),
-                        });
-                    }
-                    DeviceParts::Blosc(frame) => {
-                        // Unshuffled into the output, or into the chunk's own part of the
-                        // input buffer (free once the batch has decompressed it) and
-                        // scattered from there; unshuffled streams go where the chunk goes.
-                        let (streams_to, next) = match (frame.shuffle, direct) {
-                            (Some(shuffle), Some(target)) => (
-                                scratch.clone(),
-                                After::Unshuffle(*i, shuffle, scratch, target, frame, false),
-                            ),
-                            (Some(shuffle), None) => (
-                                scratch.clone(),
-                                After::Unshuffle(
-                                    *i,
-                                    shuffle,
-                                    scratch,
-                                    entry.input.sub(at, at + expected),
-                                    frame,
-                                    true,
-                                ),
-                            ),
-                            (None, Some(target)) => (target, After::Done),
-                            (None, None) => (scratch.clone(), After::Scatter(*i, scratch)),
-                        };
-                        for stream in &frame.streams {
-                            let (from, to) = (
-                                input.sub(stream.input.start, stream.input.end),
-                                streams_to.sub(stream.output.start, stream.output.end),
-                            );
-                            if stream.stored {
-                                self.ops.copy(&d.queue, &from, &to)?;
-                            } else {
-                                item_units.push((*i, to.len()));
-                                items.push(BatchItem {
-                                    input: from,
-                                    output: to,
-                                });
-                            }
-                        }
-                        after.push(next);
-                    }
-                }
+        let mut batch = BatchPlan {
+            scatter: &sub.scatter,
+            items: Vec::with_capacity(pending.len()),
+            item_units: Vec::with_capacity(pending.len()),
+            after: Vec::with_capacity(pending.len()),
+        };
+        for (n, (i, slot_id, chunk)) in pending.iter().enumerate() {
+            let at = n * d.ring[k].stride;
+            self.plan_chunk(d, k, at, (*i, &sub.slots[*slot_id], chunk), &mut batch)?;
+        }
+        if !batch.items.is_empty() {
+            self.ops.decompress_batch(
+                &d.queue,
+                d.compression,
+                &batch.items,
+                &mut d.ring[k].desc,
+            )?;
+        }
+        self.after_batch(&d.queue, &batch.after, batch.scatter)?;
+        let event = self.ops.record(&d.queue)?;
+        let item_units = batch.item_units;
+        self.release_batch(&pending, &event, sub);
+        let entry = &mut d.ring[k];
+        entry.event = Some(event);
+        entry.items = item_units;
+        entry.chunks = pending.len();
+        Ok(())
+    }
+
+    /// Plans one compressed chunk of the batch in ring entry `k`: copies it to `at` in the
+    /// entry's input buffer, and adds its items (one stream, or a blosc frame's compressed
+    /// streams; stored streams are copied) and what follows the batch for it.
+    fn plan_chunk<'f>(
+        &self,
+        d: &DeviceBatches,
+        k: usize,
+        at: usize,
+        (i, slot, chunk): (usize, &Slot, &'f Compressed),
+        batch: &mut BatchPlan<'_, 'f>,
+    ) -> Result<()> {
+        let entry = &d.ring[k];
+        let s = batch.scatter;
+        let unit = &self.units[i];
+        let expected = unit.num_elements() * s.elem;
+        if chunk.len > entry.stride || expected > entry.stride {
+            return Err(Error::InvalidArgument(format!(
+                "a chunk of {} compressed, {expected} decoded bytes in a batch stride of {} \
+                 (internal error: please report)",
+                chunk.len, entry.stride
+            )));
+        }
+        let input = entry.input.sub(at, at + chunk.len);
+        let staged = slot.staging.try_slice(..chunk.len)?;
+        self.ops.copy(&d.queue, staged.region()?, &input)?;
+        // Straight into the output where the chunk is one aligned run of it.
+        let direct = self.direct_target(unit, s, d.compression.required_alignment())?;
+        let scratch = slot.scratch.try_slice(..expected)?.region()?.clone();
+        let frame = match &chunk.parts {
+            DeviceParts::Whole => {
+                let output = direct.clone().unwrap_or(scratch);
+                batch.items.push(BatchItem {
+                    input,
+                    output: output.clone(),
+                });
+                batch.item_units.push((i, expected));
+                batch.after.push(match direct {
+                    Some(_) => After::Done,
+                    None => After::Scatter(i, output),
+                });
+                return Ok(());
+            }
+            DeviceParts::Blosc(frame) => frame,
+        };
+        // Unshuffled into the output, or into the chunk's own part of the input buffer (free
+        // once the batch has decompressed it) and scattered from there; unshuffled streams go
+        // where the chunk goes.
+        let (streams_to, next) = match (frame.shuffle, direct) {
+            (Some(shuffle), Some(target)) => (
+                scratch.clone(),
+                After::Unshuffle(i, shuffle, scratch, target, frame, false),
+            ),
+            (Some(shuffle), None) => (
+                scratch.clone(),
+                After::Unshuffle(
+                    i,
+                    shuffle,
+                    scratch,
+                    entry.input.sub(at, at + expected),
+                    frame,
+                    true,
+                ),
+            ),
+            (None, Some(target)) => (target, After::Done),
+            (None, None) => (scratch.clone(), After::Scatter(i, scratch)),
+        };
+        for stream in &frame.streams {
+            let (from, to) = (
+                input.sub(stream.input.start, stream.input.end),
+                streams_to.sub(stream.output.start, stream.output.end),
+            );
+            if stream.stored {
+                self.ops.copy(&d.queue, &from, &to)?;
+            } else {
+                batch.item_units.push((i, to.len()));
+                batch.items.push(BatchItem {
+                    input: from,
+                    output: to,
+                });
             }
         }
-        if !items.is_empty() {
-            self.ops
-                .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
-        }
-        for next in &after {
+        batch.after.push(next);
+        Ok(())
+    }
+
+    /// Queues what follows a batch's decompression for each of its chunks: nothing, a
+    /// scatter, or blosc's unshuffle (and a scatter).
+    fn after_batch(&self, q: &Queue, after: &[After<'_>], s: &Scatter<'_>) -> Result<()> {
+        for next in after {
             match next {
                 After::Done => {}
-                After::Scatter(i, decoded) => {
-                    self.scatter(&d.queue, &self.units[*i], decoded, s)?
-                }
+                After::Scatter(i, decoded) => self.scatter(q, &self.units[*i], decoded, s)?,
                 After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
                     self.ops.blosc_unshuffle(
-                        &d.queue,
+                        q,
                         from,
                         to,
                         frame.nbytes,
@@ -606,24 +692,33 @@ impl StagedRead<'_> {
                         frame.blocksize,
                     )?;
                     if *scatter {
-                        self.scatter(&d.queue, &self.units[*i], to, s)?;
+                        self.scatter(q, &self.units[*i], to, s)?;
                     }
                 }
             }
         }
-        let event = self.ops.record(&d.queue)?;
-        for &(i, slot_id, _) in &pending {
-            if let Ok(mut p) = slots[slot_id].pending.lock() {
+        Ok(())
+    }
+
+    /// Gives a batch's slots back to the workers behind the batch's `event`, and reports
+    /// their units done.
+    fn release_batch(
+        &self,
+        pending: &[(usize, usize, Compressed)],
+        event: &Event,
+        sub: &mut Submit<'_>,
+    ) {
+        for &(i, slot_id, _) in pending {
+            if let Ok(mut p) = sub.slots[slot_id].pending.lock() {
                 *p = Some(event.clone());
             }
-            let _ = free.send(slot_id);
-            self.report(progress, &self.units[i].region_shape(), s.elem);
+            let _ = sub.free.send(slot_id);
+            self.report(
+                &mut sub.progress,
+                &self.units[i].region_shape(),
+                sub.scatter.elem,
+            );
         }
-        let entry = &mut d.ring[k];
-        entry.event = Some(event);
-        entry.items = item_units;
-        entry.chunks = pending.len();
-        Ok(())
     }
 
     /// Settles every ring entry whose batch has finished (never blocks).
@@ -689,6 +784,29 @@ struct Scatter<'a> {
     out: &'a NDBuffer,
     elem: usize,
     swap: usize,
+}
+
+/// A unit a worker finished: (unit index, slot, what decoding it produced).
+type Ready = (usize, usize, Result<Produced>);
+
+/// The coordinating loop's state in one read: the slots, the channel that gives them back to
+/// the workers, where decoded units go, the progress so far, and the chunks on the device
+/// (for the workers' hybrid routing).
+struct Submit<'s> {
+    slots: &'s [Slot],
+    free: &'s mpsc::Sender<usize>,
+    scatter: Scatter<'s>,
+    progress: Progress,
+    on_device: &'s AtomicUsize,
+}
+
+/// One device batch being planned by [`StagedRead::flush`]: the items the device
+/// decompresses, the (unit, decoded size) of each, and what follows the batch for each chunk.
+struct BatchPlan<'s, 'f> {
+    scatter: &'s Scatter<'s>,
+    items: Vec<BatchItem>,
+    item_units: Vec<(usize, usize)>,
+    after: Vec<After<'f>>,
 }
 
 /// The device decoder's state in one read: the batch being gathered and the ring of

@@ -168,6 +168,13 @@ impl std::fmt::Display for CodecSpec {
 }
 
 impl CodecSpec {
+    /// zstd at `level` alone (as `"zstd:LEVEL"` parses, without the range check).
+    pub(crate) fn zstd(level: i32) -> CodecSpec {
+        CodecSpec {
+            steps: vec![Step::Zstd(level)],
+        }
+    }
+
     /// Whether the chain is empty (`none`).
     ///
     /// ```

@@ -35,6 +35,65 @@ pub struct ArrayLayout {
     pub zarr_format: Option<u8>,
 }
 
+/// Decoded bytes of one inner chunk in [`ArrayLayout::for_gpu`]: small enough that a read
+/// gives a GPU thousands of independent frames (nvCOMP decodes about one frame per thread
+/// block; NVIDIA recommends ~64 KiB chunks), large enough that CPU decoding keeps its speed.
+pub const GPU_INNER_CHUNK_BYTES: u64 = 128 << 10;
+/// Decoded bytes of one shard in [`ArrayLayout::for_gpu`]: 512 inner chunks, few files.
+pub const GPU_SHARD_BYTES: u64 = 64 << 20;
+
+impl ArrayLayout {
+    /// A sharded layout made for GPU decompression of an array of `shape` with `elem_bytes`
+    /// bytes per element: inner chunks of about [`GPU_INNER_CHUNK_BYTES`] (power-of-two
+    /// edges, as even as the shape allows) in shards of about [`GPU_SHARD_BYTES`], zstd level
+    /// 1 inside the shards. `zarrbuf copy --layout gpu` writes it.
+    ///
+    /// ```
+    /// let l = zarrbuf::ArrayLayout::for_gpu(&[1024, 512, 512], 4);
+    /// assert_eq!(l.chunks, Some(vec![32, 32, 32]));     // 128 KiB of float32
+    /// assert_eq!(l.shards, Some(vec![256, 256, 256]));  // 64 MiB
+    /// let small = zarrbuf::ArrayLayout::for_gpu(&[10, 3], 8);
+    /// assert_eq!(small.chunks, Some(vec![10, 3]));
+    /// assert_eq!(small.shards, Some(vec![10, 3]));
+    /// ```
+    pub fn for_gpu(shape: &[u64], elem_bytes: usize) -> ArrayLayout {
+        let elem = elem_bytes.max(1) as u64;
+        let chunks = grow_evenly(&vec![1; shape.len()], shape, GPU_INNER_CHUNK_BYTES / elem);
+        let shards = grow_evenly(&chunks, shape, GPU_SHARD_BYTES / elem);
+        ArrayLayout {
+            chunks: Some(chunks),
+            shards: Some(shards),
+            codecs: Some(CodecSpec::zstd(1)),
+            zarr_format: None,
+        }
+    }
+}
+
+/// Doubles the edges of `start` (each capped at the array's extent rounded up to a multiple
+/// of `start`'s edge), smallest edge first so the block stays as even as the shape allows,
+/// while the element count stays within `elements`. The result is a multiple of `start` in
+/// every dimension.
+fn grow_evenly(start: &[u64], shape: &[u64], elements: u64) -> Vec<u64> {
+    let mut edge = start.to_vec();
+    let cap: Vec<u64> = shape
+        .iter()
+        .zip(start)
+        .map(|(&n, &s)| n.max(1).div_ceil(s) * s)
+        .collect();
+    loop {
+        let count: u64 = edge.iter().product();
+        let grow = (0..edge.len())
+            .filter(|&d| {
+                edge[d] < cap[d] && count / edge[d] * (edge[d] * 2).min(cap[d]) <= elements
+            })
+            .min_by_key(|&d| (edge[d] / start[d].max(1), std::cmp::Reverse(d)));
+        match grow {
+            Some(d) => edge[d] = (edge[d] * 2).min(cap[d]),
+            None => return edge,
+        }
+    }
+}
+
 fn check_shape(what: &str, v: &[u64], shape: &[u64]) -> Result<()> {
     if v.len() != shape.len() {
         return Err(Error::InvalidArgument(format!(
@@ -88,7 +147,116 @@ pub fn create_like<S: ?Sized>(
     overwrite: bool,
 ) -> Result<DynArray> {
     let node = super::node_path(path)?;
-    let name = label("destination", &node);
+    let array = build_like(src, shape, store.clone(), &node, layout)?;
+    if existing_metadata(&*store, &node)?.is_some() {
+        if !overwrite {
+            return Err(Error::InvalidArgument(format!(
+                "the destination store already holds a zarr array or group at {node}; pass --overwrite to replace it \
+                 (everything under that path is deleted first), --resume to continue a copy into it, or choose another destination"
+            )));
+        }
+        return replace_node(&*store, &node, &array).map(|()| array);
+    }
+    store_metadata(&array, &node)?;
+    Ok(array)
+}
+
+/// [`create_like`] for continuing a copy: the array already at `path` is opened when its
+/// metadata is exactly what `create_like` would store (same shape, data type, layout and
+/// attributes), and created when `path` holds nothing; anything else is an error that says
+/// what differs. The chunks already stored are kept.
+///
+/// # Errors
+///
+/// Those of [`create_like`], and [`Error::InvalidArgument`] when the existing array's
+/// metadata differs.
+///
+/// ```
+/// use std::sync::Arc;
+/// use zarrbuf::ArrayLayout;
+/// use zarrs::storage::store::MemoryStore;
+/// let src = zarrbuf::open("fixtures/data/v3_int8.zarr", "")?;
+/// let store = Arc::new(MemoryStore::new());
+/// let layout = ArrayLayout { chunks: Some(vec![8, 8]), ..Default::default() };
+/// zarrbuf::resume_like(&src, src.shape(), store.clone(), "/c", &layout)?; // created
+/// zarrbuf::resume_like(&src, src.shape(), store.clone(), "/c", &layout)?; // opened
+/// let other = ArrayLayout { chunks: Some(vec![4, 4]), ..Default::default() };
+/// assert!(zarrbuf::resume_like(&src, src.shape(), store, "/c", &other).is_err());
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn resume_like<S: ?Sized>(
+    src: &Array<S>,
+    shape: &[u64],
+    store: Arc<dyn ReadableWritableListableStorageTraits>,
+    path: &str,
+    layout: &ArrayLayout,
+) -> Result<DynArray> {
+    let node = super::node_path(path)?;
+    let array = build_like(src, shape, store.clone(), &node, layout)?;
+    let Some(found) = existing_metadata(&*store, &node)? else {
+        store_metadata(&array, &node)?;
+        return Ok(array);
+    };
+    let want = without_zarrs_version(
+        serde_json::to_value(array.metadata())
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+    );
+    let have = without_zarrs_version(serde_json::from_slice(&found).unwrap_or_default());
+    if have != want {
+        return Err(Error::InvalidArgument(format!(
+            "--resume: the destination {node} holds an array whose metadata differs from the one this copy \
+             creates ({}); resume with the same source, --subset, --chunks, --shards and --codec as the copy \
+             that was interrupted, or start again with --overwrite",
+            first_difference(&have, &want)
+        )));
+    }
+    Ok(array)
+}
+
+/// A metadata document without the `_zarrs` attribute zarrs adds when it stores metadata
+/// (its version, which is not part of the array's description).
+fn without_zarrs_version(mut doc: serde_json::Value) -> serde_json::Value {
+    if let Some(attrs) = doc.get_mut("attributes").and_then(|a| a.as_object_mut()) {
+        attrs.remove("_zarrs");
+        if attrs.is_empty() {
+            doc.as_object_mut().map(|d| d.remove("attributes"));
+        }
+    }
+    doc
+}
+
+/// Where two metadata documents first differ, as `field: stored … vs wanted …`.
+fn first_difference(have: &serde_json::Value, want: &serde_json::Value) -> String {
+    let (Some(h), Some(w)) = (have.as_object(), want.as_object()) else {
+        return "the stored metadata is not a zarr v3 array document".into();
+    };
+    let mut fields: Vec<&String> = h.keys().chain(w.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    fields
+        .into_iter()
+        .find(|f| h.get(*f) != w.get(*f))
+        .map(|f| {
+            let show =
+                |v: Option<&serde_json::Value>| v.map_or("nothing".to_string(), |v| v.to_string());
+            format!(
+                "{f}: stored {} but this copy writes {}",
+                show(h.get(f)),
+                show(w.get(f))
+            )
+        })
+        .unwrap_or_else(|| "the field order".into())
+}
+
+/// The new array's metadata, built but not stored.
+fn build_like<S: ?Sized>(
+    src: &Array<S>,
+    shape: &[u64],
+    store: Arc<dyn ReadableWritableListableStorageTraits>,
+    node: &str,
+    layout: &ArrayLayout,
+) -> Result<DynArray> {
+    let name = label("destination", node);
     if let Some(v) = layout.zarr_format
         && v != 3
     {
@@ -166,50 +334,81 @@ pub fn create_like<S: ?Sized>(
     if shards.is_some() {
         builder.subchunk_shape(chunks.clone());
     }
-    let array = builder.build(store.clone(), &node).map_err(|e| {
+    builder.build(store, node).map_err(|e| {
         Error::zarr(
-            name.clone(),
+            name,
             format!("cannot create the array: {e}"),
             Some(Box::new(e)),
         )
-    })?;
-    let np = NodePath::new(&node).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    let keys = [
+    })
+}
+
+/// The metadata keys a node may have: v3's, then v2's array and group documents.
+fn metadata_keys(node: &str) -> Result<[zarrs::storage::StoreKey; 4]> {
+    let np = NodePath::new(node).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    Ok([
         zarrs::node::meta_key_v3(&np),
         zarrs::node::meta_key_v2_array(&np),
         zarrs::node::meta_key_v2_group(&np),
-    ];
-    let mut exists = false;
-    for key in &keys {
+        zarrs::node::meta_key_v2_attributes(&np),
+    ])
+}
+
+/// The stored metadata document of the array or group at `node`, if there is one (v3's
+/// `zarr.json` first).
+fn existing_metadata(
+    store: &dyn ReadableWritableListableStorageTraits,
+    node: &str,
+) -> Result<Option<zarrs::storage::Bytes>> {
+    for key in metadata_keys(node)?.iter().take(3) {
         let found = store
-            .size_key(key)
+            .get(key)
             .map_err(|e| Error::store("destination", e.to_string(), Some(Box::new(e))))?;
-        exists |= found.is_some();
-    }
-    if exists {
-        if !overwrite {
-            return Err(Error::InvalidArgument(format!(
-                "the destination store already holds a zarr array or group at {node}; pass --overwrite to replace it \
-                 (everything under that path is deleted first) or choose another destination"
-            )));
+        if found.is_some() {
+            return Ok(found);
         }
-        let prefix =
-            StorePrefix::new(format!("{}/", node.trim_start_matches('/')).trim_start_matches('/'))
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        store.erase_prefix(&prefix).map_err(|e| {
-            Error::store(
-                "destination",
-                format!("cannot delete the old array: {e}"),
-                Some(Box::new(e)),
-            )
-        })?;
     }
+    Ok(None)
+}
+
+fn store_metadata(array: &DynArray, node: &str) -> Result<()> {
     array.store_metadata().map_err(|e| {
         Error::zarr(
-            name,
+            label("destination", node),
             format!("cannot store the metadata: {e}"),
             Some(Box::new(e)),
         )
-    })?;
-    Ok(array)
+    })
+}
+
+/// Replaces whatever is at `node` with `array`, in an order that leaves a readable array
+/// whenever the process is killed: every key under `node` but its own metadata is deleted
+/// first (the old array then reads as its fill value), then the new metadata replaces the
+/// old in one atomic write, then metadata of the other zarr format is deleted.
+fn replace_node(
+    store: &dyn ReadableWritableListableStorageTraits,
+    node: &str,
+    array: &DynArray,
+) -> Result<()> {
+    let gone = |e: zarrs::storage::StorageError| {
+        Error::store(
+            "destination",
+            format!("cannot delete the old array: {e}"),
+            Some(Box::new(e)),
+        )
+    };
+    let meta = metadata_keys(node)?;
+    let prefix =
+        StorePrefix::new(format!("{}/", node.trim_start_matches('/')).trim_start_matches('/'))
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    for key in store.list_prefix(&prefix).map_err(gone)? {
+        if !meta.contains(&key) {
+            store.erase(&key).map_err(gone)?;
+        }
+    }
+    store_metadata(array, node)?;
+    for key in &meta[1..] {
+        store.erase(key).map_err(gone)?;
+    }
+    Ok(())
 }

@@ -53,15 +53,18 @@ pub fn describe<S: ?Sized>(array: &Array<S>) -> Result<ArrayInfo> {
         chunks,
         inner_chunks,
         data_type,
-        codecs: {
-            let mut names = codec_names(&array.codecs());
-            if array.is_sharded()
-                && let Ok(inner) = crate::zarr::inner_chain(array)
-            {
-                names.push(format!("[inner: {}]", codec_names(&inner).join(", ")));
-            }
-            names
-        },
+        codecs: codec_list(array),
         fill_value: data_type.format_value(&fill_bytes(array)),
     })
+}
+
+/// Codec names in encoding order, the inner codecs of shards in brackets.
+pub(crate) fn codec_list<S: ?Sized>(array: &Array<S>) -> Vec<String> {
+    let mut names = codec_names(&array.codecs());
+    if array.is_sharded()
+        && let Ok(inner) = crate::zarr::inner_chain(array)
+    {
+        names.push(format!("[inner: {}]", codec_names(&inner).join(", ")));
+    }
+    names
 }

@@ -1,8 +1,10 @@
 //! What zarr means to zarrbuf: opening stores and URLs, array facts and errors, units of
 //! work (chunks or inner chunks clipped to a request), codec-chain plans, the shard index,
-//! and array info.
+//! array info and hierarchy listings.
 
 mod array;
+mod atomic_store;
+mod blocking_store;
 mod blosc_frame;
 mod codec_plan;
 mod codec_spec;
@@ -10,8 +12,10 @@ mod codecs;
 mod create;
 mod dtypes;
 mod framing;
+mod hierarchy;
 mod info;
 mod local_reads;
+mod open;
 mod partition;
 mod remote;
 mod remote_store;
@@ -21,25 +25,29 @@ mod store;
 mod subset;
 mod units;
 mod write_framing;
+mod zip_store;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
+pub(crate) use atomic_store::SyncedWrites;
+pub use atomic_store::is_temporary_name;
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
-pub use create::{ArrayLayout, create_like};
+pub use create::{ArrayLayout, create_like, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
+pub use hierarchy::{ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy};
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;
+pub use open::{open, open_async, open_async_with_options};
 pub(crate) use partition::chunk_aligned_partitions;
-pub use remote::{
-    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
-};
+pub use remote::{AsyncArray, RemoteStore, object_store_for_url};
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
 pub(crate) use store::label;
-pub use store::{DynArray, location_label, node_path, open, open_store};
+pub use store::{DynArray, location_label, node_path, open_store};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
 pub(crate) use write_framing::WriteCodec;
+pub(crate) use zip_store::{read_only_sentence, zip_path};

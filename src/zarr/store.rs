@@ -1,9 +1,11 @@
-//! Opening zarr arrays from a location: a directory path, `file://` URL, or `memory://`.
+//! Opening the store at a location (a directory path, a zip file, a `file://` URL of either,
+//! an object-store URL, or `memory://`), and the names and error wording of the arrays in it
+//! (the arrays themselves open in `open.rs`).
 
+use super::atomic_store::AtomicDirectoryStore;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::Array;
-use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::ReadableWritableListableStorageTraits;
 use zarrs::storage::store::MemoryStore;
 
@@ -51,7 +53,27 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
     }
 }
 
-/// Opens the store at `location` (a directory path, or a `file://` URL).
+/// Opens the store at `location`: a directory path, a zip file, or a `file://` URL of
+/// either; an object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`; options such as
+/// credentials and endpoints from the environment, as object_store reads them); or
+/// `memory://`, a new empty store in memory.
+///
+/// Object-store URLs are served by blocking on a process-wide tokio runtime, one request at
+/// a time per calling thread: from async code, [`open_async`](crate::open_async) keeps
+/// requests concurrent without a thread each. Each key is written with one PUT, which is
+/// atomic.
+///
+/// Writes to a directory store are atomic per key: each goes to a temporary file beside its
+/// key and is renamed into place, so a killed writer never leaves a torn chunk (see
+/// [`Durability`](crate::Durability) for power loss). Listing skips the temporary files.
+///
+/// A zip file (a path ending in `.zip`, or any regular file that starts with the zip
+/// signature) opens read-only: zarr-python's `ZipStore`, or a directory store zipped with
+/// `zip -r` (when all entries lie in one folder, the store starts in it); stored and
+/// deflated (also bzip2, zstd) entries read. The store keeps the same type as a directory's,
+/// so everything that reads takes it; every write to it fails with "zip stores are
+/// read-only in zarrbuf; copy the array into a directory instead: zarrbuf copy STORE.zip
+/// out.zarr".
 ///
 /// Also puts zarrbuf's codec fixes into zarrs' run-time registry, so arrays built over this
 /// store with zarrs directly (`Array::new_with_metadata`) read as [`open`]'s do.
@@ -66,17 +88,15 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
     if location == "memory://" {
         return Ok(Arc::new(MemoryStore::new()));
     }
+    if let Some(zip) = super::zip_store::zip_path(location)? {
+        return Ok(Arc::new(super::zip_store::ZipStore::open(location, &zip)?));
+    }
     let path = match location.split_once("://") {
         None => location.to_string(),
         Some(("file", rest)) => rest.to_string(),
-        Some((scheme, _)) => {
-            return Err(Error::Unsupported(format!(
-                "{scheme}:// locations need the async API (zarrbuf::open_async) or the CLI; \
-                 the synchronous open takes directory paths and file:// URLs"
-            )));
-        }
+        Some((_, _)) => return super::blocking_store::url_store(location),
     };
-    let store = FilesystemStore::new(&path).map_err(|e| {
+    let store = AtomicDirectoryStore::new(std::path::Path::new(&path)).map_err(|e| {
         Error::store(
             location,
             format!("cannot open the directory: {e}"),
@@ -86,38 +106,20 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
     Ok(Arc::new(store))
 }
 
-/// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata).
-///
-/// ```no_run
-/// use zarrbuf::{ArrayReadExt, BufferPrototype};
-/// let array = zarrbuf::open("fixtures/data/v3_large_3d.zarr", "")?;
-/// let a = array.read_all(&BufferPrototype::cpu())?;
-/// println!("{:?} {}", a.shape(), a.dtype());
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
-    let path = node_path(array_path)?;
-    if !location.contains("://") && !std::path::Path::new(location).is_dir() {
-        return Err(Error::store(
-            location,
-            "no such directory; give the path of a zarr store",
-            None,
-        ));
+/// An error for a path that is neither a directory nor a zip file (URLs pass).
+pub(crate) fn check_local_location(location: &str) -> Result<()> {
+    if location.contains("://")
+        || std::path::Path::new(location).is_dir()
+        || super::zip_store::zip_path(location)?.is_some()
+    {
+        return Ok(());
     }
-    let store = open_store(location)?;
-    super::codecs::register_zarrs_overrides();
-    let refused = match Array::open(store.clone(), &path) {
-        Ok(array) => return Ok(array),
-        Err(e) => e,
-    };
-    let zarray = zarrs::node::NodePath::new(&path)
-        .ok()
-        .and_then(|node| store.get(&zarrs::node::meta_key_v2_array(&node)).ok())
-        .flatten();
-    let name = label(location, array_path);
-    let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, &path, meta)
-        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
+    Err(Error::store(
+        location,
+        "no such directory or zip file; give the path of a zarr store (a directory or a .zip \
+         file) or a URL",
+        None,
+    ))
 }
 
 /// After zarrs refused an array's metadata: the equivalent v2 metadata zarrbuf opens instead

@@ -7,6 +7,7 @@ Each seed has the input layout its target reads (src/lib.rs):
   shard_index    [fixture index | flags] + 6 subset bytes + a shard
   npy_read       a .npy file
   subset_parser  [ndim] + ndim little-endian u16 lengths + --subset text
+  check_walk     [layout] + [0] + a stored chunk, or [layout] + [1] + a store key
 
 Run from anywhere: python3 tests/fuzz/make_corpus.py (stdlib only). The fixture order of
 chunk_decode and shard_index must match CHUNK_FIXTURES and SHARD_FIXTURES in src/lib.rs.
@@ -15,6 +16,7 @@ chunk_decode and shard_index must match CHUNK_FIXTURES and SHARD_FIXTURES in src
 import hashlib
 import shutil
 import struct
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -62,6 +64,42 @@ def raw_shard(index_at_start: bool, missing: int | None = None) -> bytes:
         index += struct.pack("<QQ", offset + len(body), len(c))
         body += c
     return index + body if index_at_start else body + index
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as zarr's crc32c codec computes it."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def with_crc32c(data: bytes) -> bytes:
+    return data + struct.pack("<I", crc32c(data))
+
+
+def zstd_raw_frame(data: bytes) -> bytes:
+    """A zstd frame holding `data` in one raw (stored) block: single segment, 1-byte size."""
+    assert len(data) < 256
+    return struct.pack("<IBB", 0xFD2FB528, 0x20, len(data)) + (1 | (len(data) << 3)).to_bytes(3, "little") + data
+
+
+def check_walk_chunks() -> list[bytes]:
+    """A valid first chunk for each of check_walk's CHECK_LAYOUTS (src/lib.rs), in order."""
+    values = struct.pack("<16f", *[i * 0.5 for i in range(16)])  # 4 x 4 float32
+    inner = [struct.pack("<4f", *[i + 10 * k for i in range(4)]) for k in range(4)]  # 2 x 2 each
+    body, index = b"", b""
+    for c in (with_crc32c(zstd_raw_frame(x)) for x in inner):
+        index += struct.pack("<QQ", len(body), len(c))
+        body += c
+    return [
+        with_crc32c(zstd_raw_frame(values)),
+        values,
+        body + with_crc32c(index),
+        zlib.compress(values, 1),
+    ]
 
 
 def put(target: str, data: bytes) -> None:
@@ -123,6 +161,16 @@ def main() -> None:
         ([3, 3], "0:1"),
     ]:
         put("subset_parser", subset(shape, text))
+
+    # check_walk: each layout's valid first chunk, damaged copies, and chunk keys.
+    for i, chunk in enumerate(check_walk_chunks()):
+        put("check_walk", bytes([i, 0]) + chunk)
+        put("check_walk", bytes([i, 0]) + chunk[: len(chunk) // 2])
+        flipped = bytearray(chunk)
+        flipped[len(chunk) // 3] ^= 0x40
+        put("check_walk", bytes([i, 0]) + bytes(flipped))
+        for key in ["c/0/0", "c/1/1", "c/7/0", "c.1.0", "1.1", "9.9", "c/0", "zarr.json", "c/00/1"]:
+            put("check_walk", bytes([i, 1]) + key.encode())
 
 
 if __name__ == "__main__":

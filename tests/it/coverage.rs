@@ -1,4 +1,4 @@
-//! The coverage table in README.md ("## Coverage"), generated from the fixtures: every codec
+//! The coverage table in docs/coverage.md, generated from the fixtures: every codec
 //! and data type that zarr-python 3.4 and numcodecs (and tensorstore, where it writes them)
 //! put into the stores under `fixtures/data`, with what zarrbuf does with them.
 //!
@@ -12,10 +12,10 @@
 //! - A row's features come from the stores' own metadata (`.zarray` / `zarr.json`): the v2
 //!   compressor and filters, the v3 codec chain (inside shards too), the data type.
 //!
-//! The test renders the table and compares it with README's section between
+//! The test renders the table and compares it with docs/coverage.md's section between
 //! `<!-- coverage-table:start -->` and `<!-- coverage-table:end -->`; it fails when they
 //! differ (the rendered table is left in `target/tmp/coverage.md`).
-//! `ZARRBUF_UPDATE_README=1 cargo test --test it coverage::` rewrites the section instead.
+//! `ZARRBUF_UPDATE_COVERAGE=1 cargo test --test it coverage::` rewrites the section instead.
 
 use crate::common::{prototypes, walk};
 use serde_json::Value;
@@ -488,33 +488,28 @@ fn render(rows: &BTreeMap<(Kind, String), Row>) -> String {
 }
 
 #[test]
-fn readme_coverage_table_is_what_the_fixtures_show() {
+fn coverage_table_is_what_the_fixtures_show() {
     let table = render(&build_rows());
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("coverage.md");
     std::fs::write(&target, &table).unwrap();
     println!("{table}");
-    let readme_path = root().join("README.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
-    let (Some(a), Some(b)) = (readme.find(START), readme.find(END)) else {
-        panic!("README.md has no {START} ... {END} section");
+    let doc_path = root().join("docs").join("coverage.md");
+    let doc = std::fs::read_to_string(&doc_path).unwrap();
+    let (Some(a), Some(b)) = (doc.find(START), doc.find(END)) else {
+        panic!("docs/coverage.md has no {START} ... {END} section");
     };
-    let current = readme[a + START.len()..b].trim();
+    let current = doc[a + START.len()..b].trim();
     if current == table.trim() {
         return;
     }
-    if std::env::var("ZARRBUF_UPDATE_README").is_ok_and(|v| v == "1") {
-        let updated = format!(
-            "{}{START}\n{}\n{}",
-            &readme[..a],
-            table.trim(),
-            &readme[b..]
-        );
-        std::fs::write(&readme_path, updated).unwrap();
+    if std::env::var("ZARRBUF_UPDATE_COVERAGE").is_ok_and(|v| v == "1") {
+        let updated = format!("{}{START}\n{}\n{}", &doc[..a], table.trim(), &doc[b..]);
+        std::fs::write(&doc_path, updated).unwrap();
         return;
     }
     panic!(
-        "README.md's coverage table differs from what the fixtures show (rendered into {}); \
-         run `ZARRBUF_UPDATE_README=1 cargo test --test it coverage::` to rewrite it",
+        "docs/coverage.md's coverage table differs from what the fixtures show (rendered into {}); \
+         run `ZARRBUF_UPDATE_COVERAGE=1 cargo test --test it coverage::` to rewrite it",
         target.display()
     );
 }

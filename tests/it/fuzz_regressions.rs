@@ -140,6 +140,7 @@ fn replay(target: &str, data: &[u8]) -> Vec<Outcome> {
         "shard_index" => harness::shard_index(data).to_vec(),
         "npy_read" => vec![harness::npy_read(data)],
         "subset_parser" => vec![harness::subset_parser(data)],
+        "check_walk" => vec![harness::check_walk(data)],
         other => panic!("unknown fuzz target {other:?}"),
     }
 }
@@ -255,6 +256,7 @@ fn seed_corpora_run_cleanly() {
         "shard_index",
         "npy_read",
         "subset_parser",
+        "check_walk",
     ] {
         for input in std::fs::read_dir(corpus.join(target)).expect("a seed corpus") {
             let data = std::fs::read(input.expect("an entry").path()).expect("readable");

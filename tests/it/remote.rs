@@ -529,3 +529,91 @@ fn server_skips_are_visible_and_fail_when_required() {
         "{out}"
     );
 }
+
+/// `zarrbuf copy` between any two stores: a directory into S3 (sharded, zstd), S3 into S3,
+/// S3 back into a directory, `--resume` against S3 (into a new array, and over a finished one), and `check` of an S3 array refused with
+/// a sentence; every copy reads back exactly.
+#[test]
+fn copies_between_directories_and_s3() {
+    let Some(sv) = servers() else { return };
+    create_bucket(&sv.s3, "copies");
+    let f = fixtures()
+        .into_iter()
+        .find(|f| f.name == "v3_large_3d")
+        .unwrap();
+    let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
+    let zarrbuf_cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
+            .args(args)
+            .env("AWS_ENDPOINT", &sv.s3)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ALLOW_HTTP", "true")
+            .env_remove("ZARRBUF_DEVICE")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("copies-back.zarr");
+    let _ = std::fs::remove_dir_all(&dir);
+    let back_dir = dir.to_string_lossy().into_owned();
+    let src = f.store_path();
+    let steps: [&[&str]; 4] = [
+        &[
+            "copy",
+            &src,
+            "s3://copies/a.zarr",
+            "--chunks",
+            "8,8,8",
+            "--shards",
+            "16,16,16",
+            "--codec",
+            "zstd:1",
+        ],
+        &[
+            "copy",
+            "s3://copies/a.zarr",
+            "s3://copies/b.zarr",
+            "--chunks",
+            "5,5,5",
+        ],
+        &[
+            "copy",
+            "s3://copies/b.zarr",
+            "s3://copies/c.zarr",
+            "--resume",
+        ],
+        &["copy", "s3://copies/b.zarr", &back_dir, "--codec", "gzip:1"],
+    ];
+    for args in steps {
+        let (ok, err) = zarrbuf_cli(args);
+        assert!(ok, "{args:?}: {err}");
+    }
+    // Resuming a finished copy into S3 writes nothing and keeps it exact.
+    let (ok, err) = zarrbuf_cli(&[
+        "copy",
+        "s3://copies/a.zarr",
+        "s3://copies/b.zarr",
+        "--chunks",
+        "5,5,5",
+        "--resume",
+    ]);
+    assert!(ok, "resume: {err}");
+    let urls = [
+        "s3://copies/a.zarr",
+        "s3://copies/b.zarr",
+        back_dir.as_str(),
+    ];
+    for (n, url) in urls.into_iter().enumerate() {
+        let npy = dir.with_file_name(format!("copies-{n}.npy"));
+        let (ok, err) = zarrbuf_cli(&["read", url, "--out", npy.to_str().unwrap()]);
+        assert!(ok, "read {url}: {err}");
+        same(url, &zarrbuf::npy::read(&npy).unwrap(), &want);
+    }
+    let (ok, err) = zarrbuf_cli(&["check", "s3://copies/a.zarr"]);
+    assert!(!ok && err.contains("directory stores"), "{err}");
+}

@@ -556,3 +556,78 @@ fn retry_options_are_taken_and_checked() {
         );
     }
 }
+
+/// A chunk write cut off mid-upload never becomes visible: zarrbuf stores each key with one
+/// PUT (zarrs_object_store's `set`; no multipart upload that could be left half done), and a
+/// proxy that forwards only the first 64 KiB of each request, then closes both sides, makes
+/// every attempt fail. The key must then be absent on the server, while the same write sent
+/// straight to the server lands whole.
+#[test]
+fn an_interrupted_put_never_becomes_visible() {
+    let Some(binary) = moto_binary() else { return };
+    let port = free_port();
+    let _moto = Moto::start(&binary, port);
+    let rt = runtime();
+    populate(&rt, port);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { break };
+            let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)) else {
+                break;
+            };
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 16 << 10];
+                let mut forwarded = 0usize;
+                while forwarded < (64 << 10) {
+                    match client.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) if server.write_all(&buf[..n]).is_err() => break,
+                        Ok(n) => forwarded += n,
+                    }
+                }
+                let _ = server.shutdown(Shutdown::Both);
+                let _ = client.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    let value: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let key = "c/9/0/0";
+    let store_at = |endpoint: String| {
+        let o = options(&endpoint);
+        zarrbuf::object_store_for_url("s3://faults/big.zarr", &opts_ref(&o)).unwrap()
+    };
+    let put = |endpoint: String| {
+        let store = store_at(endpoint);
+        let value = value.clone();
+        rt.block_on(async move {
+            use object_store::ObjectStoreExt;
+            store.put(&key.into(), value.into()).await.map(|_| ())
+        })
+    };
+    let size_on_server = || {
+        let store = store_at(format!("http://127.0.0.1:{port}"));
+        rt.block_on(async move {
+            use object_store::ObjectStoreExt;
+            match store.head(&key.into()).await {
+                Ok(meta) => Some(meta.size),
+                Err(object_store::Error::NotFound { .. }) => None,
+                Err(e) => panic!("HEAD {key}: {e}"),
+            }
+        })
+    };
+    let cut = put(format!("http://127.0.0.1:{proxy_port}"));
+    assert!(cut.is_err(), "a PUT cut off after 64 KiB succeeded");
+    assert_eq!(
+        size_on_server(),
+        None,
+        "the interrupted PUT of {key} became visible"
+    );
+    put(format!("http://127.0.0.1:{port}")).unwrap();
+    assert_eq!(
+        size_on_server(),
+        Some(value.len() as u64),
+        "the whole PUT of {key}"
+    );
+}

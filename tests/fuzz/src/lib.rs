@@ -661,3 +661,76 @@ pub fn subset_parser(data: &[u8]) -> Outcome {
     }
     Outcome::of(&parsed)
 }
+
+/// The arrays [`check_walk`] stores its input in: 8 × 8 float32 in 4 × 4 chunks, as zarr v3
+/// with zstd and crc32c, v3 uncompressed, v3 in one shard of 2 × 2 inner chunks (zstd,
+/// crc32c, index crc32c), and v2 with zlib and '.' separated keys; each with its first chunk
+/// key.
+const CHECK_LAYOUTS: [(&str, &str, &str); 4] = [
+    (
+        "zarr.json",
+        r#"{"zarr_format":3,"node_type":"array","shape":[8,8],"data_type":"float32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,4]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0.0,"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1,"checksum":false}},{"name":"crc32c"}]}"#,
+        "c/0/0",
+    ),
+    (
+        "zarr.json",
+        r#"{"zarr_format":3,"node_type":"array","shape":[8,8],"data_type":"float32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,4]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"."}},"fill_value":0.0,"codecs":[{"name":"bytes","configuration":{"endian":"little"}}]}"#,
+        "c.0.0",
+    ),
+    (
+        "zarr.json",
+        r#"{"zarr_format":3,"node_type":"array","shape":[8,8],"data_type":"float32","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4,4]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0.0,"codecs":[{"name":"sharding_indexed","configuration":{"chunk_shape":[2,2],"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1,"checksum":false}},{"name":"crc32c"}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}],"index_location":"end"}}]}"#,
+        "c/0/0",
+    ),
+    (
+        ".zarray",
+        r#"{"zarr_format":2,"shape":[8,8],"chunks":[4,4],"dtype":"<f4","compressor":{"id":"zlib","level":1},"fill_value":0.0,"order":"C","filters":null,"dimension_separator":"."}"#,
+        "0.0",
+    ),
+];
+
+/// Target `check_walk`: byte 0 picks one of [`CHECK_LAYOUTS`]; if byte 1 is odd the rest is a
+/// store key given to `check::chunk_indices` (a key it accepts must be exactly the key the
+/// array encodes for the indices it returned, inside or outside the grid); otherwise the rest
+/// is stored as the array's first chunk and `check_array` runs: it must return a report in
+/// which that key is either clean or named, and after a repair the array must check clean
+/// and read. Returns the first check's outcome.
+pub fn check_walk(data: &[u8]) -> Outcome {
+    let [pick, mode, rest @ ..] = data else {
+        return Outcome::Skipped;
+    };
+    let (meta_name, meta, first_key) = CHECK_LAYOUTS[usize::from(*pick) % CHECK_LAYOUTS.len()];
+    let dir = TempDir::new();
+    std::fs::write(dir.path().join(meta_name), meta).expect("the temp dir is writable");
+    let location = dir.path().to_string_lossy().into_owned();
+    if mode % 2 == 1 {
+        let array = zarrbuf::open(&location, "").expect("the layout opens");
+        let key = String::from_utf8_lossy(rest);
+        if let Some(indices) = zarrbuf::check::chunk_indices(&array, &key) {
+            assert_eq!(array.chunk_key(&indices).as_str(), key, "{indices:?}");
+        }
+        return Outcome::Skipped;
+    }
+    let path = dir.path().join(first_key);
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("writable");
+    std::fs::write(&path, rest).expect("writable");
+    let opts = zarrbuf::CheckOptions::default().with_concurrency(1);
+    let report = zarrbuf::check_array(&location, "", &opts);
+    if let Ok(r) = &report {
+        assert_eq!(r.chunks_checked, 1);
+        assert!(
+            r.findings.iter().all(|f| f.key == first_key),
+            "{:?}",
+            r.findings
+        );
+        let repaired = zarrbuf::check_array(&location, "", &opts.clone().with_repair(true));
+        assert!(repaired.is_ok(), "{repaired:?}");
+        let again = zarrbuf::check_array(&location, "", &opts).expect("checks again");
+        assert!(again.is_clean(), "after a repair: {:?}", again.findings);
+        let array = zarrbuf::open(&location, "").expect("opens");
+        array
+            .read_all(&BufferPrototype::cpu())
+            .expect("a repaired array reads");
+    }
+    Outcome::of(&report)
+}

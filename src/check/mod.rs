@@ -1,0 +1,412 @@
+//! Checking a stored array for damage: the library side of `zarrbuf check`.
+//!
+//! Every file under the array's directory is classified (metadata, chunk, temporary file of
+//! a killed write, or something else), every chunk inside the chunk grid is decoded on all
+//! cores — the inner chunks of a shard one by one when the shard does not decode, so that
+//! the damaged ones are named — and each problem becomes one [`Finding`]. With
+//! [`CheckOptions::repair`] leftovers and undecodable chunks are removed; a shard with some
+//! damaged inner chunks is rewritten with those inner chunks missing (they then read as the
+//! fill value) and the good ones kept.
+
+mod finding;
+mod repair;
+
+use crate::error::{Error, Result};
+use crate::options::{Progress, ProgressFn};
+pub use crate::zarr::is_temporary_name;
+use crate::zarr::{DynArray, label, node_path, open};
+use finding::guarded;
+pub use finding::{Finding, Problem, chunk_indices};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use zarrs::array::{
+    ArrayBytes, ArrayShardedExt, ArrayShardedReadableExt, ArrayShardedReadableExtCache,
+    CodecOptions,
+};
+
+/// Options for [`check_array`].
+///
+/// ```
+/// let o = zarrbuf::CheckOptions::default().with_repair(true).with_concurrency(2);
+/// assert!(o.repair);
+/// ```
+#[derive(Clone, Default)]
+pub struct CheckOptions {
+    /// Remove leftovers and undecodable chunks, and rewrite shards without their damaged
+    /// inner chunks (default false: only report).
+    pub repair: bool,
+    /// Threads decoding chunks (default: all cores).
+    pub concurrency: Option<usize>,
+    /// Called as chunks are checked.
+    pub progress: Option<ProgressFn>,
+}
+
+impl CheckOptions {
+    /// Repairs what the check finds (see [`CheckOptions::repair`]).
+    pub fn with_repair(mut self, repair: bool) -> Self {
+        self.repair = repair;
+        self
+    }
+
+    /// Sets the number of decoding threads (at least 1).
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Sets a progress callback.
+    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+}
+
+/// The result of [`check_array`].
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// `store` or `store:path`.
+    pub array: String,
+    /// Chunks (shards) decoded.
+    pub chunks_checked: usize,
+    /// Inner chunks in those shards (0 for unsharded arrays).
+    pub inner_chunks_checked: usize,
+    /// Bytes of the stored chunks.
+    pub stored_bytes: u64,
+    /// Every problem found, ordered by key.
+    pub findings: Vec<Finding>,
+    /// What the repair did, one sentence per key (empty without [`CheckOptions::repair`]).
+    pub repaired: Vec<String>,
+}
+
+impl CheckReport {
+    /// Whether nothing that counts as damage was found.
+    pub fn is_clean(&self) -> bool {
+        !self.findings.iter().any(|f| f.problem.is_damage())
+    }
+}
+
+/// A chunk file found under the array, with its grid indices.
+struct StoredChunk {
+    key: String,
+    indices: Vec<u64>,
+    bytes: u64,
+}
+
+/// Checks the array at `array_path` of the directory store or zip file `location` (a path
+/// or `file://` URL): see the module docs for what is checked. A zip file is checked through
+/// its listing (it holds no temporary files) and cannot be repaired.
+///
+/// # Errors
+///
+/// When the array does not open or its directory cannot be read, when a repair fails, and
+/// for a repair of a zip file. Damage is not an error: it is in the report.
+///
+/// ```
+/// let report = zarrbuf::check_array("fixtures/data/v3_shard_end.zarr", "", &Default::default())?;
+/// assert!(report.is_clean() && report.chunks_checked > 0 && report.inner_chunks_checked > 0);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Result<CheckReport> {
+    let zip = crate::zarr::zip_path(location)?.is_some();
+    if zip && opts.repair {
+        return Err(Error::Unsupported(format!(
+            "check --repair rewrites the store; {}",
+            crate::zarr::read_only_sentence(location)
+        )));
+    }
+    let root = if zip {
+        PathBuf::new()
+    } else {
+        local_root(location)?
+    };
+    let array = open(location, array_path)?;
+    let node = node_path(array_path)?;
+    let prefix = node.trim_start_matches('/').to_string();
+    let mut report = CheckReport {
+        array: label(location, array_path),
+        ..Default::default()
+    };
+    let files = if zip {
+        list_keys(&array, location, &prefix)?
+    } else {
+        list_files(&root.join(&prefix))?
+    };
+    let chunks = classify(&array, &prefix, files, &mut report.findings);
+    report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
+    report.chunks_checked = chunks.len();
+    report.inner_chunks_checked = inner_chunks_per_shard(&array) * chunks.len();
+    let damaged = decode_all(&array, &chunks, opts)?;
+    report.findings.extend(damaged);
+    report
+        .findings
+        .sort_by(|a, b| (&a.key, &a.inner).cmp(&(&b.key, &b.inner)));
+    if opts.repair {
+        report.repaired = repair::repair(&array, &root, &report.findings)?;
+    }
+    Ok(report)
+}
+
+/// The directory of a local store location.
+fn local_root(location: &str) -> Result<PathBuf> {
+    let root = match location.split_once("://") {
+        None => PathBuf::from(location),
+        Some(("file", rest)) => PathBuf::from(rest),
+        Some((scheme, _)) => {
+            return Err(Error::Unsupported(format!(
+                "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
+                 object stores write each key atomically, so they hold no torn chunks to find"
+            )));
+        }
+    };
+    if !root.is_dir() {
+        return Err(Error::store(
+            location,
+            "no such directory; give the path of a zarr store",
+            None,
+        ));
+    }
+    Ok(root)
+}
+
+/// Every file under `dir`, as paths relative to it with `/` separators, and their sizes.
+fn list_files(dir: &Path) -> Result<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    let io = |path: &Path, e: std::io::Error| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+            let entry = entry.map_err(|e| io(&d, e))?;
+            let kind = entry.file_type().map_err(|e| io(&entry.path(), e))?;
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if let Ok(rel) = entry.path().strip_prefix(dir) {
+                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                out.push((rel.to_string_lossy().replace('\\', "/"), size));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Every key under `prefix` of the array's store (a zip file), as paths relative to it, and
+/// their sizes.
+fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<(String, u64)>> {
+    let store = array.storage();
+    let failed = |e: zarrs::storage::StorageError| {
+        Error::store(
+            location,
+            format!("cannot list the store: {e}"),
+            Some(Box::new(e)),
+        )
+    };
+    let dir = if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}/")
+    };
+    let store_prefix = zarrs::storage::StorePrefix::new(dir.as_str())
+        .map_err(|e| Error::store(location, e.to_string(), Some(Box::new(e))))?;
+    let mut out = Vec::new();
+    for key in store.list_prefix(&store_prefix).map_err(failed)? {
+        let size = store.size_key(&key).map_err(failed)?.unwrap_or(0);
+        let rel = key
+            .as_str()
+            .strip_prefix(dir.as_str())
+            .unwrap_or(key.as_str());
+        out.push((rel.to_string(), size));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The metadata file names a zarr node may hold.
+const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
+
+/// Sorts the array's files into chunks (returned) and findings (leftovers, keys outside the
+/// grid, unknown files).
+fn classify(
+    array: &DynArray,
+    prefix: &str,
+    files: Vec<(String, u64)>,
+    findings: &mut Vec<Finding>,
+) -> Vec<StoredChunk> {
+    let grid = array.chunk_grid_shape().to_vec();
+    let mut chunks = Vec::new();
+    for (rel, bytes) in files {
+        let key = if prefix.is_empty() {
+            rel.clone()
+        } else {
+            format!("{prefix}/{rel}")
+        };
+        let name = rel.rsplit('/').next().unwrap_or_default();
+        let finding = |problem, detail: String| Finding {
+            key: key.clone(),
+            inner: None,
+            problem,
+            detail,
+        };
+        if METADATA_NAMES.contains(&rel.as_str()) {
+            continue;
+        }
+        if is_temporary_name(name) {
+            findings.push(finding(
+                Problem::Leftover,
+                format!("temporary file of a write that was killed ({bytes} bytes)"),
+            ));
+        } else if let Some(indices) = chunk_indices(array, &key) {
+            if indices.iter().zip(&grid).any(|(i, n)| i >= n) {
+                findings.push(finding(
+                    Problem::OutsideGrid,
+                    format!("chunk {indices:?} lies outside the chunk grid {grid:?}"),
+                ));
+            } else {
+                chunks.push(StoredChunk {
+                    key,
+                    indices,
+                    bytes,
+                });
+            }
+        } else {
+            findings.push(finding(
+                Problem::Unknown,
+                "not a chunk, metadata or temporary file of this array".into(),
+            ));
+        }
+    }
+    chunks
+}
+
+/// Inner chunks in one shard (0 for unsharded arrays).
+fn inner_chunks_per_shard(array: &DynArray) -> usize {
+    let zero = vec![0u64; array.dimensionality()];
+    match (array.subchunk_shape(), array.chunk_shape(&zero)) {
+        (Some(inner), Ok(shard)) => shard
+            .iter()
+            .zip(inner.iter())
+            .map(|(s, i)| (s.get() / i.get()) as usize)
+            .product(),
+        _ => 0,
+    }
+}
+
+/// Decodes every chunk on `opts.concurrency` threads; returns the findings.
+fn decode_all(
+    array: &DynArray,
+    chunks: &[StoredChunk],
+    opts: &CheckOptions,
+) -> Result<Vec<Finding>> {
+    let threads = opts.concurrency.unwrap_or(0);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| {
+            Error::InvalidArgument(format!("cannot start {threads} checking threads: {e}"))
+        })?;
+    let done = AtomicUsize::new(0);
+    let report = |n: usize| {
+        if let Some(cb) = &opts.progress {
+            cb(Progress {
+                chunks_done: n,
+                chunks_total: chunks.len(),
+                bytes_done: 0,
+            });
+        }
+    };
+    report(0);
+    let cache = array
+        .is_sharded()
+        .then(|| ArrayShardedReadableExtCache::new(array));
+    let found: Vec<Vec<Finding>> = pool.install(|| {
+        chunks
+            .par_iter()
+            .map(|chunk| {
+                let findings = check_chunk(array, cache.as_ref(), chunk);
+                report(done.fetch_add(1, Ordering::Relaxed) + 1);
+                findings
+            })
+            .collect()
+    });
+    Ok(found.into_iter().flatten().collect())
+}
+
+/// Decodes one chunk; for a shard that fails, each inner chunk, to name the damaged ones.
+fn check_chunk(
+    array: &DynArray,
+    cache: Option<&ArrayShardedReadableExtCache>,
+    chunk: &StoredChunk,
+) -> Vec<Finding> {
+    let options = CodecOptions::default().with_concurrent_target(1);
+    let (problem, detail) =
+        match guarded(|| array.retrieve_chunk_opt::<ArrayBytes<'static>>(&chunk.indices, &options))
+        {
+            Ok(_) => return Vec::new(),
+            Err(e) => e,
+        };
+    let whole = || Finding {
+        key: chunk.key.clone(),
+        inner: None,
+        problem,
+        detail: detail.clone(),
+    };
+    let Some(cache) = cache else {
+        return vec![whole()];
+    };
+    let inner = damaged_inner_chunks(array, cache, chunk, &options);
+    if inner.is_empty() || inner.len() == inner_chunks_per_shard(array) {
+        // The index (or the whole shard) is damaged: the shard is the finding.
+        return vec![whole()];
+    }
+    inner
+}
+
+/// The inner chunks of a shard that do not decode.
+fn damaged_inner_chunks(
+    array: &DynArray,
+    cache: &ArrayShardedReadableExtCache,
+    chunk: &StoredChunk,
+    options: &CodecOptions,
+) -> Vec<Finding> {
+    let (Some(inner_shape), Ok(shard_shape)) =
+        (array.subchunk_shape(), array.chunk_shape(&chunk.indices))
+    else {
+        return Vec::new();
+    };
+    let per: Vec<u64> = shard_shape
+        .iter()
+        .zip(inner_shape.iter())
+        .map(|(s, i)| s.get() / i.get())
+        .collect();
+    let count: u64 = per.iter().product();
+    let mut out = Vec::new();
+    for flat in 0..count {
+        let mut local = vec![0u64; per.len()];
+        let mut rest = flat;
+        for d in (0..per.len()).rev() {
+            local[d] = rest % per[d];
+            rest /= per[d];
+        }
+        let global: Vec<u64> = local
+            .iter()
+            .zip(&chunk.indices)
+            .zip(&per)
+            .map(|((l, s), p)| s * p + l)
+            .collect();
+        if let Err((problem, detail)) =
+            guarded(|| array.retrieve_subchunk_opt::<ArrayBytes<'static>>(cache, &global, options))
+        {
+            out.push(Finding {
+                key: chunk.key.clone(),
+                inner: Some(local),
+                problem,
+                detail,
+            });
+        }
+    }
+    out
+}

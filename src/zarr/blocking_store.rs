@@ -1,0 +1,59 @@
+//! Object-store URLs (`s3://`, `gs://`, `az://`, `http(s)://`) behind the synchronous store
+//! traits, so that `zarrbuf::open`, `copy_array` and the CLI's `copy` and `check` take them
+//! like directories: each store call runs on a process-wide tokio runtime and the calling
+//! thread waits for it.
+//!
+//! The future is polled on the calling thread with that runtime's context entered (its
+//! worker threads drive the network and timers), not by the runtime's own `block_on`, so the
+//! synchronous API may be called from any thread — also from inside another tokio runtime,
+//! where `Runtime::block_on` would panic. The async API (`open_async`) remains the better
+//! choice from async code: it does not hold a thread per request.
+
+use super::remote::object_store_for_url;
+use super::remote_store::RemoteStore;
+use crate::error::{Error, Result};
+use std::sync::{Arc, OnceLock};
+use zarrs::storage::ReadableWritableListableStorageTraits;
+use zarrs::storage::storage_adapter::async_to_sync::{
+    AsyncToSyncBlockOn, AsyncToSyncStorageAdapter,
+};
+
+/// The runtime every blocking URL store runs its requests on.
+fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("zarrbuf-store")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| {
+        Error::InvalidArgument(format!(
+            "cannot start the tokio runtime for object stores: {e}"
+        ))
+    })
+}
+
+/// Waits for a store future on the calling thread (see the module docs).
+struct WaitOnRuntime(tokio::runtime::Handle);
+
+impl AsyncToSyncBlockOn for WaitOnRuntime {
+    fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
+        let _context = self.0.enter();
+        futures::executor::block_on(future)
+    }
+}
+
+/// The store at an object-store URL, with object_store's options taken from the environment
+/// (as `zarrbuf info` does). Writes are one PUT per key: atomic, never torn.
+pub(crate) fn url_store(url: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    let handle = runtime()?.handle().clone();
+    let remote = RemoteStore::new(object_store_for_url(url, &[])?);
+    Ok(Arc::new(AsyncToSyncStorageAdapter::new(
+        Arc::new(remote),
+        WaitOnRuntime(handle),
+    )))
+}
