@@ -19,7 +19,7 @@
 
 // The `mod` lines are in rustfmt's alphabetical order, not in layer order. The layers,
 // bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
-// tests/import_cycles.rs fails on any import cycle between the files of src/):
+// tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
 //   `error`) and `options` (imports nothing from the crate);
 // - `device::driver`: the CUDA driver, probed before anything touches CUDA; it imports only

@@ -13,9 +13,9 @@
 //! flag, or on a bad value, and prints a table at the end. Built and run by `scripts/gpu-test`.
 //! The argument parser's unit tests run with `cargo test --features gpucheck`.
 
-#[path = "../../tests/conformance/cases.rs"]
+#[path = "../../tests/it/conformance/cases.rs"]
 mod cases;
-#[path = "../../tests/soundness/cases.rs"]
+#[path = "../../tests/it/soundness/cases.rs"]
 mod soundness;
 #[path = "../../benches/support/variants.rs"]
 mod variants;

@@ -95,7 +95,7 @@ impl<S: ?Sized> ChunkWriter<'_, S> {
         // - `DeviceCompressed`: the chunk's contents gathered as for `Chunk`, compressed by
         //   the device in the chain's only compressor's format and framed as that codec frames
         //   it, with the chain's crc32c appended when it has one (WriteCodec::of accepts only
-        //   such chains; round trips in tests/device_compress.rs and the GPU check);
+        //   such chains; round trips in tests/it/device_compress.rs and the GPU check);
         // - `Shard`: a shard in the sharding codec's format: each inner chunk cut from the
         //   shard's native C-order bytes (or, in place, from the caller's array, its strides
         //   and byte order read in place, exactly as from the gathered shard), byte-swapped to
@@ -103,8 +103,8 @@ impl<S: ?Sized> ChunkWriter<'_, S> {
         //   ShardEncoder::new refuses them) and passed through the inner chain's own
         //   bytes-to-bytes encoders; missing inner chunks marked u64::MAX twice; the index
         //   encoded by the array's index codecs and placed where its configuration says
-        //   (round trips through zarrs and zarr-python in tests/write.rs,
-        //   tests/shard_encode.rs and the shard_encoder tests).
+        //   (round trips through zarrs and zarr-python in tests/it/write.rs,
+        //   tests/it/shard_encode.rs and the shard_encoder tests).
         unsafe {
             self.stores
                 .store_encoded(&unit.indices, bytes::Bytes::from(encoded))
