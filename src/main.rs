@@ -734,23 +734,11 @@ fn copy(a: &CopyCli) -> Result<()> {
         } else {
             Durability::Rename
         });
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} copying [{bar:30}] {pos}/{len} chunks {elapsed}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    if let Some(b) = &bar {
-        let b = b.clone();
-        opts = opts.with_progress(move |p| {
-            b.set_length(p.chunks_total as u64);
-            b.set_position(p.chunks_done as u64);
-        });
+    let bar = chunk_progress("copying", true);
+    if let Some((_, update)) = &bar {
+        opts = opts.with_progress(update.clone());
     }
+    let bar = bar.map(|(b, _)| b);
     let start = Instant::now();
     let result = zarrbuf::copy_array(&src, &dst, &opts);
     if let Some(b) = bar {
@@ -881,26 +869,41 @@ fn damage_count(report: &zarrbuf::CheckReport) -> usize {
         .count()
 }
 
+/// A progress bar of chunks done ("{verb} [===  ] n/m chunks") on a terminal when `show`,
+/// and the callback that moves it.
+fn chunk_progress(
+    verb: &str,
+    show: bool,
+) -> Option<(
+    ProgressBar,
+    impl Fn(zarrbuf::Progress) + Clone + Send + Sync + 'static,
+)> {
+    if !show || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {verb} [{{bar:30}}] {{pos}}/{{len}} chunks {{elapsed}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let b = bar.clone();
+    let update = move |p: zarrbuf::Progress| {
+        b.set_length(p.chunks_total as u64);
+        b.set_position(p.chunks_done as u64);
+    };
+    Some((bar, update))
+}
+
 /// Checks one array with a progress bar; prints its findings unless `json`.
 fn check_one(store: &str, path: &str, json: bool, repair: bool) -> Result<zarrbuf::CheckReport> {
     let mut opts = zarrbuf::CheckOptions::default().with_repair(repair);
-    let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} checking [{bar:30}] {pos}/{len} chunks {elapsed}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    if let Some(b) = &bar {
-        let b = b.clone();
-        opts = opts.with_progress(move |p| {
-            b.set_length(p.chunks_total as u64);
-            b.set_position(p.chunks_done as u64);
-        });
+    let bar = chunk_progress("checking", !json);
+    if let Some((_, update)) = &bar {
+        opts = opts.with_progress(update.clone());
     }
+    let bar = bar.map(|(b, _)| b);
     let report = zarrbuf::check_array(store, path, &opts);
     if let Some(b) = bar {
         b.finish_and_clear();
