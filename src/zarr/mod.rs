@@ -15,6 +15,7 @@ mod framing;
 mod hierarchy;
 mod info;
 mod local_reads;
+mod open;
 mod partition;
 mod remote;
 mod remote_store;
@@ -37,14 +38,13 @@ pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use hierarchy::{ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy};
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;
+pub use open::{open, open_async, open_async_with_options};
 pub(crate) use partition::chunk_aligned_partitions;
-pub use remote::{
-    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with_options,
-};
+pub use remote::{AsyncArray, RemoteStore, object_store_for_url};
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
 pub(crate) use store::label;
-pub use store::{DynArray, location_label, node_path, open, open_store};
+pub use store::{DynArray, location_label, node_path, open_store};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,

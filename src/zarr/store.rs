@@ -1,5 +1,6 @@
-//! Opening zarr arrays from a location: a directory path, a zip file, a `file://` URL of
-//! either, or `memory://`.
+//! Opening the store at a location (a directory path, a zip file, a `file://` URL of either,
+//! an object-store URL, or `memory://`), and the names and error wording of the arrays in it
+//! (the arrays themselves open in `open.rs`).
 
 use super::atomic_store::AtomicDirectoryStore;
 use crate::error::{Error, Result};
@@ -119,46 +120,6 @@ pub(crate) fn check_local_location(location: &str) -> Result<()> {
          file) or a URL",
         None,
     ))
-}
-
-/// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata;
-/// a directory, a zip file, a `file://` or object-store URL; see [`open_store`]).
-///
-/// A group at `array_path` is refused with [`Error::IsGroup`], which names the arrays under
-/// it ([`list_hierarchy`](crate::list_hierarchy) describes them).
-///
-/// ```
-/// let Err(err) = zarrbuf::open("fixtures/data/v3_nested_group.zarr", "a") else { panic!() };
-/// assert!(matches!(&err, zarrbuf::Error::IsGroup { arrays, .. } if arrays == &["a/b/c"]));
-/// ```
-///
-/// ```no_run
-/// use zarrbuf::{ArrayReadExt, BufferPrototype};
-/// let array = zarrbuf::open("fixtures/data/v3_large_3d.zarr", "")?;
-/// let a = array.read_all(&BufferPrototype::cpu())?;
-/// println!("{:?} {}", a.shape(), a.dtype());
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
-    let path = node_path(array_path)?;
-    check_local_location(location)?;
-    let store = open_store(location)?;
-    super::codecs::register_zarrs_overrides();
-    let refused = match Array::open(store.clone(), &path) {
-        Ok(array) => return Ok(array),
-        Err(e) => e,
-    };
-    if let Some(group) = super::hierarchy::group_error_sync(store.as_ref(), location, array_path) {
-        return Err(group);
-    }
-    let zarray = zarrs::node::NodePath::new(&path)
-        .ok()
-        .and_then(|node| store.get(&zarrs::node::meta_key_v2_array(&node)).ok())
-        .flatten();
-    let name = label(location, array_path);
-    let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, &path, meta)
-        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }
 
 /// After zarrs refused an array's metadata: the equivalent v2 metadata zarrbuf opens instead

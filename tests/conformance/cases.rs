@@ -1345,6 +1345,86 @@ pub fn fill_and_fill_with(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// `src` (C-order bytes of `sub_shape`) as a host array laid out by `round`: C order, F
+/// order (through `copy_to`), or a transposed view of the reversed-axes array.
+fn host_source(
+    src: &[u8],
+    dtype: DataType,
+    sub_shape: &[usize],
+    round: usize,
+) -> Result<NDBuffer, String> {
+    let (size, m) = (dtype.size(), sub_shape.iter().product::<usize>());
+    let host_c = NDBuffer::from_buffer(Buffer::from_vec(src.to_vec()), dtype, sub_shape, Order::C)
+        .map_err(e)?;
+    Ok(match round % 3 {
+        0 => host_c,
+        1 => host_c
+            .copy_to(&BufferPrototype::cpu(), Order::F)
+            .map_err(e)?,
+        _ => {
+            // Build the transposed (reversed-axes) array, then view it back.
+            let rev: Vec<usize> = sub_shape.iter().rev().copied().collect();
+            let mut tb = vec![0u8; m * size];
+            for i in 0..m {
+                let idx = unravel(i, sub_shape);
+                let ridx: Vec<usize> = idx.iter().rev().copied().collect();
+                let j = ravel(&ridx, &rev);
+                tb[j * size..(j + 1) * size].copy_from_slice(&src[i * size..(i + 1) * size]);
+            }
+            NDBuffer::from_buffer(Buffer::from_vec(tb), dtype, &rev, Order::C)
+                .map_err(e)?
+                .transpose(&[2, 1, 0])
+                .map_err(e)?
+        }
+    })
+}
+
+/// Sets into `a` (a 5×7×3 array of `dtype` holding `reference`) that must fail: a wrong
+/// shape, a wrong data type, out of bounds; none may write.
+fn failed_sets_write_nothing(
+    a: &mut NDBuffer,
+    dtype: DataType,
+    reference: &[u8],
+) -> Result<(), String> {
+    // Errors: wrong shape, wrong type, out of bounds; nothing is written.
+    let wrong_shape =
+        NDBuffer::zeros(&[2, 2, 2], dtype, Order::C, &BufferPrototype::cpu()).map_err(e)?;
+    ensure!(
+        matches!(
+            a.set(&[0..2, 0..2, 0..1], &wrong_shape),
+            Err(Error::ShapeMismatch(_))
+        ),
+        "{dtype}: set with a wrong shape"
+    );
+    let other_dtype = if dtype == DataType::UInt8 {
+        DataType::Int8
+    } else {
+        DataType::UInt8
+    };
+    let wrong_type =
+        NDBuffer::zeros(&[2, 2, 1], other_dtype, Order::C, &BufferPrototype::cpu()).map_err(e)?;
+    ensure!(
+        matches!(
+            a.set(&[0..2, 0..2, 0..1], &wrong_type),
+            Err(Error::DataType(_))
+        ),
+        "{dtype}: set with a wrong data type"
+    );
+    let fits = NDBuffer::zeros(&[2, 2, 1], dtype, Order::C, &BufferPrototype::cpu()).map_err(e)?;
+    ensure!(
+        matches!(
+            a.set(&[4..6, 0..2, 0..1], &fits),
+            Err(Error::OutOfBounds(_))
+        ),
+        "{dtype}: set out of bounds"
+    );
+    ensure!(
+        a.to_native_bytes().map_err(e)? == reference,
+        "{dtype}: failed sets must not write"
+    );
+    Ok(())
+}
+
 pub fn set_subsets_from_host(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(7);
     for dtype in [
@@ -1372,36 +1452,7 @@ pub fn set_subsets_from_host(proto: &BufferPrototype) -> Result<(), String> {
                 let sub_shape: Vec<usize> = sub.iter().map(|s| s.len()).collect();
                 let m: usize = sub_shape.iter().product();
                 let src: Vec<u8> = (0..m * size).map(|_| r.byte()).collect();
-                // Vary the host source's layout: C, F (through copy_to), and a transposed view.
-                let host_c = NDBuffer::from_buffer(
-                    Buffer::from_vec(src.clone()),
-                    dtype,
-                    &sub_shape,
-                    Order::C,
-                )
-                .map_err(e)?;
-                let host = match round % 3 {
-                    0 => host_c,
-                    1 => host_c
-                        .copy_to(&BufferPrototype::cpu(), Order::F)
-                        .map_err(e)?,
-                    _ => {
-                        // Build the transposed (reversed-axes) array, then view it back.
-                        let rev: Vec<usize> = sub_shape.iter().rev().copied().collect();
-                        let mut tb = vec![0u8; m * size];
-                        for i in 0..m {
-                            let idx = unravel(i, &sub_shape);
-                            let ridx: Vec<usize> = idx.iter().rev().copied().collect();
-                            let j = ravel(&ridx, &rev);
-                            tb[j * size..(j + 1) * size]
-                                .copy_from_slice(&src[i * size..(i + 1) * size]);
-                        }
-                        NDBuffer::from_buffer(Buffer::from_vec(tb), dtype, &rev, Order::C)
-                            .map_err(e)?
-                            .transpose(&[2, 1, 0])
-                            .map_err(e)?
-                    }
-                };
+                let host = host_source(&src, dtype, &sub_shape, round)?;
                 a.set(&sub, &host).map_err(e)?;
                 for i in 0..m {
                     let idx = unravel(i, &sub_shape);
@@ -1415,44 +1466,7 @@ pub fn set_subsets_from_host(proto: &BufferPrototype) -> Result<(), String> {
                     "{dtype} {order:?} round {round}: set of subset {sub:?}"
                 );
             }
-            // Errors: wrong shape, wrong type, out of bounds; nothing is written.
-            let wrong_shape =
-                NDBuffer::zeros(&[2, 2, 2], dtype, Order::C, &BufferPrototype::cpu()).map_err(e)?;
-            ensure!(
-                matches!(
-                    a.set(&[0..2, 0..2, 0..1], &wrong_shape),
-                    Err(Error::ShapeMismatch(_))
-                ),
-                "{dtype}: set with a wrong shape"
-            );
-            let other_dtype = if dtype == DataType::UInt8 {
-                DataType::Int8
-            } else {
-                DataType::UInt8
-            };
-            let wrong_type =
-                NDBuffer::zeros(&[2, 2, 1], other_dtype, Order::C, &BufferPrototype::cpu())
-                    .map_err(e)?;
-            ensure!(
-                matches!(
-                    a.set(&[0..2, 0..2, 0..1], &wrong_type),
-                    Err(Error::DataType(_))
-                ),
-                "{dtype}: set with a wrong data type"
-            );
-            let fits =
-                NDBuffer::zeros(&[2, 2, 1], dtype, Order::C, &BufferPrototype::cpu()).map_err(e)?;
-            ensure!(
-                matches!(
-                    a.set(&[4..6, 0..2, 0..1], &fits),
-                    Err(Error::OutOfBounds(_))
-                ),
-                "{dtype}: set out of bounds"
-            );
-            ensure!(
-                a.to_native_bytes().map_err(e)? == reference,
-                "{dtype}: failed sets must not write"
-            );
+            failed_sets_write_nothing(&mut a, dtype, &reference)?;
             // Set from the prototype's own memory, between two of its arrays.
             let mut b = NDBuffer::zeros(&shape, dtype, Order::C, proto).map_err(e)?;
             let window = a.get(&[1..4, 2..7, 0..2]).map_err(e)?;
@@ -1709,8 +1723,9 @@ fn check_cast<S: Element, D: Element + std::fmt::Debug>(
     Ok(())
 }
 
-pub fn astype_matches_rust_casts(proto: &BufferPrototype) -> Result<(), String> {
-    let mut r = rng(13);
+/// The floats `astype_matches_rust_casts` converts: the edges of every integer and float
+/// type, NaN and the infinities, then 46 drawn from `r`.
+fn cast_floats(r: &mut TestRng) -> Vec<f64> {
     let mut floats: Vec<f64> = vec![
         0.0,
         -0.0,
@@ -1753,8 +1768,12 @@ pub fn astype_matches_rust_casts(proto: &BufferPrototype) -> Result<(), String> 
     ];
     floats.extend((0..26).map(|_| r.uniform(-1e5, 1e5)));
     floats.extend((0..20).map(|_| r.uniform(-300.0, 300.0)));
-    let f32s: Vec<f32> = floats.iter().map(|&x| x as f32).collect();
-    let f16s: Vec<f16> = floats.iter().map(|&x| f16::from_f64(x)).collect();
+    floats
+}
+
+/// The integers `astype_matches_rust_casts` converts: the edges of every integer type and of
+/// exact float integers, then 40 drawn from `r`.
+fn cast_ints(r: &mut TestRng) -> Vec<i64> {
     let mut ints: Vec<i64> = vec![
         0,
         1,
@@ -1779,6 +1798,15 @@ pub fn astype_matches_rust_casts(proto: &BufferPrototype) -> Result<(), String> 
     ];
     ints.extend((0..20).map(|_| r.next_u64() as i64));
     ints.extend((0..20).map(|_| r.below(140_000) as i64 - 70_000));
+    ints
+}
+
+pub fn astype_matches_rust_casts(proto: &BufferPrototype) -> Result<(), String> {
+    let mut r = rng(13);
+    let floats = cast_floats(&mut r);
+    let f32s: Vec<f32> = floats.iter().map(|&x| x as f32).collect();
+    let f16s: Vec<f16> = floats.iter().map(|&x| f16::from_f64(x)).collect();
+    let ints = cast_ints(&mut r);
     let i16s: Vec<i16> = ints.iter().map(|&x| x as i16).collect();
     let i32s: Vec<i32> = ints.iter().map(|&x| x as i32).collect();
     let u64s: Vec<u64> = ints.iter().map(|&x| x as u64).collect();

@@ -1,13 +1,13 @@
 //! Copying an array (or a subset) into another one block by block: the library side of
 //! `zarrbuf copy`, for rechunking and recompressing.
 
+use super::read::ArrayReadExt;
+use super::write::ArrayWriteExt;
 use crate::buffer::BufferPrototype;
 use crate::error::{Error, Result};
 use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };
-use crate::read::ArrayReadExt;
-use crate::write::ArrayWriteExt;
 use crate::zarr::{SyncedWrites, check_subset, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;

@@ -1,18 +1,20 @@
-//! Reading any subset of a zarrs `Array` into any [`BufferPrototype`].
+//! Reading any subset of a zarrs `Array` into any [`BufferPrototype`], or onto several devices
+//! at once (`read_multi`).
 
+use super::read_stream::BlockingReadStream;
 use crate::buffer::BufferPrototype;
-use crate::buffer::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement};
+use crate::buffer::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement, join_worker};
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
-use crate::options::{PipelineMode, ReadOptions, StreamOptions};
+use crate::options::{PipelineMode, Progress, ReadOptions, StreamOptions};
 use crate::pipeline::{InnerFetch, fetch_unit, run_staged};
-use crate::read_stream::BlockingReadStream;
 use crate::zarr::{
-    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
-    plan_units, zarr_error,
+    ShardIndex, UnitSource, check_subset, chunk_aligned_partitions, chunk_error, data_type_of,
+    guard_zarrs, plan_chunks, plan_units, zarr_error,
 };
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
 use zarrs::storage::ReadableStorageTraits;
 
@@ -223,7 +225,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         placement: Placement,
         opts: &ReadOptions,
     ) -> Result<MultiNDBuffer> {
-        crate::read_multi::read_multi(self, subset, proto, placement, opts)
+        read_multi(self, subset, proto, placement, opts)
     }
 
     fn read_stream<I>(
@@ -236,7 +238,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        crate::read_stream::sync_stream(self, subsets, proto, opts)
+        super::read_stream::sync_stream(self, subsets, proto, opts)
     }
 
     fn zarrbuf_data_type(&self) -> Result<DataType> {
@@ -550,4 +552,94 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
         InnerFetch::PerChunk,
         &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
     )
+}
+
+/// Reading one subset onto several devices (see [`ArrayReadExt::read_multi`]): replicated on
+/// each, or split along one axis into chunk-aligned partitions read by one pipeline per
+/// device, in parallel.
+fn read_multi<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    proto: &MultiPrototype,
+    placement: Placement,
+    opts: &ReadOptions,
+) -> Result<MultiNDBuffer> {
+    check_subset(array.shape(), subset, array.path().as_str())?;
+    match placement {
+        Placement::Replicate => {
+            // One read (one decode of every chunk), then a copy per further device.
+            let first = array.read_opt(subset, &proto.parts()[0], opts)?;
+            let rest = std::thread::scope(|s| {
+                let copies: Vec<_> = proto.parts()[1..]
+                    .iter()
+                    .map(|p| {
+                        let first = &first;
+                        s.spawn(move || first.copy_to(p, Order::C))
+                    })
+                    .collect();
+                copies
+                    .into_iter()
+                    .map(join_worker)
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            let mut parts = vec![first];
+            parts.extend(rest);
+            let subsets = vec![subset.to_vec(); parts.len()];
+            MultiNDBuffer::from_parts(parts, subsets, placement)
+        }
+        Placement::Split { axis } => {
+            let partitions = chunk_aligned_partitions(array, subset, axis, proto.len())?;
+            let per_part = per_pipeline_options(opts, proto.len());
+            let parts = std::thread::scope(|s| {
+                let reads: Vec<_> = partitions
+                    .iter()
+                    .zip(proto.parts())
+                    .enumerate()
+                    .map(|(i, (part, p))| {
+                        let o = per_part(i);
+                        s.spawn(move || {
+                            array.read_opt(part, p, &o).map_err(|e| match e {
+                                Error::InvalidArgument(m) => Error::InvalidArgument(format!(
+                                    "part {i} ({}): {m}",
+                                    p.memory()
+                                )),
+                                other => other,
+                            })
+                        })
+                    })
+                    .collect();
+                reads
+                    .into_iter()
+                    .map(join_worker)
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            MultiNDBuffer::from_parts(parts, partitions, placement)
+        }
+    }
+}
+
+/// Options for each of `n` parallel pipelines: the decoding threads shared out, and
+/// progress summed over the parts before it reaches the caller's callback.
+fn per_pipeline_options(opts: &ReadOptions, n: usize) -> impl Fn(usize) -> ReadOptions + '_ {
+    let share = (opts.threads() / n).max(1);
+    let totals = Arc::new(Mutex::new(vec![Progress::default(); n]));
+    move |i| {
+        let mut o = opts.clone().with_concurrency(share);
+        if let Some(report) = opts.progress.clone() {
+            let totals = totals.clone();
+            o.progress = Some(Arc::new(move |p: Progress| {
+                let sum = {
+                    let mut all = totals.lock().unwrap_or_else(|e| e.into_inner());
+                    all[i] = p;
+                    all.iter().fold(Progress::default(), |acc, q| Progress {
+                        chunks_done: acc.chunks_done + q.chunks_done,
+                        chunks_total: acc.chunks_total + q.chunks_total,
+                        bytes_done: acc.bytes_done + q.bytes_done,
+                    })
+                };
+                report(sum);
+            }));
+        }
+        o
+    }
 }

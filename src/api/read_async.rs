@@ -6,13 +6,13 @@
 //! Dropping the future cancels: the pipeline stops at its next unit, drains its device
 //! queues, and keeps the output buffer alive until then.
 
+use super::read_stream::ReadStream;
 use crate::buffer::BufferPrototype;
 use crate::buffer::NDBuffer;
 use crate::dtype::Order;
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
-use crate::read_stream::ReadStream;
 use crate::zarr::check_subset;
 use crate::zarr::data_type_of;
 use crate::zarr::reading_inline;
@@ -148,7 +148,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        crate::read_stream::async_stream(self, subsets, proto, opts)
+        super::read_stream::async_stream(self, subsets, proto, opts)
     }
 
     fn read_into_async(
