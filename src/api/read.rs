@@ -203,13 +203,17 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         let direct = opts.mode != PipelineMode::Staged
             && out.buffer().is_host_accessible()
             && out.byte_order() == ByteOrder::native();
-        if direct && let Some(window) = out.c_window() {
+        // zarrs' decode-into for Direct and for small Auto reads, realigned when the output
+        // is off a cache line (see CACHE_LINE); the staged pipeline reads misaligned outputs
+        // faster than the realigned slabs, so it takes them as they are.
+        if direct
+            && (opts.mode == PipelineMode::Direct || !staged_beats_direct(self, subset))
+            && let Some(window) = out.c_window()
+        {
             if let Some(slab_rows) = realign_slab_rows(self, subset, out, &window, opts) {
                 return read_realigned(self, subset, out, slab_rows, opts);
             }
-            if opts.mode == PipelineMode::Direct || !staged_beats_direct(self, subset) {
-                return read_direct(self, subset, out, window, opts);
-            }
+            return read_direct(self, subset, out, window, opts);
         }
         read_staged(self, subset, out, opts)
     }
@@ -321,8 +325,12 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
 /// the output does not start on a cache line (numpy's large arrays start 16 bytes into a
 /// page), every store of the copy straddles two cache lines, and reads ran at less than half
 /// the speed they reach into an aligned output (uncompressed 64³ float32 chunks: 1.0 against
-/// 2.5 GB/s on 2 cores). Such reads decode into aligned scratch memory a slab at a time and
-/// copy each slab out with long copies, which memcpy aligns itself.
+/// 2.5 GB/s on 2 cores). Such reads on zarrs' route (`PipelineMode::Direct`, and `Auto`
+/// reads of fewer than [`STAGED_MIN_CHUNKS`] chunks) decode into aligned scratch memory a
+/// slab at a time and copy each slab out with long copies, which memcpy aligns itself.
+/// Larger `Auto` reads take the staged pipeline whatever the output's alignment: into
+/// numpy's misaligned 256 MiB outputs (64³ float32 chunks, 2 cores) it read 1.8–2.6× as fast
+/// as these slabs uncompressed, with blosc and with zstd, 1.2× sharded.
 const CACHE_LINE: usize = 64;
 /// Runs of at least this many bytes are copied well at any alignment.
 const SHORT_RUN: usize = 4096;

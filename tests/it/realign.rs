@@ -1,12 +1,15 @@
-//! CPU reads into outputs that do not start on a cache line decode into aligned scratch slabs
-//! and copy them out (src/read.rs, `read_realigned`): the results are exactly an aligned
-//! read's, for whole outputs and for windows of larger parents, in one slab or several.
+//! CPU reads into outputs that do not start on a cache line: on zarrs' route
+//! (`PipelineMode::Direct`) they decode into aligned scratch slabs and copy them out
+//! (src/read.rs, `read_realigned`); `Auto` reads of many chunks go through the staged
+//! pipeline into the misaligned output itself. Either way the results are exactly an
+//! aligned read's, for whole outputs and for windows of larger parents, in one slab or
+//! several.
 
 use std::ops::Range;
 use std::sync::Arc;
 use zarrbuf::{
     ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, ByteOrder, DataType, NDBuffer,
-    ReadOptions,
+    PipelineMode, ReadOptions,
 };
 use zarrs::array::codec::ZstdCodec;
 use zarrs::array::{Array, ArrayBuilder, data_type};
@@ -76,15 +79,22 @@ fn misaligned_outputs_read_exactly() {
         let (a, values) = array(sharded);
         // 64 MiB scratch (one slab), and a budget below one row of chunks (slabs of one row
         // of chunks or shards each).
-        for staging in [256 << 20, 4096] {
-            let opts = ReadOptions::default().with_staging_bytes(staging);
+        for (staging, mode) in [
+            (256 << 20, PipelineMode::Direct),
+            (4096, PipelineMode::Direct),
+            (256 << 20, PipelineMode::Auto),
+            (4096, PipelineMode::Auto),
+        ] {
+            let opts = ReadOptions::default()
+                .with_staging_bytes(staging)
+                .with_mode(mode);
             let all = [0..96u64, 0..80, 0..48];
             let mut out = misaligned(&[96, 80, 48]);
             a.read_into_opt(&all, &mut out, &opts).unwrap();
             assert_eq!(
                 out.to_vec::<f32>().unwrap(),
                 values,
-                "sharded {sharded}, staging {staging}"
+                "sharded {sharded}, staging {staging}, {mode:?}"
             );
 
             // A window of a larger misaligned parent; the rest of the parent stays zero.
