@@ -150,15 +150,12 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
 
 /// The directory of a local store location.
 fn local_root(location: &str) -> Result<PathBuf> {
-    let root = match location.split_once("://") {
-        None => PathBuf::from(location),
-        Some(("file", rest)) => PathBuf::from(rest),
-        Some((scheme, _)) => {
-            return Err(Error::Unsupported(format!(
-                "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
-                 object stores write each key atomically, so they hold no torn chunks to find"
-            )));
-        }
+    let Some(root) = crate::zarr::local_path(location) else {
+        let scheme = location.split_once("://").map_or("", |(s, _)| s);
+        return Err(Error::Unsupported(format!(
+            "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
+             object stores write each key atomically, so they hold no torn chunks to find"
+        )));
     };
     if !root.is_dir() {
         return Err(Error::store(

@@ -91,12 +91,10 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
     if let Some(zip) = super::zip_store::zip_path(location)? {
         return Ok(Arc::new(super::zip_store::ZipStore::open(location, &zip)?));
     }
-    let path = match location.split_once("://") {
-        None => location.to_string(),
-        Some(("file", rest)) => rest.to_string(),
-        Some((_, _)) => return super::blocking_store::url_store(location),
+    let Some(path) = super::location::local_path(location) else {
+        return super::blocking_store::url_store(location);
     };
-    let store = AtomicDirectoryStore::new(std::path::Path::new(&path)).map_err(|e| {
+    let store = AtomicDirectoryStore::new(&path).map_err(|e| {
         Error::store(
             location,
             format!("cannot open the directory: {e}"),
