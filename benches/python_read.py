@@ -12,10 +12,16 @@ chunks) — written by zarr-python, read by
 Every reader's result is first checked against the data written (exactly, bit for bit);
 then the readers take turns, round-robin, ``--reps`` times per variant (after one warm-up
 round), data in the page cache. The table shows decoded GB/s (median and min–max) and the
-ratio of medians to zarrs-python's pipeline.
+ratio of medians to zarrs-python's pipeline; the load average is printed before and after
+each variant.
+
+``--store obstore`` opens the arrays for zarr-python through obstore
+(``zarr.storage.ObjectStore`` over ``obstore.store.LocalStore``) instead of ``LocalStore``,
+and reads with the three pipelines only (zarrbuf's pipeline must take every batch itself:
+the run stops if one went to its fallback).
 
     .venv/bin/python benches/python_read.py [--bytes 268435456] [--reps 7] [--dir target/bench-python]
-        [--variants zstd1,...] [--readers zarrbuf-pipeline,zarrs-python,...]
+        [--variants zstd1,...] [--readers zarrbuf-pipeline,zarrs-python,...] [--store local|obstore]
 
 The arrays are written once into ``--dir`` (default ``target/bench-python`` of the repository;
 the data is the Rust benchmark's: smooth values with xorshift noise in the low bits).
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import platform
 import statistics
 import time
@@ -163,18 +170,33 @@ TITLES = {
 }
 
 
-def zarr_reader(path: Path, pipeline: str) -> Callable[[], np.ndarray]:
+def open_store(path: Path, kind: str) -> zarr.abc.store.Store:
+    if kind == "obstore":
+        import obstore.store
+
+        return zarr.storage.ObjectStore(obstore.store.LocalStore(path), read_only=True)
+    return zarr.storage.LocalStore(path, read_only=True)
+
+
+def zarr_reader(path: Path, pipeline: str, store: str = "local") -> Callable[[], np.ndarray]:
     cfg = {"codec_pipeline.path": pipeline}
     with zarr.config.set(cfg):
-        z = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r")
+        z = zarr.open_array(open_store(path, store), mode="r")
+    impl = z._async_array.codec_pipeline
     expected = pipeline.rpartition(".")[2]
-    got = type(z._async_array.codec_pipeline).__name__
+    got = type(impl).__name__
     if got != expected:
         raise RuntimeError(f"asked for {pipeline}, zarr-python made a {got}")
+    if got == "ZarrsCodecPipeline" and getattr(impl, "impl", True) is None:
+        raise RuntimeError(f"zarrs-python cannot read {path} through {store}: it would fall back")
 
     def read() -> np.ndarray:
         with zarr.config.set(cfg):
-            return z[:]
+            out = z[:]
+        stats = getattr(impl, "stats", None)
+        if stats is not None and stats["fallback"]:
+            raise RuntimeError(f"zarrbuf's pipeline sent batches to its fallback: {impl.reasons}")
+        return out
 
     return read
 
@@ -191,9 +213,9 @@ def zarrbuf_reader(path: Path) -> Callable[[], np.ndarray]:
     return lambda: np.asarray(a.read())
 
 
-def make_reader(name: str, path: Path) -> Callable[[], np.ndarray]:
+def make_reader(name: str, path: Path, store: str = "local") -> Callable[[], np.ndarray]:
     if name in PIPELINES:
-        return zarr_reader(path, PIPELINES[name])
+        return zarr_reader(path, PIPELINES[name], store)
     if name == "tensorstore":
         return tensorstore_reader(path)
     return zarrbuf_reader(path)
@@ -205,10 +227,12 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--dir", default=str(Path(__file__).resolve().parent.parent / "target" / "bench-python"))
     p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--readers", default=",".join(READERS))
+    p.add_argument("--readers", default=None, help="default: all; the three pipelines with --store obstore")
+    p.add_argument("--store", choices=("local", "obstore"), default="local")
     args = p.parse_args()
     variants = [v for v in args.variants.split(",") if v]
-    readers = [r for r in args.readers.split(",") if r]
+    default_readers = READERS if args.store == "local" else tuple(PIPELINES)
+    readers = [r for r in (args.readers or ",".join(default_readers)).split(",") if r]
     for v in variants:
         if v not in VARIANTS:
             p.error(f"unknown variant {v!r} (known: {', '.join(VARIANTS)})")
@@ -229,9 +253,10 @@ def main() -> None:
 
     nbytes = values.nbytes
     rates: dict[tuple[str, str], list[float]] = {}
+    loads: dict[str, tuple[float, float]] = {}
     for v in variants:
         path = store_path(root, v, shape)
-        fns = {r: make_reader(r, path) for r in readers}
+        fns = {r: make_reader(r, path, args.store) for r in readers}
         for r, f in fns.items():  # exactness, and the warm-up round
             got = f()
             if got.shape != values.shape or got.dtype != values.dtype or not np.array_equal(
@@ -239,6 +264,7 @@ def main() -> None:
             ):
                 raise SystemExit(f"{TITLES[r]} read {v} wrongly")
             del got
+        load_before = os.getloadavg()[0]
         print(f"{v}: every reader's result equals the data written", flush=True)
         for k in range(args.reps):
             # Round-robin, starting with a different reader each round.
@@ -251,11 +277,16 @@ def main() -> None:
                 del out
                 rates.setdefault((v, r), []).append(nbytes / dt / 1e9)
         del fns
+        loads[v] = (load_before, os.getloadavg()[0])
+        print(f"{v}: load average {loads[v][0]:.1f} before, {loads[v][1]:.1f} after", flush=True)
 
+    via = "obstore's LocalStore (zarr.storage.ObjectStore)" if args.store == "obstore" else "LocalStore"
     print(
-        f"\nWhole-array read (arr[:] into NumPy) of {nbytes / 2**20:.0f} MiB float32 {shape}, 64³ chunks; "
+        f"\nWhole-array read (arr[:] into NumPy) of {nbytes / 2**20:.0f} MiB float32 {shape}, 64³ chunks, "
+        f"zarr-python's store: {via}; "
         f"decoded GB/s, median (min–max) of {args.reps} reads per reader, readers round-robin; "
-        f"{platform.node()}, {__import__('os').cpu_count()} CPUs\n"
+        f"{platform.node()}, {os.cpu_count()} CPUs; load average "
+        f"{min(lo for lo, _ in loads.values()):.1f}–{max(max(x) for x in loads.values()):.1f}\n"
     )
     base = "zarrs-python" if "zarrs-python" in readers else readers[0]
     print("| variant | " + " | ".join(TITLES[r] for r in readers) + " |")

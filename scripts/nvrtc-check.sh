@@ -26,4 +26,4 @@ PY
     rm -rf "$dir/wheel"
 fi
 LD_LIBRARY_PATH="$PWD/$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ZARRBUF_REQUIRE_NVRTC=1 \
-    cargo test -p zarrbuf-codecs --test nvrtc_compile -- --nocapture
+    cargo test -p zarrbuf-codecs --test it nvrtc_compile:: -- --nocapture

@@ -48,6 +48,6 @@ fi
 
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
-"$venv/bin/python" -c 'import zarr, numcodecs, numpy, tensorstore, s3fs, crc32c' 
+"$venv/bin/python" -c 'import zarr, numcodecs, numpy, tensorstore, s3fs, crc32c, obstore'
 echo "$want" > "$stamp"
 echo "setup-python-env: installed $(wc -l < "$req") lines of fixtures/requirements.txt into $venv"

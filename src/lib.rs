@@ -18,38 +18,37 @@
 #![warn(missing_docs)]
 
 // The `mod` lines are in rustfmt's alphabetical order, not in layer order. The layers,
-// bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map):
+// bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
+// tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
 //   `error`) and `options` (imports nothing from the crate);
-// - `driver`: the CUDA driver, probed before anything touches CUDA;
+// - `device::driver`: the CUDA driver, probed before anything touches CUDA; it imports only
+//   the leaves, and it is the one file of `device` that `memory` imports;
 // - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
-// - `device`: the device trait, its host and CUDA implementations, nvCOMP;
+// - the rest of `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (stores, units, codec plans,
 //   shards), side by side: neither imports the other;
-// - `pipeline`: the staged read and write engines and their drivers; beside it `check`
-//   (finding and repairing damaged chunks), which imports only `zarr`, `options`, `error`;
-// - the public operations: `read_stream`, then `read`, `read_multi`, `read_async`, `write`
-//   and `write_async` (`read` and `read_multi` still import each other);
-// - `copy`, on top of `read` and `write`.
+// - `pipeline`: the staged read and write engines, their drivers and the reads behind read
+//   streams; beside it `check` (finding and repairing damaged chunks), which imports only
+//   `zarr`, `options` and `error`;
+// - `api`: the public operations (the extension traits on zarrs' `Array`, read streams,
+//   `copy_array`), which pick a route and call `pipeline` or zarrs.
+mod api;
 mod buffer;
 pub mod check;
-mod copy;
 mod device;
-mod driver;
 mod dtype;
 mod error;
 mod memory;
 mod options;
 mod pipeline;
 mod place;
-mod read;
-mod read_async;
-mod read_multi;
-mod read_stream;
-mod write;
-mod write_async;
 mod zarr;
 
+pub use api::{
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, BlockingReadStream,
+    CopyOptions, ReadStream, copy_array,
+};
 pub use buffer::dlpack;
 pub use buffer::npy;
 pub use buffer::{
@@ -58,9 +57,7 @@ pub use buffer::{
     default_prototype, set_default_prototype,
 };
 pub use check::{CheckOptions, CheckReport, check_array};
-pub use copy::{CopyOptions, copy_array};
-pub use device::{Stream, nvcomp_compression, nvcomp_library};
-pub use driver::cuda_device_count;
+pub use device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
 pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
 pub use error::{BoxError, Error, Result};
 pub use options::{
@@ -69,11 +66,6 @@ pub use options::{
 };
 pub use pipeline::release_cached_memory;
 pub use place::{Device, Memory, ParseDeviceError};
-pub use read::ArrayReadExt;
-pub use read_async::ArrayReadAsyncExt;
-pub use read_stream::{BlockingReadStream, ReadStream};
-pub use write::ArrayWriteExt;
-pub use write_async::ArrayWriteAsyncExt;
 #[cfg(feature = "icechunk")]
 pub use zarr::IcechunkWriter;
 pub use zarr::{

@@ -100,34 +100,7 @@ enum Command {
     /// Median whole-array write throughput of zarrbuf and zarrs in one run: a float32 array of
     /// --mib MiB (shape MiB×512×512) with 64³ chunks, once per codec, written to fresh stores
     /// under DIR (also leaves DIR/data.npy for benches/write_peers.py).
-    BenchWrite {
-        /// Scratch directory for the stores (emptied between repetitions).
-        dir: PathBuf,
-        /// Array size in MiB.
-        #[arg(long, default_value_t = 256)]
-        mib: u64,
-        /// Timed repetitions per writer and codec (after one warm-up write each).
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-        /// Codecs to measure, comma-separated (see `copy --codec`).
-        #[arg(long, default_value = "zstd:1,none")]
-        codecs: String,
-        /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
-        /// with --device cuda) or auto (default: the CPU).
-        #[arg(long, default_value = "auto")]
-        compress: Compress,
-        /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
-        #[arg(long)]
-        device: Option<String>,
-        /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
-        /// codecs inside the shard (N a multiple of 64).
-        #[arg(long)]
-        shards: Option<u64>,
-        /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
-        /// column always syncs each file, writing in place).
-        #[arg(long)]
-        sync: bool,
-    },
+    BenchWrite(BenchWriteCli),
     /// Median read throughput in decoded GB/s (the whole array, or a subset).
     Bench {
         /// Store location: a directory path, a zip file or a URL (s3://, gs://, az://,
@@ -198,6 +171,37 @@ impl VersionArgs {
         }
         Ok(opts)
     }
+}
+
+/// `zarrbuf bench-write`'s arguments.
+#[derive(clap::Args)]
+struct BenchWriteCli {
+    /// Scratch directory for the stores (emptied between repetitions).
+    dir: PathBuf,
+    /// Array size in MiB.
+    #[arg(long, default_value_t = 256)]
+    mib: u64,
+    /// Timed repetitions per writer and codec (after one warm-up write each).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Codecs to measure, comma-separated (see `copy --codec`).
+    #[arg(long, default_value = "zstd:1,none")]
+    codecs: String,
+    /// Where the staged pipeline column compresses: cpu, gpu (its host twin here; nvCOMP
+    /// with --device cuda) or auto (default: the CPU).
+    #[arg(long, default_value = "auto")]
+    compress: Compress,
+    /// Where the staged pipeline column's data lives: cpu (default), cuda or cuda:N.
+    #[arg(long)]
+    device: Option<String>,
+    /// Also measure sharded arrays: shards of N³ elements holding the 64³ chunks, the
+    /// codecs inside the shard (N a multiple of 64).
+    #[arg(long)]
+    shards: Option<u64>,
+    /// zarrbuf's writes sync each file and its directory (`Durability::Sync`; zarrs'
+    /// column always syncs each file, writing in place).
+    #[arg(long)]
+    sync: bool,
 }
 
 /// `zarrbuf copy`'s arguments.
@@ -342,7 +346,7 @@ fn run(cli: Cli) -> Result<()> {
         | Command::Read { store, path, .. }
         | Command::Bench { store, path, .. } => (store.clone(), path.clone()),
         // Copy errors name their array (source or destination) themselves.
-        Command::Copy(_) | Command::BenchWrite { .. } => return dispatch(cli),
+        Command::Copy(_) | Command::BenchWrite(_) => return dispatch(cli),
     };
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
@@ -384,29 +388,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             repair,
             version,
         } => check(&store, &path, json, repair, &version.options()?),
-        Command::BenchWrite {
-            dir,
-            mib,
-            reps,
-            codecs,
-            compress,
-            device,
-            shards,
-            sync,
-        } => bench_write(
-            &dir,
-            mib,
-            reps,
-            &codecs,
-            compress,
-            device.as_deref(),
-            shards,
-            if sync {
-                Durability::Sync
-            } else {
-                Durability::Rename
-            },
-        ),
+        Command::BenchWrite(args) => bench_write(&args),
         Command::Bench {
             store,
             path,
@@ -867,7 +849,9 @@ enum Writer {}
 #[cfg(not(feature = "icechunk"))]
 fn open_writer(dst: &str, _branch: &str) -> Result<Writer> {
     Err(Error::Unsupported(format!(
-        "{dst} is an icechunk destination, and this zarrbuf was built without icechunk          support; rebuild it with the `icechunk` feature (cargo install --path . --features          icechunk; it needs Rust 1.95)"
+        "{dst} is an icechunk destination, and this zarrbuf was built without icechunk \
+         support; rebuild it with the `icechunk` feature (cargo install --path . --features \
+         icechunk; it needs Rust 1.95)"
     )))
 }
 
@@ -901,24 +885,10 @@ fn copy(a: &CopyCli) -> Result<()> {
     .options()?;
     let src = zarrbuf::open_with(&a.src, &a.src_path, &src_opts)
         .map_err(|e| relabel(e, &a.src, &a.src_path))?;
-    // Refuse to copy an array onto itself or into itself: --overwrite would delete the source.
-    // (Into an icechunk branch the source is read from the snapshot it was opened at, which
-    // the copy's writes never change.)
-    let (sp, dp) = (
-        zarrbuf::node_path(&a.src_path)?,
-        zarrbuf::node_path(&a.dst_path)?,
-    );
-    if branch.is_none() && same_store(&a.src, &a.dst) {
-        let inside = |outer: &str, inner: &str| {
-            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
-        };
-        if inside(&sp, &dp) || inside(&dp, &sp) {
-            return Err(Error::InvalidArgument(format!(
-                "the destination {} is the source {} or overlaps it; copy into another store or path",
-                zarrbuf::location_label(&a.dst, &a.dst_path),
-                zarrbuf::location_label(&a.src, &a.src_path)
-            )));
-        }
+    // Into an icechunk branch the source is read from the snapshot it was opened at, which
+    // the copy's writes never change.
+    if branch.is_none() {
+        refuse_overlap(a)?;
     }
     let shape = src.shape().to_vec();
     let ranges = match a.subset.as_deref() {
@@ -952,29 +922,56 @@ fn copy(a: &CopyCli) -> Result<()> {
         } else {
             Durability::Rename
         });
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} copying [{bar:30}] {pos}/{len} chunks {elapsed}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    if let Some(b) = &bar {
-        let b = b.clone();
-        opts = opts.with_progress(move |p| {
-            b.set_length(p.chunks_total as u64);
-            b.set_position(p.chunks_done as u64);
-        });
+    let bar = chunk_progress("copying", true);
+    if let Some((_, update)) = &bar {
+        opts = opts.with_progress(update.clone());
     }
+    let bar = bar.map(|(b, _)| b);
     let start = Instant::now();
     let result = zarrbuf::copy_array(&src, &dst, &opts);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    result.map_err(|e| match e {
+    result.map_err(|e| name_copy_side(e, a))?;
+    if let (Some(w), Some(b)) = (writer, &branch) {
+        let message = a.message.clone().unwrap_or_else(|| {
+            format!(
+                "zarrbuf copy {} to {}",
+                zarrbuf::location_label(&a.src, &a.src_path),
+                a.dst_path.trim_matches('/')
+            )
+        });
+        let id = commit(w, &message)?;
+        eprintln!("committed snapshot {id} to branch {b} of {}", a.dst);
+    }
+    copy_summary(a, &dst, &new_shape, &proto, start)
+}
+
+/// Refuses to copy an array onto itself or into itself: --overwrite would delete the source.
+fn refuse_overlap(a: &CopyCli) -> Result<()> {
+    let (sp, dp) = (
+        zarrbuf::node_path(&a.src_path)?,
+        zarrbuf::node_path(&a.dst_path)?,
+    );
+    if same_store(&a.src, &a.dst) {
+        let inside = |outer: &str, inner: &str| {
+            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+        };
+        if inside(&sp, &dp) || inside(&dp, &sp) {
+            return Err(Error::InvalidArgument(format!(
+                "the destination {} is the source {} or overlaps it; copy into another store or path",
+                zarrbuf::location_label(&a.dst, &a.dst_path),
+                zarrbuf::location_label(&a.src, &a.src_path)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A copy error naming its array as `copy_array` does ("source /p", "destination /p"), with
+/// the store the user gave.
+fn name_copy_side(e: Error, a: &CopyCli) -> Error {
+    match e {
         Error::Zarr {
             array,
             message,
@@ -995,19 +992,19 @@ fn copy(a: &CopyCli) -> Result<()> {
             }
         }
         other => other,
-    })?;
-    let info = zarrbuf::describe(&dst)?;
-    if let (Some(w), Some(b)) = (writer, &branch) {
-        let message = a.message.clone().unwrap_or_else(|| {
-            format!(
-                "zarrbuf copy {} to {}",
-                zarrbuf::location_label(&a.src, &a.src_path),
-                dp.trim_start_matches('/')
-            )
-        });
-        let id = commit(w, &message)?;
-        eprintln!("committed snapshot {id} to branch {b} of {}", a.dst);
     }
+}
+
+/// The line a finished copy (started at `start`) prints on stderr: what was copied where, in
+/// what layout, and how fast.
+fn copy_summary(
+    a: &CopyCli,
+    dst: &zarrbuf::DynArray,
+    new_shape: &[u64],
+    proto: &BufferPrototype,
+    start: Instant,
+) -> Result<()> {
+    let info = zarrbuf::describe(dst)?;
     let seconds = start.elapsed().as_secs_f64();
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
     eprintln!(
@@ -1071,6 +1068,33 @@ fn damage_count(report: &zarrbuf::CheckReport) -> usize {
         .count()
 }
 
+/// A progress bar of chunks done ("{verb} [===  ] n/m chunks") on a terminal when `show`,
+/// and the callback that moves it.
+fn chunk_progress(
+    verb: &str,
+    show: bool,
+) -> Option<(
+    ProgressBar,
+    impl Fn(zarrbuf::Progress) + Clone + Send + Sync + 'static,
+)> {
+    if !show || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {verb} [{{bar:30}}] {{pos}}/{{len}} chunks {{elapsed}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let b = bar.clone();
+    let update = move |p: zarrbuf::Progress| {
+        b.set_length(p.chunks_total as u64);
+        b.set_position(p.chunks_done as u64);
+    };
+    Some((bar, update))
+}
+
 /// Checks one array with a progress bar; prints its findings unless `json`.
 fn check_one(
     store: &str,
@@ -1082,23 +1106,11 @@ fn check_one(
     let mut opts = zarrbuf::CheckOptions::default()
         .with_repair(repair)
         .with_open(open.clone());
-    let bar = (!json && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} checking [{bar:30}] {pos}/{len} chunks {elapsed}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    if let Some(b) = &bar {
-        let b = b.clone();
-        opts = opts.with_progress(move |p| {
-            b.set_length(p.chunks_total as u64);
-            b.set_position(p.chunks_done as u64);
-        });
+    let bar = chunk_progress("checking", !json);
+    if let Some((_, update)) = &bar {
+        opts = opts.with_progress(update.clone());
     }
+    let bar = bar.map(|(b, _)| b);
     let report = zarrbuf::check_array(store, path, &opts);
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -1169,18 +1181,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn bench_write(
-    dir: &std::path::Path,
-    mib: u64,
-    reps: usize,
-    codecs: &str,
-    compress: Compress,
-    device: Option<&str>,
-    shards: Option<u64>,
-    durability: Durability,
-) -> Result<()> {
-    use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
-    use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
+fn bench_write(a: &BenchWriteCli) -> Result<()> {
+    let (dir, mib, reps, compress, shards) = (a.dir.as_path(), a.mib, a.reps, a.compress, a.shards);
+    let durability = if a.sync {
+        Durability::Sync
+    } else {
+        Durability::Rename
+    };
     if reps == 0 || mib == 0 {
         return Err(Error::InvalidArgument(
             "--reps and --mib must be at least 1".into(),
@@ -1194,23 +1201,28 @@ fn bench_write(
         )));
     }
     let specs: Vec<zarrbuf::CodecSpec> =
-        codecs.split(',').map(str::parse).collect::<Result<_>>()?;
+        a.codecs.split(',').map(str::parse).collect::<Result<_>>()?;
     let shape = [mib as usize, 512, 512];
     let data = bench_data(&shape)?;
     let bytes = data.nbytes();
-    let io = |e: std::io::Error| Error::Io {
-        path: dir.display().to_string(),
-        source: e,
-    };
-    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::create_dir_all(dir).map_err(|e| bench_io(dir, e))?;
     zarrbuf::npy::write(&dir.join("data.npy"), &data)?;
     // The staged column's source: the data in the chosen device's memory.
-    let staged_data = match device {
-        Some(_) => data.to_prototype(&prototype(device)?)?,
+    let staged_data = match a.device.as_deref() {
+        Some(device) => data.to_prototype(&prototype(Some(device))?)?,
         None => data.clone(),
     };
     let host = data.buffer().as_host_bytes()?;
-    let raw = &host[data.offset()..data.offset() + bytes];
+    let bench = WriteBench {
+        dir,
+        shape,
+        data: &data,
+        raw: &host[data.offset()..data.offset() + bytes],
+        staged_data: &staged_data,
+        compress,
+        durability,
+        reps,
+    };
     println!(
         "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}, zarrbuf durability {durability:?}",
         staged_data.memory()
@@ -1221,73 +1233,7 @@ fn bench_write(
         .iter()
         .flat_map(|spec| std::iter::once((spec, None)).chain(shards.map(|n| (spec, Some(n)))));
     for (spec, shard) in variants {
-        // Each writer gets a fresh store per repetition; the writers take turns.
-        let store_dir = dir.join("bench-write.zarr");
-        // zarrs' column writes to zarrs' own file-system store (in place, each file synced);
-        // zarrbuf's to the store zarrbuf opens (atomic: unnamed file or rename).
-        let fresh = |zarrs_store: bool| -> Result<zarrbuf::DynArray> {
-            if store_dir.exists() {
-                std::fs::remove_dir_all(&store_dir).map_err(io)?;
-            }
-            std::fs::create_dir_all(&store_dir).map_err(io)?;
-            let store: std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
-                if zarrs_store {
-                    std::sync::Arc::new(
-                        zarrs::filesystem::FilesystemStore::new(&store_dir)
-                            .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    )
-                } else {
-                    zarrbuf::open_store(&store_dir.to_string_lossy())?
-                };
-            let mut builder = ArrayBuilder::new(
-                shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
-                vec![shard.unwrap_or(64); 3],
-                data_type::float32(),
-                0.0f32,
-            );
-            builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
-            if shard.is_some() {
-                builder.subchunk_shape(vec![64u64; 3]);
-            }
-            let array = builder
-                .build(store, "/")
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            array
-                .store_metadata()
-                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            Ok(array)
-        };
-        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
-        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
-        for rep in 0..=reps {
-            // Each repetition starts with the next writer: a writer's figure does not depend
-            // on which one ran just before it (the store deleted before a write, written by
-            // the one before, was seen to slow it).
-            for step in 0..rates.len() {
-                let k = (rep + step) % rates.len();
-                let rate = &mut rates[k];
-                let array = fresh(k == 0)?;
-                let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
-                let opts = WriteOptions::default().with_durability(durability);
-                let start = Instant::now();
-                match k {
-                    0 => array
-                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(raw))
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    1 => array.write_opt(&ranges, &data, &opts)?,
-                    _ => array.write_opt(
-                        &ranges,
-                        &staged_data,
-                        &opts.with_mode(PipelineMode::Staged).with_compress(compress),
-                    )?,
-                }
-                let s = start.elapsed().as_secs_f64();
-                if rep > 0 {
-                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
-                }
-            }
-        }
-        let [a, b, c] = rates.map(median);
+        let [a, b, c] = bench.rates(spec, shard)?.map(median);
         let name = match shard {
             Some(n) => format!("{spec}, sharded {n}³/64³"),
             None => spec.to_string(),
@@ -1299,4 +1245,114 @@ fn bench_write(
         );
     }
     Ok(())
+}
+
+fn bench_io(dir: &std::path::Path, e: std::io::Error) -> Error {
+    Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    }
+}
+
+/// One `zarrbuf bench-write` run: the data (as raw bytes for zarrs, and in the staged
+/// column's memory), where the arrays are written, and the repetitions.
+struct WriteBench<'a> {
+    dir: &'a std::path::Path,
+    shape: [usize; 3],
+    data: &'a NDBuffer,
+    raw: &'a [u8],
+    staged_data: &'a NDBuffer,
+    compress: Compress,
+    /// zarrbuf's durability (zarrs' column writes in place, each file synced).
+    durability: Durability,
+    reps: usize,
+}
+
+impl WriteBench<'_> {
+    /// A fresh array of codecs `spec` (in shards of `shard`³ when given) in
+    /// `bench-write.zarr`, deleting the one before: in zarrs' own file-system store (in
+    /// place, each file synced) for zarrs' column, else in the store zarrbuf opens (atomic:
+    /// unnamed file or rename).
+    fn fresh_array(
+        &self,
+        spec: &zarrbuf::CodecSpec,
+        shard: Option<u64>,
+        zarrs_store: bool,
+    ) -> Result<zarrbuf::DynArray> {
+        use zarrs::array::{ArrayBuilder, data_type};
+        let io = |e| bench_io(self.dir, e);
+        let store_dir = self.dir.join("bench-write.zarr");
+        if store_dir.exists() {
+            std::fs::remove_dir_all(&store_dir).map_err(io)?;
+        }
+        std::fs::create_dir_all(&store_dir).map_err(io)?;
+        let store: std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+            if zarrs_store {
+                std::sync::Arc::new(
+                    zarrs::filesystem::FilesystemStore::new(&store_dir)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                )
+            } else {
+                zarrbuf::open_store(&store_dir.to_string_lossy())?
+            };
+        let mut builder = ArrayBuilder::new(
+            self.shape.iter().map(|&n| n as u64).collect::<Vec<_>>(),
+            vec![shard.unwrap_or(64); 3],
+            data_type::float32(),
+            0.0f32,
+        );
+        builder.bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4)?);
+        if shard.is_some() {
+            builder.subchunk_shape(vec![64u64; 3]);
+        }
+        let array = builder
+            .build(store, "/")
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        array
+            .store_metadata()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Ok(array)
+    }
+
+    /// The GB/s of each writer (zarrs, `write_all`, the staged pipeline) in every timed
+    /// repetition, each write into a fresh array.
+    fn rates(&self, spec: &zarrbuf::CodecSpec, shard: Option<u64>) -> Result<[Vec<f64>; 3]> {
+        use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
+        use zarrs::array::ArraySubset;
+        let shape = self.shape;
+        let bytes = self.data.nbytes();
+        let all = ArraySubset::new_with_shape(shape.iter().map(|&n| n as u64).collect());
+        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
+        for rep in 0..=self.reps {
+            // Each repetition starts with the next writer: a writer's figure does not depend
+            // on which one ran just before it (the store deleted before a write, written by
+            // the one before, was seen to slow it).
+            for step in 0..rates.len() {
+                let k = (rep + step) % rates.len();
+                let rate = &mut rates[k];
+                let array = self.fresh_array(spec, shard, k == 0)?;
+                let ranges: Vec<Range<u64>> = shape.iter().map(|&n| 0..n as u64).collect();
+                let opts = WriteOptions::default().with_durability(self.durability);
+                let start = Instant::now();
+                match k {
+                    0 => array
+                        .store_array_subset(&all, zarrs::array::ArrayBytes::from(self.raw))
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    1 => array.write_opt(&ranges, self.data, &opts)?,
+                    _ => array.write_opt(
+                        &ranges,
+                        self.staged_data,
+                        &opts
+                            .with_mode(PipelineMode::Staged)
+                            .with_compress(self.compress),
+                    )?,
+                }
+                let s = start.elapsed().as_secs_f64();
+                if rep > 0 {
+                    rate.push(bytes as f64 / s.max(1e-9) / 1e9);
+                }
+            }
+        }
+        Ok(rates)
+    }
 }

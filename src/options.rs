@@ -66,10 +66,17 @@ pub enum PipelineMode {
 /// [`PipelineMode::Staged`], the "device" decoder is its host twin (the same batches,
 /// decoded with the CPU codecs), which is how CI tests the batch logic.
 ///
+/// The device decoder takes chunks in batches of at least 4 × the device's SM count (528 on
+/// an H100), or the whole read when it has fewer: nvCOMP decodes each chunk with about one
+/// thread block, so smaller batches leave most of the GPU idle. Batches hold compressed
+/// bytes only, in device memory (two in flight, each at most half of
+/// [`ReadOptions::staging_bytes`]); see ARCHITECTURE.md for the memory a read takes.
+///
 /// Measured on an H100 with 16 host cores (`benches/gpu-runs/gpu-run-12-nvcomp-1GiB.txt`),
-/// 1 GiB float32 zstd-1 in 1 MiB chunks into CUDA memory: CPU 9.3 GB/s, GPU 7.9, both 8.2.
-/// nvCOMP decodes each chunk with one thread block, so zarr-sized chunks leave the GPU
-/// short of parallelism; `Auto` therefore decodes on the CPU for now.
+/// 1 GiB float32 zstd-1 in 1 MiB chunks into CUDA memory, with batches of about 110 chunks
+/// (before batches were sized by SM count): CPU 9.3 GB/s, GPU 7.9, both 8.2. `Auto`
+/// therefore decodes on the CPU until a GPU run shows the device decoder exact and faster
+/// for a format.
 ///
 /// ```
 /// use zarrbuf::{Decode, ReadOptions};
@@ -84,10 +91,14 @@ pub enum Decode {
     Cpu,
     /// The device decodes every chunk it can, in batches.
     Gpu,
-    /// Both at once into CUDA outputs: CPU threads and the device take chunks from one
-    /// queue, the device whenever it has room for more, the CPU threads otherwise.
+    /// Both at once into CUDA outputs: the device takes batches from the front of the
+    /// read's chunks, CPU threads single chunks from the back, and the size of each batch
+    /// follows the rates observed so far, so that neither side finishes long before the
+    /// other (a read of one batch or less goes to the device whole).
     Both,
-    /// The fastest measured choice: today the CPU (see above).
+    /// The CPU, or `Both` for formats a GPU run has shown the device decoder exact and
+    /// faster for, into CUDA outputs, with nvCOMP present and at least two batches of
+    /// chunks. No format is so marked yet, so today `Auto` is the CPU.
     #[default]
     Auto,
 }
@@ -230,7 +241,9 @@ pub struct ReadOptions {
     pub concurrency: Option<usize>,
     /// Host memory for staging decoded chunks on their way to a device (default 256 MiB);
     /// it also bounds the aligned scratch of CPU reads into outputs that do not start on a
-    /// cache line (at most 64 MiB, at least one row of chunks).
+    /// cache line (at most 64 MiB, at least one row of chunks), and, with the device
+    /// decoding ([`Decode::Gpu`], [`Decode::Both`]), the compressed bytes of its batches in
+    /// device memory (each of the two in flight gets half).
     pub staging_bytes: usize,
     /// Verify checksums (crc32c, zstd checksums) while decoding (default true).
     pub validate_checksums: bool,

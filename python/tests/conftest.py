@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -35,3 +36,24 @@ def assert_same_bits(got: np.ndarray, want: np.ndarray) -> None:
 @pytest.fixture(params=MANIFEST, ids=fixture_ids(MANIFEST))
 def entry(request):
     return request.param
+
+
+def server_url(variable: str) -> str:
+    """The URL of a local test server (scripts/start-test-servers.sh exports them): skips
+    the test without it, fails it instead under ZARRBUF_REQUIRE_SERVERS=1 (CI)."""
+    url = os.environ.get(variable)
+    if url:
+        return url
+    if os.environ.get("ZARRBUF_REQUIRE_SERVERS") == "1":
+        pytest.fail(f"ZARRBUF_REQUIRE_SERVERS=1 but {variable} is not set")
+    pytest.skip(f"no local test server: run `source <(scripts/start-test-servers.sh)` first ({variable})")
+
+
+def handled_by_zarrbuf(want: np.ndarray, z) -> bool | None:
+    """Whether zarrbuf takes the batches (the others go to zarr-python's own pipeline);
+    None where either is right: zarrs takes some v2 arrays with a null fill value (float)
+    and refuses others (complex), as zarrs-python sees too."""
+    dt = z.dtype.to_native_dtype() if hasattr(z.dtype, "to_native_dtype") else np.dtype(z.dtype)
+    if z.metadata.zarr_format == 2 and z.metadata.fill_value is None:
+        return None
+    return dt.kind in "biufc" and dt.isnative

@@ -6,21 +6,11 @@ import numpy as np
 import pytest
 import zarr
 import zarrbuf
-from conftest import FIXTURES, MANIFEST, assert_same_bits, fixture_ids, native
+from conftest import FIXTURES, MANIFEST, assert_same_bits, fixture_ids, handled_by_zarrbuf, native
 
 PIPELINE = {"codec_pipeline.path": "zarrbuf.ZarrbufCodecPipeline"}
 DEFAULT = {"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}
 READABLE = [e for e in MANIFEST if "zarr-python" in e.get("verified_by", [])]
-
-
-def handled_by_zarrbuf(want: np.ndarray, z) -> bool | None:
-    """Whether zarrbuf takes the batches (the others go to zarr-python's own pipeline);
-    None where either is right: zarrs takes some v2 arrays with a null fill value (float)
-    and refuses others (complex), as zarrs-python sees too."""
-    dt = z.dtype.to_native_dtype() if hasattr(z.dtype, "to_native_dtype") else np.dtype(z.dtype)
-    if z.metadata.zarr_format == 2 and z.metadata.fill_value is None:
-        return None
-    return dt.kind in "biufc" and dt.isnative
 
 
 @pytest.mark.parametrize("entry", READABLE, ids=fixture_ids(READABLE))

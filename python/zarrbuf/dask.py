@@ -73,10 +73,14 @@ def use_zarrbuf_pipeline(client: Any) -> None:
 
 
 def worker_stats() -> dict[str, Any]:
-    """This process's pipeline setting and batch counts (run it on workers with
-    ``client.run(worker_stats)``)."""
+    """This process's pipeline setting, batch counts and the reasons of its fallbacks (run it
+    on workers with ``client.run(worker_stats)``)."""
     import zarr
 
     import zarrbuf.pipeline as zp
 
-    return {"pipeline": zarr.config.get("codec_pipeline.path"), **zp.STATS}
+    return {
+        "pipeline": zarr.config.get("codec_pipeline.path"),
+        **zp.STATS,
+        "reasons": dict(zp.STATS_REASONS),
+    }

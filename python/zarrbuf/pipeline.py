@@ -4,18 +4,33 @@
 
 zarr-python hands a codec pipeline one batch per read or write: for every chunk the
 selection touches, its store key, the part of the chunk and the part of the output. When the
-batch is a box of the array (basic slicing with step 1, integers), the array sits in a local
-directory store (``LocalStore``) or in S3 (``FsspecStore`` over s3fs: zarrbuf reads and
-writes the same ``s3://bucket/prefix`` through object_store, with s3fs's endpoint, region
-and credentials, else the ``AWS_*`` environment), and the output is a native-order NumPy
-array — or a CuPy array with ``zarr.config.enable_gpu()``, which zarrbuf writes on the
-device, without zarr-python's host round trips — of a type DLPack knows, zarrbuf decodes the whole box straight into the output
+batch is a box of the array (basic slicing with step 1, integers), the array sits in a store
+zarrbuf reaches itself, and the output is a native-order NumPy array — or a CuPy array with
+``zarr.config.enable_gpu()``, which zarrbuf writes on the device, without zarr-python's host
+round trips — of a type DLPack knows, zarrbuf decodes the whole box straight into the output
 (``read_into``: no per-chunk temporaries) or encodes it from the input, off the event loop
-and without the GIL. Everything else — other stores (memory, zip, obstore, other fsspec
-filesystems, wrapped or mocked stores), fancy and strided indexing, variable-length and
-other types, ``array.read_missing_chunks = False``, processes forked
-after zarrbuf started its threads — goes to zarr-python's own ``BatchedCodecPipeline``, as
-zarrs-python does. Modelled on zarrs-python's ``ZarrsCodecPipeline``.
+and without the GIL.
+
+The stores zarrbuf reaches (``_store_route``):
+
+- ``LocalStore``: the same directory.
+- ``FsspecStore`` over s3fs: the same ``s3://bucket/prefix`` through object_store, with
+  s3fs's endpoint, region and credentials, else the ``AWS_*`` environment.
+- ``ObjectStore`` (obstore): obstore is built on object_store too, so its stores map onto
+  zarrbuf's with the same settings: ``LocalStore`` → its directory; ``S3Store``,
+  ``GCSStore``, ``AzureStore`` → ``s3://``, ``gs://``, ``az://`` URLs with the store's
+  config, client options and retry settings as object_store options (both read the
+  environment the same way); ``HTTPStore`` → its URL.
+- ``ZipStore`` opened read-only (``mode="r"``) on a path: the same zip file, read-only.
+
+Everything else goes to zarr-python's own ``BatchedCodecPipeline``, as zarrs-python does,
+and is counted with its reason in ``STATS_REASONS`` (and each pipeline's ``reasons``):
+other stores (memory, obstore's ``MemoryStore``, zip files open for writing, other fsspec
+filesystems, wrapped or mocked stores), settings zarrbuf cannot honour exactly (a Python
+``credential_provider``, default headers, a retry backoff of one's own, s3fs's extra
+request arguments...), fancy and strided indexing, variable-length and other types,
+``array.read_missing_chunks = False``, processes forked after zarrbuf started its threads.
+Modelled on zarrs-python's ``ZarrsCodecPipeline``.
 """
 
 from __future__ import annotations
@@ -24,7 +39,9 @@ import asyncio
 import json
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,7 +50,7 @@ from zarr.codecs._v2 import V2Codec
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.config import config
 from zarr.core.metadata import ArrayMetadata, ArrayV2Metadata, ArrayV3Metadata
-from zarr.storage import LocalStore
+from zarr.storage import LocalStore, ObjectStore, ZipStore
 
 from . import _zarrbuf
 
@@ -53,6 +70,12 @@ _KINDS = frozenset("biufc")
 #: process (``stats`` on a pipeline counts its own). Tests read it to check that zarrbuf's
 #: Rust path really ran.
 STATS: dict[str, int] = {"zarrbuf": 0, "fallback": 0}
+
+#: Why batches went to zarr-python's pipeline: reason → batches, over every pipeline of this
+#: process (``reasons`` on a pipeline counts its own). The reasons are short sentences, such
+#: as ``"MemoryStore: a store zarrbuf has no route to"`` or ``"a selection that is not a box
+#: (fancy, strided or masked indexing)"``; they add up to ``STATS["fallback"]``.
+STATS_REASONS: dict[str, int] = {}
 
 
 # zarrbuf's Rust side runs on threads (a rayon pool, a tokio runtime) that a fork does not
@@ -106,25 +129,192 @@ def _s3_options(fs: Any) -> list[tuple[str, str]] | None:
     return opts
 
 
-def _store_location(store: Any) -> tuple[str, list[tuple[str, str]] | None] | None:
-    """Where zarrbuf finds ``store``'s keys: a directory (LocalStore) or an s3:// URL with
-    object_store options (FsspecStore over s3fs); None for every other store."""
+@dataclass(frozen=True)
+class _Route:
+    """Where zarrbuf finds a store's keys: a directory or zip file path, or an object-store
+    URL with object_store options."""
+
+    root: str
+    options: list[tuple[str, str]] | None = None
+    #: Why writes through this store go to zarr-python's pipeline (None: zarrbuf writes).
+    no_writes: str | None = None
+    #: Characters that would make an array path name another object in zarrbuf than in
+    #: the store: obstore hands keys to object_store as they are, zarrbuf's object-store
+    #: reader escapes some characters first, and obstore's LocalStore decodes ``%XX``.
+    escaped: frozenset[str] = frozenset()
+
+
+#: Characters object_store's paths percent-encode (``object_store::path::parts``).
+_ESCAPED = frozenset('\\{^}%`]">[~<#|*?') | frozenset(chr(c) for c in range(32)) | {"\x7f"}
+
+
+def _plain_object_path(path: str, escaped: frozenset[str] = _ESCAPED) -> bool:
+    return not (escaped & set(path)) and all(p not in (".", "..") for p in path.split("/") if p)
+
+
+def _store_route(store: Any) -> tuple[_Route | None, str | None]:
+    """Where zarrbuf finds ``store``'s keys, or None and the reason zarrbuf cannot read it
+    exactly as ``store`` does."""
     # type(), not isinstance: a mock or proxy with a store's spec passes isinstance.
-    if issubclass(type(store), LocalStore):
-        return str(store.root), None
-    if type(store).__name__ == "FsspecStore" and type(store).__module__.startswith("zarr."):
+    kind = type(store)
+    if issubclass(kind, LocalStore):
+        return _Route(str(store.root)), None
+    if issubclass(kind, ObjectStore):
+        return _obstore_route(store.store)
+    if issubclass(kind, ZipStore):
+        return _zip_route(store)
+    if kind.__name__ == "FsspecStore" and kind.__module__.startswith("zarr."):
         fs = store.fs
         protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
         if "s3" not in protocol or type(fs).__module__.split(".")[0] != "s3fs":
-            return None
+            return None, "FsspecStore: a filesystem other than s3fs"
         path = str(store.path).strip("/")
         if not path or "://" in path:
-            return None
+            return None, "FsspecStore: an s3 path zarrbuf cannot address (no bucket)"
         options = _s3_options(fs)
         if options is None:
-            return None
-        return f"s3://{path}", options
-    return None
+            return None, (
+                "FsspecStore: s3fs settings object_store would not honour (profile, extra "
+                "request arguments, versioning, requester pays, part of a credential)"
+            )
+        return _Route(f"s3://{path}", options), None
+    return None, f"{kind.__name__}: a store zarrbuf has no route to"
+
+
+def _store_location(store: Any) -> tuple[str, list[tuple[str, str]] | None] | None:
+    """``(root, options)`` of :func:`_store_route`, or None for a store zarrbuf cannot read."""
+    route, _ = _store_route(store)
+    return None if route is None else (route.root, route.options)
+
+
+# --- obstore (zarr.storage.ObjectStore) -------------------------------------------------
+
+#: object_store's default retry backoff (obstore fills it in when a retry_config is given);
+#: zarrbuf takes max_retries and retry_timeout only.
+_DEFAULT_BACKOFF = {
+    "init_backoff": timedelta(milliseconds=100),
+    "max_backoff": timedelta(seconds=15),
+    "base": 2.0,
+}
+
+
+def _obstore_options(inner: Any) -> tuple[list[tuple[str, str]] | None, str | None]:
+    """An obstore store's config, client options and retry settings as object_store options
+    (obstore's config keys are object_store's, without the ``aws_``/``google_``/``azure_``
+    prefix, which object_store accepts too), or None and the reason zarrbuf cannot honour
+    them."""
+    name = type(inner).__name__
+    if getattr(inner, "credential_provider", None) is not None:
+        return None, f"obstore {name} with a Python credential_provider"
+    opts = [(str(k), str(v)) for k, v in (getattr(inner, "config", None) or {}).items()]
+    client = dict(getattr(inner, "client_options", None) or {})
+    if "default_headers" in client:
+        return None, f"obstore {name} with default_headers (no object_store option carries them)"
+    opts += [(str(k), str(v)) for k, v in client.items()]
+    retry = getattr(inner, "retry_config", None)
+    if retry:
+        backoff = dict(retry.get("backoff") or {})
+        if any(backoff.get(k, v) != v for k, v in _DEFAULT_BACKOFF.items()):
+            return None, f"obstore {name} with a retry backoff of its own"
+        if retry.get("max_retries") is not None:
+            opts.append(("max_retries", str(int(retry["max_retries"]))))
+        if retry.get("retry_timeout") is not None:
+            opts.append(("retry_timeout", repr(retry["retry_timeout"].total_seconds())))
+    return opts, None
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
+def _obstore_route(inner: Any) -> tuple[_Route | None, str | None]:
+    """zarrbuf's route to the obstore store under a ``zarr.storage.ObjectStore``."""
+    kind = type(inner)
+    name = kind.__name__
+    if not kind.__module__.startswith("obstore"):
+        return None, f"ObjectStore over {name}, not one of obstore's stores"
+    if name == "LocalStore":
+        # obstore's LocalStore is object_store's LocalFileSystem: files under the prefix
+        # directory, written whole and renamed into place, as zarrbuf's directory stores do.
+        _, kwargs = inner.__getnewargs_ex__()
+        no_writes = None
+        if kwargs.get("automatic_cleanup"):
+            no_writes = "obstore LocalStore with automatic_cleanup (zarrbuf keeps emptied directories)"
+        prefix = inner.prefix  # obstore resolved it when the store was made
+        root = os.path.abspath(os.fspath(prefix)) if prefix is not None else "/"
+        return _Route(root, None, no_writes=no_writes, escaped=frozenset("%")), None
+    if name == "MemoryStore":
+        return None, "obstore MemoryStore: memory of this process's obstore"
+    if name == "HTTPStore":
+        url = str(inner.url)
+        opts, why = _obstore_options(inner)
+        if opts is None:
+            return None, why
+        allow_http = dict(opts).get("allow_http")
+        if url.startswith("http://") and not _truthy(allow_http):
+            # obstore refuses plain http without allow_http; zarrbuf would allow it.
+            return None, "obstore HTTPStore over plain http without allow_http"
+        return _Route(url, opts, escaped=_ESCAPED), None
+    schemes = {"S3Store": ("s3", "bucket"), "GCSStore": ("gs", "bucket"), "AzureStore": ("az", "container_name")}
+    if name not in schemes:
+        return None, f"obstore {name}: a store zarrbuf has no route to"
+    scheme, bucket_key = schemes[name]
+    opts, why = _obstore_options(inner)
+    if opts is None:
+        return None, why
+    config = dict(getattr(inner, "config", None) or {})
+    bucket = config.get(bucket_key)
+    if not bucket:
+        return None, f"obstore {name} without a {bucket_key}"
+    prefix = str(inner.prefix or "").strip("/")
+    if not _plain_object_path(prefix) or "/" in str(bucket):
+        return None, f"obstore {name} with a prefix object_store would escape"
+    if scheme == "s3":
+        # zarrbuf allows plain http to an http:// endpoint by itself; obstore only with
+        # allow_http (option or AWS_ALLOW_HTTP).
+        endpoint = str(
+            config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+        )
+        allow = dict(opts).get("allow_http", os.environ.get("AWS_ALLOW_HTTP", "false"))
+        if endpoint.startswith("http://") and not _truthy(allow):
+            return None, "obstore S3Store with a plain-http endpoint but without allow_http"
+    url = f"{scheme}://{bucket}/{prefix}" if prefix else f"{scheme}://{bucket}"
+    return _Route(url, opts, escaped=_ESCAPED), None
+
+
+# --- zip files (zarr.storage.ZipStore) ---------------------------------------------------
+
+#: Entry compressions zarrbuf's zip reader inflates: stored, deflated, bzip2, zstd.
+_ZIP_METHODS = frozenset({0, 8, 12, 93})
+_ZIP_ROOT_METADATA = frozenset({"zarr.json", ".zarray", ".zgroup", ".zmetadata"})
+
+
+def _zip_route(store: Any) -> tuple[_Route | None, str | None]:
+    """A read-only ZipStore's file, when zarrbuf sees the same entries in it."""
+    if store.path is None:
+        return None, "ZipStore over a file object (zarrbuf opens zip files by path)"
+    if not store.read_only or getattr(store, "_zmode", None) != "r":
+        return None, "ZipStore open for writing (its file is complete only once closed)"
+    path = os.path.abspath(os.fspath(store.path))
+    try:
+        zf = getattr(store, "_zf", None) if getattr(store, "_is_open", False) else None
+        if zf is not None:
+            infos = zf.infolist()
+        else:
+            with zipfile.ZipFile(path) as own:
+                infos = own.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError, AttributeError):
+        return None, "ZipStore whose file zarrbuf could not list"
+    names = [i.filename for i in infos]
+    if len(set(names)) != len(names):
+        return None, "ZipStore with duplicate entries (a key written twice)"
+    if any(i.compress_type not in _ZIP_METHODS or i.flag_bits & 1 for i in infos):
+        return None, "ZipStore with entries zarrbuf does not inflate (lzma, encrypted)"
+    if not _ZIP_ROOT_METADATA & set(names):
+        # zarrbuf starts a zip without root metadata in its single folder (zipped directory
+        # stores), where zarr-python's ZipStore starts at the archive root.
+        return None, "ZipStore without zarr metadata at the archive root"
+    return _Route(path, no_writes="ZipStore is read-only"), None
 
 
 def _is_cupy(arr: Any) -> bool:
@@ -140,15 +330,21 @@ def _cupy() -> Any:
     return cupy
 
 
-def _count(pipeline: ZarrbufCodecPipeline, path: str) -> None:
+def _count(pipeline: ZarrbufCodecPipeline, path: str, reason: str | None = None) -> None:
     pipeline.stats[path] += 1
     STATS[path] += 1
+    if reason is not None:
+        pipeline.reasons[reason] = pipeline.reasons.get(reason, 0) + 1
+        STATS_REASONS[reason] = STATS_REASONS.get(reason, 0) + 1
 
 
 def _codecs(metadata: ArrayMetadata) -> tuple[Codec, ...]:
     if isinstance(metadata, ArrayV3Metadata):
         return tuple(metadata.codecs)
     return (V2Codec(filters=metadata.filters, compressor=metadata.compressor),)
+
+
+_NOT_A_BOX = "a selection that is not a box (fancy, strided or masked indexing)"
 
 
 @dataclass
@@ -179,6 +375,10 @@ class ZarrbufCodecPipeline(CodecPipeline):
     stats: dict[str, int] = field(
         default_factory=lambda: {"zarrbuf": 0, "fallback": 0}, repr=False, compare=False
     )
+    #: Why batches went to zarr-python: reason → batches (see ``STATS_REASONS``).
+    reasons: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    #: Why zarrbuf could not open an array: array path → zarrbuf's message.
+    open_errors: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._where = _UNKNOWN
@@ -270,51 +470,66 @@ class ZarrbufCodecPipeline(CodecPipeline):
             return None
         return prefix, coords
 
-    def _location(self) -> tuple[str, list[tuple[str, str]] | None] | None:
+    def _route(self) -> tuple[_Route | None, str | None]:
         if self._where is _UNKNOWN:
-            self._where = _store_location(self.store)
+            self._where = _store_route(self.store)
         return self._where  # type: ignore[return-value]
 
-    def _array(self, prefix: str) -> Any:
+    def _array(self, prefix: str) -> tuple[Any, str | None]:
+        """zarrbuf's array at ``prefix`` of the store, or None and why not."""
         if prefix not in self._arrays:
+            route, why = self._route()
+            if route is None:
+                return None, why
+            if route.escaped and not _plain_object_path(prefix, route.escaped):
+                self._arrays[prefix] = (None, "array path with characters object_store escapes")
+                return self._arrays[prefix]
             try:
-                location = self._location()
-                if location is None:
-                    raise TypeError("not a store zarrbuf reaches")
-                root, options = location
                 meta = json.dumps(self.metadata.to_dict())
-                self._arrays[prefix] = _zarrbuf.open_with_metadata(root, prefix, meta, options)
-            except (_zarrbuf.ZarrbufError, TypeError, ValueError):
-                # Metadata zarrs cannot use (a codec or type it lacks): zarr-python reads it.
-                self._arrays[prefix] = None
+                array = _zarrbuf.open_with_metadata(route.root, prefix, meta, route.options)
+                self._arrays[prefix] = (array, None)
+            except (_zarrbuf.ZarrbufError, TypeError, ValueError) as e:
+                # Metadata zarrs cannot use (a codec or type it lacks), or a store zarrbuf
+                # cannot open with these options: zarr-python reads it.
+                self.open_errors[prefix] = str(e)
+                what = "array metadata zarrs cannot use" if "metadata" in str(e) else "a store zarrbuf cannot open"
+                self._arrays[prefix] = (None, what)
         return self._arrays[prefix]
 
-    def _plan(self, batch_info: list[Any], data: NDBuffer, drop_axes: tuple[int, ...], writing: bool) -> _Plan | None:
-        """The batch as one box of the array, or None when zarr-python must handle it."""
-        if not batch_info or drop_axes or _FORKED:
-            return None
-        if self._location() is None:
-            return None
+    def _plan(self, batch_info: list[Any], data: NDBuffer, drop_axes: tuple[int, ...], writing: bool) -> _Plan | str:
+        """The batch as one box of the array, or the reason zarr-python must handle it."""
+        if _FORKED:
+            return "a process forked after zarrbuf started its threads"
+        if not batch_info:
+            return "an empty batch"
+        if drop_axes:
+            return "dropped axes (orthogonal indexing with integers)"
+        route, why = self._route()
+        if route is None:
+            return why or "a store zarrbuf has no route to"
         if writing and self.store.read_only:
-            return None  # zarr-python raises its own error
+            return "a read-only store (zarr-python raises its error)"
+        if writing and route.no_writes:
+            return route.no_writes
         if not writing and config.get("array.read_missing_chunks", True) is False:
-            return None  # zarr-python reports missing chunks; zarrbuf reads them as fill
+            # zarr-python reports missing chunks; zarrbuf reads them as fill
+            return "array.read_missing_chunks = False"
         arr = data.as_ndarray_like()
         on_gpu = _is_cupy(arr)
         if type(arr) is not np.ndarray and not on_gpu:
-            return None
+            return "a buffer that is neither a NumPy nor a CuPy array"
         md_dtype = self.metadata.dtype.to_native_dtype()
         if arr.dtype.kind not in _KINDS or not arr.dtype.isnative or arr.dtype != md_dtype:
-            return None
+            return "a data type zarrbuf does not decode (variable-length, non-native order, ...)"
         if not writing and not on_gpu and not arr.flags.writeable:
-            return None
+            return "a read-only output array"
         try:
             # The grid zarr-python's keys address: shards for sharded arrays.
             md = self.metadata
             shards = getattr(md, "shards", None)
             chunk_shape = tuple(shards if shards is not None else md.chunks)
         except (AttributeError, NotImplementedError, ValueError, TypeError):
-            return None  # an irregular chunk grid
+            return "an irregular chunk grid"
         ndim = len(chunk_shape)
         lo = [math.inf] * ndim
         hi = [-math.inf] * ndim
@@ -324,17 +539,17 @@ class ZarrbufCodecPipeline(CodecPipeline):
         prefix = None
         for byte_getter, _spec, chunk_sel, out_sel, _complete in batch_info:
             if getattr(byte_getter, "store", None) is not self.store:
-                return None
+                return "chunks of another store in the batch"
             split = self._split_key(byte_getter.path)
             if split is None:
-                return None
+                return "a chunk key zarrbuf does not parse"
             key_prefix, coords = split
             if prefix is None:
                 prefix = key_prefix
             elif prefix != key_prefix:
-                return None
+                return "chunks of several arrays in the batch"
             if not isinstance(chunk_sel, tuple) or len(chunk_sel) != ndim:
-                return None
+                return _NOT_A_BOX
             if not isinstance(out_sel, tuple):
                 out_sel = (out_sel,)
             out_iter = iter(out_sel)
@@ -344,38 +559,38 @@ class ZarrbufCodecPipeline(CodecPipeline):
                 if isinstance(s, slice):
                     start, stop, step = s.indices(chunk_shape[k])
                     if step != 1 or stop <= start:
-                        return None
+                        return _NOT_A_BOX
                     a0, a1 = origin + start, origin + stop
                     o = next(out_iter, None)
                     if not isinstance(o, slice) or o.step not in (None, 1) or o.start is None:
-                        return None
+                        return _NOT_A_BOX
                     d = a0 - o.start
                     if delta[k] is None:
                         delta[k] = d
                     elif delta[k] != d:
-                        return None
+                        return _NOT_A_BOX
                     if ints[k] is not None:
-                        return None
+                        return _NOT_A_BOX
                 elif isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
                     a0 = origin + int(s)
                     a1 = a0 + 1
                     if ints[k] is None:
                         ints[k] = a0
                     elif ints[k] != a0:
-                        return None
+                        return _NOT_A_BOX
                     if delta[k] is not None:
-                        return None
+                        return _NOT_A_BOX
                 else:
-                    return None  # arrays, masks: fancy indexing
+                    return _NOT_A_BOX  # arrays, masks: fancy indexing
                 lo[k] = min(lo[k], a0)
                 hi[k] = max(hi[k], a1)
                 n *= a1 - a0
             if next(out_iter, None) is not None:
-                return None
+                return _NOT_A_BOX
             volume += n
         ranges = [(int(a), int(b)) for a, b in zip(lo, hi, strict=True)]
         if volume != math.prod(b - a for a, b in ranges):
-            return None  # not a box (chunks of a box are disjoint, so volumes add up)
+            return _NOT_A_BOX  # chunks of a box are disjoint, so their volumes add up
         drop = [k for k in range(ndim) if ints[k] is not None]
         window = tuple(
             slice(ranges[k][0] - delta[k], ranges[k][1] - delta[k])  # type: ignore[operator]
@@ -390,12 +605,12 @@ class ZarrbufCodecPipeline(CodecPipeline):
             broadcast = np.broadcast_to if xp == "numpy" else _cupy().broadcast_to
             target = broadcast(arr, expected)  # a scalar written to a region
         else:
-            return None
+            return "a buffer whose shape does not match the selection"
         if target.shape != expected:
-            return None
-        array = self._array(prefix or "")
+            return "a buffer whose shape does not match the selection"
+        array, why = self._array(prefix or "")
         if array is None:
-            return None
+            return why or "an array zarrbuf cannot open"
         return _Plan(array, ranges, drop, target)
 
     async def read(
@@ -406,8 +621,8 @@ class ZarrbufCodecPipeline(CodecPipeline):
     ) -> tuple[dict[str, str], ...]:
         batch = list(batch_info)
         plan = self._plan(batch, out, drop_axes, writing=False)
-        if plan is None:
-            _count(self, "fallback")
+        if isinstance(plan, str):
+            _count(self, "fallback", plan)
             return await self.python_impl.read(batch, out, drop_axes)
         _count(self, "zarrbuf")
         if _is_cupy(plan.target):
@@ -428,8 +643,8 @@ class ZarrbufCodecPipeline(CodecPipeline):
     ) -> None:
         batch = list(batch_info)
         plan = self._plan(batch, value, drop_axes, writing=True)
-        if plan is None:
-            _count(self, "fallback")
+        if isinstance(plan, str):
+            _count(self, "fallback", plan)
             await self.python_impl.write(batch, value, drop_axes)
             return
         _count(self, "zarrbuf")

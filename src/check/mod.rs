@@ -8,18 +8,21 @@
 //! damaged inner chunks is rewritten with those inner chunks missing (they then read as the
 //! fill value) and the good ones kept.
 
+mod finding;
 mod repair;
 
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 pub use crate::zarr::is_temporary_name;
 use crate::zarr::{DynArray, OpenOptions, label, node_path, open_with};
+use finding::guarded;
+pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zarrs::array::{
-    ArrayBytes, ArrayError, ArrayShardedExt, ArrayShardedReadableExt, ArrayShardedReadableExtCache,
+    ArrayBytes, ArrayShardedExt, ArrayShardedReadableExt, ArrayShardedReadableExtCache,
     CodecOptions,
 };
 
@@ -71,67 +74,6 @@ impl CheckOptions {
     pub fn with_open(mut self, open: OpenOptions) -> Self {
         self.open = open;
         self
-    }
-}
-
-/// What is wrong with a stored key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Problem {
-    /// The chunk (or inner chunk) does not decode.
-    Undecodable,
-    /// It decodes, but to the wrong number of bytes (a truncated uncompressed chunk).
-    WrongSize,
-    /// A checksum codec (crc32c, adler32, fletcher32…) says the bytes changed.
-    Checksum,
-    /// A chunk key whose indices lie outside the chunk grid (left by a larger array).
-    OutsideGrid,
-    /// A temporary file of a write that was killed.
-    Leftover,
-    /// A file that is neither metadata, a chunk nor a temporary file (reported as a note:
-    /// it does not make the check fail).
-    Unknown,
-}
-
-impl Problem {
-    /// Whether this problem makes the check fail (everything but [`Problem::Unknown`]).
-    pub fn is_damage(self) -> bool {
-        self != Problem::Unknown
-    }
-
-    /// A short name for the report (`undecodable`, `wrong-size`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Problem::Undecodable => "undecodable",
-            Problem::WrongSize => "wrong-size",
-            Problem::Checksum => "checksum",
-            Problem::OutsideGrid => "outside-grid",
-            Problem::Leftover => "leftover",
-            Problem::Unknown => "unknown",
-        }
-    }
-}
-
-/// One problem with one stored key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    /// The store key (relative to the store root), e.g. `t/c/0/1`.
-    pub key: String,
-    /// The inner chunk's indices within the shard, when the problem is one inner chunk.
-    pub inner: Option<Vec<u64>>,
-    /// What is wrong.
-    pub problem: Problem,
-    /// The reason, in words.
-    pub detail: String,
-}
-
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.key)?;
-        if let Some(inner) = &self.inner {
-            write!(f, " inner chunk {inner:?}")?;
-        }
-        write!(f, ": {}: {}", self.problem.name(), self.detail)
     }
 }
 
@@ -230,15 +172,12 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
 
 /// The directory of a local store location.
 fn local_root(location: &str) -> Result<PathBuf> {
-    let root = match location.split_once("://") {
-        None => PathBuf::from(location),
-        Some(("file", rest)) => PathBuf::from(rest),
-        Some((scheme, _)) => {
-            return Err(Error::Unsupported(format!(
-                "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
-                 object stores write each key atomically, so they hold no torn chunks to find"
-            )));
-        }
+    let Some(root) = crate::zarr::local_path(location) else {
+        let scheme = location.split_once("://").map_or("", |(s, _)| s);
+        return Err(Error::Unsupported(format!(
+            "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
+             object stores write each key atomically, so they hold no torn chunks to find"
+        )));
     };
     if !root.is_dir() {
         return Err(Error::store(
@@ -362,48 +301,6 @@ fn classify(
     chunks
 }
 
-/// The chunk indices whose key is `key` in `array` (a store key relative to the store root),
-/// or `None` when `key` is not a chunk key of the array's chunk key encoding.
-///
-/// ```
-/// let a = zarrbuf::open("fixtures/data/v3_shard_end.zarr", "")?;
-/// assert_eq!(zarrbuf::check::chunk_indices(&a, "c/1/0"), Some(vec![1, 0]));
-/// assert_eq!(zarrbuf::check::chunk_indices(&a, "c/1"), None);
-/// assert_eq!(zarrbuf::check::chunk_indices(&a, "c/x/0"), None);
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn chunk_indices<S: ?Sized>(array: &zarrs::array::Array<S>, key: &str) -> Option<Vec<u64>> {
-    let prefix = array.path().as_str().trim_start_matches('/');
-    let rel = if prefix.is_empty() {
-        key
-    } else {
-        key.strip_prefix(prefix)?.strip_prefix('/')?
-    };
-    let ndim = array.dimensionality();
-    let body = ["c/", "c.", ""].iter().filter_map(|p| rel.strip_prefix(p));
-    for body in body.chain((rel == "c").then_some("")) {
-        let parts: Vec<&str> = if body.is_empty() {
-            Vec::new()
-        } else {
-            body.split(['/', '.']).collect()
-        };
-        if parts.len() != ndim {
-            continue;
-        }
-        let Ok(indices) = parts
-            .iter()
-            .map(|p| p.parse::<u64>())
-            .collect::<Result<Vec<u64>, _>>()
-        else {
-            continue;
-        };
-        if array.chunk_key(&indices).as_str() == key {
-            return Some(indices);
-        }
-    }
-    None
-}
-
 /// Inner chunks in one shard (0 for unsharded arrays).
 fn inner_chunks_per_shard(array: &DynArray) -> usize {
     let zero = vec![0u64; array.dimensionality()];
@@ -455,31 +352,6 @@ fn decode_all(
             .collect()
     });
     Ok(found.into_iter().flatten().collect())
-}
-
-/// Runs a zarrs decode of stored (maybe damaged) bytes; a panic inside zarrs (it has
-/// arithmetic that overflows on some damaged shard indexes) becomes an undecodable chunk.
-fn guarded<T>(
-    f: impl FnOnce() -> std::result::Result<T, ArrayError>,
-) -> std::result::Result<T, (Problem, String)> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err((problem_of(&e), e.to_string())),
-        Err(_) => Err((Problem::Undecodable, "zarrs failed on damaged data".into())),
-    }
-}
-
-/// The problem a decode error shows.
-fn problem_of(e: &ArrayError) -> Problem {
-    use zarrs::array::CodecError as C;
-    match e {
-        ArrayError::CodecError(C::UnexpectedChunkDecodedSize(_)) => Problem::WrongSize,
-        ArrayError::CodecError(C::InvalidChecksum) => Problem::Checksum,
-        ArrayError::CodecError(C::Other(m)) if m.to_ascii_lowercase().contains("checksum") => {
-            Problem::Checksum
-        }
-        _ => Problem::Undecodable,
-    }
 }
 
 /// Decodes one chunk; for a shard that fails, each inner chunk, to name the damaged ones.

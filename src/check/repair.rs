@@ -1,7 +1,7 @@
 //! Repairs after a check: leftovers and undecodable chunks removed, shards rewritten
 //! without their damaged inner chunks.
 
-use super::{Finding, guarded};
+use super::finding::{Finding, chunk_indices, guarded};
 use crate::error::{Error, Result};
 use crate::zarr::{DynArray, data_type_of, fill_bytes};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Slice};
@@ -36,7 +36,7 @@ pub(super) fn repair(array: &DynArray, root: &Path, findings: &[Finding]) -> Res
         }
     }
     for (key, inner) in shards {
-        let indices = super::chunk_indices(array, key).ok_or_else(|| {
+        let indices = chunk_indices(array, key).ok_or_else(|| {
             Error::zarr(
                 array.path().as_str(),
                 format!("{key} is not a chunk key"),

@@ -2,9 +2,9 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
 use super::compress::{CompressSettings, Compressor, deflate_algorithm};
+use super::driver::cuda_context;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::{DeviceOps, Event, Queue, track};
-use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
@@ -38,6 +38,11 @@ impl CudaOps {
             }
             Queue::Host => Err(Error::InvalidArgument(
                 "a CUDA operation was given a host queue (internal error: please report)".into(),
+            )),
+            #[cfg(test)]
+            Queue::Sim(_) => Err(Error::InvalidArgument(
+                "a CUDA operation was given a simulated queue (internal error: please report)"
+                    .into(),
             )),
         }
     }
@@ -329,6 +334,21 @@ impl DeviceOps for CudaOps {
                 .adler32_pieces(stream, s, src.len(), nbytes, piece, d, out.len())?
         };
         Ok(())
+    }
+
+    fn sm_count(&self) -> Result<usize> {
+        let n = self
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| Error::cuda("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", e))?;
+        Ok(usize::try_from(n).unwrap_or(0).max(1))
+    }
+
+    fn wait_for(&self, q: &Queue, after: &Queue) -> Result<()> {
+        let (stream, other) = (self.stream(q)?, self.stream(after)?);
+        stream
+            .join(other)
+            .map_err(|e| Error::cuda("cuStreamWaitEvent", e))
     }
 
     fn batch_decoder(&self) -> std::result::Result<(), String> {

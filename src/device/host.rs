@@ -174,6 +174,14 @@ impl DeviceOps for HostOps {
         })
     }
 
+    fn sm_count(&self) -> Result<usize> {
+        Ok(super::ops::host_sm_count())
+    }
+
+    fn wait_for(&self, _q: &Queue, _after: &Queue) -> Result<()> {
+        Ok(())
+    }
+
     fn batch_decoder(&self) -> std::result::Result<(), String> {
         Ok(())
     }

@@ -638,25 +638,16 @@ impl Nvcomp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use zarrbuf_test_support::{Need, skip};
 
     /// The library `ZARRBUF_NVCOMP` names (CI sets it: `scripts/fetch-nvcomp.sh`); `None`
     /// after a visible `SKIPPED:` line when it is not set, a failure when
-    /// `ZARRBUF_REQUIRE_NVCOMP=1` (as the integration tests' skips).
+    /// `ZARRBUF_REQUIRE_NVCOMP=1` (the integration tests' skip helper).
     fn real_library(what: &str) -> Option<&'static Nvcomp> {
         if std::env::var_os("ZARRBUF_NVCOMP").is_some() {
             return Some(nvcomp().unwrap_or_else(|e| panic!("{what}: {e}")));
         }
-        let required = std::env::var("ZARRBUF_REQUIRE_NVCOMP").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{what}: ZARRBUF_REQUIRE_NVCOMP=1 but ZARRBUF_NVCOMP is not set"
-        );
-        // Straight to the stderr handle, past libtest's capture.
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "SKIPPED: {what} (ZARRBUF_NVCOMP is not set; ZARRBUF_REQUIRE_NVCOMP=1 makes this a failure)"
-        );
+        skip(Need::Nvcomp, what, "ZARRBUF_NVCOMP is not set");
         None
     }
 

@@ -19,6 +19,9 @@ use zarrbuf_codecs::{ScalarKind, Strided};
 pub(crate) enum Queue {
     Host,
     Cuda(Arc<CudaStream>),
+    /// A queue of the simulated device that tests the pipeline's timing (`super::sim`).
+    #[cfg(test)]
+    Sim(usize),
 }
 
 /// A point in a queue; waiting on it blocks the host until the work before it is done.
@@ -27,6 +30,9 @@ pub(crate) enum Queue {
 pub(crate) enum Event {
     Complete,
     Cuda(Arc<CudaEvent>),
+    /// The simulated device's work completes at this instant (`super::sim`).
+    #[cfg(test)]
+    At(std::time::Instant),
 }
 
 impl Event {
@@ -36,6 +42,11 @@ impl Event {
             Event::Cuda(e) => e
                 .synchronize()
                 .map_err(|e| crate::error::Error::cuda("cuEventSynchronize", e)),
+            #[cfg(test)]
+            Event::At(t) => {
+                std::thread::sleep(t.saturating_duration_since(std::time::Instant::now()));
+                Ok(())
+            }
         }
     }
 
@@ -44,6 +55,8 @@ impl Event {
         match self {
             Event::Complete => true,
             Event::Cuda(e) => e.is_complete(),
+            #[cfg(test)]
+            Event::At(t) => std::time::Instant::now() >= *t,
         }
     }
 }
@@ -130,6 +143,20 @@ pub(crate) trait DeviceOps: Send + Sync {
         piece: usize,
         out: &Region,
     ) -> Result<()>;
+    /// The device's streaming multiprocessors: how many independent chunks it decodes at
+    /// once, about (nvCOMP gives each zstd or DEFLATE chunk about one thread block). On
+    /// CUDA the device's `MULTIPROCESSOR_COUNT`; on the host its CPU count (see
+    /// [`host_sm_count`]). Sizes the device decoder's batches
+    /// (`crate::pipeline` `batch_plan`). The default is the host's.
+    fn sm_count(&self) -> Result<usize> {
+        Ok(host_sm_count())
+    }
+    /// Orders the work enqueued on `q` from now on after the work enqueued on `after` so far
+    /// (a CUDA stream waiting for an event of another; nothing to do on the host, whose
+    /// work is done when enqueued, which is the default).
+    fn wait_for(&self, _q: &Queue, _after: &Queue) -> Result<()> {
+        Ok(())
+    }
     /// Why this device cannot decompress batches itself (`Ok` when it can: always on the
     /// host, with nvCOMP on CUDA).
     fn batch_decoder(&self) -> std::result::Result<(), String>;
@@ -183,4 +210,20 @@ pub(crate) fn track(q: &Queue, regions: &[&Region]) -> Result<()> {
         r.storage().completion().add(fence.clone());
     }
     Ok(())
+}
+
+/// The host twin's "SM count", which sizes the batches of its device decoder: the
+/// `ZARRBUF_HOST_SMS` environment variable when it holds a positive number (so a test or a
+/// CI job can give the host twin a GPU's batch sizes: `ZARRBUF_HOST_SMS=132` batches as an
+/// H100 does), otherwise the CPU count (`std::thread::available_parallelism`), otherwise 1.
+pub(crate) fn host_sm_count() -> usize {
+    std::env::var("ZARRBUF_HOST_SMS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
 }

@@ -2,7 +2,7 @@
 //! pool (`cuMemAllocAsync` / `cuMemFreeAsync`), or with `cuMemAlloc` on devices without pools.
 
 use super::completion::Fence;
-use crate::driver::{alloc_stream, cuda_context};
+use crate::device::driver::{alloc_stream, cuda_context};
 use crate::error::{Error, Result};
 use crate::place::Device;
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
@@ -123,15 +123,15 @@ impl Drop for CudaAlloc {
             return;
         }
         match &self.stream {
-            // SAFETY: ptr came from malloc_async on this stream and is freed exactly once;
-            // the storage ordered every use of it before this point of the stream
-            // (`release_after`).
             Some(s) => {
+                // SAFETY: ptr came from malloc_async on this stream and is freed exactly once;
+                // the storage ordered every use of it before this point of the stream
+                // (`release_after`).
                 let _ = unsafe { result::free_async(self.ptr, s.cu_stream()) };
             }
-            // SAFETY: ptr came from malloc_sync in this context and is freed exactly once,
-            // after the host saw every use of it complete (`release_after`).
             None => {
+                // SAFETY: ptr came from malloc_sync in this context and is freed exactly once,
+                // after the host saw every use of it complete (`release_after`).
                 let _ = unsafe { result::free_sync(self.ptr) };
             }
         }

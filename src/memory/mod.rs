@@ -3,8 +3,8 @@
 //! About a third of the crate's `unsafe` is here (allocating, freeing and page-locking memory,
 //! foreign owners, CUDA IPC mapping, `Send`/`Sync` for the owners, the shared host output).
 //! The rest is elsewhere, each use with its `SAFETY` comment: `buffer/dlpack.rs` (DLPack's C
-//! ABI) and `buffer/flat.rs` (wrapping raw pointers), `device/` (CUDA calls and nvCOMP's C
-//! ABI), `driver.rs` (raw driver calls), `pipeline/` and `write_async.rs` (storing encoded
+//! ABI) and `buffer/flat.rs` (wrapping raw pointers), `device/` (CUDA calls, nvCOMP's C ABI,
+//! raw driver calls in `driver.rs`), `pipeline/` and `api/write_async.rs` (storing encoded
 //! chunks, and the shared host output), `zarr/` (c-blosc, a store downcast) and `dtype.rs`;
 //! the kernels' own are in `zarrbuf-codecs`. ARCHITECTURE.md counts them per folder.
 //!

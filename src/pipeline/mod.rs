@@ -1,16 +1,28 @@
 //! The chunk pipeline: staging slots and their pool, the staged read and write engines, the
-//! fetch stage, and the read and write drivers that the public extension traits call.
+//! fetch stage, the read and write drivers that the public extension traits call, and the
+//! reads behind a read stream (`read_stream.rs`).
 //!
 //! Read: fetch → CPU decompress into a staging slot → copy to the device → one fused device
 //! kernel (byte swap + transpose + scatter; fill for missing chunks). Write is the mirror.
 //! Everything is written against `crate::device::DeviceOps`, so the host implementation runs
 //! every line of it in CI.
 
+mod batch_plan;
 mod cancel;
 mod chunk_share;
+mod chunk_sink;
+mod chunk_writer;
+mod decode_choice;
+mod device_batch_steps;
+mod device_batches;
+mod device_parts;
 mod fetch;
 mod host_scatter;
+mod hybrid;
+#[cfg(test)]
+mod hybrid_tests;
 mod read_driver;
+mod read_stream;
 mod shard_reads;
 mod slot_pool;
 mod slots;
@@ -22,8 +34,11 @@ mod write_driver;
 
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
+pub(crate) use chunk_sink::ChunkSink;
+pub(crate) use chunk_writer::ChunkWriter;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use read_driver::{InnerFetch, run_staged};
+pub(crate) use read_stream::StreamReads;
 pub(crate) use shard_reads::ShardReads;
 pub(crate) use slot_pool::Slot;
 pub use slot_pool::release_cached_memory;
@@ -31,4 +46,4 @@ pub(crate) use slots::{allocate_slots, finish, largest_unit_bytes};
 pub(crate) use staged_read::{Produced, StagedRead};
 pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 pub(crate) use store_queue::StoreQueue;
-pub(crate) use write_driver::{ChunkSink, write_staged};
+pub(crate) use write_driver::write_staged;

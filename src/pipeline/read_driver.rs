@@ -3,7 +3,7 @@
 //! read's slots.
 
 use super::ShardReads;
-use super::staged_read::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
+use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
@@ -77,8 +77,15 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     // For nvCOMP's per-chunk limit: the largest decoded chunk (a stored chunk longer than a
     // staging slot, about that size, decodes on the CPU anyway).
     let largest_chunk = largest_unit_bytes(&plan.units, elem) as u64;
-    let device_decode = device_decode(
+    let choice = super::decode_choice::resolve_decode(
         opts.decode,
+        out.memory(),
+        ops.as_ref(),
+        device_codec.and_then(|c| c.compression()),
+        plan.units.len(),
+    );
+    let device_decode = device_decode(
+        choice,
         out.memory(),
         ops.as_ref(),
         device_codec,

@@ -6,29 +6,35 @@
 //! device copies and scatters unit k. A slot is reused only after the device work that read
 //! it has finished (its event). Host memory is bounded by the slot count × slot size.
 //!
-//! With a device decoder (`DeviceDecode`), workers may hand a chunk over still compressed:
-//! the coordinator gathers such chunks into batches, copies them to the device, has the
-//! device decompress a whole batch at once into the slots' scratch (nvCOMP on CUDA; its host
-//! twin on the host), then scatters them with the same kernel. In hybrid mode the CPU
-//! workers and the device take chunks from the one queue of units: a worker decodes the
-//! chunk itself whenever the device already has enough queued.
+//! The workers take units from one queue ([`super::hybrid::WorkQueue`]). With a device
+//! decoder (`DeviceDecode`) the device takes batches of units from its front, sized by the
+//! batch plan ([`super::batch_plan`]); the workers fetch and check those and hand them over
+//! still compressed, and the coordinator gathers them into the batch's input buffer on the
+//! device, has the device decompress the whole batch at once (nvCOMP on CUDA; its host twin
+//! on the host) and scatters them with the same kernel ([`super::device_batches`]). In
+//! hybrid mode the workers also decode units from the back of the queue themselves, as the
+//! hybrid policy decides.
 //!
 //! The pipeline is written against [`DeviceOps`]; with [`crate::device::HostOps`] every step runs
 //! on the host, which is how CI exercises this logic without a GPU.
 
+use super::batch_plan::batch_plan;
+use super::device_batches::DeviceBatches;
+use super::device_parts::{Compressed, DeviceDecode, Scatter};
+use super::hybrid::{BatchId, Split, Take, WorkQueue};
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
-use crate::device::{BatchDesc, BatchItem, Compression, DeviceOps, Event, Queue};
+use crate::device::{DeviceOps, Queue};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
 use crate::memory::Region;
 use crate::options::{Progress, ProgressFn};
-use crate::zarr::{BloscFrame, EncodedLayout, STREAM_ALIGN, Unit};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::zarr::{EncodedLayout, STREAM_ALIGN, Unit};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use zarrbuf_codecs::Strided;
-use zarrbuf_codecs::host::Shuffle;
 
 /// What decoding one unit into a staging slot produced.
 pub(crate) enum Produced {
@@ -65,59 +71,9 @@ impl Produced {
     }
 }
 
-/// A chunk left compressed in its slot for the device decoder.
-pub(crate) struct Compressed {
-    /// The bytes at the start of the slot.
-    pub len: usize,
-    /// How they decode.
-    pub parts: DeviceParts,
-}
-
-/// How a chunk's compressed bytes decode on the device.
-pub(crate) enum DeviceParts {
-    /// One stream that decompresses to the whole chunk.
-    Whole,
-    /// A blosc frame: its streams decompress (or are copied) into the shuffled chunk, which
-    /// is then unshuffled.
-    Blosc(Box<BloscFrame>),
-}
-
-impl DeviceParts {
-    /// The batch items the chunk takes.
-    fn items(&self) -> usize {
-        match self {
-            DeviceParts::Whole => 1,
-            DeviceParts::Blosc(frame) => frame.compressed_streams(),
-        }
-    }
-}
-
-/// Most compressed streams a blosc chunk may have and still be decoded on the device (more
-/// decode on the CPU): the batch descriptors hold at least this many.
-pub(crate) const MAX_STREAMS_PER_CHUNK: usize = 4096;
-/// Most items (streams) one batch takes.
-const MAX_BATCH_ITEMS: usize = 65_536;
-
 /// Fetches one unit and decodes it into the slot (called on worker threads). With
 /// `to_device`, it may instead leave the chunk compressed for the device decoder.
 pub(crate) type Producer<'a> = dyn Fn(&Unit, &mut [u8], bool) -> Result<Produced> + Sync + 'a;
-
-/// The device decoder of one read.
-pub(crate) struct DeviceDecode {
-    /// What the device decompresses (every chunk of a read has the same codecs).
-    pub compression: Compression,
-    /// CPU workers decode too, whenever the device has enough queued.
-    pub hybrid: bool,
-    /// The chunks are blosc frames of many streams each: batches take more items.
-    pub blosc: bool,
-}
-
-/// Most chunks the device decoder takes in one batch. nvCOMP decodes each zstd or DEFLATE
-/// chunk with one thread block, so a batch's time is about one chunk's: the more chunks per
-/// batch, the faster (measured on an H100: 64 chunks of 1 MiB per batch gave 5.4 GB/s).
-const MAX_BATCH: usize = 1024;
-/// Batches in flight on the device (one decoding while the next is gathered).
-const BATCH_RING: usize = 2;
 
 /// Everything a staged read needs besides the producer.
 pub(crate) struct StagedRead<'a> {
@@ -137,18 +93,13 @@ pub(crate) struct StagedRead<'a> {
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
 }
 
-/// One entry of the ring of batches: descriptor memory, the device buffer the compressed
-/// chunks are copied into, and the batch last submitted with it.
-struct BatchSlot {
-    desc: BatchDesc,
-    input: crate::memory::Region,
-    /// Byte stride of the chunks in `input`.
-    stride: usize,
-    event: Option<Event>,
-    /// (unit index, expected decoded size) of each item of the batch last submitted.
-    items: Vec<(usize, usize)>,
-    /// The chunks of the batch last submitted.
-    chunks: usize,
+/// What a worker hands the coordinator for one unit.
+struct Ready {
+    unit: usize,
+    slot: usize,
+    produced: Result<Produced>,
+    /// The device batch the unit was fetched for.
+    batch: Option<BatchId>,
 }
 
 impl StagedRead<'_> {
@@ -161,18 +112,14 @@ impl StagedRead<'_> {
         // whatever is in flight on it (its allocation, a copy) is waited for once, here.
         out.buffer().region()?.settle()?;
         let elem = out.dtype().size();
-        let in_batches = if self.device_decode.is_some() {
-            BATCH_RING * MAX_BATCH
-        } else {
-            0
-        };
+        // Device batches hold no slots: their chunks leave the slots as they come.
         let slots = allocate_slots(
             self.ops.as_ref(),
             self.units,
             elem,
             self.staging_bytes,
             self.threads,
-            in_batches,
+            0,
         )?;
         let result = if self.scatters_on_workers(out) {
             self.run_host(out, produce, &slots)
@@ -190,27 +137,43 @@ impl StagedRead<'_> {
             free_tx.send(i).expect("receiver alive");
         }
         let free_rx = Mutex::new(free_rx);
-        let (ready_tx, ready_rx) = mpsc::channel::<(usize, usize, Result<Produced>)>();
-        let next = AtomicUsize::new(0);
+        let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
         let abort = AtomicBool::new(false);
-        // Chunks handed to the device decoder and not yet decoded (hybrid routing).
-        let on_device = AtomicUsize::new(0);
-        let batch = self.batch_capacity(slots.len());
         let workers = self.threads.clamp(1, slots.len().max(1));
+        let slot_bytes = slots.first().map_or(0, |s| s.staging.len());
+        let device = match &self.device_decode {
+            Some(d) => {
+                let input = self.batch_plan_input(slot_bytes)?;
+                let plan = batch_plan(input);
+                // Reads of one batch or less go to the device whole, as they always did.
+                let split = if d.hybrid && self.units.len() > plan.chunks_per_batch {
+                    Split::Both
+                } else {
+                    Split::Device
+                };
+                Some((
+                    split,
+                    DeviceBatches::new(self.ops.as_ref(), d, plan, input)?,
+                ))
+            }
+            None => None,
+        };
+        let (split, max_batch) = match &device {
+            Some((split, d)) => (*split, d.chunks_per_batch()),
+            None => (Split::Cpu, 1),
+        };
+        let queue = WorkQueue::new(self.units.len(), split, max_batch, workers);
+        let mut device = device.map(|(_, d)| d);
 
-        std::thread::scope(|scope| {
+        let outcome = std::thread::scope(|scope| {
             for _ in 0..workers {
                 let ready_tx = ready_tx.clone();
-                let (free_rx, next, abort, on_device) = (&free_rx, &next, &abort, &on_device);
+                let (free_rx, abort, queue) = (&free_rx, &abort, &queue);
                 scope.spawn(move || {
-                    loop {
-                        if abort.load(Ordering::Relaxed) {
+                    while !abort.load(Ordering::Relaxed) {
+                        let Some(take) = queue.next() else {
                             break;
-                        }
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= self.units.len() {
-                            break;
-                        }
+                        };
                         let slot_id = match free_rx.lock().map(|rx| rx.recv()) {
                             Ok(Ok(s)) => s,
                             _ => break,
@@ -220,37 +183,49 @@ impl StagedRead<'_> {
                             Ok(Some(event)) => event.wait(),
                             _ => Ok(()),
                         };
-                        let to_device = match &self.device_decode {
-                            None => false,
-                            Some(d) if !d.hybrid => true,
-                            // The device takes the chunk unless two batches already wait.
-                            Some(_) => on_device.load(Ordering::Relaxed) < 2 * batch,
+                        let (i, batch) = match take {
+                            Take::Cpu(i) => (i, None),
+                            Take::Device { unit, batch } => (unit, Some(batch)),
                         };
                         let unit = &self.units[i];
-                        let result = waited.and_then(|()| {
+                        let started = Instant::now();
+                        let produced = waited.and_then(|()| {
                             slot.staging.with_host_mut(|bytes| {
-                                produce(unit, bytes, to_device)?.into_slot(bytes, unit)
+                                produce(unit, bytes, batch.is_some())?.into_slot(bytes, unit)
                             })
                         });
-                        if matches!(result, Ok(Produced::Compressed(_))) {
-                            on_device.fetch_add(1, Ordering::Relaxed);
+                        match (batch, &produced) {
+                            (None, Ok(_)) => queue.cpu_done(started.elapsed()),
+                            (Some(_), Ok(Produced::Compressed(_))) | (None, Err(_)) => {}
+                            (Some(b), _) => queue.device_skipped(b.id),
                         }
-                        if ready_tx.send((i, slot_id, result)).is_err() {
+                        let ready = Ready {
+                            unit: i,
+                            slot: slot_id,
+                            produced,
+                            batch,
+                        };
+                        if ready_tx.send(ready).is_err() {
                             break;
                         }
                     }
                 });
             }
             drop(ready_tx);
-            let outcome =
-                self.submit_all(out, slots, &ready_rx, &free_tx, elem_of(out), &on_device);
+            let outcome = self.submit_all(out, slots, &ready_rx, &free_tx, &queue, device.as_mut());
             if outcome.is_err() {
                 abort.store(true, Ordering::Relaxed);
+                queue.stop();
             }
             // Unblock workers waiting for a slot.
             drop(free_tx);
             outcome
-        })
+        });
+        // Whatever happened, the decoder's queues are drained before its buffers go.
+        let drained = device
+            .as_ref()
+            .map_or(Ok(()), |d| d.drain(self.ops.as_ref()));
+        outcome.and(drained)
     }
 
     /// The coordinating loop: takes decoded units as they come and queues their device work.
@@ -258,12 +233,12 @@ impl StagedRead<'_> {
         &self,
         out: &NDBuffer,
         slots: &[Slot],
-        ready: &mpsc::Receiver<(usize, usize, Result<Produced>)>,
+        ready: &mpsc::Receiver<Ready>,
         free: &mpsc::Sender<usize>,
-        elem: usize,
-        on_device: &AtomicUsize,
+        queue: &WorkQueue,
+        mut device: Option<&mut DeviceBatches>,
     ) -> Result<()> {
-        let batch_capacity = self.batch_capacity(slots.len());
+        let elem = out.dtype().size();
         let swap = if self.layout.endian == out.byte_order() {
             0
         } else {
@@ -278,26 +253,12 @@ impl StagedRead<'_> {
             chunks_total: self.units.len(),
             bytes_done: 0,
         };
-        let mut device = match &self.device_decode {
-            Some(d) => Some(DeviceBatches::new(
-                self.ops.as_ref(),
-                d.compression,
-                batch_capacity,
-                if d.blosc {
-                    (batch_capacity * 32).clamp(MAX_STREAMS_PER_CHUNK, MAX_BATCH_ITEMS)
-                } else {
-                    batch_capacity
-                },
-                slots,
-            )?),
-            None => None,
-        };
         let stopped = || Error::Cancelled("a decoding thread stopped unexpectedly".into());
         let scatter = Scatter { out, elem, swap };
         for _ in 0..self.units.len() {
-            if let Some(d) = device.as_mut() {
-                // Keeps the count of chunks on the device current for the workers' routing.
-                self.settle_finished(d, on_device)?;
+            if let Some(d) = device.as_deref_mut() {
+                // Finished batches tell the queue the device's pace and make room for more.
+                self.settle_finished(d, queue)?;
             }
             let message = loop {
                 match ready.try_recv() {
@@ -305,24 +266,24 @@ impl StagedRead<'_> {
                     Err(TryRecvError::Disconnected) => return Err(stopped()),
                     Err(TryRecvError::Empty) => {}
                 }
-                let Some(d) = device.as_mut() else {
+                let Some(d) = device.as_deref_mut() else {
                     break ready.recv().map_err(|_| stopped())?;
                 };
-                // Nothing ready: check finished batches, and send what is gathered to the
-                // device when it has room — never wait for the device while workers may
-                // still hand in chunks they decoded themselves.
-                self.settle_finished(d, on_device)?;
-                if !d.pending.is_empty() && d.has_room() {
-                    self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-                    continue;
-                }
+                // Nothing ready: check finished batches (workers may be waiting for the
+                // device to have room for another).
+                self.settle_finished(d, queue)?;
                 match ready.recv_timeout(std::time::Duration::from_micros(200)) {
                     Ok(m) => break m,
                     Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                 }
             };
-            let (i, slot_id, produced) = message;
+            let Ready {
+                unit: i,
+                slot: slot_id,
+                produced,
+                batch,
+            } = message;
             let unit = &self.units[i];
             let slot = &slots[slot_id];
             let region_shape = unit.region_shape();
@@ -349,20 +310,23 @@ impl StagedRead<'_> {
                     ));
                 }
                 Produced::Compressed(chunk) => {
-                    let d = device.as_mut().ok_or_else(|| {
-                        Error::InvalidArgument(
+                    let (Some(d), Some(batch)) = (device.as_deref_mut(), batch) else {
+                        return Err(Error::InvalidArgument(
                             "a chunk was left compressed without a device decoder (internal error: please report)".into(),
-                        )
-                    })?;
-                    let items = chunk.parts.items();
-                    if d.pending_items + items > d.item_capacity {
-                        self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-                    }
-                    d.pending_items += items;
-                    d.pending.push((i, slot_id, chunk));
-                    if d.pending.len() >= d.capacity || d.pending_items >= d.item_capacity {
-                        self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-                    }
+                        ));
+                    };
+                    self.gather(
+                        d,
+                        batch,
+                        i,
+                        (slot_id, slot),
+                        chunk,
+                        free,
+                        &scatter,
+                        &mut progress,
+                        queue,
+                    )?;
+                    self.arrived(d, batch, &scatter, &mut progress, queue)?;
                     continue;
                 }
                 Produced::Decoded(len) => {
@@ -388,12 +352,12 @@ impl StagedRead<'_> {
             }
             let _ = free.send(slot_id);
             self.report(&mut progress, &region_shape, elem);
-        }
-        if let Some(d) = device.as_mut() {
-            self.flush(d, slots, free, &scatter, &mut progress, on_device)?;
-            for k in 0..d.ring.len() {
-                self.settle_batch(d, k, on_device)?;
+            if let (Some(d), Some(batch)) = (device.as_deref_mut(), batch) {
+                self.arrived(d, batch, &scatter, &mut progress, queue)?;
             }
+        }
+        if let Some(d) = device {
+            self.finish_batches(d, &scatter, &mut progress, queue)?;
         }
         Ok(())
     }
@@ -408,7 +372,7 @@ impl StagedRead<'_> {
 
     /// Enqueues the scatter of one decoded unit (in the chain's encoded layout, at the start
     /// of `decoded`) into its place in the output: byte swap + transpose + strided copy.
-    fn scatter(
+    pub(super) fn scatter(
         &self,
         q: &Queue,
         unit: &Unit,
@@ -458,7 +422,12 @@ impl StagedRead<'_> {
     /// output's inner dimensions), the output is in the device decoder's memory, and the run
     /// starts at an address aligned to `align` (nvCOMP's requirement, and 8 for blosc
     /// streams). `None`: decode into scratch and scatter.
-    fn direct_target(&self, unit: &Unit, s: &Scatter<'_>, align: usize) -> Result<Option<Region>> {
+    pub(super) fn direct_target(
+        &self,
+        unit: &Unit,
+        s: &Scatter<'_>,
+        align: usize,
+    ) -> Result<Option<Region>> {
         if s.out.memory() != self.ops.memory() || !self.is_one_run(unit, s.out, s.swap) {
             return Ok(None);
         }
@@ -477,285 +446,4 @@ impl StagedRead<'_> {
         let align = align.max(STREAM_ALIGN) as u64;
         Ok(addr.filter(|a| a.is_multiple_of(align)).map(|_| target))
     }
-
-    /// The most chunks one device batch takes: the slots the workers do not need (two per
-    /// worker), shared by the batches in flight.
-    fn batch_capacity(&self, slots: usize) -> usize {
-        let workers = 2 * self.threads + 2;
-        (slots.saturating_sub(workers) / BATCH_RING).clamp(1, MAX_BATCH)
-    }
-
-    /// Sends the gathered compressed chunks to the device as one batch: copy them into the
-    /// ring entry's input buffer, decompress them all into their slots' scratch, scatter
-    /// each into the output, and release the slots behind one event.
-    fn flush(
-        &self,
-        d: &mut DeviceBatches,
-        slots: &[Slot],
-        free: &mpsc::Sender<usize>,
-        s: &Scatter<'_>,
-        progress: &mut Progress,
-        on_device: &AtomicUsize,
-    ) -> Result<()> {
-        if d.pending.is_empty() {
-            return Ok(());
-        }
-        let k = d.next;
-        d.next = (d.next + 1) % d.ring.len();
-        self.settle_batch(d, k, on_device)?;
-        let pending = std::mem::take(&mut d.pending);
-        d.pending_items = 0;
-        let mut items = Vec::with_capacity(pending.len());
-        let mut item_units = Vec::with_capacity(pending.len());
-        // What follows the batch for each chunk.
-        let mut after = Vec::with_capacity(pending.len());
-        {
-            let entry = &d.ring[k];
-            for (n, (i, slot_id, chunk)) in pending.iter().enumerate() {
-                let unit = &self.units[*i];
-                let expected = unit.num_elements() * s.elem;
-                let slot = &slots[*slot_id];
-                let at = n * entry.stride;
-                if chunk.len > entry.stride || expected > entry.stride {
-                    return Err(Error::InvalidArgument(format!(
-                        "a chunk of {} compressed, {expected} decoded bytes in a batch stride of {} \
-                         (internal error: please report)",
-                        chunk.len, entry.stride
-                    )));
-                }
-                let input = entry.input.sub(at, at + chunk.len);
-                let staged = slot.staging.try_slice(..chunk.len)?;
-                self.ops.copy(&d.queue, staged.region()?, &input)?;
-                // Straight into the output where the chunk is one aligned run of it.
-                let direct = self.direct_target(unit, s, d.compression.required_alignment())?;
-                let scratch = slot.scratch.try_slice(..expected)?.region()?.clone();
-                match &chunk.parts {
-                    DeviceParts::Whole => {
-                        let output = direct.clone().unwrap_or(scratch);
-                        items.push(BatchItem {
-                            input,
-                            output: output.clone(),
-                        });
-                        item_units.push((*i, expected));
-                        after.push(match direct {
-                            Some(_) => After::Done,
-                            None => After::Scatter(*i, output),
-                        });
-                    }
-                    DeviceParts::Blosc(frame) => {
-                        // Unshuffled into the output, or into the chunk's own part of the
-                        // input buffer (free once the batch has decompressed it) and
-                        // scattered from there; unshuffled streams go where the chunk goes.
-                        let (streams_to, next) = match (frame.shuffle, direct) {
-                            (Some(shuffle), Some(target)) => (
-                                scratch.clone(),
-                                After::Unshuffle(*i, shuffle, scratch, target, frame, false),
-                            ),
-                            (Some(shuffle), None) => (
-                                scratch.clone(),
-                                After::Unshuffle(
-                                    *i,
-                                    shuffle,
-                                    scratch,
-                                    entry.input.sub(at, at + expected),
-                                    frame,
-                                    true,
-                                ),
-                            ),
-                            (None, Some(target)) => (target, After::Done),
-                            (None, None) => (scratch.clone(), After::Scatter(*i, scratch)),
-                        };
-                        for stream in &frame.streams {
-                            let (from, to) = (
-                                input.sub(stream.input.start, stream.input.end),
-                                streams_to.sub(stream.output.start, stream.output.end),
-                            );
-                            if stream.stored {
-                                self.ops.copy(&d.queue, &from, &to)?;
-                            } else {
-                                item_units.push((*i, to.len()));
-                                items.push(BatchItem {
-                                    input: from,
-                                    output: to,
-                                });
-                            }
-                        }
-                        after.push(next);
-                    }
-                }
-            }
-        }
-        if !items.is_empty() {
-            self.ops
-                .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
-        }
-        for next in &after {
-            match next {
-                After::Done => {}
-                After::Scatter(i, decoded) => {
-                    self.scatter(&d.queue, &self.units[*i], decoded, s)?
-                }
-                After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
-                    self.ops.blosc_unshuffle(
-                        &d.queue,
-                        from,
-                        to,
-                        frame.nbytes,
-                        *shuffle,
-                        frame.typesize,
-                        frame.blocksize,
-                    )?;
-                    if *scatter {
-                        self.scatter(&d.queue, &self.units[*i], to, s)?;
-                    }
-                }
-            }
-        }
-        let event = self.ops.record(&d.queue)?;
-        for &(i, slot_id, _) in &pending {
-            if let Ok(mut p) = slots[slot_id].pending.lock() {
-                *p = Some(event.clone());
-            }
-            let _ = free.send(slot_id);
-            self.report(progress, &self.units[i].region_shape(), s.elem);
-        }
-        let entry = &mut d.ring[k];
-        entry.event = Some(event);
-        entry.items = item_units;
-        entry.chunks = pending.len();
-        Ok(())
-    }
-
-    /// Settles every ring entry whose batch has finished (never blocks).
-    fn settle_finished(&self, d: &mut DeviceBatches, on_device: &AtomicUsize) -> Result<()> {
-        for k in 0..d.ring.len() {
-            if d.ring[k].event.as_ref().is_some_and(Event::is_complete) {
-                self.settle_batch(d, k, on_device)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Waits for ring entry `k`'s last batch and checks every chunk of it: decoded, and to
-    /// exactly its size. A failure names the chunk.
-    fn settle_batch(&self, d: &mut DeviceBatches, k: usize, on_device: &AtomicUsize) -> Result<()> {
-        let entry = &mut d.ring[k];
-        let Some(event) = entry.event.take() else {
-            return Ok(());
-        };
-        event.wait()?;
-        let items = std::mem::take(&mut entry.items);
-        on_device.fetch_sub(std::mem::take(&mut entry.chunks), Ordering::Relaxed);
-        let outcomes = entry
-            .desc
-            .outcomes(items.len(), &|st| self.ops.describe_status(st))?;
-        for ((i, expected), outcome) in items.into_iter().zip(outcomes) {
-            let unit = &self.units[i];
-            match outcome {
-                Ok(n) if n == expected => {}
-                Ok(n) => {
-                    return Err((self.unit_error)(
-                        unit,
-                        format!(
-                            "the device decoder produced {n} bytes where the chunk's stream \
-                             holds {expected}"
-                        ),
-                    ));
-                }
-                Err(why) => {
-                    return Err((self.unit_error)(
-                        unit,
-                        format!("the device decoder ({}) failed: {why}", d.compression),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What follows a device batch for one of its chunks.
-enum After<'f> {
-    /// Decoded straight into the output.
-    Done,
-    /// Scatter unit `.0`'s decoded bytes into the output.
-    Scatter(usize, Region),
-    /// Undo blosc's shuffle from `.2` into `.3`, then (when `.5`) scatter unit `.0` from there.
-    Unshuffle(usize, Shuffle, Region, Region, &'f BloscFrame, bool),
-}
-
-/// Where decoded units go.
-struct Scatter<'a> {
-    out: &'a NDBuffer,
-    elem: usize,
-    swap: usize,
-}
-
-/// The device decoder's state in one read: the batch being gathered and the ring of
-/// submitted ones.
-struct DeviceBatches {
-    compression: Compression,
-    queue: Queue,
-    /// Most chunks in one batch.
-    capacity: usize,
-    /// Most items (streams) in one batch: the descriptors' capacity.
-    item_capacity: usize,
-    /// (unit index, slot, compressed chunk) gathered for the next batch.
-    pending: Vec<(usize, usize, Compressed)>,
-    /// The items of `pending`.
-    pending_items: usize,
-    ring: Vec<BatchSlot>,
-    next: usize,
-}
-
-impl DeviceBatches {
-    /// True when the next ring entry is free (its last batch finished and was checked, or
-    /// it never ran one), so a flush would not wait for the device.
-    fn has_room(&self) -> bool {
-        self.ring[self.next]
-            .event
-            .as_ref()
-            .is_none_or(Event::is_complete)
-    }
-
-    fn new(
-        ops: &dyn DeviceOps,
-        compression: Compression,
-        capacity: usize,
-        item_capacity: usize,
-        slots: &[Slot],
-    ) -> Result<Self> {
-        // A compressed chunk is at most a slot long (longer ones are decoded on the CPU);
-        // 256-byte strides keep every chunk aligned as nvCOMP requires.
-        let slot_bytes = slots.first().map_or(0, |s| s.staging.len());
-        let stride = slot_bytes.div_ceil(256).max(1) * 256;
-        let mut ring = Vec::with_capacity(BATCH_RING);
-        for _ in 0..BATCH_RING {
-            ring.push(BatchSlot {
-                desc: ops.new_batch_desc(item_capacity)?,
-                input: ops.alloc(stride * capacity)?,
-                stride,
-                event: None,
-                items: Vec::new(),
-                chunks: 0,
-            });
-        }
-        for entry in &ring {
-            entry.input.settle()?;
-        }
-        Ok(DeviceBatches {
-            compression,
-            queue: ops.new_queue()?,
-            capacity,
-            item_capacity,
-            pending: Vec::new(),
-            pending_items: 0,
-            ring,
-            next: 0,
-        })
-    }
-}
-
-fn elem_of(out: &NDBuffer) -> usize {
-    out.dtype().size()
 }

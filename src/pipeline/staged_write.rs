@@ -15,7 +15,7 @@
 
 use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish, largest_unit_bytes};
-use crate::buffer::NDBuffer;
+use crate::buffer::{Buffer, NDBuffer};
 use crate::device::{CompressSettings, Event, Queue};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::{Error, Result};
@@ -78,6 +78,42 @@ struct Job {
     len: usize,
     compressed: Option<usize>,
     event: Event,
+}
+
+/// What the workers of one run share: the source, the consumer, the slots, the device
+/// compressor's host outputs per slot, the job queue, and how the run stands.
+struct Workers<'w> {
+    data: &'w NDBuffer,
+    consume: &'w Consumer<'w>,
+    slots: &'w [Slot],
+    /// Per slot, the device compressor's output and its Adler-32 piece sums, in host memory
+    /// (empty without device compression).
+    host_out: Vec<Buffer>,
+    host_sums: Vec<Buffer>,
+    /// The workers gather their own chunks ([`StagedWrite::gathers_on_workers`]).
+    on_workers: bool,
+    work: Mutex<mpsc::Receiver<Job>>,
+    abort: AtomicBool,
+    first_error: Mutex<Option<Error>>,
+    done: Mutex<Progress>,
+}
+
+/// The Adler-32 of the device-compressed chunk in slot `slot_id`, combined from the piece
+/// sums the device took of it; `None` when the write takes none.
+fn chunk_adler32(host_sums: &[Buffer], slot_id: usize, gathered: &Gathered) -> Result<Option<u32>> {
+    let (Gathered::Compressed { len }, Some(sums)) = (gathered, host_sums.get(slot_id)) else {
+        return Ok(None);
+    };
+    let sums = sums.as_host_bytes()?;
+    let words: Vec<u32> = sums
+        .chunks_exact(4)
+        .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    Ok(Some(zarrbuf_codecs::host::adler32_combine(
+        &words,
+        *len,
+        ADLER_PIECE,
+    )))
 }
 
 /// Everything a staged write needs besides the consumer.
@@ -185,124 +221,118 @@ impl StagedWrite<'_> {
         for i in 0..slots.len() {
             free_tx.send(i).expect("receiver alive");
         }
-        let (host_out, host_sums): (Vec<crate::buffer::Buffer>, Vec<crate::buffer::Buffer>) =
-            batches
-                .as_ref()
-                .map(|b| (b.host_out.clone(), b.host_sums.clone()))
-                .unwrap_or_default();
+        let (host_out, host_sums): (Vec<Buffer>, Vec<Buffer>) = batches
+            .as_ref()
+            .map(|b| (b.host_out.clone(), b.host_sums.clone()))
+            .unwrap_or_default();
         let (work_tx, work_rx) = mpsc::channel::<Job>();
-        let work_rx = Mutex::new(work_rx);
-        let abort = AtomicBool::new(false);
-        let first_error: Mutex<Option<Error>> = Mutex::new(None);
-        let done: Mutex<Progress> = Mutex::new(Progress {
-            chunks_done: 0,
-            chunks_total: self.units.len(),
-            bytes_done: 0,
-        });
+        let w = Workers {
+            data,
+            consume,
+            slots,
+            host_out,
+            host_sums,
+            on_workers: self.gathers_on_workers(data),
+            work: Mutex::new(work_rx),
+            abort: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+            done: Mutex::new(Progress {
+                chunks_done: 0,
+                chunks_total: self.units.len(),
+                bytes_done: 0,
+            }),
+        };
         let workers = self.threads.clamp(1, slots.len());
-        let on_workers = self.gathers_on_workers(data);
-        let elem = data.dtype().size();
 
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 let free_tx = free_tx.clone();
-                let (work_rx, abort, first_error, done) = (&work_rx, &abort, &first_error, &done);
-                let (host_out, host_sums) = (&host_out, &host_sums);
-                scope.spawn(move || {
-                    loop {
-                        let job = match work_rx.lock().map(|rx| rx.recv()) {
-                            Ok(Ok(job)) => job,
-                            _ => break,
-                        };
-                        let Job {
-                            unit: i,
-                            slot: slot_id,
-                            gathered,
-                            len,
-                            compressed,
-                            event,
-                        } = job;
-                        let unit = &self.units[i];
-                        let result = event.wait().and_then(|()| {
-                            let slot = &slots[slot_id];
-                            let gather_here =
-                                on_workers && !matches!(gathered, Gathered::InPlace);
-                            let len = if gather_here {
-                                // HostOps runs the copy now, on this thread.
-                                let queue = self.ops.default_queue();
-                                self.gather(data, &slot.staging, &queue, unit, &gathered)?
-                            } else {
-                                len
-                            };
-                            let bytes = slot.staging.as_host_bytes()?;
-                            match compressed {
-                                None => consume(unit, &gathered, &bytes[..len], None),
-                                Some(n) => {
-                                    let out = host_out
-                                        .get(slot_id)
-                                        .ok_or_else(|| {
-                                            Error::InvalidArgument(
-                                                "a compressed chunk without its output buffer (internal error: please report)".into(),
-                                            )
-                                        })?
-                                        .as_host_bytes()?;
-                                    let adler32 = match (&gathered, host_sums.get(slot_id)) {
-                                        (Gathered::Compressed { len }, Some(sums)) => {
-                                            let sums = sums.as_host_bytes()?;
-                                            let words: Vec<u32> = sums
-                                                .chunks_exact(4)
-                                                .map(|w| {
-                                                    u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
-                                                })
-                                                .collect();
-                                            Some(zarrbuf_codecs::host::adler32_combine(
-                                                &words,
-                                                *len,
-                                                ADLER_PIECE,
-                                            ))
-                                        }
-                                        _ => None,
-                                    };
-                                    let chunk = DeviceChunk {
-                                        compressed: &out[..n],
-                                        adler32,
-                                    };
-                                    consume(unit, &gathered, &bytes[..len], Some(chunk))
-                                }
-                            }
-                        });
-                        match result {
-                            Ok(()) => {
-                                if let Ok(mut p) = done.lock() {
-                                    p.chunks_done += 1;
-                                    p.bytes_done += (unit.region_shape().iter().product::<usize>()
-                                        * elem)
-                                        as u64;
-                                    if let Some(cb) = &self.progress {
-                                        cb(*p);
-                                    }
-                                }
-                            }
-                            Err(e) => {
-                                abort.store(true, Ordering::Relaxed);
-                                if let Ok(mut slot) = first_error.lock() {
-                                    slot.get_or_insert(e);
-                                }
-                            }
-                        }
-                        let _ = free_tx.send(slot_id);
-                    }
-                });
+                let w = &w;
+                scope.spawn(move || self.work_until_closed(w, &free_tx));
             }
             drop(free_tx);
-            let submitted = self.submit_all(data, slots, &free_rx, &work_tx, &abort, batches);
+            let submitted = self.submit_all(data, slots, &free_rx, &work_tx, &w.abort, batches);
             drop(work_tx);
             submitted
         })?;
-        match first_error.into_inner().ok().flatten() {
+        match w.first_error.into_inner().ok().flatten() {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// One worker: consumes jobs until the queue closes, counting each chunk done or keeping
+    /// the first error (which stops the submission), and gives each job's slot back.
+    fn work_until_closed(&self, w: &Workers<'_>, free: &mpsc::Sender<usize>) {
+        loop {
+            let job = match w.work.lock().map(|rx| rx.recv()) {
+                Ok(Ok(job)) => job,
+                _ => break,
+            };
+            let (unit, slot_id) = (&self.units[job.unit], job.slot);
+            match self.consume_job(w, job) {
+                Ok(()) => {
+                    if let Ok(mut p) = w.done.lock() {
+                        p.chunks_done += 1;
+                        p.bytes_done += (unit.region_shape().iter().product::<usize>()
+                            * w.data.dtype().size()) as u64;
+                        if let Some(cb) = &self.progress {
+                            cb(*p);
+                        }
+                    }
+                }
+                Err(e) => {
+                    w.abort.store(true, Ordering::Relaxed);
+                    if let Ok(mut slot) = w.first_error.lock() {
+                        slot.get_or_insert(e);
+                    }
+                }
+            }
+            let _ = free.send(slot_id);
+        }
+    }
+
+    /// Hands one job's chunk to the consumer once its device work is done: gathered here on
+    /// the host route, with what the device compressor produced for compressed chunks.
+    fn consume_job(&self, w: &Workers<'_>, job: Job) -> Result<()> {
+        let Job {
+            unit: i,
+            slot: slot_id,
+            gathered,
+            len,
+            compressed,
+            event,
+        } = job;
+        let unit = &self.units[i];
+        event.wait()?;
+        let slot = &w.slots[slot_id];
+        let gather_here = w.on_workers && !matches!(gathered, Gathered::InPlace);
+        let len = if gather_here {
+            // HostOps runs the copy now, on this thread.
+            let queue = self.ops.default_queue();
+            self.gather(w.data, &slot.staging, &queue, unit, &gathered)?
+        } else {
+            len
+        };
+        let bytes = slot.staging.as_host_bytes()?;
+        let Some(n) = compressed else {
+            return (w.consume)(unit, &gathered, &bytes[..len], None);
+        };
+        let out = w
+            .host_out
+            .get(slot_id)
+            .ok_or_else(|| {
+                Error::InvalidArgument(
+                    "a compressed chunk without its output buffer (internal error: please report)"
+                        .into(),
+                )
+            })?
+            .as_host_bytes()?;
+        let chunk = DeviceChunk {
+            compressed: &out[..n],
+            adler32: chunk_adler32(&w.host_sums, slot_id, &gathered)?,
+        };
+        (w.consume)(unit, &gathered, &bytes[..len], Some(chunk))
     }
 
     /// Queues the device gather and device-to-host copy of every unit, in order (chunks
@@ -415,7 +445,7 @@ impl StagedWrite<'_> {
     fn gather(
         &self,
         data: &NDBuffer,
-        dst: &crate::buffer::Buffer,
+        dst: &Buffer,
         queue: &Queue,
         unit: &Unit,
         gathered: &Gathered,

@@ -8,7 +8,7 @@
 //! being stored are bounded (at least one chunk always goes through), and the first store
 //! error stops the write: chunks stored before it stay stored.
 
-use super::write_driver::ChunkSink;
+use super::ChunkSink;
 use crate::error::{Error, Result};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, MutexGuard};

@@ -2,63 +2,18 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{DeviceChunk, DeviceCompress, Gathered, StagedWrite, StoreQueue, largest_unit_bytes};
+use super::{ChunkSink, ChunkWriter, DeviceCompress, StagedWrite, StoreQueue, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
 use crate::options::{Compress, WriteOptions};
 use crate::zarr::{
-    ChainPlan, ShardEncoder, ShardSource, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,
+    ChainPlan, ShardEncoder, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,
 };
 use std::ops::Range;
 use std::sync::{Arc, Once};
-use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
-use zarrs::storage::ReadableWritableStorageTraits;
-
-/// Where the staged write puts finished chunks: a sync array, or an async one driven from
-/// the blocking pipeline thread.
-pub(crate) trait ChunkSink: Sync {
-    /// Removes a chunk that holds only the fill value.
-    fn erase(&self, indices: &[u64]) -> Result<()>;
-    /// Stores fully encoded chunk bytes.
-    ///
-    /// # Safety
-    /// `encoded` must be a valid encoding of the chunk under the array's codec chain.
-    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()>;
-    /// Merges `bytes` (native, C order) into `local` of the chunk (read-modify-write).
-    fn store_subset(
-        &self,
-        indices: &[u64],
-        local: &ArraySubset,
-        bytes: &[u8],
-        opts: &CodecOptions,
-    ) -> Result<()>;
-}
-
-impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ChunkSink for Array<S> {
-    fn erase(&self, indices: &[u64]) -> Result<()> {
-        self.erase_chunk(indices)
-            .map_err(|e| chunk_error(self, indices, e))
-    }
-
-    unsafe fn store_encoded(&self, indices: &[u64], encoded: bytes::Bytes) -> Result<()> {
-        // SAFETY: forwarded to the caller.
-        unsafe { self.store_encoded_chunk(indices, encoded) }
-            .map_err(|e| chunk_error(self, indices, e))
-    }
-
-    fn store_subset(
-        &self,
-        indices: &[u64],
-        local: &ArraySubset,
-        bytes: &[u8],
-        opts: &CodecOptions,
-    ) -> Result<()> {
-        self.store_chunk_subset_opt(indices, local, ArrayBytes::from(bytes), opts)
-            .map_err(|e| chunk_error(self, indices, e))
-    }
-}
+use zarrs::array::Array;
 
 /// Device data (or a forced staged write): the staged write pipeline into `sink`.
 pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
@@ -131,7 +86,6 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         (Some(_), Some(c)) => WriteCodec::of(&c.chain).ok(),
         _ => None,
     };
-    let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     // Whole shards of plainly encoded inner chunks are assembled here (zarrs would encode
     // each shard on one thread). Sharded arrays have no chain plan, so they never compress
     // on the device.
@@ -139,23 +93,24 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         None => ShardEncoder::new(array, fill_bytes(array), data.dtype().swap_unit())?,
         Some(_) => None,
     };
-    let array_shape = array.shape();
-    // The extent of the shard's stored part when the write covers all of it and the shard
-    // encoder takes it: the shard's first `extent[d]` elements along each dimension.
-    let whole_shard = |unit: &Unit| -> Option<Vec<u64>> {
-        let encoder = shards.as_ref()?;
-        let shape: Vec<u64> = unit.shape.iter().map(|n| n.get()).collect();
-        let covered = unit
-            .region
-            .iter()
-            .zip(unit.origin.iter().zip(&shape))
-            .zip(array_shape)
-            .all(|((r, (&o, &s)), &n)| r.start == o && r.end == o + s.min(n - o));
-        (covered && encoder.fits(&shape))
-            .then(|| unit.region.iter().map(|r| r.end - r.start).collect())
-    };
-    let in_place = |unit: &Unit| whole_shard(unit).is_some();
     let request_start: Vec<u64> = subset.iter().map(|r| r.start).collect();
+    let writer = ChunkWriter {
+        array,
+        sink,
+        data,
+        opts,
+        chain: chain.as_ref(),
+        codec,
+        shards,
+        request_start: &request_start,
+        // Chunks are compressed in parallel, so each codec runs single-threaded.
+        codec_opts: opts.codec_options().with_concurrent_target(1),
+        fill_encoded: fill_encoded(array, chain.as_ref(), data)?,
+        // No more store threads than chunks: a small write need not start sixteen.
+        stores: StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes),
+    };
+    let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
+    let in_place = |unit: &Unit| writer.whole_shard(unit).is_some();
     let staged = StagedWrite {
         ops,
         units: &units,
@@ -170,152 +125,32 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         unit_error: &unit_error,
         in_place: Some(&in_place),
     };
-    // Chunks are compressed in parallel, so each codec runs single-threaded.
-    let codec_opts = opts.codec_options().with_concurrent_target(1);
-    let mut fill_encoded = fill_bytes(array);
-    if let Some(c) = &chain
-        && c.layout.endian != ByteOrder::native()
-    {
-        zarrbuf_codecs::host::byte_swap(&mut fill_encoded, data.dtype().swap_unit())?;
-    }
-    let is_empty = |bytes: &[u8]| {
-        !opts.store_empty_chunks
-            && bytes
-                .chunks_exact(fill_encoded.len())
-                .all(|e| e == fill_encoded)
-    };
-    // No more store threads than chunks: a small write need not start sixteen.
-    let stores = StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes);
-    let consume = |unit: &Unit,
-                   gathered: &Gathered,
-                   bytes: &[u8],
-                   device: Option<DeviceChunk<'_>>|
-     -> Result<()> {
-        match (gathered, &chain) {
-            (Gathered::Compressed { len }, _) => {
-                let (Some(codec), Some(device)) = (&codec, device) else {
-                    return Err(chunk_error(
-                        array,
-                        &unit.indices,
-                        "a device-compressed chunk without its codec or bytes (internal error: please report)",
-                    ));
-                };
-                let compressed = device.compressed;
-                let encoded = codec
-                    .frame(compressed, *len, device.adler32)
-                    .map_err(|why| chunk_error(array, &unit.indices, why))?;
-                // A chunk of only the fill value is erased. The uncompressed chunk stays on
-                // the device: those that compressed well enough to be one repeated value are
-                // decoded here to check.
-                if !opts.store_empty_chunks && WriteCodec::may_be_uniform(compressed.len(), *len) {
-                    let mut decoded = vec![0u8; *len];
-                    codec.decode_into(&encoded, &mut decoded).map_err(|why| {
-                        chunk_error(
-                            array,
-                            &unit.indices,
-                            format!("the device-compressed chunk does not decode: {why}"),
-                        )
-                    })?;
-                    if is_empty(&decoded) {
-                        return stores.erase(&unit.indices);
-                    }
-                }
-                // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout
-                // (gathered as for `FullChunk` below), compressed by the device in the
-                // chain's only compressor's format and framed as that codec frames it, with
-                // the chain's crc32c appended when it has one (WriteCodec::of accepts only
-                // such chains; round trips in tests/device_compress.rs and the GPU check):
-                // a valid encoding of this chunk.
-                unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
-            }
-            (Gathered::InPlace, _) => {
-                let (Some(encoder), Some(extent)) = (&shards, whole_shard(unit)) else {
-                    return Err(chunk_error(
-                        array,
-                        &unit.indices,
-                        "a shard to encode in place that the shard encoder does not take \
-                         (internal error: please report)",
-                    ));
-                };
-                let source = data.buffer().as_host_bytes()?;
-                let offset = unit.offset_in_request(&request_start, data.offset(), data.strides());
-                let source = ShardSource {
-                    bytes: &source,
-                    offset,
-                    strides: data.strides(),
-                    swapped: data.byte_order() != ByteOrder::native(),
-                };
-                let encoded = encoder
-                    .encode_from(&source, &extent, opts.store_empty_chunks, &codec_opts)
-                    .map_err(|why| chunk_error(array, &unit.indices, why))?;
-                let Some(encoded) = encoded else {
-                    return stores.erase(&unit.indices);
-                };
-                // SAFETY: as for the gathered whole shards below: `encode_from` cuts each
-                // inner chunk out of the caller's array (its strides and byte order, read
-                // in place) exactly as `encode` cuts it from the gathered shard (both
-                // routes round trip through zarrs and zarr-python in tests/shard_encode.rs).
-                unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
-            }
-            (Gathered::FullChunk, Some(chain)) => {
-                if is_empty(bytes) {
-                    return stores.erase(&unit.indices);
-                }
-                let encoded = chain
-                    .encode_bytes(bytes, &codec_opts)
-                    .map_err(|e| chunk_error(array, &unit.indices, e))?;
-                // SAFETY: `encoded` is the chunk's contents in the chain's encoded layout (the
-                // array-to-array and array-to-bytes steps done by the gather kernel, checked
-                // against zarrs by the round-trip tests) passed through the chain's own
-                // bytes-to-bytes encoders: a valid encoding of this chunk.
-                unsafe { stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded)) }
-            }
-            _ => {
-                let local: Vec<Range<u64>> = unit
-                    .region
-                    .iter()
-                    .zip(&unit.origin)
-                    .map(|(r, o)| r.start - o..r.end - o)
-                    .collect();
-                // Off the host route (device data) a whole shard is gathered into its slot
-                // first, and encoded from there.
-                if let (Some(encoder), Some(extent)) = (&shards, whole_shard(unit)) {
-                    let encoded = encoder
-                        .encode(bytes, &extent, opts.store_empty_chunks, &codec_opts)
-                        .map_err(|why| chunk_error(array, &unit.indices, why))?;
-                    let Some(encoded) = encoded else {
-                        return stores.erase(&unit.indices);
-                    };
-                    // SAFETY: `encoded` is a shard in the sharding codec's format: each inner
-                    // chunk cut from the shard's native C-order bytes, byte-swapped to the
-                    // inner `bytes` codec's endianness (the inner chain has no transposes:
-                    // ShardEncoder::new refuses them) and passed through the inner chain's
-                    // own bytes-to-bytes encoders; missing inner chunks marked u64::MAX
-                    // twice; the index encoded by the array's index codecs and placed where
-                    // its configuration says (round trips through zarrs and zarr-python in
-                    // tests/write.rs and the shard_encoder tests).
-                    return unsafe {
-                        stores.store_encoded(&unit.indices, bytes::Bytes::from(encoded))
-                    };
-                }
-                sink.store_subset(
-                    &unit.indices,
-                    &ArraySubset::new_with_ranges(&local),
-                    bytes,
-                    &codec_opts,
-                )
-            }
-        }
-    };
     // Whole encoded chunks are stored by the store threads while the workers compress the
     // next ones; partial chunks (read-modify-write of the slot's bytes) on the workers.
     std::thread::scope(|scope| {
-        stores.spawn_stores(scope, sink);
-        let ran = staged.run(data, &consume);
+        writer.stores.spawn_stores(scope, sink);
+        let ran = staged.run(data, &|unit, gathered, bytes, device| {
+            writer.consume(unit, gathered, bytes, device)
+        });
         // The store error is the cause of any "stopped" error the run gives.
-        let stored = stores.finish();
+        let stored = writer.stores.finish();
         stored.and(ran)
     })
+}
+
+/// One element of the array's fill value in the byte order of the chain's encoded layout.
+fn fill_encoded<S: ?Sized>(
+    array: &Array<S>,
+    chain: Option<&ChainPlan>,
+    data: &NDBuffer,
+) -> Result<Vec<u8>> {
+    let mut fill = fill_bytes(array);
+    if let Some(c) = chain
+        && c.layout.endian != ByteOrder::native()
+    {
+        zarrbuf_codecs::host::byte_swap(&mut fill, data.dtype().swap_unit())?;
+    }
+    Ok(fill)
 }
 
 #[cfg(test)]
@@ -332,7 +167,7 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use zarrbuf_codecs::{ScalarKind, Strided};
-    use zarrs::array::{ArrayBuilder, data_type};
+    use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
     use zarrs::storage::store::MemoryStore;
 
     /// The host device; compression batches counted, and the chunk whose input starts with

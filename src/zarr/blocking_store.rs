@@ -6,7 +6,7 @@
 //! The future is polled on the calling thread with that runtime's context entered (its
 //! worker threads drive the network and timers), not by the runtime's own `block_on`, so the
 //! synchronous API may be called from any thread — also from inside another tokio runtime,
-//! where `Runtime::block_on` would panic. The async API (`open_async`) remains the better
+//! where `Runtime::block_on` would panic, or another executor's `block_on`. The async API (`open_async`) remains the better
 //! choice from async code: it does not hold a thread per request.
 
 use super::remote::object_store_for_url;
@@ -62,8 +62,8 @@ pub(crate) fn wait<F: core::future::Future>(future: F) -> Result<F::Output> {
 
 /// Polls `future` on this thread until it is ready, parking between polls.
 ///
-/// Unlike `futures::executor::block_on` it may be nested: a listing that waits on a
-/// synchronous source (itself polled by `futures::executor::block_on`) reaches a store
+/// Unlike `futures::executor::block_on` it may be nested: a caller that is itself polled by
+/// the futures executor (user code, or a listing over a synchronous source) reaches a store
 /// call that waits here, where the futures executor would panic ("cannot execute
 /// `LocalPool` executor from within another executor").
 fn park_until_ready<F: core::future::Future>(future: F) -> F::Output {
@@ -93,4 +93,21 @@ pub(crate) fn url_store(url: &str) -> Result<Arc<dyn ReadableWritableListableSto
         Arc::new(remote),
         WaitOnRuntime::new()?,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::park_until_ready;
+
+    #[test]
+    fn waits_nest_inside_another_executor() {
+        let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let _ = tx.send(7);
+        });
+        // futures' own block_on would panic on the inner wait.
+        let got = futures::executor::block_on(async { park_until_ready(rx) });
+        assert_eq!(got, Ok(7));
+    }
 }

@@ -149,6 +149,26 @@ fn le32(b: &[u8], at: usize) -> usize {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as usize
 }
 
+/// The fields of a blosc header that [`parse`] reads.
+struct Header {
+    flags: u8,
+    typesize: usize,
+    /// Decoded bytes.
+    nbytes: usize,
+    blocksize: usize,
+    /// The frame's bytes, header included.
+    cbytes: usize,
+}
+
+/// One block of a compressed frame: where its streams start, how many streams it splits
+/// into, and the decoded bytes of each.
+struct Block {
+    index: usize,
+    start: usize,
+    nsplits: usize,
+    neblock: usize,
+}
+
 /// Parses and checks `b`, one blosc frame that must decode to `expected` bytes, for a
 /// device decoding streams of `compressor` (each compressed stream passing `check`).
 /// `Err` says what is wrong with the chunk.
@@ -164,8 +184,16 @@ pub(crate) fn parse(
             b.len()
         ));
     }
-    let (version, flags, typesize) = (b[0], b[2], b[3] as usize);
-    let (nbytes, blocksize, cbytes) = (le32(b, 4), le32(b, 8), le32(b, 12));
+    let version = b[0];
+    let h = Header {
+        flags: b[2],
+        typesize: b[3] as usize,
+        nbytes: le32(b, 4),
+        blocksize: le32(b, 8),
+        cbytes: le32(b, 12),
+    };
+    let (flags, typesize, nbytes, blocksize, cbytes) =
+        (h.flags, h.typesize, h.nbytes, h.blocksize, h.cbytes);
     if version != VERSION_FORMAT || flags & FLAG_RESERVED != 0 {
         // A format from another blosc version.
         return Ok(Parsed::Cpu);
@@ -185,24 +213,7 @@ pub(crate) fn parse(
         return Err("the blosc header declares a type size of 0".into());
     }
     if flags & FLAG_MEMCPYED != 0 {
-        if cbytes != HEADER + nbytes {
-            return Err(format!(
-                "a blosc frame stored uncompressed has {cbytes} bytes, not {} ({nbytes} and \
-                 the header)",
-                HEADER + nbytes
-            ));
-        }
-        return Ok(Parsed::Device(BloscFrame {
-            nbytes,
-            typesize,
-            blocksize,
-            shuffle: None,
-            streams: vec![BloscStream {
-                input: HEADER..HEADER + nbytes,
-                output: 0..nbytes,
-                stored: true,
-            }],
-        }));
+        return stored_frame(&h).map(Parsed::Device);
     }
     if nbytes == 0 {
         return Ok(Parsed::Device(BloscFrame {
@@ -224,6 +235,55 @@ pub(crate) fn parse(
         Some(_) => return Ok(Parsed::Cpu),
         None => return Err(format!("unknown blosc compressor code {}", flags >> 5)),
     }
+    let streams = block_streams(b, &h, check)?;
+    let shuffle = if flags & FLAG_SHUFFLE != 0 && typesize > 1 {
+        Some(Shuffle::Byte)
+    } else if flags & FLAG_BITSHUFFLE != 0 {
+        Some(Shuffle::Bit)
+    } else {
+        None
+    };
+    Ok(Parsed::Device(BloscFrame {
+        nbytes,
+        typesize,
+        blocksize,
+        shuffle,
+        streams,
+    }))
+}
+
+/// A frame stored uncompressed (blosc's memcpyed flag): one stored stream after the header.
+fn stored_frame(h: &Header) -> Result<BloscFrame, String> {
+    let (nbytes, cbytes) = (h.nbytes, h.cbytes);
+    if cbytes != HEADER + nbytes {
+        return Err(format!(
+            "a blosc frame stored uncompressed has {cbytes} bytes, not {} ({nbytes} and \
+             the header)",
+            HEADER + nbytes
+        ));
+    }
+    Ok(BloscFrame {
+        nbytes,
+        typesize: h.typesize,
+        blocksize: h.blocksize,
+        shuffle: None,
+        streams: vec![BloscStream {
+            input: HEADER..HEADER + nbytes,
+            output: 0..nbytes,
+            stored: true,
+        }],
+    })
+}
+
+/// The streams of every block of a compressed frame, in order: each block starts where the
+/// table of block starts says, after the previous block, and splits into one stream per
+/// byte of the type (blosc's split) or stays one stream.
+fn block_streams(
+    b: &[u8],
+    h: &Header,
+    check: &StreamCheck<'_>,
+) -> Result<Vec<BloscStream>, String> {
+    let (typesize, nbytes, blocksize, cbytes) = (h.typesize, h.nbytes, h.blocksize, h.cbytes);
     let leftover = nbytes % blocksize;
     let nblocks = nbytes / blocksize + usize::from(leftover > 0);
     let starts_end = nblocks
@@ -233,7 +293,7 @@ pub(crate) fn parse(
         .ok_or_else(|| {
             format!("the blosc frame's {nblocks} block starts do not fit its {cbytes} bytes")
         })?;
-    let split_flag = flags & FLAG_DONT_SPLIT == 0;
+    let split_flag = h.flags & FLAG_DONT_SPLIT == 0;
     let mut streams = Vec::new();
     let mut previous_end = starts_end;
     for block in 0..nblocks {
@@ -253,67 +313,73 @@ pub(crate) fn parse(
                 "blosc blocks of {bsize} bytes cannot split into {nsplits} streams (type size)"
             ));
         }
-        let neblock = bsize / nsplits;
-        let mut at = le32(b, HEADER + 4 * block);
+        let at = le32(b, HEADER + 4 * block);
         // Blocks follow one another: no stream may reuse another's bytes.
         if at < previous_end || at > cbytes {
             return Err(format!(
                 "block {block} of the blosc frame starts at byte {at}, outside {previous_end}..{cbytes}"
             ));
         }
-        for split in 0..nsplits {
-            if cbytes - at < 4 {
-                return Err(format!(
-                    "the blosc frame ends inside the size of block {block}, stream {split}"
-                ));
-            }
-            let csize = le32(b, at);
-            at += 4;
-            if csize == 0 || csize > cbytes - at {
-                return Err(format!(
-                    "block {block}, stream {split} of the blosc frame declares {csize} bytes, \
-                     {} remain",
-                    cbytes - at
-                ));
-            }
-            let output = block * blocksize + split * neblock;
-            let output = output..output + neblock;
-            let stored = csize == neblock;
-            let input = if stored {
-                at..at + csize
-            } else {
-                let inner = check(&b[at..at + csize], neblock)
-                    .map_err(|why| format!("block {block}, stream {split}: {why}"))?;
-                if inner.start > inner.end || inner.end > csize {
-                    return Err(format!(
-                        "block {block}, stream {split}: a bad payload range"
-                    ));
-                }
-                at + inner.start..at + inner.end
-            };
-            streams.push(BloscStream {
-                input,
-                output,
-                stored,
-            });
-            at += csize;
-        }
-        previous_end = at;
+        let block = Block {
+            index: block,
+            start: at,
+            nsplits,
+            neblock: bsize / nsplits,
+        };
+        previous_end = split_streams(b, h, &block, check, &mut streams)?;
     }
-    let shuffle = if flags & FLAG_SHUFFLE != 0 && typesize > 1 {
-        Some(Shuffle::Byte)
-    } else if flags & FLAG_BITSHUFFLE != 0 {
-        Some(Shuffle::Bit)
-    } else {
-        None
-    };
-    Ok(Parsed::Device(BloscFrame {
-        nbytes,
-        typesize,
-        blocksize,
-        shuffle,
-        streams,
-    }))
+    Ok(streams)
+}
+
+/// Appends the streams of `block` to `streams`, each checked (a compressed one by `check`);
+/// returns where the block ends.
+fn split_streams(
+    b: &[u8],
+    h: &Header,
+    block: &Block,
+    check: &StreamCheck<'_>,
+    streams: &mut Vec<BloscStream>,
+) -> Result<usize, String> {
+    let (cbytes, neblock) = (h.cbytes, block.neblock);
+    let (mut at, index) = (block.start, block.index);
+    for split in 0..block.nsplits {
+        if cbytes - at < 4 {
+            return Err(format!(
+                "the blosc frame ends inside the size of block {index}, stream {split}"
+            ));
+        }
+        let csize = le32(b, at);
+        at += 4;
+        if csize == 0 || csize > cbytes - at {
+            return Err(format!(
+                "block {index}, stream {split} of the blosc frame declares {csize} bytes, \
+                 {} remain",
+                cbytes - at
+            ));
+        }
+        let output = index * h.blocksize + split * neblock;
+        let output = output..output + neblock;
+        let stored = csize == neblock;
+        let input = if stored {
+            at..at + csize
+        } else {
+            let inner = check(&b[at..at + csize], neblock)
+                .map_err(|why| format!("block {index}, stream {split}: {why}"))?;
+            if inner.start > inner.end || inner.end > csize {
+                return Err(format!(
+                    "block {index}, stream {split}: a bad payload range"
+                ));
+            }
+            at + inner.start..at + inner.end
+        };
+        streams.push(BloscStream {
+            input,
+            output,
+            stored,
+        });
+        at += csize;
+    }
+    Ok(at)
 }
 
 #[cfg(test)]

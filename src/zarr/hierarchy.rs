@@ -393,6 +393,39 @@ async fn walk(
     base: &str,
     sizes: bool,
 ) -> Result<(bool, Vec<NodeInfo>)> {
+    let (mut nodes, consolidated, is_array) = base_nodes(source, base).await?;
+    let root_prefix = if base.is_empty() {
+        String::new()
+    } else {
+        format!("{base}/")
+    };
+    let keys = if sizes || !(consolidated || is_array) {
+        source.list(&root_prefix).await?
+    } else {
+        Vec::new()
+    };
+    if !(consolidated || is_array) {
+        discover_nodes(source, base, &keys, &mut nodes).await?;
+    }
+    if nodes.is_empty() {
+        return Err(Error::store(
+            label(location, base),
+            "no zarr array or group here (no zarr.json, .zarray or .zgroup at or below this \
+             path); check the store location and --path",
+            None,
+        ));
+    }
+    let stored = stored_chunks(&nodes, &keys);
+    let out = node_infos(source, &nodes, &stored, base, sizes).await?;
+    Ok((consolidated, out))
+}
+
+/// The node at `base` and, from its consolidated metadata, the nodes below it; whether
+/// they came from consolidated metadata, and whether `base` is an array.
+async fn base_nodes(
+    source: &dyn Source,
+    base: &str,
+) -> Result<(BTreeMap<String, Meta>, bool, bool)> {
     let mut nodes: BTreeMap<String, Meta> = BTreeMap::new();
     let mut consolidated = false;
     let mut is_array = false;
@@ -423,77 +456,80 @@ async fn walk(
             let doc = parse(&zmetadata, &doc)?;
             if let Some(map) = doc["metadata"].as_object() {
                 consolidated = true;
-                for (k, v) in map {
-                    let (dir, name) = k.rsplit_once('/').unwrap_or(("", k));
-                    let path = if dir.is_empty() {
-                        base.to_string()
-                    } else {
-                        meta_key(base, dir)
-                    };
-                    match name {
-                        ".zarray" => {
-                            nodes.insert(path, Meta::V2Array(v.clone()));
-                        }
-                        ".zgroup" => {
-                            nodes.entry(path).or_insert(Meta::V2Group);
-                        }
-                        _ => {}
-                    }
-                }
+                add_v2_consolidated(map, base, &mut nodes);
             }
         }
     }
-    let root_prefix = if base.is_empty() {
-        String::new()
-    } else {
-        format!("{base}/")
-    };
-    let keys = if sizes || !(consolidated || is_array) {
-        source.list(&root_prefix).await?
-    } else {
-        Vec::new()
-    };
-    if !(consolidated || is_array) {
-        // Discover the nodes below from their metadata keys; zarr.json wins over v2 files.
-        let mut found: BTreeMap<String, (bool, bool, bool)> = BTreeMap::new();
-        for k in &keys {
-            let (dir, name) = k.rsplit_once('/').unwrap_or(("", k));
-            if dir == base || (base.is_empty() && dir.is_empty()) {
-                continue;
+    Ok((nodes, consolidated, is_array))
+}
+
+/// The arrays and groups of a v2 group's consolidated metadata (`.zmetadata`'s `metadata`).
+fn add_v2_consolidated(
+    map: &serde_json::Map<String, Json>,
+    base: &str,
+    nodes: &mut BTreeMap<String, Meta>,
+) {
+    for (k, v) in map {
+        let (dir, name) = k.rsplit_once('/').unwrap_or(("", k));
+        let path = if dir.is_empty() {
+            base.to_string()
+        } else {
+            meta_key(base, dir)
+        };
+        match name {
+            ".zarray" => {
+                nodes.insert(path, Meta::V2Array(v.clone()));
             }
-            let entry = found.entry(dir.to_string()).or_default();
-            match name {
-                "zarr.json" => entry.0 = true,
-                ".zarray" => entry.1 = true,
-                ".zgroup" => entry.2 = true,
-                _ => {}
+            ".zgroup" => {
+                nodes.entry(path).or_insert(Meta::V2Group);
             }
-        }
-        for (dir, (v3, v2_array, v2_group)) in found {
-            if v3 {
-                let k = meta_key(&dir, "zarr.json");
-                if let Some(doc) = source.get(&k).await? {
-                    nodes.insert(dir, Meta::V3(parse(&k, &doc)?));
-                }
-            } else if v2_array {
-                let k = meta_key(&dir, ".zarray");
-                if let Some(doc) = source.get(&k).await? {
-                    nodes.insert(dir, Meta::V2Array(parse(&k, &doc)?));
-                }
-            } else if v2_group {
-                nodes.insert(dir, Meta::V2Group);
-            }
+            _ => {}
         }
     }
-    if nodes.is_empty() {
-        return Err(Error::store(
-            label(location, base),
-            "no zarr array or group here (no zarr.json, .zarray or .zgroup at or below this \
-             path); check the store location and --path",
-            None,
-        ));
+}
+
+/// Discovers the nodes below `base` from their metadata keys among `keys` (zarr.json wins
+/// over v2 files) and reads their metadata.
+async fn discover_nodes(
+    source: &dyn Source,
+    base: &str,
+    keys: &[String],
+    nodes: &mut BTreeMap<String, Meta>,
+) -> Result<()> {
+    let mut found: BTreeMap<String, (bool, bool, bool)> = BTreeMap::new();
+    for k in keys {
+        let (dir, name) = k.rsplit_once('/').unwrap_or(("", k));
+        if dir == base || (base.is_empty() && dir.is_empty()) {
+            continue;
+        }
+        let entry = found.entry(dir.to_string()).or_default();
+        match name {
+            "zarr.json" => entry.0 = true,
+            ".zarray" => entry.1 = true,
+            ".zgroup" => entry.2 = true,
+            _ => {}
+        }
     }
-    // Chunk objects per array: the keys under an array's path that are not its metadata.
+    for (dir, (v3, v2_array, v2_group)) in found {
+        if v3 {
+            let k = meta_key(&dir, "zarr.json");
+            if let Some(doc) = source.get(&k).await? {
+                nodes.insert(dir, Meta::V3(parse(&k, &doc)?));
+            }
+        } else if v2_array {
+            let k = meta_key(&dir, ".zarray");
+            if let Some(doc) = source.get(&k).await? {
+                nodes.insert(dir, Meta::V2Array(parse(&k, &doc)?));
+            }
+        } else if v2_group {
+            nodes.insert(dir, Meta::V2Group);
+        }
+    }
+    Ok(())
+}
+
+/// Chunk objects per array: the keys under an array's path that are not its metadata.
+fn stored_chunks<'n>(nodes: &'n BTreeMap<String, Meta>, keys: &[String]) -> HashMap<&'n str, u64> {
     let arrays: HashSet<&str> = nodes
         .iter()
         .filter(|(_, m)| match m {
@@ -504,7 +540,7 @@ async fn walk(
         .map(|(p, _)| p.as_str())
         .collect();
     let mut stored: HashMap<&str, u64> = HashMap::new();
-    for k in &keys {
+    for k in keys {
         let (mut dir, name) = k.rsplit_once('/').unwrap_or(("", k));
         if METADATA_NAMES.contains(&name) && nodes.contains_key(dir) {
             continue;
@@ -521,8 +557,20 @@ async fn walk(
             }
         }
     }
+    stored
+}
+
+/// The listing's entries: each node with its format and, for arrays, its summary, stored
+/// chunk count and (with `sizes`) stored bytes; parents before children.
+async fn node_infos(
+    source: &dyn Source,
+    nodes: &BTreeMap<String, Meta>,
+    stored: &HashMap<&str, u64>,
+    base: &str,
+    sizes: bool,
+) -> Result<Vec<NodeInfo>> {
     let mut out = Vec::with_capacity(nodes.len());
-    for (path, meta) in &nodes {
+    for (path, meta) in nodes {
         let (zarr_format, kind) = match meta {
             Meta::V2Group => (2, NodeKind::Group),
             Meta::V3(doc) if doc["node_type"] != "array" => (3, NodeKind::Group),
@@ -555,7 +603,7 @@ async fn walk(
             n.path.split('/').map(str::to_string).collect::<Vec<_>>(),
         )
     });
-    Ok((consolidated, out))
+    Ok(out)
 }
 
 /// What zarrbuf makes of an array's metadata document.

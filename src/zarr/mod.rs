@@ -17,6 +17,8 @@ mod hierarchy;
 mod icechunk;
 mod info;
 mod local_reads;
+mod location;
+mod open;
 mod open_options;
 mod partition;
 mod remote;
@@ -44,17 +46,14 @@ pub use hierarchy::{
 pub use icechunk::IcechunkWriter;
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;
+pub(crate) use location::local_path;
+pub use open::{open, open_async, open_async_with, open_async_with_options, open_with};
 pub use open_options::{IcechunkVersion, OpenOptions, is_icechunk_repository};
 pub(crate) use partition::chunk_aligned_partitions;
-pub use remote::{
-    AsyncArray, RemoteStore, object_store_for_url, open_async, open_async_with,
-    open_async_with_options,
-};
+pub use remote::{AsyncArray, RemoteStore, object_store_for_url};
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
-pub use store::{
-    DynArray, location_label, node_path, open, open_store, open_store_with, open_with,
-};
+pub use store::{DynArray, location_label, node_path, open_store, open_store_with};
 pub(crate) use store::{label, opens_as_icechunk};
 pub use subset::parse_subset;
 pub(crate) use units::{

@@ -168,12 +168,7 @@ impl OpenOptions {
 
 /// The local directory a location names (a path or `file://` URL), if it is one.
 pub(crate) fn local_dir(location: &str) -> Option<PathBuf> {
-    let path = match location.split_once("://") {
-        None => PathBuf::from(location),
-        Some(("file", rest)) => PathBuf::from(rest),
-        Some(_) => return None,
-    };
-    path.is_dir().then_some(path)
+    super::location::local_path(location).filter(|path| path.is_dir())
 }
 
 /// Whether `dir` holds an icechunk repository: a `snapshots/` folder beside the repository

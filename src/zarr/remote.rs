@@ -1,15 +1,12 @@
-//! Opening zarr arrays in object storage (S3, GCS, Azure, HTTP) and local files through
-//! `object_store`, as async zarrs arrays.
+//! Object storage (S3, GCS, Azure, HTTP) and local files through `object_store`: the store
+//! for a URL, and the type of the async zarrs arrays over it (opened in `open.rs`).
 
-use super::open_options::{OpenOptions, url_holds_repository};
 pub use super::remote_store::RemoteStore;
-use super::store::{describe_open_error, label, node_path, open_fallback};
 use crate::error::{Error, Result};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use std::sync::Arc;
 use zarrs::array::Array;
-use zarrs::storage::AsyncReadableStorageTraits;
 
 /// A zarrs array over an object store.
 pub type AsyncArray = Array<RemoteStore>;
@@ -56,84 +53,22 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         );
         pairs
     };
-    // Applies `pairs` to a builder through its `with_config(key, value)`.
-    fn configure<B, K: std::str::FromStr>(
-        mut b: B,
-        pairs: Vec<(String, String)>,
-        set: fn(B, K, String) -> B,
-        bad: &dyn Fn(String) -> Error,
-    ) -> Result<B>
-    where
-        K::Err: std::fmt::Display,
-    {
-        for (k, v) in pairs {
-            let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
-            b = set(b, key, v);
-        }
-        Ok(b)
-    }
     use object_store::ObjectStoreScheme as S;
     let store: Arc<dyn ObjectStore> = match scheme {
         #[cfg(feature = "s3")]
-        S::AmazonS3 => {
-            let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url);
-            let mut pairs = with_options(Vec::new());
-            b = b.with_retry(take_retry_config(&mut pairs, &bad)?);
-            let endpoint = pairs
-                .iter()
-                .find(|(k, _)| k.contains("endpoint"))
-                .map(|(_, v)| v.clone())
-                .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-                .or_else(|| std::env::var("AWS_ENDPOINT").ok());
-            if endpoint
-                .as_deref()
-                .is_some_and(|e| e.starts_with("http://"))
-            {
-                pairs.push(("aws_allow_http".into(), "true".into()));
-            }
-            b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
-            Arc::new(object_store::prefix::PrefixStore::new(
-                b.build().map_err(|e| bad(e.to_string()))?,
-                prefix,
-            ))
-        }
+        S::AmazonS3 => s3_store(url, prefix, with_options(Vec::new()), &bad)?,
         #[cfg(feature = "gcs")]
-        S::GoogleCloudStorage => {
-            let mut pairs = with_options(Vec::new());
-            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(url)
-                .with_retry(take_retry_config(&mut pairs, &bad)?);
-            let b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
-            Arc::new(object_store::prefix::PrefixStore::new(
-                b.build().map_err(|e| bad(e.to_string()))?,
-                prefix,
-            ))
-        }
+        S::GoogleCloudStorage => gcs_store(url, prefix, with_options(Vec::new()), &bad)?,
         #[cfg(feature = "azure")]
-        S::MicrosoftAzure => {
-            let mut pairs = with_options(Vec::new());
-            let b = object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(url)
-                .with_retry(take_retry_config(&mut pairs, &bad)?);
-            let b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
-            Arc::new(object_store::prefix::PrefixStore::new(
-                b.build().map_err(|e| bad(e.to_string()))?,
-                prefix,
-            ))
-        }
+        S::MicrosoftAzure => azure_store(url, prefix, with_options(Vec::new()), &bad)?,
         #[cfg(feature = "http")]
         S::Http => {
-            // The store URL itself is the base; chunk keys are resolved relative to it.
-            let b = object_store::http::HttpBuilder::new().with_url(url.trim_end_matches('/'));
             let plain = if url.starts_with("http://") {
                 vec![("allow_http".to_string(), "true".to_string())]
             } else {
                 Vec::new()
             };
-            let mut pairs = with_options(plain);
-            let b = b.with_retry(take_retry_config(&mut pairs, &bad)?);
-            let b = configure(b, pairs, |b, k, v| b.with_config(k, v), &bad)?;
-            Arc::new(b.build().map_err(|e| bad(e.to_string()))?)
+            http_store(url, with_options(plain), &bad)?
         }
         S::Local => {
             let root = parsed
@@ -161,6 +96,104 @@ pub fn object_store_for_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<d
         other => return Err(bad(format!("{other:?} URLs are not supported"))),
     };
     Ok(store)
+}
+
+/// The S3 store of `url` under `prefix`; `pairs` are the lower-cased options. A plain-HTTP
+/// endpoint (from the options or `AWS_ENDPOINT_URL` / `AWS_ENDPOINT`) is allowed as such.
+#[cfg(feature = "s3")]
+fn s3_store(
+    url: &str,
+    prefix: ObjectPath,
+    mut pairs: Vec<(String, String)>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<Arc<dyn ObjectStore>> {
+    let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url);
+    b = b.with_retry(take_retry_config(&mut pairs, bad)?);
+    let endpoint = pairs
+        .iter()
+        .find(|(k, _)| k.contains("endpoint"))
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .or_else(|| std::env::var("AWS_ENDPOINT").ok());
+    if endpoint
+        .as_deref()
+        .is_some_and(|e| e.starts_with("http://"))
+    {
+        pairs.push(("aws_allow_http".into(), "true".into()));
+    }
+    b = configure(b, pairs, |b, k, v| b.with_config(k, v), bad)?;
+    Ok(Arc::new(object_store::prefix::PrefixStore::new(
+        b.build().map_err(|e| bad(e.to_string()))?,
+        prefix,
+    )))
+}
+
+/// The Google Cloud Storage store of `url` under `prefix`.
+#[cfg(feature = "gcs")]
+fn gcs_store(
+    url: &str,
+    prefix: ObjectPath,
+    mut pairs: Vec<(String, String)>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<Arc<dyn ObjectStore>> {
+    let b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+        .with_url(url)
+        .with_retry(take_retry_config(&mut pairs, bad)?);
+    let b = configure(b, pairs, |b, k, v| b.with_config(k, v), bad)?;
+    Ok(Arc::new(object_store::prefix::PrefixStore::new(
+        b.build().map_err(|e| bad(e.to_string()))?,
+        prefix,
+    )))
+}
+
+/// The Azure store of `url` under `prefix`.
+#[cfg(feature = "azure")]
+fn azure_store(
+    url: &str,
+    prefix: ObjectPath,
+    mut pairs: Vec<(String, String)>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<Arc<dyn ObjectStore>> {
+    let b = object_store::azure::MicrosoftAzureBuilder::from_env()
+        .with_url(url)
+        .with_retry(take_retry_config(&mut pairs, bad)?);
+    let b = configure(b, pairs, |b, k, v| b.with_config(k, v), bad)?;
+    Ok(Arc::new(object_store::prefix::PrefixStore::new(
+        b.build().map_err(|e| bad(e.to_string()))?,
+        prefix,
+    )))
+}
+
+/// The HTTP store of `url`: the store URL itself is the base, chunk keys are resolved
+/// relative to it.
+#[cfg(feature = "http")]
+fn http_store(
+    url: &str,
+    mut pairs: Vec<(String, String)>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<Arc<dyn ObjectStore>> {
+    let b = object_store::http::HttpBuilder::new().with_url(url.trim_end_matches('/'));
+    let b = b.with_retry(take_retry_config(&mut pairs, bad)?);
+    let b = configure(b, pairs, |b, k, v| b.with_config(k, v), bad)?;
+    Ok(Arc::new(b.build().map_err(|e| bad(e.to_string()))?))
+}
+
+/// Applies `pairs` to a builder through its `with_config(key, value)`.
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure", feature = "http"))]
+fn configure<B, K: std::str::FromStr>(
+    mut b: B,
+    pairs: Vec<(String, String)>,
+    set: fn(B, K, String) -> B,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<B>
+where
+    K::Err: std::fmt::Display,
+{
+    for (k, v) in pairs {
+        let key = k.parse().map_err(|e| bad(format!("option {k}: {e}")))?;
+        b = set(b, key, v);
+    }
+    Ok(b)
 }
 
 /// Takes zarrbuf's retry options (`max_retries`, `retry_timeout`) out of `pairs`: object_store
@@ -216,160 +249,4 @@ fn parse_duration(text: &str) -> Option<std::time::Duration> {
         _ => return None,
     };
     std::time::Duration::try_from_secs_f64(seconds).ok()
-}
-
-/// Opens the zarr array at `array_path` inside the store at `url` (any URL
-/// [`object_store_for_url`] takes, or a directory path).
-///
-/// ```no_run
-/// # async fn demo() -> zarrbuf::Result<()> {
-/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
-/// let array = zarrbuf::open_async("s3://bucket/data.zarr", "temperature").await?;
-/// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
-/// # Ok(()) }
-/// ```
-pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
-    open_async_with_options(url, array_path, &[]).await
-}
-
-/// [`open_async`] with [`OpenOptions`]: the version of an icechunk repository to read (see
-/// [`open_with`](crate::open_with)); icechunk reads through the same async pipeline as
-/// object stores. Object-store options come from the environment here; for explicit ones
-/// use [`open_async_with_options`].
-///
-/// ```no_run
-/// # async fn demo() -> zarrbuf::Result<()> {
-/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, OpenOptions};
-/// let opts = OpenOptions::default().with_tag("v1");
-/// let array = zarrbuf::open_async_with("s3://bucket/repo", "temperature", &opts).await?;
-/// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
-/// # Ok(()) }
-/// ```
-pub async fn open_async_with(
-    url: &str,
-    array_path: &str,
-    opts: &OpenOptions,
-) -> Result<AsyncArray> {
-    if super::store::icechunk_route(url, opts)? {
-        return open_icechunk_async(url, array_path, opts).await;
-    }
-    open_async_with_options(url, array_path, &[]).await
-}
-
-/// Opens the array at `array_path` of the icechunk repository at `url`.
-async fn open_icechunk_async(
-    url: &str,
-    array_path: &str,
-    opts: &OpenOptions,
-) -> Result<AsyncArray> {
-    #[cfg(feature = "icechunk")]
-    {
-        let path = node_path(array_path)?;
-        let store = RemoteStore::icechunk(super::icechunk::readonly_store_async(url, opts).await?);
-        open_in(Arc::new(store), url, array_path, &path).await
-    }
-    #[cfg(not(feature = "icechunk"))]
-    {
-        let _ = (array_path, opts);
-        Err(super::open_options::no_icechunk_support(url))
-    }
-}
-
-/// [`open_async`] with explicit object_store options (credentials, region, endpoint, timeouts).
-///
-/// ```no_run
-/// # async fn demo() -> zarrbuf::Result<()> {
-/// let array = zarrbuf::open_async_with_options(
-///     "s3://bucket/data.zarr", "", &[("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")],
-/// ).await?;
-/// # Ok(()) }
-/// ```
-pub async fn open_async_with_options(
-    url: &str,
-    array_path: &str,
-    options: &[(&str, &str)],
-) -> Result<AsyncArray> {
-    if super::zip_path(url)?.is_some() {
-        return Err(Error::Unsupported(format!(
-            "{url} is a zip file: zip stores open with the synchronous reader \
-             (zarrbuf::open, or the CLI without --async)"
-        )));
-    }
-    if url.contains("://")
-        && url
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .is_some_and(|name| name.to_ascii_lowercase().ends_with(".zip"))
-    {
-        return Err(Error::Unsupported(format!(
-            "{url} names a zip file in object storage: zarrbuf reads zip stores from local \
-             disk only; download the file and give its path"
-        )));
-    }
-    let location = if url.contains("://") {
-        url.to_string()
-    } else {
-        let abs = std::fs::canonicalize(url).map_err(|e| {
-            Error::store(
-                url,
-                format!("no such directory ({e}); give the path of a zarr store or a URL"),
-                Some(Box::new(e)),
-            )
-        })?;
-        // Url::from_file_path percent-encodes what a URL would misread (`#`, `?`, `%`, spaces).
-        url::Url::from_file_path(&abs)
-            .map_err(|()| {
-                Error::store(
-                    url,
-                    format!("{} cannot be written as a file:// URL", abs.display()),
-                    None,
-                )
-            })?
-            .to_string()
-    };
-    if super::store::icechunk_route(url, &OpenOptions::default())? {
-        return open_icechunk_async(url, array_path, &OpenOptions::default()).await;
-    }
-    let path = node_path(array_path)?;
-    let mut remote = RemoteStore::new(object_store_for_url(&location, options)?);
-    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
-        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
-    }
-    match open_in(Arc::new(remote), url, array_path, &path).await {
-        Err(_) if url.contains("://") && url_holds_repository(url).await => {
-            open_icechunk_async(url, array_path, &OpenOptions::default()).await
-        }
-        result => result,
-    }
-}
-
-/// Opens the array at node `path` of `store` (`url` and `array_path` as the user gave them,
-/// for messages).
-async fn open_in(
-    store: Arc<RemoteStore>,
-    url: &str,
-    array_path: &str,
-    path: &str,
-) -> Result<AsyncArray> {
-    super::codecs::register_zarrs_overrides();
-    let refused = match Array::async_open(store.clone(), path).await {
-        Ok(array) => return Ok(array),
-        Err(e) => e,
-    };
-    if let Some(group) = super::hierarchy::group_error_async(&store, url, array_path).await {
-        return Err(group);
-    }
-    let zarray = match zarrs::node::NodePath::new(path) {
-        Ok(node) => store
-            .get(&zarrs::node::meta_key_v2_array(&node))
-            .await
-            .ok()
-            .flatten(),
-        Err(_) => None,
-    };
-    let name = label(url, array_path);
-    let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, path, meta)
-        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }

@@ -1,5 +1,6 @@
-//! Opening zarr arrays from a location: a directory path, a zip file, a `file://` URL of
-//! either, or `memory://`.
+//! Opening the store at a location (a directory path, a zip file, a `file://` URL of either,
+//! an object-store URL, or `memory://`), and the names and error wording of the arrays in it
+//! (the arrays themselves open in `open.rs`).
 
 use super::atomic_store::AtomicDirectoryStore;
 use super::open_options::{
@@ -114,12 +115,10 @@ pub fn open_store_with(
     if let Some(zip) = super::zip_store::zip_path(location)? {
         return Ok(Arc::new(super::zip_store::ZipStore::open(location, &zip)?));
     }
-    let path = match location.split_once("://") {
-        None => location.to_string(),
-        Some(("file", rest)) => rest.to_string(),
-        Some((_, _)) => return super::blocking_store::url_store(location),
+    let Some(path) = super::location::local_path(location) else {
+        return super::blocking_store::url_store(location);
     };
-    let store = AtomicDirectoryStore::new(std::path::Path::new(&path)).map_err(|e| {
+    let store = AtomicDirectoryStore::new(&path).map_err(|e| {
         Error::store(
             location,
             format!("cannot open the directory: {e}"),
@@ -180,80 +179,6 @@ pub(crate) fn check_local_location(location: &str) -> Result<()> {
          file) or a URL",
         None,
     ))
-}
-
-/// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata;
-/// a directory, a zip file, a `file://` or object-store URL; see [`open_store`]).
-///
-/// A group at `array_path` is refused with [`Error::IsGroup`], which names the arrays under
-/// it ([`list_hierarchy`](crate::list_hierarchy) describes them).
-///
-/// ```
-/// let Err(err) = zarrbuf::open("fixtures/data/v3_nested_group.zarr", "a") else { panic!() };
-/// assert!(matches!(&err, zarrbuf::Error::IsGroup { arrays, .. } if arrays == &["a/b/c"]));
-/// ```
-///
-/// ```no_run
-/// use zarrbuf::{ArrayReadExt, BufferPrototype};
-/// let array = zarrbuf::open("fixtures/data/v3_large_3d.zarr", "")?;
-/// let a = array.read_all(&BufferPrototype::cpu())?;
-/// println!("{:?} {}", a.shape(), a.dtype());
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
-    open_with(location, array_path, &OpenOptions::default())
-}
-
-/// [`open`] with [`OpenOptions`]: which version of an icechunk repository to read, and
-/// which of its virtual chunk containers reads may fetch from.
-///
-/// An icechunk repository is a local directory laid out as one (a `repo` file or `refs/`
-/// folder beside `snapshots/`), or an object-store prefix holding one (recognised when a
-/// plain zarr open finds nothing there, or when `opts` names a version). It opens read-only
-/// at `opts.version`, default the tip of branch `main`. Needs the `icechunk` feature.
-///
-/// ```
-/// let Err(err) = zarrbuf::open_with("fixtures/data/v3_int8.zarr", "",
-///     &zarrbuf::OpenOptions::default().with_branch("dev")) else { panic!() };
-/// assert!(err.to_string().contains("not an icechunk repository"));
-/// ```
-pub fn open_with(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
-    let path = node_path(array_path)?;
-    check_local_location(location)?;
-    let store = open_store_with(location, opts)?;
-    match open_in(store, location, array_path, &path) {
-        Err(_) if !icechunk_route(location, opts)? && url_is_repository(location) => {
-            let store = icechunk_sync_store(location, opts)?;
-            open_in(store, location, array_path, &path)
-        }
-        result => result,
-    }
-}
-
-/// Opens the array at node `path` of `store` (`location` and `array_path` as the user gave
-/// them, for messages).
-fn open_in(
-    store: Arc<dyn ReadableWritableListableStorageTraits>,
-    location: &str,
-    array_path: &str,
-    path: &str,
-) -> Result<DynArray> {
-    super::codecs::register_zarrs_overrides();
-    let refused = match Array::open(store.clone(), path) {
-        Ok(array) => return Ok(array),
-        Err(e) => e,
-    };
-    if let Some(group) = super::hierarchy::group_error_sync(store.as_ref(), location, array_path) {
-        return Err(group);
-    }
-    let zarray = zarrs::node::NodePath::new(path)
-        .ok()
-        .and_then(|node| store.get(&zarrs::node::meta_key_v2_array(&node)).ok())
-        .flatten();
-    let name = label(location, array_path);
-    let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, path, meta)
-        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }
 
 /// After zarrs refused an array's metadata: the equivalent v2 metadata zarrbuf opens instead

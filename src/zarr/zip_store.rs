@@ -38,10 +38,8 @@ pub(crate) fn read_only_sentence(zip: &str) -> String {
 /// files that are not zip files; an error for a `.zip` path that does not exist (a zip store
 /// is never created).
 pub(crate) fn zip_path(location: &str) -> Result<Option<PathBuf>> {
-    let path = match location.split_once("://") {
-        None => PathBuf::from(location),
-        Some(("file", rest)) => PathBuf::from(rest),
-        Some(_) => return Ok(None),
+    let Some(path) = super::location::local_path(location) else {
+        return Ok(None);
     };
     let named_zip = path
         .extension()

@@ -252,7 +252,8 @@ unsafe fn run_tiled_dispatch(
     es: usize,
     unit: usize,
 ) -> bool {
-    // SAFETY (every arm): forwarded; `W::SIZE == es` in each arm.
+    // SAFETY: the caller's guarantees (as for `run`) are forwarded to every arm, and in each
+    // arm `W::SIZE == es`.
     unsafe {
         match (es, unit) {
             (1, _) => run_tiled::<u8, false>(plan, p, src, dst),

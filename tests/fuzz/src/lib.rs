@@ -2,7 +2,7 @@
 //!
 //! The same file is compiled twice: as the library of the fuzz crate (each
 //! `fuzz_targets/<name>.rs` calls one function here) and as a module of the main crate's
-//! `tests/fuzz_regressions.rs`, which replays the committed crash inputs under
+//! `tests/it/fuzz_regressions.rs`, which replays the committed crash inputs under
 //! `tests/fuzz/regressions/<target>/` through exactly these functions. It depends on nothing
 //! but `zarrbuf` and `std` for that reason.
 //!

@@ -1,0 +1,414 @@
+//! Copying an array (or a subset) into another one block by block: the library side of
+//! `zarrbuf copy`, for rechunking and recompressing.
+
+use super::read::ArrayReadExt;
+use super::write::ArrayWriteExt;
+use crate::buffer::BufferPrototype;
+use crate::error::{Error, Result};
+use crate::options::{
+    Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
+};
+use crate::zarr::{SyncedWrites, check_subset, data_type_of};
+use std::ops::Range;
+use std::sync::Arc;
+use zarrs::array::Array;
+use zarrs::storage::{ReadableStorageTraits, ReadableWritableStorageTraits};
+
+/// Options for [`copy_array`].
+///
+/// ```
+/// use zarrbuf::{BufferPrototype, CopyOptions};
+/// let o = CopyOptions::default()
+///     .with_subset(vec![0..10, 0..5])
+///     .with_memory_bytes(64 << 20)
+///     .with_prototype(BufferPrototype::cpu());
+/// assert_eq!(o.memory_bytes, 64 << 20);
+/// ```
+#[derive(Clone)]
+pub struct CopyOptions {
+    /// The part of the source to copy (default: all of it); the destination's shape must be
+    /// this subset's shape.
+    pub subset: Option<Vec<Range<u64>>>,
+    /// Where each block is staged between the read and the write (default: the CPU). A device
+    /// prototype sends every block through the device read and write pipelines.
+    pub prototype: BufferPrototype,
+    /// Budget for one block in bytes (default 1 GiB). A block is never smaller than one
+    /// destination chunk (shard, for sharded destinations), so one chunk larger than the
+    /// budget is copied on its own.
+    pub memory_bytes: usize,
+    /// CPU threads decoding and encoding (default: all cores).
+    pub concurrency: Option<usize>,
+    /// The read and write path (default [`PipelineMode::Auto`]).
+    pub mode: PipelineMode,
+    /// Called after each block with destination chunks (shards) written so far.
+    pub progress: Option<ProgressFn>,
+    /// Where the destination's chunks are compressed (default [`Compress::Auto`]; the
+    /// device compresses only blocks staged on a device, or in [`PipelineMode::Staged`]).
+    pub compress: Compress,
+    /// Continue a copy that was interrupted (default false): blocks whose destination chunks
+    /// (shards) are all stored and decode are skipped; the others are written again.
+    pub resume: bool,
+    /// What a directory store does before each destination write is reported done (default
+    /// [`Durability::Rename`]).
+    pub durability: Durability,
+}
+
+impl Default for CopyOptions {
+    fn default() -> Self {
+        CopyOptions {
+            subset: None,
+            prototype: BufferPrototype::cpu(),
+            memory_bytes: 1 << 30,
+            concurrency: None,
+            mode: PipelineMode::Auto,
+            progress: None,
+            compress: Compress::Auto,
+            resume: false,
+            durability: Durability::Rename,
+        }
+    }
+}
+
+impl CopyOptions {
+    /// Copies only `subset` of the source.
+    pub fn with_subset(mut self, subset: Vec<Range<u64>>) -> Self {
+        self.subset = Some(subset);
+        self
+    }
+
+    /// Stages blocks in `proto`'s memory.
+    pub fn with_prototype(mut self, proto: BufferPrototype) -> Self {
+        self.prototype = proto;
+        self
+    }
+
+    /// Sets the block budget in bytes.
+    pub fn with_memory_bytes(mut self, bytes: usize) -> Self {
+        self.memory_bytes = bytes;
+        self
+    }
+
+    /// Sets the number of CPU threads.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Chooses the read and write path.
+    pub fn with_mode(mut self, mode: PipelineMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Chooses where the destination's chunks are compressed.
+    ///
+    /// ```
+    /// let o = zarrbuf::CopyOptions::default().with_compress(zarrbuf::Compress::Gpu);
+    /// assert_eq!(o.compress, zarrbuf::Compress::Gpu);
+    /// ```
+    pub fn with_compress(mut self, compress: Compress) -> Self {
+        self.compress = compress;
+        self
+    }
+
+    /// Skips blocks the destination already holds whole (see [`CopyOptions::resume`]).
+    ///
+    /// ```
+    /// let o = zarrbuf::CopyOptions::default().with_resume(true);
+    /// assert!(o.resume);
+    /// ```
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// Chooses the destination writes' durability.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Sets a progress callback.
+    ///
+    /// ```
+    /// let o = zarrbuf::CopyOptions::default().with_progress(|p| eprintln!("{}/{}", p.chunks_done, p.chunks_total));
+    /// assert!(o.progress.is_some());
+    /// ```
+    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+}
+
+/// The block shape: whole destination chunks (`unit`), grown from the last dimension to the
+/// first while the block fits in `budget` bytes.
+fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u64> {
+    let mut block: Vec<u64> = unit
+        .iter()
+        .zip(shape)
+        .map(|(&u, &n)| u.min(n.max(1)))
+        .collect();
+    let unit_bytes = block
+        .iter()
+        .product::<u64>()
+        .saturating_mul(elem as u64)
+        .max(1);
+    let mut units_left = (budget as u64 / unit_bytes).max(1);
+    for d in (0..shape.len()).rev() {
+        let along = shape[d].div_ceil(unit[d]).max(1);
+        let take = along.min(units_left);
+        block[d] = (unit[d] * take).min(shape[d].max(1));
+        units_left /= take;
+        if take < along {
+            break;
+        }
+    }
+    block
+}
+
+/// Copies `src` (or `opts.subset` of it) into `dst`, block by block: each block is whole
+/// destination chunks (shards, for sharded destinations), read from `src` into
+/// `opts.prototype`'s memory and written to `dst` before the next block is read, so memory
+/// stays within `opts.memory_bytes` and destination chunks are stored whole (chunks that
+/// hold only the fill value are not stored, like zarr's `write_empty_chunks=False`).
+///
+/// `dst` must exist with the source's data type and the subset's shape — see
+/// [`create_like`](crate::create_like). A failure stops the copy; every block written before
+/// it stays in `dst`, and since every chunk is written whole (see [`Durability`]) a copy
+/// killed at any moment can be continued with [`CopyOptions::resume`].
+///
+/// # Errors
+///
+/// [`Error::ShapeMismatch`]/[`Error::DataType`] when `dst` does not fit, [`Error::OutOfBounds`]
+/// for a subset outside `src`, and any error of the reads and writes (naming the chunk).
+///
+/// ```
+/// use std::sync::Arc;
+/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions};
+/// use zarrs::storage::store::MemoryStore;
+/// let src = zarrbuf::open("fixtures/data/v3_int8.zarr", "")?;
+/// let layout = ArrayLayout { chunks: Some(vec![5, 5]), codecs: Some("zstd:1".parse()?), ..Default::default() };
+/// let dst = zarrbuf::create_like(&src, &[6, 11], Arc::new(MemoryStore::new()), "/", &layout, false)?;
+/// zarrbuf::copy_array(&src, &dst, &CopyOptions::default().with_subset(vec![2..8, 0..11]))?;
+/// let want = src.read(&[2..8, 0..11], &BufferPrototype::cpu())?;
+/// assert_eq!(dst.read_all(&BufferPrototype::cpu())?.to_vec::<i8>()?, want.to_vec::<i8>()?);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn copy_array<S, D>(src: &Array<S>, dst: &Array<D>, opts: &CopyOptions) -> Result<()>
+where
+    S: ?Sized + ReadableStorageTraits + 'static,
+    D: ?Sized + ReadableWritableStorageTraits + 'static,
+{
+    let _synced = (opts.durability == Durability::Sync).then(SyncedWrites::begin);
+    let subset: Vec<Range<u64>> = match &opts.subset {
+        Some(s) => s.clone(),
+        None => src.shape().iter().map(|&n| 0..n).collect(),
+    };
+    let elem = check_destination(src, dst, &subset)?;
+    let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let zero = vec![0u64; shape.len()];
+    let unit: Vec<u64> = dst
+        .chunk_shape(&zero)
+        .map_err(|e| crate::zarr::zarr_error(dst, e))?
+        .iter()
+        .map(|n| n.get())
+        .collect();
+    let block = block_shape(&shape, &unit, elem, opts.memory_bytes);
+    let (read_opts, write_opts) = block_options(opts);
+    let mut progress = Progress {
+        chunks_done: 0,
+        chunks_total: chunks_in(&unit, &shape.iter().map(|&n| 0..n).collect::<Vec<_>>()),
+        bytes_done: 0,
+    };
+    if let Some(cb) = &opts.progress {
+        cb(progress);
+    }
+    for region in blocks(&shape, &block) {
+        let skip = opts.resume && block_is_stored(dst, &region, &unit)?;
+        if !skip {
+            let from: Vec<Range<u64>> = region
+                .iter()
+                .zip(&subset)
+                .map(|(r, s)| s.start + r.start..s.start + r.end)
+                .collect();
+            let data = src
+                .read_opt(&from, &opts.prototype, &read_opts)
+                .map_err(|e| tag(e, "source"))?;
+            dst.write_opt(&region, &data, &write_opts)
+                .map_err(|e| tag(e, "destination"))?;
+        }
+        progress.chunks_done += chunks_in(&unit, &region);
+        progress.bytes_done +=
+            region.iter().map(|r| r.end - r.start).product::<u64>() * elem as u64;
+        if let Some(cb) = &opts.progress {
+            cb(progress);
+        }
+    }
+    if opts.durability == Durability::Sync {
+        // The metadata was stored before this copy began (create_like); store it again
+        // under the sync so that the whole array is on disk when the copy returns.
+        dst.store_metadata().map_err(|e| {
+            Error::zarr(
+                dst.path().as_str(),
+                format!("cannot store the metadata: {e}"),
+                Some(Box::new(e)),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks that `dst` can take `subset` of `src`; returns the element size in bytes.
+fn check_destination<S: ?Sized, D: ?Sized>(
+    src: &Array<S>,
+    dst: &Array<D>,
+    subset: &[Range<u64>],
+) -> Result<usize> {
+    check_subset(src.shape(), subset, src.path().as_str())?;
+    let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
+    if dst.shape() != shape.as_slice() {
+        return Err(Error::ShapeMismatch(format!(
+            "the destination {} has shape {:?} but the copied part of the source has shape {shape:?}; create it with that shape (zarrbuf::create_like)",
+            dst.path(),
+            dst.shape()
+        )));
+    }
+    let (sd, dd) = (data_type_of(src)?, data_type_of(dst)?);
+    if sd != dd {
+        return Err(Error::DataType(format!(
+            "the source holds {sd} but the destination {} holds {dd}; a copy keeps the data type",
+            dst.path()
+        )));
+    }
+    Ok(sd.size())
+}
+
+/// The read and write options of every block.
+fn block_options(opts: &CopyOptions) -> (ReadOptions, WriteOptions) {
+    let mut read_opts = ReadOptions::default().with_mode(opts.mode);
+    let mut write_opts = WriteOptions::default()
+        .with_mode(opts.mode)
+        .with_compress(opts.compress)
+        .with_durability(opts.durability);
+    if let Some(n) = opts.concurrency {
+        read_opts = read_opts.with_concurrency(n);
+        write_opts = write_opts.with_concurrency(n);
+    }
+    (read_opts, write_opts)
+}
+
+/// The blocks of an array of `shape` cut into `block`s, last dimension fastest.
+fn blocks(shape: &[u64], block: &[u64]) -> impl Iterator<Item = Vec<Range<u64>>> {
+    let counts: Vec<u64> = shape
+        .iter()
+        .zip(block)
+        .map(|(&n, &b)| n.div_ceil(b))
+        .collect();
+    let total: u64 = counts.iter().product();
+    let (shape, block) = (shape.to_vec(), block.to_vec());
+    (0..total).map(move |mut flat| {
+        let mut region = vec![0..0; shape.len()];
+        for d in (0..shape.len()).rev() {
+            let i = flat % counts[d];
+            flat /= counts[d];
+            region[d] = i * block[d]..((i + 1) * block[d]).min(shape[d]);
+        }
+        region
+    })
+}
+
+/// How many chunks of shape `unit` `region` touches.
+fn chunks_in(unit: &[u64], region: &[Range<u64>]) -> usize {
+    region
+        .iter()
+        .zip(unit)
+        .map(|(r, &u)| (r.end.div_ceil(u) - r.start / u) as usize)
+        .product()
+}
+
+/// Whether every destination chunk (shard) of `region` is stored and decodes: a resumed copy
+/// skips such a block. Chunks are checked on all cores.
+fn block_is_stored<D>(dst: &Array<D>, region: &[Range<u64>], unit: &[u64]) -> Result<bool>
+where
+    D: ?Sized + ReadableWritableStorageTraits + 'static,
+{
+    use rayon::prelude::*;
+    let grid: Vec<Range<u64>> = region
+        .iter()
+        .zip(unit)
+        .map(|(r, &u)| r.start / u..r.end.div_ceil(u))
+        .collect();
+    let count: u64 = grid.iter().map(|r| r.end - r.start).product();
+    let whole = |flat: u64| -> Result<bool> {
+        let mut indices = vec![0u64; grid.len()];
+        let mut rest = flat;
+        for d in (0..grid.len()).rev() {
+            let n = grid[d].end - grid[d].start;
+            indices[d] = grid[d].start + rest % n;
+            rest /= n;
+        }
+        let decoded = dst.retrieve_chunk_if_exists_opt::<zarrs::array::ArrayBytes<'static>>(
+            &indices,
+            &zarrs::array::CodecOptions::default(),
+        );
+        match decoded {
+            Ok(found) => Ok(found.is_some()),
+            // A store that fails is an error; a chunk that does not decode is written again.
+            Err(zarrs::array::ArrayError::StorageError(e)) => {
+                Err(crate::zarr::chunk_error(dst, &indices, e))
+            }
+            Err(_) => Ok(false),
+        }
+    };
+    let results: Vec<Result<bool>> = (0..count).into_par_iter().map(whole).collect();
+    for r in results {
+        if !r? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Says which side of the copy an array error is about: `array` becomes
+/// `"source /path"` or `"destination /path"`.
+fn tag(e: Error, side: &str) -> Error {
+    match e {
+        Error::Zarr {
+            array,
+            message,
+            source,
+            ..
+        } => Error::Zarr {
+            array: format!("{side} {array}"),
+            message,
+            source,
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block_shape;
+
+    #[test]
+    fn blocks_are_whole_chunks_within_the_budget() {
+        // 4-byte elements, 10×10 chunks of 400 bytes: 1000 bytes hold 2 chunks.
+        assert_eq!(block_shape(&[100, 100], &[10, 10], 4, 1000), vec![10, 20]);
+        // A whole row of chunks (10 × 400 bytes) and two rows fit in 8000 bytes.
+        assert_eq!(block_shape(&[100, 100], &[10, 10], 4, 8000), vec![20, 100]);
+        // Less than one chunk: one chunk.
+        assert_eq!(block_shape(&[100, 100], &[10, 10], 4, 1), vec![10, 10]);
+        // Chunks larger than the array are clipped to it.
+        assert_eq!(block_shape(&[5, 7], &[10, 10], 4, 1 << 30), vec![5, 7]);
+        // Everything fits.
+        assert_eq!(
+            block_shape(&[95, 100], &[10, 10], 4, 1 << 30),
+            vec![95, 100]
+        );
+        assert_eq!(block_shape(&[], &[], 4, 1), Vec::<u64>::new());
+    }
+}

@@ -1,0 +1,645 @@
+//! Reading any subset of a zarrs `Array` into any [`BufferPrototype`], or onto several devices
+//! at once (`read_multi`).
+
+use super::read_stream::BlockingReadStream;
+use crate::buffer::BufferPrototype;
+use crate::buffer::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement, join_worker};
+use crate::dtype::{ByteOrder, DataType, Order};
+use crate::error::{Error, Result};
+use crate::memory::with_decode_target;
+use crate::options::{PipelineMode, Progress, ReadOptions, StreamOptions};
+use crate::pipeline::{InnerFetch, fetch_unit, run_staged};
+use crate::zarr::{
+    ShardIndex, UnitSource, check_subset, chunk_aligned_partitions, chunk_error, data_type_of,
+    guard_zarrs, plan_chunks, plan_units, zarr_error,
+};
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
+use zarrs::storage::ReadableStorageTraits;
+
+/// Reading zarrs arrays into zarrbuf buffers: an extension trait on `zarrs::array::Array`.
+///
+/// Subsets are half-open ranges, one per dimension. Outputs can live in any memory; CPU
+/// outputs are decoded in place by zarrs, device outputs go through the staged pipeline
+/// (CPU decompression, pinned staging, device byte swap/transpose/scatter).
+///
+/// ```
+/// use std::sync::Arc;
+/// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+/// use zarrs::array::{ArrayBuilder, data_type};
+/// use zarrs::storage::store::MemoryStore;
+///
+/// let store = Arc::new(MemoryStore::new());
+/// let array = ArrayBuilder::new(vec![4, 6], vec![2, 3], data_type::float32(), 0.0f32)
+///     .build(store, "/x").map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+/// let data = NDBuffer::from_vec((0..24).map(|v| v as f32).collect::<Vec<_>>(), &[4, 6])?;
+/// array.write_all(&data)?;
+/// let part = array.read(&[1..3, 2..5], &BufferPrototype::cpu())?;
+/// assert_eq!(part.to_vec::<f32>()?, vec![8.0, 9.0, 10.0, 14.0, 15.0, 16.0]);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub trait ArrayReadExt {
+    /// Reads `subset` into a new C-order NDBuffer made by `proto`.
+    fn read(&self, subset: &[Range<u64>], proto: &BufferPrototype) -> Result<NDBuffer> {
+        self.read_opt(subset, proto, &ReadOptions::default())
+    }
+
+    /// [`read`](Self::read) with options.
+    fn read_opt(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<NDBuffer>;
+
+    /// Reads the whole array into a new NDBuffer made by `proto`.
+    fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer>;
+
+    /// Reads `subset` into `out` (any memory; may be a strided view of a larger NDBuffer;
+    /// its shape must be the subset's shape and its data type the array's).
+    fn read_into(&self, subset: &[Range<u64>], out: &mut NDBuffer) -> Result<()> {
+        self.read_into_opt(subset, out, &ReadOptions::default())
+    }
+
+    /// [`read_into`](Self::read_into) with options.
+    fn read_into_opt(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> Result<()>;
+
+    /// Reads `subset` onto several devices, one part per prototype of `proto`:
+    ///
+    /// - [`Placement::Replicate`]: the whole subset on every device. It is read (fetched
+    ///   and decoded) once, into the first part, and copied to the others in parallel.
+    /// - [`Placement::Split { axis }`](Placement::Split): the subset cut along `axis` at
+    ///   chunk boundaries (shard boundaries for sharded arrays) into consecutive partitions
+    ///   balanced by extent, each read by its own pipeline on its own device, all in
+    ///   parallel; `opts.concurrency` is shared out between them and `opts.progress` sees
+    ///   the sum. A device gets an empty part when there are fewer chunks than devices.
+    ///
+    /// Each pipeline stages through up to `opts.staging_bytes` of its own.
+    ///
+    /// # Errors
+    /// What a read reports, for the first part that failed; `InvalidArgument` for an axis
+    /// the subset does not have.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, MultiPrototype, NDBuffer, Placement, ReadOptions};
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// let array = ArrayBuilder::new(vec![8, 2], vec![2, 2], data_type::uint16(), 0u16)
+    ///     .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/a")
+    ///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// array.write_all(&NDBuffer::from_vec((0..16u16).collect::<Vec<_>>(), &[8, 2])?)?;
+    /// // Two host memories stand in for two GPUs (BufferPrototype::cuda_devices(&[0, 1])).
+    /// let parts = array.read_multi(&[1..8, 0..2], &MultiPrototype::host(2)?,
+    ///     Placement::Split { axis: 0 }, &ReadOptions::default())?;
+    /// assert_eq!(parts.subset(0), Some(&[1..4, 0..2][..])); // cut at a chunk boundary
+    /// assert_eq!(parts[1].to_vec::<u16>()?, (8..16).collect::<Vec<_>>());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    fn read_multi(
+        &self,
+        subset: &[Range<u64>],
+        proto: &MultiPrototype,
+        placement: Placement,
+        opts: &ReadOptions,
+    ) -> Result<MultiNDBuffer>;
+
+    /// Reads many subsets (a training loop's minibatches) ahead of the caller, at most
+    /// `opts.prefetch` at once, and yields their NDBuffers in order as a blocking iterator;
+    /// chunks shared by subsets in flight are fetched once. A failed subset is an `Err` item
+    /// ([`Error::StreamItem`]) and the iterator goes on; dropping it cancels the reads in
+    /// flight. See [`crate::ReadStream`] for the design and the async twin
+    /// [`crate::ArrayReadAsyncExt::read_stream`].
+    ///
+    /// ```
+    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
+    /// let array = ArrayBuilder::new(vec![100, 3], vec![10, 3], data_type::uint16(), 0u16)
+    ///     .build(store, "/x").map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// array.write_all(&NDBuffer::from_vec((0..300u16).collect::<Vec<_>>(), &[100, 3])?)?;
+    /// let batches = (0..10u64).rev().map(|b| vec![b * 10..b * 10 + 10, 0..3]);
+    /// let opts = StreamOptions::default().with_prefetch(3);
+    /// let mut seen = 0;
+    /// for (k, batch) in array.read_stream(batches, &BufferPrototype::cpu(), &opts).enumerate() {
+    ///     let batch = batch?;
+    ///     assert_eq!(batch.shape(), &[10, 3]);
+    ///     assert_eq!(batch.to_vec::<u16>()?[0], ((9 - k) * 30) as u16);
+    ///     seen += 1;
+    /// }
+    /// assert_eq!(seen, 10);
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> BlockingReadStream
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static;
+
+    /// The array's data type as zarrbuf names it.
+    fn zarrbuf_data_type(&self) -> Result<DataType>;
+}
+
+impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
+    fn read_opt(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<NDBuffer> {
+        check_subset(self.shape(), subset, self.path().as_str())?;
+        let dtype = data_type_of(self)?;
+        let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+        // Every element is written by the read; on an error `out` is dropped, never returned.
+        let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
+        if let Some(s) = proto.stream() {
+            // The read is ordered after the work enqueued on the prototype's stream so far;
+            // it is done before this returns, so work enqueued later comes after it.
+            s.synchronize()?;
+        }
+        self.read_into_opt(subset, &mut out, opts)?;
+        Ok(out)
+    }
+
+    fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer> {
+        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
+        self.read(&subset, proto)
+    }
+
+    fn read_into_opt(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> Result<()> {
+        check_subset(self.shape(), subset, self.path().as_str())?;
+        let dtype = data_type_of(self)?;
+        if out.dtype() != dtype {
+            return Err(Error::DataType(format!(
+                "array {} holds {dtype} but the output NDBuffer holds {}",
+                self.path(),
+                out.dtype()
+            )));
+        }
+        let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+        if out.shape() != shape.as_slice() {
+            return Err(Error::ShapeMismatch(format!(
+                "the subset has shape {shape:?} but the output NDBuffer has shape {:?}",
+                out.shape()
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let direct = opts.mode != PipelineMode::Staged
+            && out.buffer().is_host_accessible()
+            && out.byte_order() == ByteOrder::native();
+        // zarrs' decode-into for Direct and for small Auto reads, realigned when the output
+        // is off a cache line (see CACHE_LINE); the staged pipeline reads misaligned outputs
+        // faster than the realigned slabs, so it takes them as they are.
+        if direct
+            && (opts.mode == PipelineMode::Direct || !staged_beats_direct(self, subset))
+            && let Some(window) = out.c_window()
+        {
+            if let Some(slab_rows) = realign_slab_rows(self, subset, out, &window, opts) {
+                return read_realigned(self, subset, out, slab_rows, opts);
+            }
+            return read_direct(self, subset, out, window, opts);
+        }
+        read_staged(self, subset, out, opts)
+    }
+
+    fn read_multi(
+        &self,
+        subset: &[Range<u64>],
+        proto: &MultiPrototype,
+        placement: Placement,
+        opts: &ReadOptions,
+    ) -> Result<MultiNDBuffer> {
+        read_multi(self, subset, proto, placement, opts)
+    }
+
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> BlockingReadStream
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        super::read_stream::sync_stream(self, subsets, proto, opts)
+    }
+
+    fn zarrbuf_data_type(&self) -> Result<DataType> {
+        data_type_of(self)
+    }
+}
+
+/// Chunks (inner chunks, for sharded arrays) a read into an aligned host output must touch
+/// before `Auto` takes the staged pipeline instead of zarrs' decode-into.
+///
+/// Measured on the 2-core development machine (`zarrbuf bench --subset`, 256 MiB float32
+/// arrays of 64³ chunks, median of 7–21 reads, staged against decode-into): one chunk
+/// 0.2–0.8× (the staged pipeline starts its workers and slots for every read); 8 chunks
+/// 1.2–2.6×; whole arrays 1.06–1.38× aligned, and 1.8–4.7× for subsets that cut through
+/// chunks (zarrs decodes a partly read chunk with a partial decoder; the staged pipeline
+/// decodes it whole and scatters the part it needs).
+const STAGED_MIN_CHUNKS: u64 = 8;
+
+/// Whether an `Auto` read into an aligned host output takes the staged pipeline (see
+/// [`STAGED_MIN_CHUNKS`]).
+fn staged_beats_direct<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> bool {
+    let Some(chunks) = array
+        .chunks_in_array_subset(&ArraySubset::new_with_ranges(subset))
+        .ok()
+        .flatten()
+    else {
+        return false;
+    };
+    let zero = vec![0u64; array.dimensionality()];
+    // Inner chunks per shard: the staged pipeline decodes them in parallel one by one.
+    let per_chunk = match (array.chunk_shape(&zero).ok(), array.subchunk_shape()) {
+        (Some(shard), Some(inner)) if shard.len() == inner.len() => shard
+            .iter()
+            .zip(inner.iter())
+            .map(|(s, i)| s.get().div_ceil(i.get()))
+            .fold(1u64, u64::saturating_mul),
+        _ => 1,
+    };
+    chunks.num_elements().saturating_mul(per_chunk) >= STAGED_MIN_CHUNKS
+}
+
+/// CPU path: zarrs decodes straight into the output (no temporaries).
+fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    window: crate::buffer::CWindow,
+    opts: &ReadOptions,
+) -> Result<()> {
+    let elem = out.dtype().size();
+    let region = out.buffer().try_slice(window.byte_start..window.byte_end)?;
+    let request = ArraySubset::new_with_ranges(subset);
+    let codec_opts = opts.codec_options();
+    check_shard_indexes(array, subset, elem, opts)?;
+    let result = region.with_host_mut(|bytes| {
+        with_decode_target(
+            bytes,
+            elem,
+            &window.parent_shape,
+            window.window.clone(),
+            |target| {
+                guard_zarrs(array, || {
+                    array
+                        .retrieve_array_subset_into_opt(&request, target, &codec_opts)
+                        .map_err(|e| zarr_error(array, e))
+                })
+            },
+        )
+    });
+    if let Some(cb) = &opts.progress {
+        let units = plan_units(array, subset, elem)
+            .map(|p| p.units.len())
+            .unwrap_or(0);
+        cb(crate::options::Progress {
+            chunks_done: units,
+            chunks_total: units,
+            bytes_done: out.nbytes() as u64,
+        });
+    }
+    result.map_err(|e| locate_failing_chunk(array, subset, elem).unwrap_or(e))
+}
+
+/// zarrs copies each decoded chunk into the output row by row. When those rows are short and
+/// the output does not start on a cache line (numpy's large arrays start 16 bytes into a
+/// page), every store of the copy straddles two cache lines, and reads ran at less than half
+/// the speed they reach into an aligned output (uncompressed 64³ float32 chunks: 1.0 against
+/// 2.5 GB/s on 2 cores). Such reads on zarrs' route (`PipelineMode::Direct`, and `Auto`
+/// reads of fewer than [`STAGED_MIN_CHUNKS`] chunks) decode into aligned scratch memory a
+/// slab at a time and copy each slab out with long copies, which memcpy aligns itself.
+/// Larger `Auto` reads take the staged pipeline whatever the output's alignment: into
+/// numpy's misaligned 256 MiB outputs (64³ float32 chunks, 2 cores) it read 1.8–2.6× as fast
+/// as these slabs uncompressed, with blosc and with zstd, 1.2× sharded.
+const CACHE_LINE: usize = 64;
+/// Runs of at least this many bytes are copied well at any alignment.
+const SHORT_RUN: usize = 4096;
+/// Outputs smaller than this are read directly whatever their alignment.
+const REALIGN_MIN_BYTES: usize = 1 << 20;
+/// Scratch per slab at most (and at most `ReadOptions::staging_bytes`), but at least one
+/// row of chunks along the first axis.
+const REALIGN_SLAB_BYTES: usize = 64 << 20;
+
+/// The rows (along the first axis) of each slab of a realigned read, or `None` to read
+/// straight into `out`.
+fn realign_slab_rows<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    window: &crate::buffer::CWindow,
+    opts: &ReadOptions,
+) -> Option<u64> {
+    let d = subset.len();
+    if d == 0 || opts.progress.is_some() || out.nbytes() < REALIGN_MIN_BYTES {
+        return None;
+    }
+    let first = out.buffer().host_ptr()? as usize + out.offset();
+    if first.is_multiple_of(CACHE_LINE) {
+        return None;
+    }
+    let zero = vec![0u64; d];
+    let grid: Vec<u64> = array
+        .chunk_shape(&zero)
+        .ok()?
+        .iter()
+        .map(|n| n.get())
+        .collect();
+    // zarrs decodes sharded arrays inner chunk by inner chunk.
+    let unit: Vec<u64> = array
+        .subchunk_shape()
+        .map(|s| s.iter().map(|n| n.get()).collect())
+        .unwrap_or_else(|| grid.clone());
+    if unit.len() != d || grid.len() != d {
+        return None;
+    }
+    // The longest run zarrs writes in one copy: the unit's last axis, and the axes before it
+    // while the unit spans the whole output along the axes after them.
+    let elem = out.dtype().size() as u64;
+    let mut run = elem;
+    for k in (0..d).rev() {
+        let extent = subset[k].end - subset[k].start;
+        run = run.saturating_mul(unit[k].min(extent));
+        if unit[k] < extent || extent != window.parent_shape[k] {
+            break;
+        }
+    }
+    if run >= SHORT_RUN as u64 {
+        return None;
+    }
+    let row_bytes = (out.nbytes() / out.shape()[0].max(1)).max(1) as u64;
+    let budget = REALIGN_SLAB_BYTES.min(opts.staging_bytes) as u64;
+    let rows = (budget / row_bytes).max(1);
+    // Whole chunks (shards) along the first axis when they fit.
+    Some(if rows >= grid[0] {
+        rows - rows % grid[0]
+    } else {
+        grid[0]
+    })
+}
+
+/// Reads `subset` slab by slab (along the first axis, at chunk boundaries) into aligned
+/// scratch memory and copies each slab into its place in `out` (see [`CACHE_LINE`]).
+fn read_realigned<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    slab_rows: u64,
+    opts: &ReadOptions,
+) -> Result<()> {
+    let axis0 = subset[0].clone();
+    let mut start = axis0.start;
+    while start < axis0.end {
+        // The slab ends on a multiple of `slab_rows` (a chunk boundary) or at the subset's end.
+        let end = ((start / slab_rows + 1) * slab_rows).min(axis0.end);
+        let mut slab = subset.to_vec();
+        slab[0] = start..end;
+        let shape: Vec<usize> = slab.iter().map(|r| (r.end - r.start) as usize).collect();
+        // Every element is written by read_direct before the copy reads it; on an error the
+        // scratch is dropped unread.
+        let scratch =
+            NDBuffer::empty_unwritten(&shape, out.dtype(), Order::C, &BufferPrototype::cpu())?;
+        let window = scratch.c_window().ok_or_else(|| {
+            Error::ShapeMismatch("scratch memory is not C-contiguous".to_string())
+        })?;
+        read_direct(array, &slab, &scratch, window, opts)?;
+        let mut place: Vec<Range<usize>> = shape.iter().map(|&n| 0..n).collect();
+        place[0] = (start - axis0.start) as usize..(end - axis0.start) as usize;
+        copy_into_window(&scratch, &out.get(&place)?)?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// Copies the C-contiguous host array `src` into `dst` (same shape and type, a window of a
+/// C-contiguous host parent), in parallel.
+fn copy_into_window(src: &NDBuffer, dst: &NDBuffer) -> Result<()> {
+    use rayon::prelude::*;
+    let w = dst.c_window().ok_or_else(|| {
+        Error::ShapeMismatch("the output is not a window of a C-contiguous array".to_string())
+    })?;
+    let elem = dst.dtype().size();
+    let n = src.nbytes();
+    let (_guard, bytes) = src.buffer().written_region("a copy")?.host_bytes()?;
+    let s = &bytes[src.offset()..src.offset() + n];
+    let region = dst.buffer().try_slice(w.byte_start..w.byte_end)?;
+    region.with_host_mut(|d| {
+        const PIECE: usize = 1 << 20;
+        if dst.is_c_contiguous() {
+            let at = dst.offset() - w.byte_start;
+            d[at..at + n]
+                .par_chunks_mut(PIECE)
+                .zip(s.par_chunks(PIECE))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            return Ok(());
+        }
+        // A window: parent rows along the first axis hold the window's rows at an offset.
+        let nd = dst.ndim();
+        let shape = dst.shape();
+        let parent: Vec<usize> = w.parent_shape.iter().map(|&v| v as usize).collect();
+        let origin: Vec<usize> = w.window.start().iter().map(|&v| v as usize).collect();
+        let mut pstride = vec![elem; nd];
+        for k in (0..nd.saturating_sub(1)).rev() {
+            pstride[k] = pstride[k + 1] * parent[k + 1];
+        }
+        let run = shape[nd - 1] * elem;
+        let src_row = n / shape[0];
+        let runs_per_row = src_row / run;
+        d.par_chunks_mut(pstride[0])
+            .zip(s.par_chunks(src_row))
+            .for_each(|(drow, srow)| {
+                for (r, src_run) in srow.chunks_exact(run).enumerate().take(runs_per_row) {
+                    // The index of run `r` over axes 1..nd-1, as a byte offset in the parent row.
+                    let mut rest = r;
+                    let mut at = origin[nd - 1] * elem;
+                    for k in (1..nd - 1).rev() {
+                        at += (origin[k] + rest % shape[k]) * pstride[k];
+                        rest /= shape[k];
+                    }
+                    drow[at..at + run].copy_from_slice(src_run);
+                }
+            });
+        Ok(())
+    })
+}
+
+/// For sharded arrays, reads (and caches in the OS) the index of every shard the request
+/// touches and refuses damaged ones before zarrs reads through them: zarrs trusts index
+/// entries, and a damaged one makes it overflow or allocate whatever size the entry claims.
+fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    elem: usize,
+    opts: &ReadOptions,
+) -> Result<()> {
+    if plan_units(array, subset, elem)?.source != UnitSource::Subchunk {
+        return Ok(());
+    }
+    let shards = ShardIndex::new(array, opts.validate_checksums)?;
+    let storage = array.storage();
+    for shard in plan_chunks(array, subset)? {
+        let key = array.chunk_key(&shard.indices);
+        let index = shards
+            .index_of(&shard.indices, |range| {
+                storage.get_partial(&key, range).map_err(|e| e.to_string())
+            })
+            .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        if let Some(index) = index {
+            shards
+                .check(&index)
+                .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// After a failed whole-subset read, decodes chunk by chunk to name the one at fault.
+fn locate_failing_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    elem: usize,
+) -> Option<Error> {
+    let plan = plan_units(array, subset, elem).ok()?;
+    let grid_units = if plan.source == UnitSource::Subchunk {
+        // Shards are the stored objects; name the shard.
+        plan_chunks(array, subset).ok()?
+    } else {
+        plan.units
+    };
+    grid_units.iter().find_map(|u| {
+        guard_zarrs(array, || {
+            array
+                .retrieve_chunk_if_exists::<ArrayBytes<'static>>(&u.indices)
+                .map(|_| ())
+                .map_err(|e| chunk_error(array, &u.indices, e))
+        })
+        .err()
+    })
+}
+
+/// Device (or forced) path: the staged pipeline.
+fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    opts: &ReadOptions,
+) -> Result<()> {
+    // Sync stores are local: parallel per-chunk reads.
+    run_staged(
+        array,
+        subset,
+        out,
+        opts,
+        InnerFetch::PerChunk,
+        &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
+    )
+}
+
+/// Reading one subset onto several devices (see [`ArrayReadExt::read_multi`]): replicated on
+/// each, or split along one axis into chunk-aligned partitions read by one pipeline per
+/// device, in parallel.
+fn read_multi<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    proto: &MultiPrototype,
+    placement: Placement,
+    opts: &ReadOptions,
+) -> Result<MultiNDBuffer> {
+    check_subset(array.shape(), subset, array.path().as_str())?;
+    match placement {
+        Placement::Replicate => {
+            // One read (one decode of every chunk), then a copy per further device.
+            let first = array.read_opt(subset, &proto.parts()[0], opts)?;
+            let rest = std::thread::scope(|s| {
+                let copies: Vec<_> = proto.parts()[1..]
+                    .iter()
+                    .map(|p| {
+                        let first = &first;
+                        s.spawn(move || first.copy_to(p, Order::C))
+                    })
+                    .collect();
+                copies
+                    .into_iter()
+                    .map(join_worker)
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            let mut parts = vec![first];
+            parts.extend(rest);
+            let subsets = vec![subset.to_vec(); parts.len()];
+            MultiNDBuffer::from_parts(parts, subsets, placement)
+        }
+        Placement::Split { axis } => {
+            let partitions = chunk_aligned_partitions(array, subset, axis, proto.len())?;
+            let per_part = per_pipeline_options(opts, proto.len());
+            let parts = std::thread::scope(|s| {
+                let reads: Vec<_> = partitions
+                    .iter()
+                    .zip(proto.parts())
+                    .enumerate()
+                    .map(|(i, (part, p))| {
+                        let o = per_part(i);
+                        s.spawn(move || {
+                            array.read_opt(part, p, &o).map_err(|e| match e {
+                                Error::InvalidArgument(m) => Error::InvalidArgument(format!(
+                                    "part {i} ({}): {m}",
+                                    p.memory()
+                                )),
+                                other => other,
+                            })
+                        })
+                    })
+                    .collect();
+                reads
+                    .into_iter()
+                    .map(join_worker)
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            MultiNDBuffer::from_parts(parts, partitions, placement)
+        }
+    }
+}
+
+/// Options for each of `n` parallel pipelines: the decoding threads shared out, and
+/// progress summed over the parts before it reaches the caller's callback.
+fn per_pipeline_options(opts: &ReadOptions, n: usize) -> impl Fn(usize) -> ReadOptions + '_ {
+    let share = (opts.threads() / n).max(1);
+    let totals = Arc::new(Mutex::new(vec![Progress::default(); n]));
+    move |i| {
+        let mut o = opts.clone().with_concurrency(share);
+        if let Some(report) = opts.progress.clone() {
+            let totals = totals.clone();
+            o.progress = Some(Arc::new(move |p: Progress| {
+                let sum = {
+                    let mut all = totals.lock().unwrap_or_else(|e| e.into_inner());
+                    all[i] = p;
+                    all.iter().fold(Progress::default(), |acc, q| Progress {
+                        chunks_done: acc.chunks_done + q.chunks_done,
+                        chunks_total: acc.chunks_total + q.chunks_total,
+                        bytes_done: acc.bytes_done + q.bytes_done,
+                    })
+                };
+                report(sum);
+            }));
+        }
+        o
+    }
+}

@@ -1,0 +1,220 @@
+//! Async reads from any async zarrs store (object stores on tokio), into any prototype.
+//!
+//! Fetches run on the tokio runtime, concurrently up to the decoding thread count; decoding
+//! and device work run on a blocking thread through the same staged pipeline as sync reads
+//! (pinned staging ring, device kernels), so memory in flight is bounded by the options.
+//! Dropping the future cancels: the pipeline stops at its next unit, drains its device
+//! queues, and keeps the output buffer alive until then.
+
+use super::read_stream::ReadStream;
+use crate::buffer::BufferPrototype;
+use crate::buffer::NDBuffer;
+use crate::dtype::Order;
+use crate::error::{Error, Result};
+use crate::options::{ReadOptions, StreamOptions};
+use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
+use crate::zarr::check_subset;
+use crate::zarr::data_type_of;
+use crate::zarr::reading_inline;
+use std::ops::Range;
+use std::sync::Arc;
+use zarrs::array::Array;
+use zarrs::storage::AsyncReadableStorageTraits;
+
+/// Async reads of zarrs arrays over async stores (e.g. [`crate::open_async`]). The futures
+/// are `Send`, so they can be spawned on a multi-thread tokio runtime.
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
+/// let array = zarrbuf::open_async("https://example.org/data.zarr", "").await?;
+/// let part = array.read_async(&[0..10, 0..10], &BufferPrototype::cpu()).await?;
+/// # Ok(()) }
+/// ```
+pub trait ArrayReadAsyncExt: Sync {
+    /// Reads `subset` into a new C-order NDBuffer made by `proto`.
+    fn read_async(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        async move {
+            let opts = ReadOptions::default();
+            self.read_opt_async(subset, proto, &opts).await
+        }
+    }
+
+    /// [`read_async`](Self::read_async) with options.
+    fn read_opt_async(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send;
+
+    /// Reads the whole array.
+    fn read_all_async(
+        &self,
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send;
+
+    /// Reads many subsets (a training loop's minibatches) ahead of the consumer, at most
+    /// `opts.prefetch` at once, and yields their NDBuffers in order as a
+    /// [`futures::Stream`]; chunks shared by subsets in flight are fetched once; a failed
+    /// subset is an `Err` item ([`Error::StreamItem`]) and the stream goes on; dropping the
+    /// stream cancels the reads in flight. The subsets' iterator is pulled lazily. See
+    /// [`ReadStream`] for the design and a full example.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when called outside a tokio runtime (the reads run on it).
+    ///
+    /// ```
+    /// # async fn demo() -> zarrbuf::Result<()> {
+    /// use futures::StreamExt;
+    /// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, StreamOptions};
+    /// let array = zarrbuf::open_async("s3://bucket/data.zarr", "images").await?;
+    /// let batches = (0..100u64).map(|b| vec![b * 64..b * 64 + 64, 0..512]);
+    /// let mut stream = array.read_stream(batches, &BufferPrototype::cuda(0), &StreamOptions::default().with_prefetch(8))?;
+    /// while let Some(batch) = stream.next().await {
+    ///     let batch = batch?; // on the GPU, in order
+    /// }
+    /// # Ok(()) }
+    /// # let rt = tokio::runtime::Runtime::new().unwrap();
+    /// # let array = rt.block_on(zarrbuf::open_async("memory://", ""));
+    /// # assert!(array.is_err()); // (no array there: the example above shows the calls)
+    /// ```
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static;
+
+    /// Reads `subset` into `out` (any memory, may be a strided view).
+    fn read_into_async(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Array<S> {
+    fn read_opt_async(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        let subset = subset.to_vec();
+        let (proto, opts) = (proto.clone(), opts.clone());
+        async move {
+            check_subset(self.shape(), &subset, self.path().as_str())?;
+            let dtype = data_type_of(self)?;
+            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+            // Every element is written by the read; on an error `out` is dropped, never returned.
+            let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, &proto)?;
+            if let Some(s) = proto.stream() {
+                // Ordered after the prototype stream's earlier work (see ArrayReadExt::read).
+                s.synchronize()?;
+            }
+            self.read_into_async(&subset, &mut out, &opts).await?;
+            Ok(out)
+        }
+    }
+
+    fn read_all_async(
+        &self,
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
+        let proto = proto.clone();
+        async move {
+            self.read_opt_async(&subset, &proto, &ReadOptions::default())
+                .await
+        }
+    }
+
+    fn read_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        super::read_stream::async_stream(self, subsets, proto, opts)
+    }
+
+    fn read_into_async(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let subset = subset.to_vec();
+        let opts = opts.clone();
+        let out = out.clone();
+        async move {
+            check_subset(self.shape(), &subset, self.path().as_str())?;
+            let dtype = data_type_of(self)?;
+            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+            if out.dtype() != dtype || out.shape() != shape.as_slice() {
+                return Err(Error::ShapeMismatch(format!(
+                    "the subset is {shape:?} of {dtype} but the output NDBuffer is {:?} of {}",
+                    out.shape(),
+                    out.dtype()
+                )));
+            }
+            if out.is_empty() {
+                return Ok(());
+            }
+            let array = Arc::new(self.with_storage(self.storage()));
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+                Error::InvalidArgument(
+                    "async reads need a tokio runtime (call them inside one)".into(),
+                )
+            })?;
+            // Dropping this future cancels the blocking half and waits until it has stopped
+            // writing into `out`.
+            let (_stop, finish) = Cancel::pair();
+            let task = tokio::task::spawn_blocking(move || {
+                read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
+            });
+            task.await
+                .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
+        }
+    }
+}
+
+/// The blocking half: the staged pipeline, whose producers fetch through the runtime.
+fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    opts: &ReadOptions,
+    handle: &tokio::runtime::Handle,
+    cancel: &Cancel,
+) -> Result<()> {
+    run_staged(
+        array,
+        subset,
+        out,
+        opts,
+        InnerFetch::for_async_store(array),
+        &|plan, shards, unit| {
+            cancel.check("read")?;
+            // This worker waits for the fetch anyway: local files are read on it.
+            reading_inline(|| {
+                handle.block_on(
+                    cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)),
+                )
+            })
+        },
+    )
+}

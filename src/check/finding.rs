@@ -1,0 +1,133 @@
+//! What `check` finds: the [`Problem`] kinds and a [`Finding`] per stored key, how a decode
+//! error becomes one ([`guarded`]), and which chunk a store key names ([`chunk_indices`]).
+//! Both the check (`mod.rs`) and the repair (`repair.rs`) use them.
+
+use zarrs::array::ArrayError;
+
+/// What is wrong with a stored key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Problem {
+    /// The chunk (or inner chunk) does not decode.
+    Undecodable,
+    /// It decodes, but to the wrong number of bytes (a truncated uncompressed chunk).
+    WrongSize,
+    /// A checksum codec (crc32c, adler32, fletcher32…) says the bytes changed.
+    Checksum,
+    /// A chunk key whose indices lie outside the chunk grid (left by a larger array).
+    OutsideGrid,
+    /// A temporary file of a write that was killed.
+    Leftover,
+    /// A file that is neither metadata, a chunk nor a temporary file (reported as a note:
+    /// it does not make the check fail).
+    Unknown,
+}
+
+impl Problem {
+    /// Whether this problem makes the check fail (everything but [`Problem::Unknown`]).
+    pub fn is_damage(self) -> bool {
+        self != Problem::Unknown
+    }
+
+    /// A short name for the report (`undecodable`, `wrong-size`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Problem::Undecodable => "undecodable",
+            Problem::WrongSize => "wrong-size",
+            Problem::Checksum => "checksum",
+            Problem::OutsideGrid => "outside-grid",
+            Problem::Leftover => "leftover",
+            Problem::Unknown => "unknown",
+        }
+    }
+}
+
+/// One problem with one stored key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The store key (relative to the store root), e.g. `t/c/0/1`.
+    pub key: String,
+    /// The inner chunk's indices within the shard, when the problem is one inner chunk.
+    pub inner: Option<Vec<u64>>,
+    /// What is wrong.
+    pub problem: Problem,
+    /// The reason, in words.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.key)?;
+        if let Some(inner) = &self.inner {
+            write!(f, " inner chunk {inner:?}")?;
+        }
+        write!(f, ": {}: {}", self.problem.name(), self.detail)
+    }
+}
+
+/// The chunk indices whose key is `key` in `array` (a store key relative to the store root),
+/// or `None` when `key` is not a chunk key of the array's chunk key encoding.
+///
+/// ```
+/// let a = zarrbuf::open("fixtures/data/v3_shard_end.zarr", "")?;
+/// assert_eq!(zarrbuf::check::chunk_indices(&a, "c/1/0"), Some(vec![1, 0]));
+/// assert_eq!(zarrbuf::check::chunk_indices(&a, "c/1"), None);
+/// assert_eq!(zarrbuf::check::chunk_indices(&a, "c/x/0"), None);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn chunk_indices<S: ?Sized>(array: &zarrs::array::Array<S>, key: &str) -> Option<Vec<u64>> {
+    let prefix = array.path().as_str().trim_start_matches('/');
+    let rel = if prefix.is_empty() {
+        key
+    } else {
+        key.strip_prefix(prefix)?.strip_prefix('/')?
+    };
+    let ndim = array.dimensionality();
+    let body = ["c/", "c.", ""].iter().filter_map(|p| rel.strip_prefix(p));
+    for body in body.chain((rel == "c").then_some("")) {
+        let parts: Vec<&str> = if body.is_empty() {
+            Vec::new()
+        } else {
+            body.split(['/', '.']).collect()
+        };
+        if parts.len() != ndim {
+            continue;
+        }
+        let Ok(indices) = parts
+            .iter()
+            .map(|p| p.parse::<u64>())
+            .collect::<Result<Vec<u64>, _>>()
+        else {
+            continue;
+        };
+        if array.chunk_key(&indices).as_str() == key {
+            return Some(indices);
+        }
+    }
+    None
+}
+
+/// Runs a zarrs decode of stored (maybe damaged) bytes; a panic inside zarrs (it has
+/// arithmetic that overflows on some damaged shard indexes) becomes an undecodable chunk.
+pub(super) fn guarded<T>(
+    f: impl FnOnce() -> std::result::Result<T, ArrayError>,
+) -> std::result::Result<T, (Problem, String)> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err((problem_of(&e), e.to_string())),
+        Err(_) => Err((Problem::Undecodable, "zarrs failed on damaged data".into())),
+    }
+}
+
+/// The problem a decode error shows.
+fn problem_of(e: &ArrayError) -> Problem {
+    use zarrs::array::CodecError as C;
+    match e {
+        ArrayError::CodecError(C::UnexpectedChunkDecodedSize(_)) => Problem::WrongSize,
+        ArrayError::CodecError(C::InvalidChecksum) => Problem::Checksum,
+        ArrayError::CodecError(C::Other(m)) if m.to_ascii_lowercase().contains("checksum") => {
+            Problem::Checksum
+        }
+        _ => Problem::Undecodable,
+    }
+}

@@ -1,0 +1,256 @@
+//! A simulated device for tests: the host twin's memory, copies, kernels and batch decoder
+//! (every byte is real), with the timing of a GPU. Each batch decompression occupies one
+//! decoder engine for `batch_latency + decoded bytes / bytes_per_sec`, after whatever its
+//! queue and the engine already hold; events and synchronisation wait for that simulated
+//! time (sleeping, so the timing does not depend on free cores). Everything else completes
+//! at once, as on the host.
+//!
+//! This is how CI tests what only asynchronous devices show — batches in flight, the ring
+//! of batch entries, rates the hybrid scheduler measures — without a GPU.
+
+use super::batch::{BatchDesc, BatchItem, Compression};
+use super::compress::CompressSettings;
+use super::{DeviceOps, Event, HostOps, Queue};
+use crate::error::Result;
+use crate::memory::Region;
+use crate::place::Memory;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use zarrbuf_codecs::host::Shuffle;
+use zarrbuf_codecs::{ScalarKind, Strided};
+
+/// A device with `sms` multiprocessors whose batch decoder takes `batch_latency` per batch
+/// plus its decoded bytes at `bytes_per_sec`.
+pub(crate) struct SimulatedOps {
+    pub sms: usize,
+    pub batch_latency: Duration,
+    pub bytes_per_sec: f64,
+    default_queue: usize,
+    state: Mutex<SimState>,
+}
+
+/// A queue id no simulated device has used.
+fn next_queue_id() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+struct SimState {
+    /// When the work enqueued so far on each of this device's queues is done. Queue ids are
+    /// unique in the process: slots pooled by one simulated device and taken by another
+    /// bring queues this one does not know, whose work is done.
+    queues: HashMap<usize, Instant>,
+    /// When the decoder engine is free.
+    engine_free: Instant,
+    /// Chunks of every batch decompressed, in order.
+    batches: Vec<usize>,
+}
+
+impl SimulatedOps {
+    pub(crate) fn new(sms: usize, batch_latency: Duration, bytes_per_sec: f64) -> Self {
+        let now = Instant::now();
+        SimulatedOps {
+            sms,
+            batch_latency,
+            bytes_per_sec,
+            default_queue: next_queue_id(),
+            state: Mutex::new(SimState {
+                queues: HashMap::new(),
+                engine_free: now,
+                batches: Vec::new(),
+            }),
+        }
+    }
+
+    /// The chunk counts of the batches decompressed so far.
+    pub(crate) fn batches(&self) -> Vec<usize> {
+        self.state.lock().expect("sim state").batches.clone()
+    }
+
+    /// When `q`'s work is done.
+    fn done_at(&self, q: &Queue) -> Instant {
+        let s = self.state.lock().expect("sim state");
+        match q {
+            Queue::Sim(i) => s.queues.get(i).copied().unwrap_or_else(Instant::now),
+            _ => Instant::now(),
+        }
+    }
+}
+
+impl DeviceOps for SimulatedOps {
+    fn memory(&self) -> Memory {
+        Memory::Host
+    }
+
+    fn alloc(&self, len: usize) -> Result<Region> {
+        HostOps.alloc(len)
+    }
+
+    fn alloc_staging(&self, len: usize) -> Result<Region> {
+        HostOps.alloc_staging(len)
+    }
+
+    fn new_queue(&self) -> Result<Queue> {
+        Ok(Queue::Sim(next_queue_id()))
+    }
+
+    fn default_queue(&self) -> Queue {
+        Queue::Sim(self.default_queue)
+    }
+
+    fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()> {
+        HostOps.copy(q, src, dst)
+    }
+
+    fn strided_copy(
+        &self,
+        q: &Queue,
+        src: &Region,
+        src_view: Strided<'_>,
+        dst: &Region,
+        dst_view: Strided<'_>,
+        shape: &[usize],
+        elem_size: usize,
+        swap_unit: usize,
+    ) -> Result<()> {
+        HostOps.strided_copy(q, src, src_view, dst, dst_view, shape, elem_size, swap_unit)
+    }
+
+    fn fill(
+        &self,
+        q: &Queue,
+        dst: &Region,
+        view: Strided<'_>,
+        shape: &[usize],
+        pattern: &[u8],
+    ) -> Result<()> {
+        HostOps.fill(q, dst, view, shape, pattern)
+    }
+
+    fn cast(
+        &self,
+        q: &Queue,
+        src: &Region,
+        src_view: Strided<'_>,
+        src_kind: ScalarKind,
+        dst: &Region,
+        dst_view: Strided<'_>,
+        dst_kind: ScalarKind,
+        shape: &[usize],
+    ) -> Result<()> {
+        HostOps.cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
+    }
+
+    fn blosc_unshuffle(
+        &self,
+        q: &Queue,
+        src: &Region,
+        dst: &Region,
+        nbytes: usize,
+        shuffle: Shuffle,
+        typesize: usize,
+        blocksize: usize,
+    ) -> Result<()> {
+        HostOps.blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+    }
+
+    fn adler32_pieces(
+        &self,
+        q: &Queue,
+        src: &Region,
+        nbytes: usize,
+        piece: usize,
+        out: &Region,
+    ) -> Result<()> {
+        HostOps.adler32_pieces(q, src, nbytes, piece, out)
+    }
+
+    fn sm_count(&self) -> Result<usize> {
+        Ok(self.sms)
+    }
+
+    fn wait_for(&self, q: &Queue, after: &Queue) -> Result<()> {
+        let after = self.done_at(after);
+        let mut s = self.state.lock().expect("sim state");
+        if let Queue::Sim(i) = q {
+            let t = s.queues.entry(*i).or_insert(after);
+            *t = (*t).max(after);
+        }
+        Ok(())
+    }
+
+    fn batch_decoder(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn new_batch_desc(&self, capacity: usize) -> Result<BatchDesc> {
+        HostOps.new_batch_desc(capacity)
+    }
+
+    fn decompress_batch(
+        &self,
+        q: &Queue,
+        format: Compression,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()> {
+        // The bytes are decoded now (the host twin); only the completion is simulated.
+        HostOps.decompress_batch(q, format, items, desc)?;
+        let bytes: usize = items.iter().map(|it| it.output.len()).sum();
+        let busy = self.batch_latency + Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec);
+        let now = Instant::now();
+        let mut s = self.state.lock().expect("sim state");
+        let queued = match q {
+            Queue::Sim(i) => s.queues.get(i).copied().unwrap_or(now),
+            _ => now,
+        };
+        let done = now.max(queued).max(s.engine_free) + busy;
+        s.engine_free = done;
+        if let Queue::Sim(i) = q {
+            s.queues.insert(*i, done);
+        }
+        s.batches.push(items.len());
+        Ok(())
+    }
+
+    fn describe_status(&self, status: i32) -> String {
+        HostOps.describe_status(status)
+    }
+
+    fn batch_compressor(&self) -> std::result::Result<(), String> {
+        HostOps.batch_compressor()
+    }
+
+    fn max_compressed_size(&self, settings: CompressSettings, chunk_bytes: usize) -> Result<usize> {
+        HostOps.max_compressed_size(settings, chunk_bytes)
+    }
+
+    fn compress_batch(
+        &self,
+        q: &Queue,
+        settings: CompressSettings,
+        items: &[BatchItem],
+        desc: &mut BatchDesc,
+    ) -> Result<()> {
+        HostOps.compress_batch(q, settings, items, desc)
+    }
+
+    fn describe_compress_status(&self, status: i32) -> String {
+        HostOps.describe_compress_status(status)
+    }
+
+    fn record(&self, q: &Queue) -> Result<Event> {
+        let at = self.done_at(q);
+        Ok(if at > Instant::now() {
+            Event::At(at)
+        } else {
+            Event::Complete
+        })
+    }
+
+    fn synchronize(&self, q: &Queue) -> Result<()> {
+        Event::At(self.done_at(q)).wait()
+    }
+}

@@ -1,0 +1,246 @@
+//! Opening zarr arrays, synchronously from any store [`open_store`] opens, or asynchronously
+//! through object_store ([`object_store_for_url`]); a group where an array was asked for is
+//! refused naming the arrays under it.
+
+use super::hierarchy::{group_error_async, group_error_sync};
+use super::open_options::{OpenOptions, url_holds_repository};
+use super::remote::{AsyncArray, object_store_for_url};
+use super::remote_store::RemoteStore;
+use super::store::{
+    DynArray, check_local_location, describe_open_error, icechunk_route, icechunk_sync_store,
+    label, node_path, open_fallback, open_store_with, url_is_repository,
+};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use zarrs::array::Array;
+use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
+
+/// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata;
+/// a directory, a zip file, a `file://` or object-store URL; see [`open_store`]).
+///
+/// A group at `array_path` is refused with [`Error::IsGroup`], which names the arrays under
+/// it ([`list_hierarchy`](crate::list_hierarchy) describes them).
+///
+/// ```
+/// let Err(err) = zarrbuf::open("fixtures/data/v3_nested_group.zarr", "a") else { panic!() };
+/// assert!(matches!(&err, zarrbuf::Error::IsGroup { arrays, .. } if arrays == &["a/b/c"]));
+/// ```
+///
+/// ```no_run
+/// use zarrbuf::{ArrayReadExt, BufferPrototype};
+/// let array = zarrbuf::open("fixtures/data/v3_large_3d.zarr", "")?;
+/// let a = array.read_all(&BufferPrototype::cpu())?;
+/// println!("{:?} {}", a.shape(), a.dtype());
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
+    open_with(location, array_path, &OpenOptions::default())
+}
+
+/// [`open`] with [`OpenOptions`]: which version of an icechunk repository to read, and
+/// which of its virtual chunk containers reads may fetch from.
+///
+/// An icechunk repository is a local directory laid out as one (a `repo` file or `refs/`
+/// folder beside `snapshots/`), or an object-store prefix holding one (recognised when a
+/// plain zarr open finds nothing there, or when `opts` names a version). It opens read-only
+/// at `opts.version`, default the tip of branch `main`. Needs the `icechunk` feature.
+///
+/// ```
+/// let Err(err) = zarrbuf::open_with("fixtures/data/v3_int8.zarr", "",
+///     &zarrbuf::OpenOptions::default().with_branch("dev")) else { panic!() };
+/// assert!(err.to_string().contains("not an icechunk repository"));
+/// ```
+pub fn open_with(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
+    let path = node_path(array_path)?;
+    check_local_location(location)?;
+    let store = open_store_with(location, opts)?;
+    match open_in(store, location, array_path, &path) {
+        Err(_) if !icechunk_route(location, opts)? && url_is_repository(location) => {
+            let store = icechunk_sync_store(location, opts)?;
+            open_in(store, location, array_path, &path)
+        }
+        result => result,
+    }
+}
+
+/// Opens the array at node `path` of `store` (`location` and `array_path` as the user gave
+/// them, for messages).
+fn open_in(
+    store: Arc<dyn ReadableWritableListableStorageTraits>,
+    location: &str,
+    array_path: &str,
+    path: &str,
+) -> Result<DynArray> {
+    super::codecs::register_zarrs_overrides();
+    let refused = match Array::open(store.clone(), path) {
+        Ok(array) => return Ok(array),
+        Err(e) => e,
+    };
+    if let Some(group) = group_error_sync(store.as_ref(), location, array_path) {
+        return Err(group);
+    }
+    let zarray = zarrs::node::NodePath::new(path)
+        .ok()
+        .and_then(|node| store.get(&zarrs::node::meta_key_v2_array(&node)).ok())
+        .flatten();
+    let name = label(location, array_path);
+    let meta = open_fallback(&name, refused, zarray.as_deref())?;
+    Array::new_with_metadata(store, path, meta)
+        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
+}
+
+/// Opens the zarr array at `array_path` inside the store at `url` (any URL
+/// [`object_store_for_url`] takes, or a directory path).
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
+/// let array = zarrbuf::open_async("s3://bucket/data.zarr", "temperature").await?;
+/// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
+/// # Ok(()) }
+/// ```
+pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
+    open_async_with_options(url, array_path, &[]).await
+}
+
+/// [`open_async`] with [`OpenOptions`]: the version of an icechunk repository to read (see
+/// [`open_with`](crate::open_with)); icechunk reads through the same async pipeline as
+/// object stores. Object-store options come from the environment here; for explicit ones
+/// use [`open_async_with_options`].
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, OpenOptions};
+/// let opts = OpenOptions::default().with_tag("v1");
+/// let array = zarrbuf::open_async_with("s3://bucket/repo", "temperature", &opts).await?;
+/// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
+/// # Ok(()) }
+/// ```
+pub async fn open_async_with(
+    url: &str,
+    array_path: &str,
+    opts: &OpenOptions,
+) -> Result<AsyncArray> {
+    if icechunk_route(url, opts)? {
+        return open_icechunk_async(url, array_path, opts).await;
+    }
+    open_async_with_options(url, array_path, &[]).await
+}
+
+/// Opens the array at `array_path` of the icechunk repository at `url`.
+async fn open_icechunk_async(
+    url: &str,
+    array_path: &str,
+    opts: &OpenOptions,
+) -> Result<AsyncArray> {
+    #[cfg(feature = "icechunk")]
+    {
+        let path = node_path(array_path)?;
+        let store = RemoteStore::icechunk(super::icechunk::readonly_store_async(url, opts).await?);
+        open_in_async(Arc::new(store), url, array_path, &path).await
+    }
+    #[cfg(not(feature = "icechunk"))]
+    {
+        let _ = (array_path, opts);
+        Err(super::open_options::no_icechunk_support(url))
+    }
+}
+
+/// [`open_async`] with explicit object_store options (credentials, region, endpoint, timeouts).
+///
+/// ```no_run
+/// # async fn demo() -> zarrbuf::Result<()> {
+/// let array = zarrbuf::open_async_with_options(
+///     "s3://bucket/data.zarr", "", &[("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")],
+/// ).await?;
+/// # Ok(()) }
+/// ```
+pub async fn open_async_with_options(
+    url: &str,
+    array_path: &str,
+    options: &[(&str, &str)],
+) -> Result<AsyncArray> {
+    if super::zip_path(url)?.is_some() {
+        return Err(Error::Unsupported(format!(
+            "{url} is a zip file: zip stores open with the synchronous reader \
+             (zarrbuf::open, or the CLI without --async)"
+        )));
+    }
+    if url.contains("://")
+        && url
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .is_some_and(|name| name.to_ascii_lowercase().ends_with(".zip"))
+    {
+        return Err(Error::Unsupported(format!(
+            "{url} names a zip file in object storage: zarrbuf reads zip stores from local \
+             disk only; download the file and give its path"
+        )));
+    }
+    let location = if url.contains("://") {
+        url.to_string()
+    } else {
+        let abs = std::fs::canonicalize(url).map_err(|e| {
+            Error::store(
+                url,
+                format!("no such directory ({e}); give the path of a zarr store or a URL"),
+                Some(Box::new(e)),
+            )
+        })?;
+        // Url::from_file_path percent-encodes what a URL would misread (`#`, `?`, `%`, spaces).
+        url::Url::from_file_path(&abs)
+            .map_err(|()| {
+                Error::store(
+                    url,
+                    format!("{} cannot be written as a file:// URL", abs.display()),
+                    None,
+                )
+            })?
+            .to_string()
+    };
+    if icechunk_route(url, &OpenOptions::default())? {
+        return open_icechunk_async(url, array_path, &OpenOptions::default()).await;
+    }
+    let path = node_path(array_path)?;
+    let mut remote = RemoteStore::new(object_store_for_url(&location, options)?);
+    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
+        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
+    }
+    match open_in_async(Arc::new(remote), url, array_path, &path).await {
+        Err(_) if url.contains("://") && url_holds_repository(url).await => {
+            open_icechunk_async(url, array_path, &OpenOptions::default()).await
+        }
+        result => result,
+    }
+}
+
+/// Opens the array at node `path` of `store` (`url` and `array_path` as the user gave them,
+/// for messages).
+async fn open_in_async(
+    store: Arc<RemoteStore>,
+    url: &str,
+    array_path: &str,
+    path: &str,
+) -> Result<AsyncArray> {
+    super::codecs::register_zarrs_overrides();
+    let refused = match Array::async_open(store.clone(), path).await {
+        Ok(array) => return Ok(array),
+        Err(e) => e,
+    };
+    if let Some(group) = group_error_async(&store, url, array_path).await {
+        return Err(group);
+    }
+    let zarray = match zarrs::node::NodePath::new(path) {
+        Ok(node) => store
+            .get(&zarrs::node::meta_key_v2_array(&node))
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => None,
+    };
+    let name = label(url, array_path);
+    let meta = open_fallback(&name, refused, zarray.as_deref())?;
+    Array::new_with_metadata(store, path, meta)
+        .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
+}

@@ -1,0 +1,44 @@
+//! zarrbuf's integration tests: one test binary (`cargo test --test it`), one module per
+//! concern. One binary links the dependency tree once instead of once per file; a test is
+//! named by its module, e.g. `cargo test --test it copy::subset_copy_holds_exactly_the_subset`
+//! or `cargo test --test it remote::` for a whole module.
+//!
+//! The tests share one process. None of them changes process-wide state that another reads
+//! (the environment, the current directory, the default prototype); a test that needs the
+//! process to itself — to change its environment, to measure its peak RSS, to read what it
+//! writes to stderr, or to survive an abort — re-runs itself in a child process
+//! (`common::run_own_test`, `remote::sixty_four_concurrent_reads_are_exact_and_bounded`,
+//! `fuzz_regressions::fuzz_crash_inputs_fail_cleanly`). Helpers shared by the modules are in
+//! `common`; how a test says it could not run is in `zarrbuf-test-support` (tests/support/).
+
+mod common;
+
+mod blosc_device;
+mod cli;
+mod conformance;
+mod copy;
+mod coverage;
+mod crash;
+mod damaged_codecs;
+mod device_compress;
+mod device_decode;
+mod errors;
+mod fixtures;
+mod fuzz_regressions;
+#[cfg(feature = "icechunk")]
+mod icechunk;
+mod import_cycles;
+mod ipc;
+mod multi_device;
+mod nvcomp_library;
+mod read_stream;
+mod realign;
+mod regressions;
+mod remote;
+mod s3_faults;
+mod s3_requests;
+mod shard_encode;
+mod soundness;
+mod stores;
+mod write;
+mod zarrs_decoded;
