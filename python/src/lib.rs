@@ -508,14 +508,17 @@ fn open(
 /// (or `file://` URL), read and written synchronously, or an object-store URL
 /// (`s3://bucket/prefix`, ...) read and written through the async API, configured by
 /// `options` (object_store's keys, e.g. `aws_endpoint`) on top of the environment.
+/// With `session` (a read-only icechunk session's bytes, `Session.as_bytes()`), the array is
+/// read through that session instead, and `root` only names it in messages.
 #[pyfunction]
-#[pyo3(signature = (root, path, metadata, options = None))]
+#[pyo3(signature = (root, path, metadata, options = None, session = None))]
 fn open_with_metadata(
     py: Python<'_>,
     root: &str,
     path: &str,
     metadata: &str,
     options: Option<Vec<(String, String)>>,
+    session: Option<Vec<u8>>,
 ) -> PyResult<Array> {
     let label = zarrbuf::location_label(root, path);
     let local = !root.contains("://") || root.starts_with("file://");
@@ -527,7 +530,12 @@ fn open_with_metadata(
         let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))
         };
-        let inner = if local {
+        let inner = if let Some(bytes) = &session {
+            let store = Arc::new(zarrbuf::RemoteStore::from_icechunk_session(bytes)?);
+            let array =
+                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
+            Inner::Async(Arc::new(array))
+        } else if local {
             let store = zarrbuf::open_store(root)?;
             let array =
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;

@@ -22,10 +22,16 @@ The stores zarrbuf reaches (``_store_route``):
   config, client options and retry settings as object_store options (both read the
   environment the same way); ``HTTPStore`` → its URL.
 - ``ZipStore`` opened read-only (``mode="r"``) on a path: the same zip file, read-only.
+- ``IcechunkStore`` of a read-only icechunk session (``repo.readonly_session(...)``): the
+  session itself, handed to zarrbuf as icechunk serializes it, so zarrbuf reads the same
+  snapshot, storage and virtual chunk access. Writable sessions (their changes live in this
+  process) and sessions over icechunk's own S3 client (zarrbuf has object_store's) go to
+  zarr-python.
 
 Everything else goes to zarr-python's own ``BatchedCodecPipeline``, as zarrs-python does,
 and is counted with its reason in ``STATS_REASONS`` (and each pipeline's ``reasons``):
-other stores (memory, obstore's ``MemoryStore``, zip files open for writing, other fsspec
+other stores (memory, obstore's ``MemoryStore``, zip files open for writing, writable
+icechunk sessions, other fsspec
 filesystems, wrapped or mocked stores), settings zarrbuf cannot honour exactly (a Python
 ``credential_provider``, default headers, a retry backoff of one's own, s3fs's extra
 request arguments...), fancy and strided indexing, variable-length and other types,
@@ -142,6 +148,8 @@ class _Route:
     #: the store: obstore hands keys to object_store as they are, zarrbuf's object-store
     #: reader escapes some characters first, and obstore's LocalStore decodes ``%XX``.
     escaped: frozenset[str] = frozenset()
+    #: A read-only icechunk session as icechunk serializes it (``root`` then only names it).
+    session: bytes | None = None
 
 
 #: Characters object_store's paths percent-encode (``object_store::path::parts``).
@@ -163,6 +171,8 @@ def _store_route(store: Any) -> tuple[_Route | None, str | None]:
         return _obstore_route(store.store)
     if issubclass(kind, ZipStore):
         return _zip_route(store)
+    if kind.__name__ == "IcechunkStore" and kind.__module__.split(".")[0] == "icechunk":
+        return _icechunk_route(store)
     if kind.__name__ == "FsspecStore" and kind.__module__.startswith("zarr."):
         fs = store.fs
         protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
@@ -315,6 +325,21 @@ def _zip_route(store: Any) -> tuple[_Route | None, str | None]:
         # stores), where zarr-python's ZipStore starts at the archive root.
         return None, "ZipStore without zarr metadata at the archive root"
     return _Route(path, no_writes="ZipStore is read-only"), None
+
+
+# --- icechunk (icechunk.IcechunkStore) --------------------------------------------------
+
+
+def _icechunk_route(store: Any) -> tuple[_Route | None, str | None]:
+    """A read-only icechunk session, handed to zarrbuf whole (see the module docs)."""
+    session = store.session
+    if not session.read_only:
+        return None, "a writable icechunk session (its uncommitted changes live in Python)"
+    try:
+        data = session._session.as_bytes()
+    except Exception:  # an icechunk without Session.as_bytes: zarr-python reads it
+        return None, "an icechunk session zarrbuf could not serialize"
+    return _Route(f"icechunk snapshot {session.snapshot_id}", session=bytes(data)), None
 
 
 def _is_cupy(arr: Any) -> bool:
@@ -486,7 +511,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
                 return self._arrays[prefix]
             try:
                 meta = json.dumps(self.metadata.to_dict())
-                array = _zarrbuf.open_with_metadata(route.root, prefix, meta, route.options)
+                array = _zarrbuf.open_with_metadata(
+                    route.root, prefix, meta, route.options, route.session
+                )
                 self._arrays[prefix] = (array, None)
             except (_zarrbuf.ZarrbufError, TypeError, ValueError) as e:
                 # Metadata zarrs cannot use (a codec or type it lacks), or a store zarrbuf

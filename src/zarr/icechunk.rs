@@ -13,8 +13,8 @@
 //! Synchronous callers wait on the process-wide store runtime (`blocking_store`), as they
 //! do for object-store URLs.
 
-use super::blocking_store::{WaitOnRuntime, runtime, wait};
 use super::open_options::{IcechunkVersion, OpenOptions};
+use super::store_runtime::{WaitOnRuntime, runtime, wait};
 use crate::error::{Error, Result};
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -300,6 +300,34 @@ pub(crate) fn readonly_sync_store(
         Arc::new(store),
         WaitOnRuntime::new()?,
     )))
+}
+
+/// A read-only store over an icechunk session that icechunk serialized (`Session::as_bytes`:
+/// what the icechunk Python package's `Session` pickles to): the same snapshot, storage,
+/// settings and virtual chunk access as that session. A writable session is refused: its
+/// uncommitted changes belong to the process that holds it.
+pub(crate) fn session_store(bytes: &[u8]) -> Result<IcechunkStore> {
+    let session = icechunk::session::Session::from_bytes(bytes).map_err(|e| {
+        Error::Unsupported(format!(
+            "cannot use this icechunk session: {} (zarrbuf reads sessions over local or \
+             object_store storage, serialized by icechunk 2)",
+            ic_text(e)
+        ))
+    })?;
+    if !session.read_only() {
+        return Err(Error::Unsupported(
+            "a writable icechunk session: zarrbuf reads read-only sessions only (open one \
+             with repo.readonly_session(...), or commit and read the snapshot)"
+                .into(),
+        ));
+    }
+    let id = session.snapshot_id().to_string();
+    Ok(IcechunkStore {
+        inner: AsyncIcechunkStore::new(session),
+        location: format!("icechunk session at snapshot {id}"),
+        version: IcechunkVersion::Snapshot(id),
+        writable: false,
+    })
 }
 
 /// Whether icechunk says the key does not exist.

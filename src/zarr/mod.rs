@@ -26,6 +26,7 @@ mod remote_store;
 mod shard_encoder;
 mod shard_index;
 mod store;
+mod store_runtime;
 mod subset;
 mod units;
 mod write_framing;

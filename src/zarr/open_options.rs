@@ -217,7 +217,7 @@ pub fn is_icechunk_repository(location: &str) -> bool {
     match local_dir(location) {
         Some(dir) => is_repository_dir(&dir),
         None if location.contains("://") => {
-            super::blocking_store::wait(url_holds_repository(location)).unwrap_or(false)
+            super::store_runtime::wait(url_holds_repository(location)).unwrap_or(false)
         }
         None => false,
     }

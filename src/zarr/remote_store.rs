@@ -82,6 +82,16 @@ impl RemoteStore {
         }
     }
 
+    /// Reads through a read-only icechunk session that icechunk serialized
+    /// (`Session::as_bytes`, what the icechunk Python package's `Session` pickles to): the
+    /// snapshot, storage and virtual chunk access that session sees. Writable sessions, and
+    /// sessions over storage this build cannot reach (icechunk's own S3 client rather than
+    /// object_store's), are errors saying so.
+    #[cfg(feature = "icechunk")]
+    pub fn from_icechunk_session(bytes: &[u8]) -> crate::error::Result<Self> {
+        Ok(Self::icechunk(super::icechunk::session_store(bytes)?))
+    }
+
     /// Reads objects through `local` (the same files as the object store's) instead.
     pub(crate) fn with_local_reads(mut self, local: LocalReads) -> Self {
         self.local = Some(local);
