@@ -90,14 +90,19 @@ def test_writable_sessions_fall_back_and_their_commit_reads_through_zarrbuf(tmp_
     assert q.reasons == {"a read-only store (zarr-python raises its error)": 1}
 
 
-def _s3_repo(storage) -> tuple[str, np.ndarray]:
-    """A new repository in `storage` holding one array on main; its snapshot id and data."""
-    repo = icechunk.Repository.create(storage)
-    session = repo.writable_session("main")
+def _read_back(storage):
+    """Makes a new repository in `storage` holding one array, commits it, reads it through
+    the pipeline from a read-only session at that snapshot; the pipeline."""
+    session = icechunk.Repository.create(storage).writable_session("main")
     want = np.random.default_rng(5).standard_normal((20, 16)).astype("<f4")
     z = zarr.create_array(session.store, name="t", shape=want.shape, chunks=(8, 8), dtype=want.dtype)
     z[...] = want
-    return session.commit("t"), want
+    snapshot = session.commit("t")
+    ro = icechunk.Repository.open(storage).readonly_session(snapshot_id=snapshot)
+    with zarr.config.set(PIPELINE):
+        z = zarr.open_array(ro.store, path="t", mode="r")
+        assert_same_bits(z[...], want)
+        return _pipeline(z)
 
 
 def _object_store_s3(endpoint: str, prefix: str):
@@ -126,12 +131,7 @@ def test_sessions_over_object_store_s3_read_through_zarrbuf():
     endpoint = server_url("ZARRBUF_TEST_S3_ENDPOINT")
     _bucket(endpoint)
     storage = _object_store_s3(endpoint, f"os-{uuid.uuid4().hex}")
-    snapshot, want = _s3_repo(storage)
-    ro = icechunk.Repository.open(storage).readonly_session(snapshot_id=snapshot)
-    with zarr.config.set(PIPELINE):
-        z = zarr.open_array(ro.store, path="t", mode="r")
-        assert_same_bits(z[...], want)
-        p = _pipeline(z)
+    p = _read_back(storage)
     assert p.stats == {"zarrbuf": 1, "fallback": 0}, (p.stats, p.reasons, p.open_errors)
 
 
@@ -148,12 +148,7 @@ def test_sessions_over_icechunks_own_s3_client_fall_back():
         access_key_id="testing",
         secret_access_key="testing",
     )
-    snapshot, want = _s3_repo(storage)
-    ro = icechunk.Repository.open(storage).readonly_session(snapshot_id=snapshot)
-    with zarr.config.set(PIPELINE):
-        z = zarr.open_array(ro.store, path="t", mode="r")
-        assert_same_bits(z[...], want)
-        p = _pipeline(z)
+    p = _read_back(storage)
     assert p.stats == {"zarrbuf": 0, "fallback": 1}
     assert p.reasons == {"a store zarrbuf cannot open": 1}
     assert "icechunk session" in p.open_errors["t"], p.open_errors
