@@ -42,7 +42,8 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 /// ```
 /// # fn main() -> zarrbuf::Result<()> {
 /// use futures::StreamExt;
-/// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+/// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+/// use zarrbuf::stream::StreamOptions;
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-stream-{}", std::process::id()));
 /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
@@ -116,7 +117,8 @@ impl ReadStream {
     ///
     /// ```
     /// # fn main() -> zarrbuf::Result<()> {
-    /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+    /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+    /// use zarrbuf::stream::StreamOptions;
     /// use zarrs::array::{ArrayBuilder, data_type};
     /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-blocking-{}", std::process::id()));
     /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
@@ -157,7 +159,8 @@ impl Stream for ReadStream {
 /// Dropping it cancels the reads in flight, as for [`ReadStream`].
 ///
 /// ```
-/// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+/// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+/// use zarrbuf::stream::StreamOptions;
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
 /// let array = ArrayBuilder::new(vec![12], vec![4], data_type::float32(), 0.0f32)
