@@ -14,6 +14,14 @@
 //! assert_eq!(a.as_ndarray::<f32>()?.sum(), 0.0);
 //! # Ok::<(), zarrbuf::Error>(())
 //! ```
+//!
+//! Arrays are zarrs arrays: [`open`] gives a [`DynArray`] (sync), [`open_async`] an
+//! [`AsyncArray`] (async), and the extension traits ([`ArrayReadExt`], [`ArrayWriteExt`] and
+//! their `Async` twins) give both the same operations, named as in zarrs: `x` with defaults,
+//! `x_opt` with options, `_async` for the async twin (`read`, `read_opt`, `read_opt_async`).
+//! The root holds the everyday types; the specialised ones are in modules ([`multi`],
+//! [`stream`], [`store`], [`icechunk`], [`cuda`], [`ipc`], [`dlpack`], [`npy`], [`alloc`],
+//! [`host`], [`options`], [`dtype`], [`hierarchy`], [`subset`], [`check`]).
 
 #![warn(missing_docs)]
 
@@ -61,6 +69,12 @@ pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
 // The specialised ones, in named modules.
 pub use buffer::{dlpack, npy};
 
+// README.md's Rust examples are compiled as doc tests (`no_run`: they need stores and GPUs),
+// so the API tour cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
 /// and the process-wide default prototype.
 pub mod alloc {
@@ -73,7 +87,7 @@ pub mod cuda {
     pub use crate::pipeline::release_cached_memory;
 }
 
-/// The nodes of a zarr hierarchy, as [`list_hierarchy`](crate::list_hierarchy) lists them.
+/// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.
 pub mod hierarchy {
     pub use crate::zarr::{
         ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_opt,
