@@ -80,7 +80,7 @@ impl ReadStream {
     /// Never more than [`StreamOptions::prefetch`] (at least 1).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -99,7 +99,7 @@ impl ReadStream {
     /// kept only while a read in flight still needs it).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -181,7 +181,7 @@ impl BlockingReadStream {
     /// Subsets admitted and not yet yielded (see [`ReadStream::in_flight`]).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -195,7 +195,7 @@ impl BlockingReadStream {
     /// Encoded chunks kept for sharing (see [`ReadStream::shared_chunks`]).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
