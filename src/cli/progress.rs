@@ -5,6 +5,8 @@ use std::io::IsTerminal;
 use zarrbuf::ReadOptions;
 use zarrbuf::options::Progress;
 
+/// Read options whose progress moves a bar of chunks (labelled `total_hint`) on a terminal,
+/// and the bar to clear when the read is done; plain options elsewhere.
 pub(crate) fn progress_options(total_hint: &str) -> (ReadOptions, Option<ProgressBar>) {
     let opts = ReadOptions::default();
     if !std::io::stderr().is_terminal() {
