@@ -14,7 +14,8 @@ use zarrbuf_codecs::ScalarKind;
 /// [`DataType::RawBits`] of the record size.
 ///
 /// ```
-/// use zarrbuf::{DataType, TimeUnit};
+/// use zarrbuf::DataType;
+/// use zarrbuf::dtype::TimeUnit;
 /// let t: DataType = "float32".parse().unwrap();
 /// assert_eq!(t.size(), 4);
 /// assert_eq!(t.to_string(), "float32");
@@ -75,7 +76,7 @@ pub enum DataType {
 /// The unit of numpy's `datetime64` and `timedelta64`.
 ///
 /// ```
-/// assert_eq!(zarrbuf::TimeUnit::Microsecond.abbreviation(), "us");
+/// assert_eq!(zarrbuf::dtype::TimeUnit::Microsecond.abbreviation(), "us");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TimeUnit {
@@ -150,7 +151,7 @@ impl TimeUnit {
     /// The unit of an abbreviation (`"us"` and `"μs"` alike; `""` or `"generic"`: generic).
     ///
     /// ```
-    /// assert_eq!(zarrbuf::TimeUnit::from_abbreviation("ns"), Some(zarrbuf::TimeUnit::Nanosecond));
+    /// assert_eq!(zarrbuf::dtype::TimeUnit::from_abbreviation("ns"), Some(zarrbuf::dtype::TimeUnit::Nanosecond));
     /// ```
     pub fn from_abbreviation(text: &str) -> Option<TimeUnit> {
         match text {
@@ -415,7 +416,8 @@ impl DataType {
     /// `"M8[ns]"`, `"S5"`, `"U4"`, `"V3"`), as `.npy` headers and zarr v2 spell them.
     ///
     /// ```
-    /// use zarrbuf::{DataType, TimeUnit};
+    /// use zarrbuf::DataType;
+    /// use zarrbuf::dtype::TimeUnit;
     /// assert_eq!(DataType::from_numpy_code("c8"), Some(DataType::Complex64));
     /// assert_eq!(DataType::from_numpy_code("m8[ms]"), Some(DataType::TimeDelta64(TimeUnit::Millisecond, 1)));
     /// assert_eq!(DataType::from_numpy_code("O"), None);
@@ -531,7 +533,7 @@ impl std::str::FromStr for DataType {
 /// The byte order of the elements in memory.
 ///
 /// ```
-/// assert_eq!(zarrbuf::ByteOrder::native(), zarrbuf::ByteOrder::Little);
+/// assert_eq!(zarrbuf::dtype::ByteOrder::native(), zarrbuf::dtype::ByteOrder::Little);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ByteOrder {

@@ -14,6 +14,14 @@
 //! assert_eq!(a.as_ndarray::<f32>()?.sum(), 0.0);
 //! # Ok::<(), zarrbuf::Error>(())
 //! ```
+//!
+//! Arrays are zarrs arrays: [`open`] gives a [`DynArray`] (sync), [`open_async`] an
+//! [`AsyncArray`] (async), and the extension traits ([`ArrayReadExt`], [`ArrayWriteExt`] and
+//! their `Async` twins) give both the same operations, named as in zarrs: `x` with defaults,
+//! `x_opt` with options, `_async` for the async twin (`read`, `read_opt`, `read_opt_async`).
+//! The root holds the everyday types; the specialised ones are in modules ([`multi`],
+//! [`stream`], [`store`], [`icechunk`], [`cuda`], [`ipc`], [`dlpack`], [`npy`], [`alloc`],
+//! [`host`], [`options`], [`dtype`], [`hierarchy`], [`subset`], [`check`]).
 
 #![warn(missing_docs)]
 
@@ -37,41 +45,91 @@ mod api;
 mod buffer;
 pub mod check;
 mod device;
-mod dtype;
-mod error;
+pub mod dtype;
+pub mod error;
 mod memory;
-mod options;
+pub mod options;
 mod pipeline;
 mod place;
 mod zarr;
 
-pub use api::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, BlockingReadStream,
-    CopyOptions, ReadStream, copy_array,
-};
-pub use buffer::dlpack;
-pub use buffer::npy;
-pub use buffer::{
-    Allocator, Buffer, BufferPrototype, HostArrayView, HostArrayViewMut, HostBytes, IpcDescriptor,
-    MemoryResource, MultiBuffer, MultiNDBuffer, MultiPrototype, NDBuffer, Placement,
-    default_prototype, set_default_prototype,
-};
+// The everyday types, at the root.
+pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
+pub use api::{CopyOptions, copy_array};
+pub use buffer::{Buffer, BufferPrototype, NDBuffer};
 pub use check::{CheckOptions, CheckReport, check_array};
-pub use device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
-pub use dtype::{ByteOrder, DataType, Element, Order, TimeUnit};
-pub use error::{BoxError, Error, Result};
-pub use options::{
-    Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions,
-    WriteOptions,
-};
-pub use pipeline::release_cached_memory;
+pub use dtype::{DataType, Element, Order};
+pub use error::{Error, Result};
+pub use options::{PipelineMode, ReadOptions, WriteOptions};
 pub use place::{Device, Memory, ParseDeviceError};
-#[cfg(feature = "icechunk")]
-pub use zarr::IcechunkWriter;
-pub use zarr::{
-    ArrayInfo, ArrayLayout, ArraySummary, AsyncArray, CodecSpec, DynArray, Hierarchy,
-    IcechunkVersion, NodeInfo, NodeKind, OpenOptions, RemoteStore, create_like, describe,
-    is_icechunk_repository, list_hierarchy, list_hierarchy_with, location_label, node_path,
-    object_store_for_url, open, open_async, open_async_with, open_async_with_options, open_store,
-    open_store_with, open_with, parse_subset, resume_like,
-};
+pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, create_like, describe, resume_like};
+pub use zarr::{AsyncArray, DynArray, OpenOptions, open, open_async, open_opt, open_opt_async};
+pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
+
+// The specialised ones, in named modules.
+pub use buffer::{dlpack, npy};
+
+// README.md's Rust examples are compiled as doc tests (`no_run`: they need stores and GPUs),
+// so the API tour cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
+/// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
+/// and the process-wide default prototype.
+pub mod alloc {
+    pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
+}
+
+/// CUDA streams and devices, nvCOMP, and the memory zarrbuf keeps cached for reuse.
+pub mod cuda {
+    pub use crate::device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
+    pub use crate::pipeline::release_cached_memory;
+}
+
+/// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.
+pub mod hierarchy {
+    pub use crate::zarr::{
+        ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_opt,
+    };
+}
+
+/// Borrowed views of host memory: bytes, and typed n-d arrays (ndarray) of an NDBuffer.
+pub mod host {
+    pub use crate::buffer::{HostArrayView, HostArrayViewMut, HostBytes};
+}
+
+/// Icechunk repositories: the version to open, recognising a repository, and (feature
+/// `icechunk`) writing to a branch.
+pub mod icechunk {
+    #[cfg(feature = "icechunk")]
+    pub use crate::zarr::IcechunkWriter;
+    pub use crate::zarr::{IcechunkVersion, is_icechunk_repository};
+}
+
+/// Sharing device and pinned buffers between processes (CUDA IPC).
+pub mod ipc {
+    pub use crate::buffer::IpcDescriptor;
+}
+
+/// One read onto several devices: the prototypes, the parts, and the reads themselves.
+pub mod multi {
+    pub use crate::api::multi::{read, read_opt};
+    pub use crate::buffer::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
+}
+
+/// Stores: opening the store at a location, and object stores for URLs.
+pub mod store {
+    pub use crate::zarr::{RemoteStore, object_store_for_url, open_store, open_store_opt};
+}
+
+/// Read streams: many subsets read ahead of the consumer, in order.
+pub mod stream {
+    pub use crate::api::{BlockingReadStream, ReadStream};
+    pub use crate::options::StreamOptions;
+}
+
+/// Array subsets in text form.
+pub mod subset {
+    pub use crate::zarr::parse_subset;
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 /// Progress of a read or write: units are chunks (or inner chunks of shards).
 ///
 /// ```
-/// let p = zarrbuf::Progress { chunks_done: 1, chunks_total: 4, bytes_done: 1024 };
+/// let p = zarrbuf::options::Progress { chunks_done: 1, chunks_total: 4, bytes_done: 1024 };
 /// assert_eq!(p.fraction(), 0.25);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,7 +79,8 @@ pub enum PipelineMode {
 /// for a format.
 ///
 /// ```
-/// use zarrbuf::{Decode, ReadOptions};
+/// use zarrbuf::ReadOptions;
+/// use zarrbuf::options::Decode;
 /// let o = ReadOptions::default().with_decode(Decode::Gpu);
 /// assert_eq!(o.decode, Decode::Gpu);
 /// assert_eq!("both".parse::<Decode>().unwrap(), Decode::Both);
@@ -146,7 +147,8 @@ impl std::str::FromStr for Decode {
 /// back exactly (see the README), and will become `Auto`'s choice once it has.
 ///
 /// ```
-/// use zarrbuf::{Compress, WriteOptions};
+/// use zarrbuf::WriteOptions;
+/// use zarrbuf::options::Compress;
 /// let o = WriteOptions::default().with_compress(Compress::Gpu);
 /// assert_eq!(o.compress, Compress::Gpu);
 /// assert_eq!("cpu".parse::<Compress>().unwrap(), Compress::Cpu);
@@ -186,7 +188,8 @@ impl std::str::FromStr for Compress {
 /// a crash of the whole machine:
 ///
 /// ```
-/// use zarrbuf::{Durability, WriteOptions};
+/// use zarrbuf::WriteOptions;
+/// use zarrbuf::options::Durability;
 /// let o = WriteOptions::default().with_durability(Durability::Sync);
 /// assert_eq!(o.durability, Durability::Sync);
 /// assert_eq!("sync".parse::<Durability>().unwrap(), Durability::Sync);
@@ -332,7 +335,8 @@ impl ReadOptions {
 /// flight share.
 ///
 /// ```
-/// use zarrbuf::{ReadOptions, StreamOptions};
+/// use zarrbuf::ReadOptions;
+/// use zarrbuf::stream::StreamOptions;
 /// let o = StreamOptions::default().with_prefetch(8).with_read(ReadOptions::default().with_concurrency(2));
 /// assert_eq!(o.prefetch, 8);
 /// assert_eq!(o.read.concurrency, Some(2));
@@ -448,8 +452,8 @@ impl WriteOptions {
     /// Chooses where the staged pipeline compresses (see [`Compress`]).
     ///
     /// ```
-    /// let o = zarrbuf::WriteOptions::default().with_compress(zarrbuf::Compress::Gpu);
-    /// assert_eq!(o.compress, zarrbuf::Compress::Gpu);
+    /// let o = zarrbuf::WriteOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
+    /// assert_eq!(o.compress, zarrbuf::options::Compress::Gpu);
     /// ```
     pub fn with_compress(mut self, compress: Compress) -> Self {
         self.compress = compress;

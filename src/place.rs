@@ -1,7 +1,7 @@
 //! Where things are: the [`Device`] computation runs on and the [`Memory`] bytes live in.
 //!
 //! Plain values at the bottom of the crate: parsing and display only. Whether a device is
-//! present is the driver's business ([`crate::cuda_device_count`], [`Device::is_available`]).
+//! present is the driver's business ([`crate::cuda::cuda_device_count`], [`Device::is_available`]).
 
 /// A place where computation runs: the CPU, or CUDA device N.
 ///

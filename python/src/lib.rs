@@ -23,10 +23,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::{Arc, OnceLock};
 use zarrbuf::dlpack::{DLManagedTensor, DLManagedTensorVersioned, DlpackLegacy, DlpackVersioned};
+use zarrbuf::dtype::ByteOrder;
+use zarrbuf::stream::{BlockingReadStream, StreamOptions};
 use zarrbuf::{
     ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, AsyncArray,
-    BlockingReadStream, BufferPrototype, ByteOrder, Device, DynArray, Memory, NDBuffer,
-    StreamOptions, WriteOptions,
+    BufferPrototype, Device, DynArray, Memory, NDBuffer,
 };
 
 /// The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
@@ -92,9 +93,43 @@ fn runtime() -> zarrbuf::Result<&'static tokio::runtime::Runtime> {
     .map_err(|e| zarrbuf::Error::InvalidArgument(format!("cannot start the tokio runtime: {e}")))
 }
 
+/// An array opened synchronously (local stores) or asynchronously (object stores, driven by
+/// [`runtime`]); the two have the same methods, `x` and `x_async`.
 enum Inner {
     Sync(Arc<DynArray>),
     Async(Arc<AsyncArray>),
+}
+
+/// Calls method `$m` (sync) or `$m_async` (async, waited for on the runtime) of the array in
+/// `$inner` with the same arguments; inside a closure returning `zarrbuf::Result`.
+macro_rules! call {
+    ($inner:expr, $m:ident / $m_async:ident ($($arg:expr),* $(,)?)) => {
+        match $inner {
+            Inner::Sync(a) => a.$m($($arg),*),
+            Inner::Async(a) => runtime()?.block_on(a.$m_async($($arg),*)),
+        }
+    };
+}
+
+/// zarrs' node path for an array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`.
+fn node_path(path: &str) -> zarrbuf::Result<String> {
+    let trimmed = path.trim_matches('/');
+    if trimmed.split('/').any(|p| p == "." || p == "..")
+        || (!trimmed.is_empty() && trimmed.split('/').any(str::is_empty))
+    {
+        return Err(zarrbuf::Error::InvalidArgument(format!(
+            "array path {path:?} has an empty, '.' or '..' component; write it like \"group/sub/array\""
+        )));
+    }
+    Ok(format!("/{trimmed}"))
+}
+
+/// A short label for messages: `store` or `store:path`.
+fn label(location: &str, path: &str) -> String {
+    match path.trim_matches('/') {
+        "" => location.to_string(),
+        p => format!("{location}:{p}"),
+    }
 }
 
 /// An opened zarr array.
@@ -211,16 +246,16 @@ impl Array {
         decode: &str,
     ) -> PyResult<NDArray> {
         let proto = prototype(device).map_err(py_err)?;
-        let decode: zarrbuf::Decode = decode.parse().map_err(|e: String| {
+        let decode: zarrbuf::options::Decode = decode.parse().map_err(|e: String| {
             pyo3::exceptions::PyValueError::new_err(format!("decode={decode:?}: {e}"))
         })?;
         let opts = zarrbuf::ReadOptions::default().with_decode(decode);
         let subset = to_ranges(&ranges);
         let nd = run(py, || {
-            let a = match &self.inner {
-                Inner::Sync(a) => a.read_opt(&subset, &proto, &opts)?,
-                Inner::Async(a) => runtime()?.block_on(a.read_opt_async(&subset, &proto, &opts))?,
-            };
+            let a = call!(
+                &self.inner,
+                read_opt / read_opt_async(&subset, &proto, &opts)
+            )?;
             drop_axes(a, &drop)
         })?;
         Ok(NDArray { nd })
@@ -240,14 +275,10 @@ impl Array {
         let subset = to_ranges(&ranges);
         run(py, || {
             let mut target = insert_axes(target, &drop)?;
-            match &self.inner {
-                Inner::Sync(a) => a.read_into(&subset, &mut target),
-                Inner::Async(a) => runtime()?.block_on(a.read_into_async(
-                    &subset,
-                    &mut target,
-                    &Default::default(),
-                )),
-            }
+            call!(
+                &self.inner,
+                read_into / read_into_async(&subset, &mut target)
+            )
         })
     }
 
@@ -265,12 +296,7 @@ impl Array {
         let subset = to_ranges(&ranges);
         run(py, || {
             let source = insert_axes(source, &drop)?;
-            match &self.inner {
-                Inner::Sync(a) => a.write(&subset, &source),
-                Inner::Async(a) => {
-                    runtime()?.block_on(a.write_async(&subset, &source, &WriteOptions::default()))
-                }
-            }
+            call!(&self.inner, write / write_async(&subset, &source))
         })
     }
 
@@ -310,12 +336,7 @@ impl Array {
         let subset = to_ranges(&ranges);
         run(py, || {
             let source = insert_axes(source, &drop)?;
-            match &self.inner {
-                Inner::Sync(a) => a.write(&subset, &source),
-                Inner::Async(a) => {
-                    runtime()?.block_on(a.write_async(&subset, &source, &WriteOptions::default()))
-                }
-            }
+            call!(&self.inner, write / write_async(&subset, &source))
         })
     }
 
@@ -463,7 +484,7 @@ fn open_options(
     virtual_access: Option<Vec<String>>,
 ) -> zarrbuf::Result<zarrbuf::OpenOptions> {
     let mut opts = zarrbuf::OpenOptions::default();
-    if let Some(version) = zarrbuf::IcechunkVersion::from_choice(branch, tag, snapshot)? {
+    if let Some(version) = zarrbuf::icechunk::IcechunkVersion::from_choice(branch, tag, snapshot)? {
         opts = opts.with_version(version);
     }
     for prefix in virtual_access.unwrap_or_default() {
@@ -486,17 +507,17 @@ fn open(
     snapshot: Option<&str>,
     virtual_access: Option<Vec<String>>,
 ) -> PyResult<Array> {
-    let label = zarrbuf::location_label(location, path);
+    let label = label(location, path);
     let local = !location.contains("://")
         || location.starts_with("file://")
         || location.starts_with("memory://");
     run(py, || {
         let opts = open_options(branch, tag, snapshot, virtual_access)?;
         let inner = if local {
-            Inner::Sync(Arc::new(zarrbuf::open_with(location, path, &opts)?))
+            Inner::Sync(Arc::new(zarrbuf::open_opt(location, path, &opts)?))
         } else {
             Inner::Async(Arc::new(
-                runtime()?.block_on(zarrbuf::open_async_with(location, path, &opts))?,
+                runtime()?.block_on(zarrbuf::open_opt_async(location, path, &opts))?,
             ))
         };
         Array::from_inner(inner, label)
@@ -520,23 +541,23 @@ fn open_with_metadata(
     options: Option<Vec<(String, String)>>,
     session: Option<Vec<u8>>,
 ) -> PyResult<Array> {
-    let label = zarrbuf::location_label(root, path);
+    let label = label(root, path);
     let local = !root.contains("://") || root.starts_with("file://");
     run(py, || {
         let meta: zarrs::array::ArrayMetadata = serde_json::from_str(metadata).map_err(|e| {
             zarrbuf::Error::InvalidArgument(format!("array metadata zarrs cannot read: {e}"))
         })?;
-        let node = zarrbuf::node_path(path)?;
+        let node = node_path(path)?;
         let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))
         };
         let inner = if let Some(bytes) = &session {
-            let store = Arc::new(zarrbuf::RemoteStore::from_icechunk_session(bytes)?);
+            let store = Arc::new(zarrbuf::store::RemoteStore::from_icechunk_session(bytes)?);
             let array =
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Async(Arc::new(array))
         } else if local {
-            let store = zarrbuf::open_store(root)?;
+            let store = zarrbuf::store::open_store(root)?;
             let array =
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Sync(Arc::new(array))
@@ -546,9 +567,9 @@ fn open_with_metadata(
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect();
-            let store = Arc::new(zarrbuf::RemoteStore::new(zarrbuf::object_store_for_url(
-                root, &pairs,
-            )?));
+            let store = Arc::new(zarrbuf::store::RemoteStore::new(
+                zarrbuf::store::object_store_for_url(root, &pairs)?,
+            ));
             let array =
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Async(Arc::new(array))
@@ -885,7 +906,7 @@ impl NDArray {
 /// Number of CUDA devices zarrbuf can use (0 without a driver).
 #[pyfunction]
 fn cuda_device_count() -> PyResult<usize> {
-    match zarrbuf::cuda_device_count() {
+    match zarrbuf::cuda::cuda_device_count() {
         Ok(n) => Ok(n),
         Err(zarrbuf::Error::DeviceUnavailable(_)) => Ok(0),
         Err(e) => Err(py_err(e)),
@@ -896,14 +917,14 @@ fn cuda_device_count() -> PyResult<usize> {
 /// raises `ZarrbufError` saying why it cannot be, and how to install it, otherwise.
 #[pyfunction]
 fn nvcomp_library() -> PyResult<String> {
-    zarrbuf::nvcomp_library().map_err(py_err)
+    zarrbuf::cuda::nvcomp_library().map_err(py_err)
 }
 
 /// Where nvCOMP's batched compressors (GPU compression of writes) were loaded from; raises
 /// `ZarrbufError` saying why they cannot be used otherwise.
 #[pyfunction]
 fn nvcomp_compression() -> PyResult<String> {
-    zarrbuf::nvcomp_compression().map_err(py_err)
+    zarrbuf::cuda::nvcomp_compression().map_err(py_err)
 }
 
 /// Checks a stored array for damage (`zarrbuf check`): returns a dict with `array`, `clean`,
@@ -955,7 +976,7 @@ fn list_hierarchy(
 ) -> PyResult<String> {
     let hierarchy = run(py, || {
         let opts = open_options(branch, tag, snapshot, None)?;
-        zarrbuf::list_hierarchy_with(location, path, &opts)
+        zarrbuf::list_hierarchy_opt(location, path, &opts)
     })?;
     serde_json::to_string(&hierarchy)
         .map_err(|e| ZarrbufError::new_err(format!("cannot write the listing as JSON: {e}")))

@@ -103,8 +103,8 @@ impl CopyOptions {
     /// Chooses where the destination's chunks are compressed.
     ///
     /// ```
-    /// let o = zarrbuf::CopyOptions::default().with_compress(zarrbuf::Compress::Gpu);
-    /// assert_eq!(o.compress, zarrbuf::Compress::Gpu);
+    /// let o = zarrbuf::CopyOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
+    /// assert_eq!(o.compress, zarrbuf::options::Compress::Gpu);
     /// ```
     pub fn with_compress(mut self, compress: Compress) -> Self {
         self.compress = compress;

@@ -1,15 +1,19 @@
 //! The public operations: the extension traits on zarrs' `Array` (`ArrayReadExt`,
-//! `ArrayReadAsyncExt`, `ArrayWriteExt`, `ArrayWriteAsyncExt`), read streams and
-//! `copy_array`. Each checks its arguments, picks a route and calls `pipeline` or zarrs.
+//! `ArrayReadAsyncExt`, `ArrayWriteExt`, `ArrayWriteAsyncExt`, one method set per mode),
+//! multi-device reads, read streams and `copy_array`. Each checks its arguments, picks a
+//! route and calls `pipeline` or zarrs.
 //!
-//! Within the folder: `read_stream` is the public face of `pipeline::StreamReads`; `read`
-//! (with the multi-device reads) and `read_async` make streams; `write` and `write_async`
+//! Within the folder: `target` is the one check of a read's output or a write's data, used
+//! by the four traits; `read_stream` is the public face of `pipeline::StreamReads`; `read`
+//! and `read_async` make streams; `multi` reads through `read`; `write` and `write_async`
 //! stand alone; `copy` uses `read` and `write`.
 
 mod copy;
+pub(crate) mod multi;
 mod read;
 mod read_async;
 mod read_stream;
+mod target;
 mod write;
 mod write_async;
 

@@ -1,20 +1,18 @@
-//! Reading any subset of a zarrs `Array` into any [`BufferPrototype`], or onto several devices
-//! at once (`read_multi`).
+//! Reading any subset of a zarrs `Array` into any [`BufferPrototype`].
 
 use super::read_stream::BlockingReadStream;
-use crate::buffer::BufferPrototype;
-use crate::buffer::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement, join_worker};
+use super::target::{Role, check_target, subset_shape};
+use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
-use crate::options::{PipelineMode, Progress, ReadOptions, StreamOptions};
+use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{InnerFetch, fetch_unit, run_staged};
 use crate::zarr::{
-    ShardIndex, UnitSource, check_subset, chunk_aligned_partitions, chunk_error, data_type_of,
-    guard_zarrs, plan_chunks, plan_units, zarr_error,
+    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
+    plan_units, zarr_error,
 };
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
 use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
 use zarrs::storage::ReadableStorageTraits;
 
@@ -54,7 +52,12 @@ pub trait ArrayReadExt {
     ) -> Result<NDBuffer>;
 
     /// Reads the whole array into a new NDBuffer made by `proto`.
-    fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer>;
+    fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer> {
+        self.read_all_opt(proto, &ReadOptions::default())
+    }
+
+    /// [`read_all`](Self::read_all) with options.
+    fn read_all_opt(&self, proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer>;
 
     /// Reads `subset` into `out` (any memory; may be a strided view of a larger NDBuffer;
     /// its shape must be the subset's shape and its data type the array's).
@@ -70,54 +73,16 @@ pub trait ArrayReadExt {
         opts: &ReadOptions,
     ) -> Result<()>;
 
-    /// Reads `subset` onto several devices, one part per prototype of `proto`:
-    ///
-    /// - [`Placement::Replicate`]: the whole subset on every device. It is read (fetched
-    ///   and decoded) once, into the first part, and copied to the others in parallel.
-    /// - [`Placement::Split { axis }`](Placement::Split): the subset cut along `axis` at
-    ///   chunk boundaries (shard boundaries for sharded arrays) into consecutive partitions
-    ///   balanced by extent, each read by its own pipeline on its own device, all in
-    ///   parallel; `opts.concurrency` is shared out between them and `opts.progress` sees
-    ///   the sum. A device gets an empty part when there are fewer chunks than devices.
-    ///
-    /// Each pipeline stages through up to `opts.staging_bytes` of its own.
-    ///
-    /// # Errors
-    /// What a read reports, for the first part that failed; `InvalidArgument` for an axis
-    /// the subset does not have.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, MultiPrototype, NDBuffer, Placement, ReadOptions};
-    /// use zarrs::array::{ArrayBuilder, data_type};
-    /// let array = ArrayBuilder::new(vec![8, 2], vec![2, 2], data_type::uint16(), 0u16)
-    ///     .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/a")
-    ///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
-    /// array.write_all(&NDBuffer::from_vec((0..16u16).collect::<Vec<_>>(), &[8, 2])?)?;
-    /// // Two host memories stand in for two GPUs (BufferPrototype::cuda_devices(&[0, 1])).
-    /// let parts = array.read_multi(&[1..8, 0..2], &MultiPrototype::host(2)?,
-    ///     Placement::Split { axis: 0 }, &ReadOptions::default())?;
-    /// assert_eq!(parts.subset(0), Some(&[1..4, 0..2][..])); // cut at a chunk boundary
-    /// assert_eq!(parts[1].to_vec::<u16>()?, (8..16).collect::<Vec<_>>());
-    /// # Ok::<(), zarrbuf::Error>(())
-    /// ```
-    fn read_multi(
-        &self,
-        subset: &[Range<u64>],
-        proto: &MultiPrototype,
-        placement: Placement,
-        opts: &ReadOptions,
-    ) -> Result<MultiNDBuffer>;
-
     /// Reads many subsets (a training loop's minibatches) ahead of the caller, at most
     /// `opts.prefetch` at once, and yields their NDBuffers in order as a blocking iterator;
     /// chunks shared by subsets in flight are fetched once. A failed subset is an `Err` item
     /// ([`Error::StreamItem`]) and the iterator goes on; dropping it cancels the reads in
-    /// flight. See [`crate::ReadStream`] for the design and the async twin
+    /// flight. See [`crate::stream::ReadStream`] for the design and the async twin
     /// [`crate::ArrayReadAsyncExt::read_stream`].
     ///
     /// ```
-    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+    /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+    /// use zarrbuf::stream::StreamOptions;
     /// use zarrs::array::{ArrayBuilder, data_type};
     /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// let array = ArrayBuilder::new(vec![100, 3], vec![10, 3], data_type::uint16(), 0u16)
@@ -158,7 +123,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
     ) -> Result<NDBuffer> {
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
-        let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+        let shape = subset_shape(subset);
         // Every element is written by the read; on an error `out` is dropped, never returned.
         let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
         if let Some(s) = proto.stream() {
@@ -170,9 +135,9 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         Ok(out)
     }
 
-    fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer> {
+    fn read_all_opt(&self, proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer> {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        self.read(&subset, proto)
+        self.read_opt(&subset, proto, opts)
     }
 
     fn read_into_opt(
@@ -181,22 +146,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         out: &mut NDBuffer,
         opts: &ReadOptions,
     ) -> Result<()> {
-        check_subset(self.shape(), subset, self.path().as_str())?;
-        let dtype = data_type_of(self)?;
-        if out.dtype() != dtype {
-            return Err(Error::DataType(format!(
-                "array {} holds {dtype} but the output NDBuffer holds {}",
-                self.path(),
-                out.dtype()
-            )));
-        }
-        let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-        if out.shape() != shape.as_slice() {
-            return Err(Error::ShapeMismatch(format!(
-                "the subset has shape {shape:?} but the output NDBuffer has shape {:?}",
-                out.shape()
-            )));
-        }
+        check_target(self, subset, out, Role::Output)?;
         if out.is_empty() {
             return Ok(());
         }
@@ -216,16 +166,6 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
             return read_direct(self, subset, out, window, opts);
         }
         read_staged(self, subset, out, opts)
-    }
-
-    fn read_multi(
-        &self,
-        subset: &[Range<u64>],
-        proto: &MultiPrototype,
-        placement: Placement,
-        opts: &ReadOptions,
-    ) -> Result<MultiNDBuffer> {
-        read_multi(self, subset, proto, placement, opts)
     }
 
     fn read_stream<I>(
@@ -552,94 +492,4 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
         InnerFetch::PerChunk,
         &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
     )
-}
-
-/// Reading one subset onto several devices (see [`ArrayReadExt::read_multi`]): replicated on
-/// each, or split along one axis into chunk-aligned partitions read by one pipeline per
-/// device, in parallel.
-fn read_multi<S: ?Sized + ReadableStorageTraits + 'static>(
-    array: &Array<S>,
-    subset: &[Range<u64>],
-    proto: &MultiPrototype,
-    placement: Placement,
-    opts: &ReadOptions,
-) -> Result<MultiNDBuffer> {
-    check_subset(array.shape(), subset, array.path().as_str())?;
-    match placement {
-        Placement::Replicate => {
-            // One read (one decode of every chunk), then a copy per further device.
-            let first = array.read_opt(subset, &proto.parts()[0], opts)?;
-            let rest = std::thread::scope(|s| {
-                let copies: Vec<_> = proto.parts()[1..]
-                    .iter()
-                    .map(|p| {
-                        let first = &first;
-                        s.spawn(move || first.copy_to(p, Order::C))
-                    })
-                    .collect();
-                copies
-                    .into_iter()
-                    .map(join_worker)
-                    .collect::<Result<Vec<_>>>()
-            })?;
-            let mut parts = vec![first];
-            parts.extend(rest);
-            let subsets = vec![subset.to_vec(); parts.len()];
-            MultiNDBuffer::from_parts(parts, subsets, placement)
-        }
-        Placement::Split { axis } => {
-            let partitions = chunk_aligned_partitions(array, subset, axis, proto.len())?;
-            let per_part = per_pipeline_options(opts, proto.len());
-            let parts = std::thread::scope(|s| {
-                let reads: Vec<_> = partitions
-                    .iter()
-                    .zip(proto.parts())
-                    .enumerate()
-                    .map(|(i, (part, p))| {
-                        let o = per_part(i);
-                        s.spawn(move || {
-                            array.read_opt(part, p, &o).map_err(|e| match e {
-                                Error::InvalidArgument(m) => Error::InvalidArgument(format!(
-                                    "part {i} ({}): {m}",
-                                    p.memory()
-                                )),
-                                other => other,
-                            })
-                        })
-                    })
-                    .collect();
-                reads
-                    .into_iter()
-                    .map(join_worker)
-                    .collect::<Result<Vec<_>>>()
-            })?;
-            MultiNDBuffer::from_parts(parts, partitions, placement)
-        }
-    }
-}
-
-/// Options for each of `n` parallel pipelines: the decoding threads shared out, and
-/// progress summed over the parts before it reaches the caller's callback.
-fn per_pipeline_options(opts: &ReadOptions, n: usize) -> impl Fn(usize) -> ReadOptions + '_ {
-    let share = (opts.threads() / n).max(1);
-    let totals = Arc::new(Mutex::new(vec![Progress::default(); n]));
-    move |i| {
-        let mut o = opts.clone().with_concurrency(share);
-        if let Some(report) = opts.progress.clone() {
-            let totals = totals.clone();
-            o.progress = Some(Arc::new(move |p: Progress| {
-                let sum = {
-                    let mut all = totals.lock().unwrap_or_else(|e| e.into_inner());
-                    all[i] = p;
-                    all.iter().fold(Progress::default(), |acc, q| Progress {
-                        chunks_done: acc.chunks_done + q.chunks_done,
-                        chunks_total: acc.chunks_total + q.chunks_total,
-                        bytes_done: acc.bytes_done + q.bytes_done,
-                    })
-                };
-                report(sum);
-            }));
-        }
-        o
-    }
 }

@@ -7,15 +7,13 @@
 //! queues, and keeps the output buffer alive until then.
 
 use super::read_stream::ReadStream;
-use crate::buffer::BufferPrototype;
-use crate::buffer::NDBuffer;
-use crate::dtype::Order;
+use super::target::{Role, check_target, subset_shape};
+use crate::buffer::{BufferPrototype, NDBuffer};
+use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
-use crate::zarr::check_subset;
-use crate::zarr::data_type_of;
-use crate::zarr::reading_inline;
+use crate::zarr::{check_subset, data_type_of, reading_inline};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -52,11 +50,44 @@ pub trait ArrayReadAsyncExt: Sync {
         opts: &ReadOptions,
     ) -> impl Future<Output = Result<NDBuffer>> + Send;
 
-    /// Reads the whole array.
+    /// Reads the whole array into a new NDBuffer made by `proto`.
     fn read_all_async(
         &self,
         proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        async move {
+            let opts = ReadOptions::default();
+            self.read_all_opt_async(proto, &opts).await
+        }
+    }
+
+    /// [`read_all_async`](Self::read_all_async) with options.
+    fn read_all_opt_async(
+        &self,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
     ) -> impl Future<Output = Result<NDBuffer>> + Send;
+
+    /// Reads `subset` into `out` (any memory; may be a strided view of a larger NDBuffer;
+    /// its shape must be the subset's shape and its data type the array's).
+    fn read_into_async(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let opts = ReadOptions::default();
+            self.read_into_opt_async(subset, out, &opts).await
+        }
+    }
+
+    /// [`read_into_async`](Self::read_into_async) with options.
+    fn read_into_opt_async(
+        &self,
+        subset: &[Range<u64>],
+        out: &mut NDBuffer,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// Reads many subsets (a training loop's minibatches) ahead of the consumer, at most
     /// `opts.prefetch` at once, and yields their NDBuffers in order as a
@@ -71,7 +102,8 @@ pub trait ArrayReadAsyncExt: Sync {
     /// ```
     /// # async fn demo() -> zarrbuf::Result<()> {
     /// use futures::StreamExt;
-    /// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, StreamOptions};
+    /// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
+    /// use zarrbuf::stream::StreamOptions;
     /// let array = zarrbuf::open_async("s3://bucket/data.zarr", "images").await?;
     /// let batches = (0..100u64).map(|b| vec![b * 64..b * 64 + 64, 0..512]);
     /// let mut stream = array.read_stream(batches, &BufferPrototype::cuda(0), &StreamOptions::default().with_prefetch(8))?;
@@ -93,13 +125,8 @@ pub trait ArrayReadAsyncExt: Sync {
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static;
 
-    /// Reads `subset` into `out` (any memory, may be a strided view).
-    fn read_into_async(
-        &self,
-        subset: &[Range<u64>],
-        out: &mut NDBuffer,
-        opts: &ReadOptions,
-    ) -> impl Future<Output = Result<()>> + Send;
+    /// The array's data type as zarrbuf names it.
+    fn zarrbuf_data_type(&self) -> Result<DataType>;
 }
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Array<S> {
@@ -114,28 +141,26 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         async move {
             check_subset(self.shape(), &subset, self.path().as_str())?;
             let dtype = data_type_of(self)?;
-            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+            let shape = subset_shape(&subset);
             // Every element is written by the read; on an error `out` is dropped, never returned.
             let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, &proto)?;
             if let Some(s) = proto.stream() {
                 // Ordered after the prototype stream's earlier work (see ArrayReadExt::read).
                 s.synchronize()?;
             }
-            self.read_into_async(&subset, &mut out, &opts).await?;
+            self.read_into_opt_async(&subset, &mut out, &opts).await?;
             Ok(out)
         }
     }
 
-    fn read_all_async(
+    fn read_all_opt_async(
         &self,
         proto: &BufferPrototype,
+        opts: &ReadOptions,
     ) -> impl Future<Output = Result<NDBuffer>> + Send {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        let proto = proto.clone();
-        async move {
-            self.read_opt_async(&subset, &proto, &ReadOptions::default())
-                .await
-        }
+        let (proto, opts) = (proto.clone(), opts.clone());
+        async move { self.read_opt_async(&subset, &proto, &opts).await }
     }
 
     fn read_stream<I>(
@@ -151,7 +176,11 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         super::read_stream::async_stream(self, subsets, proto, opts)
     }
 
-    fn read_into_async(
+    fn zarrbuf_data_type(&self) -> Result<DataType> {
+        data_type_of(self)
+    }
+
+    fn read_into_opt_async(
         &self,
         subset: &[Range<u64>],
         out: &mut NDBuffer,
@@ -161,16 +190,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         let opts = opts.clone();
         let out = out.clone();
         async move {
-            check_subset(self.shape(), &subset, self.path().as_str())?;
-            let dtype = data_type_of(self)?;
-            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-            if out.dtype() != dtype || out.shape() != shape.as_slice() {
-                return Err(Error::ShapeMismatch(format!(
-                    "the subset is {shape:?} of {dtype} but the output NDBuffer is {:?} of {}",
-                    out.shape(),
-                    out.dtype()
-                )));
-            }
+            check_target(self, &subset, &out, Role::Output)?;
             if out.is_empty() {
                 return Ok(());
             }

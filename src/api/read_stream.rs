@@ -42,7 +42,8 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 /// ```
 /// # fn main() -> zarrbuf::Result<()> {
 /// use futures::StreamExt;
-/// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+/// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+/// use zarrbuf::stream::StreamOptions;
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-stream-{}", std::process::id()));
 /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
@@ -79,7 +80,7 @@ impl ReadStream {
     /// Never more than [`StreamOptions::prefetch`] (at least 1).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -98,7 +99,7 @@ impl ReadStream {
     /// kept only while a read in flight still needs it).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -116,7 +117,8 @@ impl ReadStream {
     ///
     /// ```
     /// # fn main() -> zarrbuf::Result<()> {
-    /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+    /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+    /// use zarrbuf::stream::StreamOptions;
     /// use zarrs::array::{ArrayBuilder, data_type};
     /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-blocking-{}", std::process::id()));
     /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
@@ -157,7 +159,8 @@ impl Stream for ReadStream {
 /// Dropping it cancels the reads in flight, as for [`ReadStream`].
 ///
 /// ```
-/// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, StreamOptions};
+/// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+/// use zarrbuf::stream::StreamOptions;
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
 /// let array = ArrayBuilder::new(vec![12], vec![4], data_type::float32(), 0.0f32)
@@ -178,7 +181,7 @@ impl BlockingReadStream {
     /// Subsets admitted and not yet yielded (see [`ReadStream::in_flight`]).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -192,7 +195,7 @@ impl BlockingReadStream {
     /// Encoded chunks kept for sharing (see [`ReadStream::shared_chunks`]).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();

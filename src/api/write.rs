@@ -1,14 +1,12 @@
 //! Writing any subset of a zarrs `Array` from an [`NDBuffer`] in any memory.
 
-use crate::buffer::BufferPrototype;
-use crate::buffer::NDBuffer;
+use super::target::{Role, check_target};
+use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{ByteOrder, DataType, Order};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
-use crate::zarr::SyncedWrites;
-use crate::zarr::check_subset;
-use crate::zarr::{ChainPlan, ShardEncoder, data_type_of, fill_bytes, zarr_error};
+use crate::zarr::{ChainPlan, ShardEncoder, SyncedWrites, fill_bytes, zarr_error};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::storage::ReadableWritableStorageTraits;
@@ -48,29 +46,19 @@ pub trait ArrayWriteExt {
     /// [`write`](Self::write) with options.
     fn write_opt(&self, subset: &[Range<u64>], data: &NDBuffer, opts: &WriteOptions) -> Result<()>;
 
-    /// Writes the whole array.
-    fn write_all(&self, data: &NDBuffer) -> Result<()>;
+    /// Writes `data` (the array's shape) into the whole array.
+    fn write_all(&self, data: &NDBuffer) -> Result<()> {
+        self.write_all_opt(data, &WriteOptions::default())
+    }
+
+    /// [`write_all`](Self::write_all) with options.
+    fn write_all_opt(&self, data: &NDBuffer, opts: &WriteOptions) -> Result<()>;
 }
 
 impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Array<S> {
     fn write_opt(&self, subset: &[Range<u64>], data: &NDBuffer, opts: &WriteOptions) -> Result<()> {
         let _synced = (opts.durability == Durability::Sync).then(SyncedWrites::begin);
-        check_subset(self.shape(), subset, self.path().as_str())?;
-        let dtype = data_type_of(self)?;
-        if data.dtype() != dtype {
-            return Err(Error::DataType(format!(
-                "array {} holds {dtype} but the data is {}; convert it with astype",
-                self.path(),
-                data.dtype()
-            )));
-        }
-        let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-        if data.shape() != shape.as_slice() {
-            return Err(Error::ShapeMismatch(format!(
-                "the subset has shape {shape:?} but the data has shape {:?}",
-                data.shape()
-            )));
-        }
+        let dtype = check_target(self, subset, data, Role::Data)?;
         if data.is_empty() {
             return Ok(());
         }
@@ -85,9 +73,9 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         write_staged(self, self, subset, data, opts)
     }
 
-    fn write_all(&self, data: &NDBuffer) -> Result<()> {
+    fn write_all_opt(&self, data: &NDBuffer, opts: &WriteOptions) -> Result<()> {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        self.write(&subset, data)
+        self.write_opt(&subset, data, opts)
     }
 }
 

@@ -4,12 +4,12 @@
 //! compression); finished chunks are put through the runtime. Host data takes the same path,
 //! so chunks are compressed in parallel whatever the memory.
 
+use super::target::{Role, check_target};
 use crate::buffer::NDBuffer;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 use crate::pipeline::{Cancel, ChunkSink, write_staged};
-use crate::zarr::check_subset;
-use crate::zarr::{chunk_error, data_type_of};
+use crate::zarr::chunk_error;
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
@@ -22,7 +22,8 @@ use zarrs::storage::AsyncReadableWritableStorageTraits;
 /// use zarrbuf::{ArrayWriteAsyncExt, NDBuffer, WriteOptions};
 /// let array = zarrbuf::open_async("s3://bucket/out.zarr", "").await?;
 /// let data = NDBuffer::from_vec(vec![0f32; 100], &[10, 10])?;
-/// array.write_async(&[0..10, 0..10], &data, &WriteOptions::default()).await?;
+/// array.write_async(&[0..10, 0..10], &data).await?;
+/// array.write_opt_async(&[0..10, 0..10], &data, &WriteOptions::default()).await?;
 /// # Ok(()) }
 /// ```
 pub trait ArrayWriteAsyncExt: Sync {
@@ -30,6 +31,33 @@ pub trait ArrayWriteAsyncExt: Sync {
     fn write_async(
         &self,
         subset: &[Range<u64>],
+        data: &NDBuffer,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let opts = WriteOptions::default();
+            self.write_opt_async(subset, data, &opts).await
+        }
+    }
+
+    /// [`write_async`](Self::write_async) with options.
+    fn write_opt_async(
+        &self,
+        subset: &[Range<u64>],
+        data: &NDBuffer,
+        opts: &WriteOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Writes `data` (the array's shape) into the whole array.
+    fn write_all_async(&self, data: &NDBuffer) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let opts = WriteOptions::default();
+            self.write_all_opt_async(data, &opts).await
+        }
+    }
+
+    /// [`write_all_async`](Self::write_all_async) with options.
+    fn write_all_opt_async(
+        &self,
         data: &NDBuffer,
         opts: &WriteOptions,
     ) -> impl Future<Output = Result<()>> + Send;
@@ -88,7 +116,17 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ChunkSink for Asy
 }
 
 impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncExt for Array<S> {
-    fn write_async(
+    fn write_all_opt_async(
+        &self,
+        data: &NDBuffer,
+        opts: &WriteOptions,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
+        let (data, opts) = (data.clone(), opts.clone());
+        async move { self.write_opt_async(&subset, &data, &opts).await }
+    }
+
+    fn write_opt_async(
         &self,
         subset: &[Range<u64>],
         data: &NDBuffer,
@@ -97,16 +135,7 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncEx
         let subset = subset.to_vec();
         let (data, opts) = (data.clone(), opts.clone());
         async move {
-            check_subset(self.shape(), &subset, self.path().as_str())?;
-            let dtype = data_type_of(self)?;
-            let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-            if data.dtype() != dtype || data.shape() != shape.as_slice() {
-                return Err(Error::ShapeMismatch(format!(
-                    "the subset is {shape:?} of {dtype} but the data is {:?} of {}",
-                    data.shape(),
-                    data.dtype()
-                )));
-            }
+            check_target(self, &subset, &data, Role::Data)?;
             if data.is_empty() {
                 return Ok(());
             }

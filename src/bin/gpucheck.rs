@@ -24,9 +24,12 @@ use clap::{Parser, ValueEnum};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use zarrbuf::ipc::IpcDescriptor;
+use zarrbuf::multi::{MultiPrototype, Placement};
+use zarrbuf::options::{Compress, Decode};
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Compress, Decode, Device, Error,
-    IpcDescriptor, MultiPrototype, NDBuffer, PipelineMode, Placement, ReadOptions, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Device, Error, NDBuffer, PipelineMode,
+    ReadOptions, WriteOptions,
 };
 
 type Check = Result<(), String>;
@@ -190,11 +193,11 @@ const CHECKS: &[NamedCheck] = &[
 /// The devices and nvCOMP's library (always), then the checks of `what`, in table order;
 /// stops at the first failure.
 fn run_checks(what: What, run: &mut Run) -> Check {
-    let count = zarrbuf::cuda_device_count().map_err(|e| e.to_string())?;
+    let count = zarrbuf::cuda::cuda_device_count().map_err(|e| e.to_string())?;
     run.table.push(("CUDA devices".into(), count.to_string()));
     run.table.push((
         "nvCOMP (GPU decode)".into(),
-        zarrbuf::nvcomp_library().map_err(|e| e.to_string())?,
+        zarrbuf::cuda::nvcomp_library().map_err(|e| e.to_string())?,
     ));
     for check in CHECKS {
         if what.includes(check.part) {
@@ -337,7 +340,7 @@ const IPC_FILL: u8 = 0x3c;
 fn ipc(table: &mut Vec<(String, String)>) -> Check {
     const NAME: &str = "CUDA IPC across processes";
     if !Device::Cuda(0).is_available() {
-        let why = match zarrbuf::cuda_device_count() {
+        let why = match zarrbuf::cuda::cuda_device_count() {
             Err(e) => e.to_string(),
             Ok(n) => format!("no cuda:0 ({n} devices)"),
         };
@@ -697,9 +700,7 @@ fn multi_device(root: &Path) -> Result<usize, String> {
                 ]
             };
             for placement in placements {
-                let got = array
-                    .read_multi(&all, multi, placement, &ReadOptions::default())
-                    .map_err(e)?;
+                let got = zarrbuf::multi::read(&array, &all, multi, placement).map_err(e)?;
                 for (i, part) in got.parts().iter().enumerate() {
                     if part.memory() != multi.parts()[i].memory() {
                         return Err(format!(
@@ -815,7 +816,7 @@ const COMPRESS_CHAINS: &[(&str, &str, [u64; 3])] = &[
 /// chunks differ from it (they should: evidence nvCOMP, not the CPU, compressed them) and
 /// both write rates.
 fn gpu_compress(table: &mut Vec<(String, String)>) -> Check {
-    let lib = zarrbuf::nvcomp_compression().map_err(|e| format!("GPU compression: {e}"))?;
+    let lib = zarrbuf::cuda::nvcomp_compression().map_err(|e| format!("GPU compression: {e}"))?;
     table.push(("nvCOMP (GPU compression)".into(), lib));
     let (nz, ny, nx) = (64usize, 250usize, 256usize);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;

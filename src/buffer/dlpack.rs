@@ -932,7 +932,7 @@ mod tests {
             DataType::RawBits(3),
             DataType::FixedBytes(4),
             DataType::FixedUtf32(2),
-            DataType::DateTime64(crate::TimeUnit::Second, 1),
+            DataType::DateTime64(crate::dtype::TimeUnit::Second, 1),
         ] {
             let a = NDBuffer::zeros(&[2], dt, Order::C, &BufferPrototype::cpu())?;
             let e = a.to_dlpack().unwrap_err();

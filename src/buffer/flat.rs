@@ -599,7 +599,8 @@ impl Buffer {
     /// your own work on another stream after the copy, use `stream` or synchronize it.
     ///
     /// ```no_run
-    /// use zarrbuf::{Buffer, BufferPrototype, Device, Stream};
+    /// use zarrbuf::{Buffer, BufferPrototype, Device};
+    /// use zarrbuf::cuda::Stream;
     /// let s = Stream::new(Device::Cuda(0))?;
     /// let src = Buffer::from_vec(vec![1u8; 64]);
     /// let mut dst = Buffer::empty(64, &BufferPrototype::cuda(0))?;
@@ -621,7 +622,8 @@ impl Buffer {
     /// is done, without blocking the host. Other handles keep the memory alive as usual.
     ///
     /// ```no_run
-    /// use zarrbuf::{Buffer, BufferPrototype, Device, Stream};
+    /// use zarrbuf::{Buffer, BufferPrototype, Device};
+    /// use zarrbuf::cuda::Stream;
     /// let s = Stream::new(Device::Cuda(0))?;
     /// let b = Buffer::zeros(1 << 20, &BufferPrototype::cuda(0))?;
     /// // ... enqueue your own kernels that use `b` on `s` ...

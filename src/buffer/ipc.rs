@@ -99,7 +99,8 @@ const VERSION: u16 = 1;
 /// | 136..140 | CRC-32 (IEEE) of bytes 0..136 |
 ///
 /// ```
-/// use zarrbuf::{Error, IpcDescriptor};
+/// use zarrbuf::Error;
+/// use zarrbuf::ipc::IpcDescriptor;
 /// // Anything that is not a descriptor is a clear error, never a panic.
 /// let err = IpcDescriptor::from_bytes(b"hello").unwrap_err();
 /// assert!(matches!(err, Error::InvalidArgument(_)));
@@ -108,7 +109,8 @@ const VERSION: u16 = 1;
 /// The whole round trip, across two processes:
 ///
 /// ```no_run
-/// use zarrbuf::{Buffer, BufferPrototype, IpcDescriptor};
+/// use zarrbuf::{Buffer, BufferPrototype};
+/// use zarrbuf::ipc::IpcDescriptor;
 /// // Exporting process: allocate shareable memory, fill it, export.
 /// let mut b = Buffer::zeros(1 << 20, &BufferPrototype::cuda(0).ipc_shareable())?;
 /// b.fill_bytes(7)?;
@@ -190,7 +192,7 @@ impl IpcDescriptor {
     /// Length of [`to_bytes`](Self::to_bytes) (format version 1).
     ///
     /// ```
-    /// assert_eq!(zarrbuf::IpcDescriptor::ENCODED_LEN, 140);
+    /// assert_eq!(zarrbuf::ipc::IpcDescriptor::ENCODED_LEN, 140);
     /// ```
     pub const ENCODED_LEN: usize = 140;
 
@@ -214,7 +216,7 @@ impl IpcDescriptor {
     /// use zarrbuf::{Buffer, BufferPrototype};
     /// let b = Buffer::zeros(4096, &BufferPrototype::cuda(0).ipc_shareable())?;
     /// let bytes = b.ipc_descriptor()?.to_bytes();
-    /// assert_eq!(bytes.len(), zarrbuf::IpcDescriptor::ENCODED_LEN);
+    /// assert_eq!(bytes.len(), zarrbuf::ipc::IpcDescriptor::ENCODED_LEN);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -246,7 +248,7 @@ impl IpcDescriptor {
     /// (offset, length) that does not fit in the allocation. Never panics.
     ///
     /// ```
-    /// use zarrbuf::IpcDescriptor;
+    /// use zarrbuf::ipc::IpcDescriptor;
     /// assert!(IpcDescriptor::from_bytes(&[]).is_err());
     /// assert!(IpcDescriptor::from_bytes(&[0xff; 140]).is_err());
     /// ```
@@ -344,7 +346,8 @@ impl IpcDescriptor {
     /// environment variables, JSON).
     ///
     /// ```no_run
-    /// use zarrbuf::{Buffer, BufferPrototype, IpcDescriptor};
+    /// use zarrbuf::{Buffer, BufferPrototype};
+    /// use zarrbuf::ipc::IpcDescriptor;
     /// let b = Buffer::zeros(4096, &BufferPrototype::cuda(0).ipc_shareable())?;
     /// let text = b.ipc_descriptor()?.to_hex();
     /// assert_eq!(text.len(), 2 * IpcDescriptor::ENCODED_LEN);
@@ -362,7 +365,7 @@ impl IpcDescriptor {
     /// character) and for everything [`from_bytes`](Self::from_bytes) refuses.
     ///
     /// ```
-    /// use zarrbuf::IpcDescriptor;
+    /// use zarrbuf::ipc::IpcDescriptor;
     /// assert!(IpcDescriptor::from_hex("not hex").is_err());
     /// assert!(IpcDescriptor::from_hex("abc").is_err());
     /// ```
@@ -596,7 +599,8 @@ impl Buffer {
     /// - `Cuda` for other driver failures (for example no peer access between the GPUs).
     ///
     /// ```no_run
-    /// use zarrbuf::{Buffer, IpcDescriptor};
+    /// use zarrbuf::Buffer;
+    /// use zarrbuf::ipc::IpcDescriptor;
     /// // `text` came from the exporting process's `ipc_descriptor()?.to_hex()`.
     /// # let text = String::new();
     /// let shared = Buffer::from_ipc_descriptor(&IpcDescriptor::from_hex(&text)?)?;

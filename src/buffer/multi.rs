@@ -15,7 +15,8 @@ use std::ops::Range;
 /// Where new memory comes from on each of several devices: one [`BufferPrototype`] per part.
 ///
 /// ```
-/// use zarrbuf::{BufferPrototype, Device, MultiPrototype};
+/// use zarrbuf::{BufferPrototype, Device};
+/// use zarrbuf::multi::MultiPrototype;
 /// let gpus = BufferPrototype::cuda_devices(&[0, 1])?;
 /// assert_eq!(gpus.devices(), vec![Device::Cuda(0), Device::Cuda(1)]);
 /// let stand_in = MultiPrototype::host(3)?;
@@ -112,7 +113,8 @@ fn only_part_on<T>(parts: &[T], device: Device, device_of: impl Fn(&T) -> Device
 /// One flat buffer per device, each of the same length.
 ///
 /// ```
-/// use zarrbuf::{Buffer, MultiBuffer, MultiPrototype};
+/// use zarrbuf::Buffer;
+/// use zarrbuf::multi::{MultiBuffer, MultiPrototype};
 /// let src = Buffer::from_vec(vec![1u8, 2, 3]);
 /// let copies = MultiBuffer::replicate(&src, &MultiPrototype::host(2)?)?;
 /// assert_eq!(copies.len(), 2);
@@ -129,7 +131,7 @@ impl MultiBuffer {
     /// `len` zero bytes on every device: one allocation each.
     ///
     /// ```
-    /// let m = zarrbuf::MultiBuffer::zeros(8, &zarrbuf::MultiPrototype::host(2)?)?;
+    /// let m = zarrbuf::multi::MultiBuffer::zeros(8, &zarrbuf::multi::MultiPrototype::host(2)?)?;
     /// assert!(m.parts().iter().all(|b| b.len() == 8));
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
@@ -145,7 +147,7 @@ impl MultiBuffer {
     /// `len` bytes on every device, allocated on first write ([`Buffer::lazy`]).
     ///
     /// ```
-    /// let m = zarrbuf::MultiBuffer::lazy(1 << 20, &zarrbuf::MultiPrototype::host(4)?);
+    /// let m = zarrbuf::multi::MultiBuffer::lazy(1 << 20, &zarrbuf::multi::MultiPrototype::host(4)?);
     /// assert!(m.parts().iter().all(|b| !b.is_allocated()));
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
@@ -230,7 +232,8 @@ pub enum Placement {
 /// One NDBuffer per device and the part of the array subset each holds.
 ///
 /// ```
-/// use zarrbuf::{MultiNDBuffer, MultiPrototype, NDBuffer, Placement};
+/// use zarrbuf::NDBuffer;
+/// use zarrbuf::multi::{MultiNDBuffer, MultiPrototype, Placement};
 /// let parts = vec![NDBuffer::from_vec(vec![1u8, 2], &[2])?, NDBuffer::from_vec(vec![3u8], &[1])?];
 /// let m = MultiNDBuffer::from_parts(parts, vec![vec![0..2], vec![2..3]], Placement::Split { axis: 0 })?;
 /// assert_eq!(m.subset(1), Some(&[2..3][..]));

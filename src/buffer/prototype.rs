@@ -15,7 +15,8 @@ use std::sync::{Arc, RwLock};
 /// view hands the block back.
 ///
 /// ```
-/// use zarrbuf::{Allocator, Buffer, BufferPrototype, Memory, Result};
+/// use zarrbuf::{Buffer, BufferPrototype, Memory, Result};
+/// use zarrbuf::alloc::Allocator;
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 ///
@@ -102,7 +103,7 @@ impl BufferPrototype {
     /// Runs copies into buffers made by this prototype on `stream`.
     ///
     /// ```no_run
-    /// let s = zarrbuf::Stream::new(zarrbuf::Device::Cuda(0))?;
+    /// let s = zarrbuf::cuda::Stream::new(zarrbuf::Device::Cuda(0))?;
     /// let p = zarrbuf::BufferPrototype::cuda(0).with_stream(s);
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
@@ -205,7 +206,8 @@ static DEFAULT: RwLock<Option<BufferPrototype>> = RwLock::new(None);
 /// Sets the process-wide default prototype (what `ZARRBUF_DEVICE` sets at start-up).
 ///
 /// ```
-/// use zarrbuf::{default_prototype, set_default_prototype, BufferPrototype, Memory};
+/// use zarrbuf::{BufferPrototype, Memory};
+/// use zarrbuf::alloc::{default_prototype, set_default_prototype};
 /// set_default_prototype(BufferPrototype::cpu());
 /// assert_eq!(default_prototype()?.memory(), Memory::Host);
 /// # Ok::<(), zarrbuf::Error>(())
@@ -222,7 +224,7 @@ pub fn set_default_prototype(proto: BufferPrototype) {
 /// device that is absent is reported at the first allocation (`DeviceUnavailable`).
 ///
 /// ```
-/// let p = zarrbuf::default_prototype()?;
+/// let p = zarrbuf::alloc::default_prototype()?;
 /// println!("new buffers go to {}", p.memory());
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```

@@ -9,7 +9,8 @@ use std::sync::Arc;
 /// The allocator a buffer's memory came from.
 ///
 /// ```
-/// use zarrbuf::{Buffer, BufferPrototype, Memory, MemoryResource};
+/// use zarrbuf::{Buffer, BufferPrototype, Memory};
+/// use zarrbuf::alloc::MemoryResource;
 /// let b = Buffer::zeros(16, &BufferPrototype::cpu())?;
 /// assert!(matches!(b.memory_resource(), MemoryResource::Zarrbuf(Memory::Host)));
 /// // More memory from the same place:
@@ -91,7 +92,8 @@ impl Buffer {
     /// [lazy](Buffer::lazy) buffer reports the resource it will allocate from.
     ///
     /// ```
-    /// use zarrbuf::{Allocator, Buffer, BufferPrototype, Memory, MemoryResource, Result};
+    /// use zarrbuf::{Buffer, BufferPrototype, Memory, Result};
+    /// use zarrbuf::alloc::{Allocator, MemoryResource};
     /// use std::sync::Arc;
     /// struct Plain;
     /// impl Allocator for Plain {

@@ -14,7 +14,7 @@ mod repair;
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 pub use crate::zarr::is_temporary_name;
-use crate::zarr::{DynArray, OpenOptions, label, node_path, open_with};
+use crate::zarr::{DynArray, OpenOptions, label, node_path, open_opt};
 use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
@@ -143,7 +143,7 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
     } else {
         local_root(location)?
     };
-    let array = open_with(location, array_path, &opts.open)?;
+    let array = open_opt(location, array_path, &opts.open)?;
     let node = node_path(array_path)?;
     let prefix = node.trim_start_matches('/').to_string();
     let mut report = CheckReport {

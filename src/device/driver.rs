@@ -35,7 +35,7 @@ impl Device {
 /// The number of CUDA devices, or why CUDA cannot be used (probed once per process).
 ///
 /// ```
-/// match zarrbuf::cuda_device_count() {
+/// match zarrbuf::cuda::cuda_device_count() {
 ///     Ok(n) => println!("{n} CUDA device(s)"),
 ///     Err(e) => println!("no CUDA: {e}"),
 /// }

@@ -191,7 +191,7 @@ pub(crate) struct Nvcomp {
 /// how to install it). Loads it on first use.
 ///
 /// ```
-/// match zarrbuf::nvcomp_library() {
+/// match zarrbuf::cuda::nvcomp_library() {
 ///     Ok(path) => println!("GPU decode with {path}"),
 ///     Err(e) => println!("GPU decode unavailable: {e}"),
 /// }
@@ -203,11 +203,11 @@ pub fn nvcomp_library() -> Result<String> {
 }
 
 /// Where nvCOMP's batched compressors, the GPU compressor of writes
-/// ([`crate::Compress::Gpu`]), were loaded from; or why they cannot be (nvCOMP 6 missing, or
+/// ([`crate::options::Compress::Gpu`]), were loaded from; or why they cannot be (nvCOMP 6 missing, or
 /// its compression functions missing from it). Loads nvCOMP on first use.
 ///
 /// ```
-/// match zarrbuf::nvcomp_compression() {
+/// match zarrbuf::cuda::nvcomp_compression() {
 ///     Ok(path) => println!("GPU compression with {path}"),
 ///     Err(e) => println!("GPU compression unavailable: {e}"),
 /// }

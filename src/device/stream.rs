@@ -9,7 +9,8 @@ use std::sync::Arc;
 /// A CUDA stream of one device. Cheap to clone (shared handle).
 ///
 /// ```no_run
-/// use zarrbuf::{BufferPrototype, Device, Stream};
+/// use zarrbuf::{BufferPrototype, Device};
+/// use zarrbuf::cuda::Stream;
 /// let stream = Stream::new(Device::Cuda(0))?;
 /// let proto = BufferPrototype::cuda(0).with_stream(stream.clone());
 /// stream.synchronize()?;

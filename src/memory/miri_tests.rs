@@ -15,7 +15,8 @@
 use super::HostAlloc;
 use super::cache::{self, BlockKind};
 use super::host::MIN_ALIGN;
-use crate::{Buffer, BufferPrototype, ByteOrder, DataType, Error, NDBuffer, Order};
+use crate::dtype::ByteOrder;
+use crate::{Buffer, BufferPrototype, DataType, Error, NDBuffer, Order};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -286,7 +287,7 @@ fn cuda_is_absent_under_miri() {
         return;
     }
     assert!(matches!(
-        crate::cuda_device_count(),
+        crate::cuda::cuda_device_count(),
         Err(Error::DeviceUnavailable(_))
     ));
     assert!(matches!(

@@ -1,6 +1,6 @@
 //! Encoded chunks shared between the reads of one stream while they are in flight.
 //!
-//! A read stream ([`crate::ReadStream`]) runs several subset reads at once, and neighbouring
+//! A read stream ([`crate::stream::ReadStream`]) runs several subset reads at once, and neighbouring
 //! subsets (consecutive minibatches) often touch the same chunks. Each read *claims* the
 //! units it will fetch when it is admitted, before it starts; the first read to fetch a
 //! claimed unit leads the request, reads that want the same unit meanwhile wait for it, and

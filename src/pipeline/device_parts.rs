@@ -43,7 +43,7 @@ pub(crate) const MAX_STREAMS_PER_CHUNK: usize = 4096;
 pub(crate) struct DeviceDecode {
     /// What the device decompresses (every chunk of a read has the same codecs).
     pub compression: Compression,
-    /// CPU workers decode too ([`Decode::Both`](crate::Decode::Both)): the device takes
+    /// CPU workers decode too ([`Decode::Both`](crate::options::Decode::Both)): the device takes
     /// batches from the front of the units, the workers decode from the back
     /// ([`super::hybrid`]).
     pub hybrid: bool,

@@ -36,7 +36,7 @@ pub(crate) enum InnerFetch {
 
 impl InnerFetch {
     /// The fetch for an async read of `array`: per chunk when its store is a
-    /// [`crate::RemoteStore`] reading local files (`file://`), merged for object stores and
+    /// [`crate::store::RemoteStore`] reading local files (`file://`), merged for object stores and
     /// for stores zarrbuf cannot see into. On two cores a merged local read left one worker
     /// idle while the other read a whole shard's bytes, which cost async reads of sharded
     /// local arrays about a sixth of the sync rate.

@@ -1,4 +1,4 @@
-//! The reads behind a read stream ([`crate::ReadStream`]): subsets admitted lazily up to the
+//! The reads behind a read stream ([`crate::stream::ReadStream`]): subsets admitted lazily up to the
 //! prefetch bound, each read on a blocking thread of its own through the staged pipeline,
 //! encoded chunks shared between the reads in flight ([`ChunkShare`]), results yielded in
 //! order, and every read stopped (and waited for) when the stream is dropped. The public

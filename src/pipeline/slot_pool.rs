@@ -77,7 +77,7 @@ pub(crate) fn give_back(memory: Memory, slot_bytes: usize, slots: Vec<Slot>) {
 /// fill them; freed device memory stays in the device's default pool for the same reason.
 ///
 /// ```
-/// let freed = zarrbuf::release_cached_memory();
+/// let freed = zarrbuf::cuda::release_cached_memory();
 /// println!("released {freed} bytes");
 /// ```
 pub fn release_cached_memory() -> usize {

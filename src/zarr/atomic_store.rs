@@ -25,7 +25,7 @@
 //!
 //! Durability: by default a write is complete once renamed — safe against the writing
 //! process dying, not against the machine losing power before the kernel writes the file
-//! back. [`Durability::Sync`](crate::Durability) adds `fsync` of the file before the rename
+//! back. [`Durability::Sync`](crate::options::Durability) adds `fsync` of the file before the rename
 //! and of its directory after it (zarrs' own store syncs every file, without the rename).
 
 use std::collections::HashSet;
@@ -50,7 +50,7 @@ const TMP_MARKER: &str = ".zarrbuf-tmp.";
 /// process id since reused).
 const LEFTOVER_AGE: Duration = Duration::from_secs(24 * 3600);
 
-/// Writes in flight that asked for [`Durability::Sync`](crate::Durability): while any runs,
+/// Writes in flight that asked for [`Durability::Sync`](crate::options::Durability): while any runs,
 /// every write of this process to an [`AtomicDirectoryStore`] syncs. A count rather than a
 /// per-store flag because write options reach zarrs' `Array`, not the store behind it;
 /// syncing a concurrent write that did not ask for it costs time, never correctness.

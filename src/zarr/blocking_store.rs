@@ -13,9 +13,13 @@ use zarrs::storage::ReadableWritableListableStorageTraits;
 use zarrs::storage::storage_adapter::async_to_sync::AsyncToSyncStorageAdapter;
 
 /// The store at an object-store URL, with object_store's options taken from the environment
-/// (as `zarrbuf info` does). Writes are one PUT per key: atomic, never torn.
-pub(crate) fn url_store(url: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    let remote = RemoteStore::new(object_store_for_url(url, &[])?);
+/// and from `options` (see `object_store_for_url`). Writes are one PUT per key: atomic,
+/// never torn.
+pub(crate) fn url_store(
+    url: &str,
+    options: &[(&str, &str)],
+) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    let remote = RemoteStore::new(object_store_for_url(url, options)?);
     Ok(Arc::new(AsyncToSyncStorageAdapter::new(
         Arc::new(remote),
         WaitOnRuntime::new()?,

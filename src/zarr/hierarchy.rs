@@ -90,7 +90,7 @@ impl NodeInfo {
 ///
 /// ```
 /// let h = zarrbuf::list_hierarchy("fixtures/data/v3_nested_group.zarr", "")?;
-/// assert!(matches!(h.nodes[0].kind, zarrbuf::NodeKind::Group));
+/// assert!(matches!(h.nodes[0].kind, zarrbuf::hierarchy::NodeKind::Group));
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -160,18 +160,19 @@ pub struct ArraySummary {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn list_hierarchy(location: &str, path: &str) -> Result<Hierarchy> {
-    list_hierarchy_with(location, path, &OpenOptions::default())
+    list_hierarchy_opt(location, path, &OpenOptions::default())
 }
 
-/// [`list_hierarchy`] with [`OpenOptions`]: the version of an icechunk repository to list
-/// (see [`open_with`](crate::open_with); default the tip of branch `main`).
+/// [`list_hierarchy`] with [`OpenOptions`]: object_store's options for an object-store URL,
+/// the version of an icechunk repository to list (see [`open_opt`](crate::open_opt);
+/// default the tip of branch `main`).
 ///
 /// ```
-/// let Err(err) = zarrbuf::list_hierarchy_with("fixtures/data/v3_int8.zarr", "",
+/// let Err(err) = zarrbuf::list_hierarchy_opt("fixtures/data/v3_int8.zarr", "",
 ///     &zarrbuf::OpenOptions::default().with_branch("main")) else { panic!() };
 /// assert!(err.to_string().contains("not an icechunk repository"));
 /// ```
-pub fn list_hierarchy_with(location: &str, path: &str, opts: &OpenOptions) -> Result<Hierarchy> {
+pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Result<Hierarchy> {
     let base = node_path(path)?.trim_start_matches('/').to_string();
     let remote = location
         .split_once("://")
@@ -184,7 +185,7 @@ pub fn list_hierarchy_with(location: &str, path: &str, opts: &OpenOptions) -> Re
     let (consolidated, nodes) = if super::store::icechunk_route(location, opts)? {
         icechunk_walk()?
     } else if remote {
-        let store = RemoteStore::new(super::object_store_for_url(location, &[])?);
+        let store = RemoteStore::new(super::object_store_for_url(location, &opts.store_pairs())?);
         // A runtime of its own on a thread of its own: callable from async code too.
         let listed = std::thread::scope(|s| {
             s.spawn(|| {
@@ -212,7 +213,7 @@ pub fn list_hierarchy_with(location: &str, path: &str, opts: &OpenOptions) -> Re
         }
     } else {
         super::store::check_local_location(location)?;
-        let store = super::open_store_with(location, opts)?;
+        let store = super::open_store_opt(location, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
     };
     Ok(Hierarchy {

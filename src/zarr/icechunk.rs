@@ -10,7 +10,7 @@
 //! with a sentence. Writes go through [`IcechunkWriter`]: a writable session on a branch
 //! that becomes one snapshot when committed, and nothing when dropped.
 //!
-//! Synchronous callers wait on the process-wide store runtime (`blocking_store`), as they
+//! Synchronous callers wait on the process-wide store runtime (`store_runtime`), as they
 //! do for object-store URLs.
 
 use super::open_options::{IcechunkVersion, OpenOptions};
@@ -377,7 +377,7 @@ impl IcechunkStore {
             IcechunkVersion::Branch(b) => format!(
                 "the icechunk repository {} is open for reading at branch {b}; writes to a \
                  branch go into a session committed as one snapshot: zarrbuf copy SRC {} \
-                 --branch {b} --message TEXT, or zarrbuf::IcechunkWriter in Rust",
+                 --branch {b} --message TEXT, or zarrbuf::icechunk::IcechunkWriter in Rust",
                 self.location, self.location
             ),
             other => format!(
@@ -535,7 +535,8 @@ impl AsyncListableStorageTraits for IcechunkStore {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions, IcechunkWriter, OpenOptions};
+/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions, OpenOptions};
+/// use zarrbuf::icechunk::IcechunkWriter;
 /// let dir = std::env::temp_dir().join(format!("zarrbuf-doc-icechunk-{}", std::process::id()));
 /// let repo = dir.to_str().unwrap();
 /// let src = zarrbuf::open("fixtures/data/v3_int8.zarr", "")?;
@@ -543,7 +544,7 @@ impl AsyncListableStorageTraits for IcechunkStore {
 /// let dst = zarrbuf::create_like(&src, src.shape(), writer.store(), "/x", &ArrayLayout::default(), false)?;
 /// zarrbuf::copy_array(&src, &dst, &CopyOptions::default())?;
 /// let snapshot = writer.commit("copy v3_int8")?;
-/// let back = zarrbuf::open_with(repo, "x", &OpenOptions::default().with_snapshot(&snapshot))?;
+/// let back = zarrbuf::open_opt(repo, "x", &OpenOptions::default().with_snapshot(&snapshot))?;
 /// let cpu = BufferPrototype::cpu();
 /// assert_eq!(back.read_all(&cpu)?.to_vec::<i8>()?, src.read_all(&cpu)?.to_vec::<i8>()?);
 /// # std::fs::remove_dir_all(&dir).ok();

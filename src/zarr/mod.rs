@@ -41,21 +41,21 @@ pub use codec_spec::CodecSpec;
 pub use create::{ArrayLayout, create_like, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use hierarchy::{
-    ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_with,
+    ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_opt,
 };
 #[cfg(feature = "icechunk")]
 pub use icechunk::IcechunkWriter;
 pub use info::{ArrayInfo, describe};
 pub(crate) use local_reads::reading_inline;
 pub(crate) use location::local_path;
-pub use open::{open, open_async, open_async_with, open_async_with_options, open_with};
+pub use open::{open, open_async, open_opt, open_opt_async};
 pub use open_options::{IcechunkVersion, OpenOptions, is_icechunk_repository};
 pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{AsyncArray, RemoteStore, object_store_for_url};
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
-pub use store::{DynArray, location_label, node_path, open_store, open_store_with};
-pub(crate) use store::{label, opens_as_icechunk};
+pub use store::{DynArray, open_store, open_store_opt};
+pub(crate) use store::{label, node_path, opens_as_icechunk};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,

@@ -8,7 +8,7 @@ use super::remote::{AsyncArray, object_store_for_url};
 use super::remote_store::RemoteStore;
 use super::store::{
     DynArray, check_local_location, describe_open_error, icechunk_route, icechunk_sync_store,
-    label, node_path, open_fallback, open_store_with, url_is_repository,
+    label, node_path, open_fallback, open_store_opt, url_is_repository,
 };
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -16,7 +16,8 @@ use zarrs::array::Array;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
 
 /// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata;
-/// a directory, a zip file, a `file://` or object-store URL; see [`open_store`]).
+/// a directory, a zip file, a `file://` or object-store URL; see
+/// [`open_store`](crate::store::open_store)).
 ///
 /// A group at `array_path` is refused with [`Error::IsGroup`], which names the arrays under
 /// it ([`list_hierarchy`](crate::list_hierarchy) describes them).
@@ -34,11 +35,12 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorage
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
-    open_with(location, array_path, &OpenOptions::default())
+    open_opt(location, array_path, &OpenOptions::default())
 }
 
-/// [`open`] with [`OpenOptions`]: which version of an icechunk repository to read, and
-/// which of its virtual chunk containers reads may fetch from.
+/// [`open`] with [`OpenOptions`]: object_store's options for an object-store URL, which
+/// version of an icechunk repository to read, and which of its virtual chunk containers
+/// reads may fetch from.
 ///
 /// An icechunk repository is a local directory laid out as one (a `repo` file or `refs/`
 /// folder beside `snapshots/`), or an object-store prefix holding one (recognised when a
@@ -46,14 +48,14 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
 /// at `opts.version`, default the tip of branch `main`. Needs the `icechunk` feature.
 ///
 /// ```
-/// let Err(err) = zarrbuf::open_with("fixtures/data/v3_int8.zarr", "",
+/// let Err(err) = zarrbuf::open_opt("fixtures/data/v3_int8.zarr", "",
 ///     &zarrbuf::OpenOptions::default().with_branch("dev")) else { panic!() };
 /// assert!(err.to_string().contains("not an icechunk repository"));
 /// ```
-pub fn open_with(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
+pub fn open_opt(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
     let path = node_path(array_path)?;
     check_local_location(location)?;
-    let store = open_store_with(location, opts)?;
+    let store = open_store_opt(location, opts)?;
     match open_in(store, location, array_path, &path) {
         Err(_) if !icechunk_route(location, opts)? && url_is_repository(location) => {
             let store = icechunk_sync_store(location, opts)?;
@@ -90,7 +92,7 @@ fn open_in(
 }
 
 /// Opens the zarr array at `array_path` inside the store at `url` (any URL
-/// [`object_store_for_url`] takes, or a directory path).
+/// [`object_store_for_url`](crate::store::object_store_for_url) takes, or a directory path).
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
@@ -100,31 +102,42 @@ fn open_in(
 /// # Ok(()) }
 /// ```
 pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
-    open_async_with_options(url, array_path, &[]).await
+    open_opt_async(url, array_path, &OpenOptions::default()).await
 }
 
-/// [`open_async`] with [`OpenOptions`]: the version of an icechunk repository to read (see
-/// [`open_with`](crate::open_with)); icechunk reads through the same async pipeline as
-/// object stores. Object-store options come from the environment here; for explicit ones
-/// use [`open_async_with_options`].
+/// [`open_async`] with [`OpenOptions`]: object_store's options (credentials, region,
+/// endpoint, timeouts) on top of the environment's, and the version of an icechunk
+/// repository to read (see [`open_opt`](crate::open_opt)); icechunk reads through the same
+/// async pipeline as object stores.
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
 /// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, OpenOptions};
+/// let opts = OpenOptions::default()
+///     .with_store_options([("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")]);
+/// let array = zarrbuf::open_opt_async("s3://bucket/data.zarr", "temperature", &opts).await?;
 /// let opts = OpenOptions::default().with_tag("v1");
-/// let array = zarrbuf::open_async_with("s3://bucket/repo", "temperature", &opts).await?;
+/// let array = zarrbuf::open_opt_async("s3://bucket/repo", "temperature", &opts).await?;
 /// let gpu = array.read_all_async(&BufferPrototype::cuda(0)).await?;
 /// # Ok(()) }
 /// ```
-pub async fn open_async_with(
-    url: &str,
-    array_path: &str,
-    opts: &OpenOptions,
-) -> Result<AsyncArray> {
+pub async fn open_opt_async(url: &str, array_path: &str, opts: &OpenOptions) -> Result<AsyncArray> {
     if icechunk_route(url, opts)? {
         return open_icechunk_async(url, array_path, opts).await;
     }
-    open_async_with_options(url, array_path, &[]).await
+    check_async_location(url)?;
+    let location = url_of_location(url)?;
+    let path = node_path(array_path)?;
+    let mut remote = RemoteStore::new(object_store_for_url(&location, &opts.store_pairs())?);
+    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
+        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
+    }
+    match open_in_async(Arc::new(remote), url, array_path, &path).await {
+        Err(_) if url.contains("://") && url_holds_repository(url).await => {
+            open_icechunk_async(url, array_path, opts).await
+        }
+        result => result,
+    }
 }
 
 /// Opens the array at `array_path` of the icechunk repository at `url`.
@@ -146,20 +159,8 @@ async fn open_icechunk_async(
     }
 }
 
-/// [`open_async`] with explicit object_store options (credentials, region, endpoint, timeouts).
-///
-/// ```no_run
-/// # async fn demo() -> zarrbuf::Result<()> {
-/// let array = zarrbuf::open_async_with_options(
-///     "s3://bucket/data.zarr", "", &[("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")],
-/// ).await?;
-/// # Ok(()) }
-/// ```
-pub async fn open_async_with_options(
-    url: &str,
-    array_path: &str,
-    options: &[(&str, &str)],
-) -> Result<AsyncArray> {
+/// Refuses zip files, which open with the synchronous reader only.
+fn check_async_location(url: &str) -> Result<()> {
     if super::zip_path(url)?.is_some() {
         return Err(Error::Unsupported(format!(
             "{url} is a zip file: zip stores open with the synchronous reader \
@@ -178,41 +179,31 @@ pub async fn open_async_with_options(
              disk only; download the file and give its path"
         )));
     }
-    let location = if url.contains("://") {
-        url.to_string()
-    } else {
-        let abs = std::fs::canonicalize(url).map_err(|e| {
+    Ok(())
+}
+
+/// The URL of a location: a URL as it is, a directory path as a `file://` URL.
+fn url_of_location(url: &str) -> Result<String> {
+    if url.contains("://") {
+        return Ok(url.to_string());
+    }
+    let abs = std::fs::canonicalize(url).map_err(|e| {
+        Error::store(
+            url,
+            format!("no such directory ({e}); give the path of a zarr store or a URL"),
+            Some(Box::new(e)),
+        )
+    })?;
+    // Url::from_file_path percent-encodes what a URL would misread (`#`, `?`, `%`, spaces).
+    Ok(url::Url::from_file_path(&abs)
+        .map_err(|()| {
             Error::store(
                 url,
-                format!("no such directory ({e}); give the path of a zarr store or a URL"),
-                Some(Box::new(e)),
+                format!("{} cannot be written as a file:// URL", abs.display()),
+                None,
             )
-        })?;
-        // Url::from_file_path percent-encodes what a URL would misread (`#`, `?`, `%`, spaces).
-        url::Url::from_file_path(&abs)
-            .map_err(|()| {
-                Error::store(
-                    url,
-                    format!("{} cannot be written as a file:// URL", abs.display()),
-                    None,
-                )
-            })?
-            .to_string()
-    };
-    if icechunk_route(url, &OpenOptions::default())? {
-        return open_icechunk_async(url, array_path, &OpenOptions::default()).await;
-    }
-    let path = node_path(array_path)?;
-    let mut remote = RemoteStore::new(object_store_for_url(&location, options)?);
-    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
-        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
-    }
-    match open_in_async(Arc::new(remote), url, array_path, &path).await {
-        Err(_) if url.contains("://") && url_holds_repository(url).await => {
-            open_icechunk_async(url, array_path, &OpenOptions::default()).await
-        }
-        result => result,
-    }
+        })?
+        .to_string())
 }
 
 /// Opens the array at node `path` of `store` (`url` and `array_path` as the user gave them,

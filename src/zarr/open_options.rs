@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// branch `main`), a tag, or a snapshot by its id.
 ///
 /// ```
-/// use zarrbuf::IcechunkVersion;
+/// use zarrbuf::icechunk::IcechunkVersion;
 /// assert_eq!(IcechunkVersion::default(), IcechunkVersion::Branch("main".into()));
 /// assert_eq!(IcechunkVersion::Tag("v1".into()).to_string(), "tag v1");
 /// let v = IcechunkVersion::from_choice(None, Some("v1"), None)?;
@@ -101,21 +101,30 @@ impl IcechunkVersion {
     }
 }
 
-/// How [`open_with`](crate::open_with), [`open_async_with`](crate::open_async_with),
-/// [`open_store_with`](crate::open_store_with) and
-/// [`list_hierarchy_with`](crate::list_hierarchy_with) open a location. The default opens
-/// every store as [`open`](crate::open) does (an icechunk repository at the tip of branch
-/// `main`).
+/// How [`open_opt`](crate::open_opt), [`open_opt_async`](crate::open_opt_async),
+/// [`open_store_opt`](crate::store::open_store_opt) and
+/// [`list_hierarchy_opt`](crate::list_hierarchy_opt) open a location: object_store's options
+/// for object-store URLs, and which version of an icechunk repository to read. The default
+/// opens every store as [`open`](crate::open) does (options from the environment; an
+/// icechunk repository at the tip of branch `main`).
 ///
 /// ```
-/// use zarrbuf::{IcechunkVersion, OpenOptions};
+/// use zarrbuf::OpenOptions;
+/// use zarrbuf::icechunk::IcechunkVersion;
 /// let o = OpenOptions::default().with_tag("v1").with_virtual_access("file:///data/");
 /// assert_eq!(o.version, Some(IcechunkVersion::Tag("v1".into())));
 /// assert_eq!(o.virtual_access, ["file:///data/"]);
+/// let o = OpenOptions::default().with_store_option("aws_region", "us-east-1");
+/// assert_eq!(o.store_options, [("aws_region".to_string(), "us-east-1".to_string())]);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OpenOptions {
+    /// object_store configuration for zarr stores at object-store URLs, on top of the
+    /// environment (credentials, region, endpoint, timeouts, retries: the keys
+    /// [`object_store_for_url`](crate::store::object_store_for_url) takes). Icechunk
+    /// repositories take theirs from the environment.
+    pub store_options: Vec<(String, String)>,
     /// The version of an icechunk repository to open (default: the tip of branch `main`).
     /// Giving one for a location that holds no icechunk repository is an error.
     pub version: Option<IcechunkVersion>,
@@ -127,6 +136,38 @@ pub struct OpenOptions {
 }
 
 impl OpenOptions {
+    /// Sets the object_store option `key` (e.g. `aws_endpoint`, `aws_region`, `timeout`,
+    /// `max_retries`; see [`OpenOptions::store_options`]).
+    pub fn with_store_option(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.store_options.push((key.into(), value.into()));
+        self
+    }
+
+    /// Sets several object_store options (see [`OpenOptions::with_store_option`]).
+    ///
+    /// ```
+    /// let o = zarrbuf::OpenOptions::default()
+    ///     .with_store_options([("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")]);
+    /// assert_eq!(o.store_options.len(), 2);
+    /// ```
+    pub fn with_store_options<K, V>(mut self, options: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.store_options
+            .extend(options.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// The object_store options as `object_store_for_url` takes them.
+    pub(crate) fn store_pairs(&self) -> Vec<(&str, &str)> {
+        self.store_options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
     /// Opens `version` of an icechunk repository.
     pub fn with_version(mut self, version: IcechunkVersion) -> Self {
         self.version = Some(version);
@@ -210,8 +251,8 @@ pub(crate) async fn url_holds_repository(location: &str) -> bool {
 /// store cannot be reached). Works without the `icechunk` feature.
 ///
 /// ```
-/// assert!(zarrbuf::is_icechunk_repository("fixtures/data/icechunk_repo"));
-/// assert!(!zarrbuf::is_icechunk_repository("fixtures/data/v3_int8.zarr"));
+/// assert!(zarrbuf::icechunk::is_icechunk_repository("fixtures/data/icechunk_repo"));
+/// assert!(!zarrbuf::icechunk::is_icechunk_repository("fixtures/data/v3_int8.zarr"));
 /// ```
 pub fn is_icechunk_repository(location: &str) -> bool {
     match local_dir(location) {

@@ -24,7 +24,7 @@ pub type AsyncArray = Array<RemoteStore>;
 /// about `(max_retries + 1) × timeout` plus backoff before its error is returned.
 ///
 /// ```
-/// let store = zarrbuf::object_store_for_url("memory://", &[])?;
+/// let store = zarrbuf::store::object_store_for_url("memory://", &[])?;
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 // Without the remote backends only file:// and memory:// remain, which need no options.

@@ -53,11 +53,11 @@ macro_rules! forward {
 }
 
 impl RemoteStore {
-    /// Wraps an object store (see [`crate::object_store_for_url`]). Also puts zarrbuf's
-    /// codec fixes into zarrs' run-time registry, as [`crate::open_store`] does.
+    /// Wraps an object store (see [`crate::store::object_store_for_url`]). Also puts zarrbuf's
+    /// codec fixes into zarrs' run-time registry, as [`crate::store::open_store`] does.
     ///
     /// ```
-    /// let store = zarrbuf::RemoteStore::new(zarrbuf::object_store_for_url("memory://", &[])?);
+    /// let store = zarrbuf::store::RemoteStore::new(zarrbuf::store::object_store_for_url("memory://", &[])?);
     /// assert!(store.object_store().unwrap().to_string().contains("InMemory"));
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
@@ -303,13 +303,15 @@ mod tests {
         let url = url::Url::from_directory_path(&dir)
             .expect("a file URL")
             .to_string();
-        let local = RemoteStore::new(crate::object_store_for_url(&url, &[]).expect("file store"))
-            .with_local_reads(
-                LocalReads::for_url(&url)
-                    .expect("a file URL")
-                    .expect("local reads"),
-            );
-        let memory = RemoteStore::new(crate::object_store_for_url("memory://", &[]).unwrap());
+        let local =
+            RemoteStore::new(crate::store::object_store_for_url(&url, &[]).expect("file store"))
+                .with_local_reads(
+                    LocalReads::for_url(&url)
+                        .expect("a file URL")
+                        .expect("local reads"),
+                );
+        let memory =
+            RemoteStore::new(crate::store::object_store_for_url("memory://", &[]).unwrap());
         assert!(RemoteStore::reads_local_files(&local));
         assert!(!RemoteStore::reads_local_files(&memory));
         assert!(!RemoteStore::reads_local_files(&7u32));

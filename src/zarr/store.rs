@@ -15,14 +15,9 @@ use zarrs::storage::store::MemoryStore;
 /// A zarrs array over any synchronous store zarrbuf can open.
 pub type DynArray = Array<dyn ReadableWritableListableStorageTraits>;
 
-/// zarrs' node path for a user's array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`.
-///
-/// ```
-/// assert_eq!(zarrbuf::node_path("a/b/c/").unwrap(), "/a/b/c");
-/// assert_eq!(zarrbuf::node_path("").unwrap(), "/");
-/// assert!(zarrbuf::node_path("a//b").is_err());
-/// ```
-pub fn node_path(array_path: &str) -> Result<String> {
+/// zarrs' node path for a user's array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`;
+/// an error for an empty, `.` or `..` component.
+pub(crate) fn node_path(array_path: &str) -> Result<String> {
     let trimmed = array_path.trim_matches('/');
     if trimmed.is_empty() {
         return Ok("/".into());
@@ -39,14 +34,6 @@ pub fn node_path(array_path: &str) -> Result<String> {
 }
 
 /// A short label for messages: `store` or `store:path`.
-///
-/// ```
-/// assert_eq!(zarrbuf::location_label("data.zarr", "a/b"), "data.zarr:a/b");
-/// ```
-pub fn location_label(location: &str, array_path: &str) -> String {
-    label(location, array_path)
-}
-
 pub(crate) fn label(location: &str, array_path: &str) -> String {
     let p = array_path.trim_matches('/');
     if p.is_empty() {
@@ -68,7 +55,7 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 ///
 /// Writes to a directory store are atomic per key: each goes to a temporary file beside its
 /// key and is renamed into place, so a killed writer never leaves a torn chunk (see
-/// [`Durability`](crate::Durability) for power loss). Listing skips the temporary files.
+/// [`Durability`](crate::options::Durability) for power loss). Listing skips the temporary files.
 ///
 /// A zip file (a path ending in `.zip`, or any regular file that starts with the zip
 /// signature) opens read-only: zarr-python's `ZipStore`, or a directory store zipped with
@@ -79,29 +66,30 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 /// out.zarr".
 ///
 /// Also puts zarrbuf's codec fixes into zarrs' run-time registry, so arrays built over this
-/// store with zarrs directly (`Array::new_with_metadata`) read as [`open`]'s do.
+/// store with zarrs directly (`Array::new_with_metadata`) read as [`open`](crate::open)'s do.
 ///
 /// ```
 /// let dir = std::env::temp_dir();
-/// let store = zarrbuf::open_store(dir.to_str().unwrap())?;
+/// let store = zarrbuf::store::open_store(dir.to_str().unwrap())?;
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    open_store_with(location, &OpenOptions::default())
+    open_store_opt(location, &OpenOptions::default())
 }
 
-/// [`open_store`] with [`OpenOptions`]. An icechunk repository (a local directory laid out
+/// [`open_store`] with [`OpenOptions`]. An object-store URL takes `opts.store_options` on
+/// top of the environment's. An icechunk repository (a local directory laid out
 /// as one; any location when `opts` names a version) opens read-only at `opts.version`
 /// (default: the tip of branch `main`); its writes are refused with a sentence saying how
 /// to write to a branch (`IcechunkWriter`, with the `icechunk`
 /// feature). Without the `icechunk` feature, a repository is an error saying so.
 ///
 /// ```
-/// let Err(err) = zarrbuf::open_store_with("fixtures/data/v3_int8.zarr",
+/// let Err(err) = zarrbuf::store::open_store_opt("fixtures/data/v3_int8.zarr",
 ///     &zarrbuf::OpenOptions::default().with_tag("v1")) else { panic!() };
 /// assert!(err.to_string().contains("not an icechunk repository"));
 /// ```
-pub fn open_store_with(
+pub fn open_store_opt(
     location: &str,
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
@@ -116,7 +104,7 @@ pub fn open_store_with(
         return Ok(Arc::new(super::zip_store::ZipStore::open(location, &zip)?));
     }
     let Some(path) = super::location::local_path(location) else {
-        return super::blocking_store::url_store(location);
+        return super::blocking_store::url_store(location, &opts.store_pairs());
     };
     let store = AtomicDirectoryStore::new(&path).map_err(|e| {
         Error::store(

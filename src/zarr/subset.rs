@@ -19,7 +19,8 @@ use std::ops::Range;
 /// The messages name `--subset`, since the CLI passes them on to the user as they are.
 ///
 /// ```
-/// use zarrbuf::{Error, parse_subset};
+/// use zarrbuf::Error;
+/// use zarrbuf::subset::parse_subset;
 /// assert_eq!(parse_subset("0:10,5:", &[100, 20])?, vec![0..10, 5..20]);
 /// assert_eq!(parse_subset(":", &[7])?, vec![0..7]);
 /// assert_eq!(parse_subset("", &[])?, vec![]);

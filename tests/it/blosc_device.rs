@@ -5,7 +5,8 @@
 //! and without a crc32c trailer; damaged frames named before upload or by the decoder.
 
 use std::path::PathBuf;
-use zarrbuf::{ArrayReadExt, BufferPrototype, CodecSpec, Decode, PipelineMode, ReadOptions};
+use zarrbuf::options::Decode;
+use zarrbuf::{ArrayReadExt, BufferPrototype, CodecSpec, PipelineMode, ReadOptions};
 use zarrs::array::{ArrayBuilder, data_type};
 
 const SHAPE: [u64; 3] = [40, 64, 48];
@@ -42,7 +43,7 @@ fn write(name: &str, codecs: &str) -> String {
 /// As [`write`], with chunks of `chunk`.
 fn write_chunked(name: &str, codecs: &str, chunk: &[u64]) -> String {
     let path = dir(name);
-    let store = zarrbuf::open_store(path.to_str().unwrap()).unwrap();
+    let store = zarrbuf::store::open_store(path.to_str().unwrap()).unwrap();
     let spec: CodecSpec = codecs.parse().unwrap();
     let array = ArrayBuilder::new(SHAPE.to_vec(), chunk.to_vec(), data_type::float32(), 0.0f32)
         .bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4).unwrap())
@@ -227,7 +228,7 @@ fn damaged_blosc_headers_are_refused_before_upload() {
 fn incompressible_chunks_are_copied_not_decompressed() {
     // Random bits: c-blosc stores each chunk uncompressed (its memcpyed flag).
     let path = dir("noise");
-    let store = zarrbuf::open_store(path.to_str().unwrap()).unwrap();
+    let store = zarrbuf::store::open_store(path.to_str().unwrap()).unwrap();
     let spec: CodecSpec = "blosc:lz4:5:shuffle".parse().unwrap();
     let array = ArrayBuilder::new(vec![64u64, 64], vec![32u64, 32], data_type::uint32(), 0u32)
         .bytes_to_bytes_codecs(spec.bytes_to_bytes_codecs(4).unwrap())

@@ -38,7 +38,7 @@ fn err<T>(r: zarrbuf::Result<T>) -> Error {
 fn store_at(
     dir: &std::path::Path,
 ) -> Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> {
-    zarrbuf::open_store(dir.to_str().unwrap()).unwrap()
+    zarrbuf::store::open_store(dir.to_str().unwrap()).unwrap()
 }
 
 /// Chunks of about a third of each dimension: other chunk boundaries than every fixture's.

@@ -36,7 +36,7 @@ fn zarrbuf() -> Command {
 /// each) holding `seed`'s values, stored with `codecs`.
 fn source(dir: &Path, name: &str, seed: f32, codecs: &str) -> String {
     let path = dir.join(name);
-    let store = zarrbuf::open_store(path.to_str().unwrap()).unwrap();
+    let store = zarrbuf::store::open_store(path.to_str().unwrap()).unwrap();
     let template = zarrbuf::open(
         &crate::common::root()
             .join("data/v3_large_3d.zarr")

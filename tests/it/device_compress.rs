@@ -9,9 +9,8 @@
 use crate::common::prototypes;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, BufferPrototype, Compress, NDBuffer, PipelineMode, WriteOptions,
-};
+use zarrbuf::options::Compress;
+use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, WriteOptions};
 
 fn written_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("written")
@@ -309,7 +308,10 @@ fn async_writes_and_copies_compress_on_the_device_too() {
         let array = zarrbuf::open_async(dir.to_str().unwrap(), "")
             .await
             .unwrap();
-        array.write_async(&all(&shape), &want, &opts).await.unwrap();
+        array
+            .write_opt_async(&all(&shape), &want, &opts)
+            .await
+            .unwrap();
     });
     let array = zarrbuf::open(dir.to_str().unwrap(), "").unwrap();
     let back = array.read_all(&BufferPrototype::cpu()).unwrap();

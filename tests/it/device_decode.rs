@@ -4,7 +4,8 @@
 
 use crate::common::root;
 use std::path::{Path, PathBuf};
-use zarrbuf::{ArrayReadExt, BufferPrototype, Decode, PipelineMode, ReadOptions};
+use zarrbuf::options::Decode;
+use zarrbuf::{ArrayReadExt, BufferPrototype, PipelineMode, ReadOptions};
 
 fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();

@@ -5,7 +5,8 @@
 use crate::common::{prototypes, root, walk};
 use std::path::{Path, PathBuf};
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer, PipelineMode, ReadOptions,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, BufferPrototype, DataType,
+    Error, NDBuffer, Order, PipelineMode, ReadOptions,
 };
 
 /// A private copy of a fixture store to damage.
@@ -206,6 +207,58 @@ fn out_of_bounds_and_mismatched_requests_are_errors() {
         .read_into(&[0..1, 0..1, 0..1], &mut wrong_shape)
         .unwrap_err();
     assert!(matches!(err, Error::ShapeMismatch(_)), "{err}");
+}
+
+/// The same bad read or write, made through the sync and the async API, gives the same error
+/// (variant and message): both check their target in one place.
+#[test]
+fn sync_and_async_report_the_same_error_for_the_same_mistake() {
+    let store = copy_store("v3_large_3d", "sync-async");
+    let location = store.to_str().unwrap();
+    let sync = zarrbuf::open(location, "").unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let remote = rt.block_on(zarrbuf::open_async(location, "")).unwrap();
+    let cpu = BufferPrototype::cpu();
+    let nd = |shape: &[usize], dtype| NDBuffer::zeros(shape, dtype, Order::C, &cpu).unwrap();
+    let one = [0..1, 0..1, 0..1];
+    // (what, subset, target): a wrong data type, a wrong shape, a subset with another number
+    // of dimensions, and one outside the array.
+    let cases = [
+        ("data type", &one[..], nd(&[1, 1, 1], DataType::Float64)),
+        ("shape", &one[..], nd(&[2, 1, 1], DataType::Float32)),
+        ("dimensions", &one[..2], nd(&[1, 1], DataType::Float32)),
+        (
+            "bounds",
+            &[0..99, 0..1, 0..1][..],
+            nd(&[99, 1, 1], DataType::Float32),
+        ),
+    ];
+    let same = |what: &str, a: Error, b: Error| {
+        assert_eq!(
+            (std::mem::discriminant(&a), a.to_string()),
+            (std::mem::discriminant(&b), b.to_string()),
+            "{what}: sync {a:?} but async {b:?}"
+        );
+    };
+    for (what, subset, target) in cases {
+        let mut out = target.clone();
+        let read = sync.read_into(subset, &mut out).unwrap_err();
+        let read_async = rt
+            .block_on(remote.read_into_async(subset, &mut out))
+            .unwrap_err();
+        same(&format!("read_into, {what}"), read, read_async);
+        let write = sync.write(subset, &target).unwrap_err();
+        let write_async = rt
+            .block_on(remote.write_async(subset, &target))
+            .unwrap_err();
+        same(&format!("write, {what}"), write, write_async);
+    }
+    let err = sync.read_into(&one, &mut nd(&[1, 1, 1], DataType::Float64));
+    assert!(matches!(err, Err(Error::DataType(_))), "{err:?}");
 }
 
 #[test]

@@ -60,7 +60,7 @@ fn every_fixture_reads_exactly_into_every_prototype() {
 /// subsets, with slots so small that batches hold one chunk, and with room for many.
 #[test]
 fn every_fixture_reads_exactly_through_the_device_decoder() {
-    use zarrbuf::Decode;
+    use zarrbuf::options::Decode;
     let mut decoded_on_device = 0;
     for f in &fixtures() {
         let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
@@ -310,8 +310,7 @@ fn every_fixture_reads_asynchronously_as_it_reads_synchronously() {
         let parent = NDBuffer::zeros(&big, want.dtype(), Order::C, &cpu).unwrap();
         let window: Vec<Range<usize>> = dims.iter().map(|&n| 2..n + 2).collect();
         let mut view = parent.get(&window).unwrap();
-        rt.block_on(array.read_into_async(&all, &mut view, &ReadOptions::default()))
-            .unwrap();
+        rt.block_on(array.read_into_async(&all, &mut view)).unwrap();
         assert_same(f, "strided window, async", &view, &want);
         if !dims.is_empty() {
             let mut outside: Vec<Range<usize>> = big.iter().map(|&n| 0..n).collect();
@@ -324,7 +323,7 @@ fn every_fixture_reads_asynchronously_as_it_reads_synchronously() {
             );
         }
         let mut fortran = NDBuffer::empty(&dims, want.dtype(), Order::F, &cpu).unwrap();
-        rt.block_on(array.read_into_async(&all, &mut fortran, &ReadOptions::default()))
+        rt.block_on(array.read_into_async(&all, &mut fortran))
             .unwrap();
         assert_same(f, "F-order destination, async", &fortran, &want);
     }

@@ -11,9 +11,9 @@ use crate::common::{self, Need, prototypes, root, skip, walk};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use zarrbuf::icechunk::IcechunkVersion;
 use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, IcechunkVersion,
-    NDBuffer, OpenOptions,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer, OpenOptions,
 };
 
 fn spec() -> Value {
@@ -159,10 +159,10 @@ fn every_array_reads_exactly_at_every_version_on_every_prototype() {
     for (version, arrays) in versions() {
         let opts = OpenOptions::default().with_version(version.clone());
         for (path, want) in &arrays {
-            let array = zarrbuf::open_with(&repo, path, &opts)
+            let array = zarrbuf::open_opt(&repo, path, &opts)
                 .unwrap_or_else(|e| panic!("{path} at {version}: {e}"));
             let remote = rt
-                .block_on(zarrbuf::open_async_with(&repo, path, &opts))
+                .block_on(zarrbuf::open_opt_async(&repo, path, &opts))
                 .unwrap_or_else(|e| panic!("{path} at {version} (async): {e}"));
             for (pname, proto) in prototypes() {
                 let what = format!("{path} at {version} on {pname}");
@@ -212,7 +212,7 @@ fn the_hierarchy_lists_at_each_version_and_groups_name_their_arrays() {
     assert_eq!(paths, ["", "g", "g/labels", "temperature"]);
     let t = h.nodes[3].array().unwrap();
     assert_eq!((t.chunks_stored, t.chunks_total), (6, 6));
-    let dev = zarrbuf::list_hierarchy_with(&repo, "g", &OpenOptions::default().with_branch("dev"))
+    let dev = zarrbuf::list_hierarchy_opt(&repo, "g", &OpenOptions::default().with_branch("dev"))
         .unwrap();
     assert_eq!(dev.nodes.len(), 2);
     let Err(Error::IsGroup { arrays, .. }) = zarrbuf::open(&repo, "") else {
@@ -225,7 +225,7 @@ fn the_hierarchy_lists_at_each_version_and_groups_name_their_arrays() {
 fn versions_that_do_not_exist_and_misplaced_options_are_clear_errors() {
     let repo = repo();
     let err = |opts: OpenOptions| {
-        zarrbuf::open_with(&repo, "temperature", &opts)
+        zarrbuf::open_opt(&repo, "temperature", &opts)
             .err()
             .expect("an error")
             .to_string()
@@ -243,7 +243,7 @@ fn versions_that_do_not_exist_and_misplaced_options_are_clear_errors() {
     assert!(e.contains("snapshot"), "{e}");
     // A version for a zarr store.
     let zarr_dir = root().join("data/v3_int8.zarr");
-    let e = zarrbuf::open_with(
+    let e = zarrbuf::open_opt(
         zarr_dir.to_str().unwrap(),
         "",
         &OpenOptions::default().with_tag("v1"),
@@ -262,7 +262,7 @@ fn reads_refuse_writes_with_a_sentence() {
         OpenOptions::default(),
         OpenOptions::default().with_tag("v1"),
     ] {
-        let array = zarrbuf::open_with(&repo, "temperature", &opts).unwrap();
+        let array = zarrbuf::open_opt(&repo, "temperature", &opts).unwrap();
         let patch = NDBuffer::from_vec(vec![0f32; 4], &[2, 2]).unwrap();
         let e = array.write(&[0..2, 0..2], &patch).unwrap_err().to_string();
         assert!(
@@ -470,7 +470,7 @@ fn a_copy_into_a_branch_commits_there_and_leaves_main() {
     );
     assert!(out.ends_with("ok t8\n"), "{out}");
     // zarrbuf reads it back too, and main did not move.
-    let got = zarrbuf::open_with(
+    let got = zarrbuf::open_opt(
         target.to_str().unwrap(),
         "t8",
         &OpenOptions::default().with_branch("dev"),
@@ -491,7 +491,7 @@ fn a_library_copy_through_icechunk_writer_commits_one_snapshot() {
     let target = repo_copy("copy-lib");
     // Through the library: IcechunkWriter, then commit.
     let src = zarrbuf::open(v3_int8.to_str().unwrap(), "").unwrap();
-    let writer = zarrbuf::IcechunkWriter::open(target.to_str().unwrap(), "main").unwrap();
+    let writer = zarrbuf::icechunk::IcechunkWriter::open(target.to_str().unwrap(), "main").unwrap();
     let dst = zarrbuf::create_like(
         &src,
         src.shape(),
@@ -517,7 +517,7 @@ fn a_library_copy_through_icechunk_writer_commits_one_snapshot() {
         out.starts_with("from the library\nwarm the first chunk\n"),
         "{out}"
     );
-    let back = zarrbuf::open_with(
+    let back = zarrbuf::open_opt(
         target.to_str().unwrap(),
         "lib",
         &OpenOptions::default().with_snapshot(&id),
@@ -586,7 +586,7 @@ fn a_failed_copy_commits_nothing() {
         "no branch \"nope\"",
     );
     // A directory that is neither empty nor a repository does not become one.
-    let e = zarrbuf::IcechunkWriter::open(v3, "main")
+    let e = zarrbuf::icechunk::IcechunkWriter::open(v3, "main")
         .err()
         .unwrap()
         .to_string();
@@ -631,7 +631,7 @@ fn virtual_chunks_read_from_authorized_containers_only() {
     assert!(e.contains("--virtual-access"), "{e}");
     let prefix = format!("file://{}/", dir.display());
     let opts = OpenOptions::default().with_virtual_access(&prefix);
-    let got = zarrbuf::open_with(repo, "v", &opts)
+    let got = zarrbuf::open_opt(repo, "v", &opts)
         .unwrap()
         .read_all(&BufferPrototype::cpu())
         .unwrap();
@@ -651,7 +651,7 @@ fn virtual_chunks_read_from_authorized_containers_only() {
 fn upload_fixture(endpoint: &str, url: &str) {
     let o = common::s3::options(endpoint, "10s");
     let rt = common::s3::runtime(2);
-    let store = zarrbuf::object_store_for_url(url, &common::s3::opts_ref(&o)).unwrap();
+    let store = zarrbuf::store::object_store_for_url(url, &common::s3::opts_ref(&o)).unwrap();
     let src = PathBuf::from(repo());
     rt.block_on(async {
         use object_store::ObjectStoreExt;

@@ -4,7 +4,8 @@
 //! a GPU is present and skips visibly otherwise (a failure under ZARRBUF_REQUIRE_GPU=1).
 
 use crate::common::{Need, own_test, run_own_test, skip};
-use zarrbuf::{Buffer, BufferPrototype, Device, Error, IpcDescriptor};
+use zarrbuf::ipc::IpcDescriptor;
+use zarrbuf::{Buffer, BufferPrototype, Device, Error};
 
 /// A version-1 descriptor written by hand from the byte table in `IpcDescriptor`'s docs
 /// (so the test pins the wire format), with a token no process has and a UUID no GPU has.

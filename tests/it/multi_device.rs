@@ -6,10 +6,8 @@
 use crate::common::{fixtures, prototypes};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
-use zarrbuf::{
-    ArrayReadExt, BufferPrototype, Device, Error, MultiBuffer, MultiNDBuffer, MultiPrototype,
-    NDBuffer, Placement, ReadOptions,
-};
+use zarrbuf::multi::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
+use zarrbuf::{ArrayReadExt, BufferPrototype, Device, Error, NDBuffer, ReadOptions};
 
 fn bytes_of(a: &NDBuffer) -> Vec<u8> {
     a.to_native_bytes().unwrap()
@@ -83,14 +81,9 @@ fn split_reads_are_chunk_aligned_and_exact_on_every_fixture() {
         for request in [&whole, &inner] {
             for axis in 0..shape.len() {
                 for (mname, multi) in &multis {
-                    let got = array
-                        .read_multi(
-                            request,
-                            multi,
-                            Placement::Split { axis },
-                            &ReadOptions::default(),
-                        )
-                        .unwrap_or_else(|e| panic!("{} {mname} axis {axis}: {e}", f.name));
+                    let got =
+                        zarrbuf::multi::read(&array, request, multi, Placement::Split { axis })
+                            .unwrap_or_else(|e| panic!("{} {mname} axis {axis}: {e}", f.name));
                     assert_eq!(got.len(), multi.len());
                     assert_eq!(got.whole_subset(), *request, "{}", f.name);
                     let mut at = request[axis].start;
@@ -142,25 +135,23 @@ fn splits_balance_the_chunks_between_parts() {
         .unwrap();
     let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
     // 9 x 10 x 11 in 4^3 chunks: axis 2 has chunk starts 4 and 8.
-    let got = array
-        .read_multi(
-            &[0..9, 0..10, 0..11],
-            &MultiPrototype::host(2).unwrap(),
-            Placement::Split { axis: 2 },
-            &ReadOptions::default(),
-        )
-        .unwrap();
+    let got = zarrbuf::multi::read(
+        &array,
+        &[0..9, 0..10, 0..11],
+        &MultiPrototype::host(2).unwrap(),
+        Placement::Split { axis: 2 },
+    )
+    .unwrap();
     assert_eq!(got.subset(0).unwrap()[2], 0..4);
     assert_eq!(got.subset(1).unwrap()[2], 4..11);
     // More parts than chunks: the extra parts are empty, and the data is still all there.
-    let got = array
-        .read_multi(
-            &[0..9, 0..10, 2..7],
-            &MultiPrototype::host(4).unwrap(),
-            Placement::Split { axis: 2 },
-            &ReadOptions::default(),
-        )
-        .unwrap();
+    let got = zarrbuf::multi::read(
+        &array,
+        &[0..9, 0..10, 2..7],
+        &MultiPrototype::host(4).unwrap(),
+        Placement::Split { axis: 2 },
+    )
+    .unwrap();
     let extents: Vec<u64> = (0..4)
         .map(|i| got.subset(i).unwrap()[2].end - got.subset(i).unwrap()[2].start)
         .collect();
@@ -185,14 +176,7 @@ fn replicated_reads_put_the_whole_subset_on_every_part() {
     let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
     let request = [3..27u64, 1..19];
     for (mname, multi) in multis() {
-        let got = array
-            .read_multi(
-                &request,
-                &multi,
-                Placement::Replicate,
-                &ReadOptions::default(),
-            )
-            .unwrap();
+        let got = zarrbuf::multi::read(&array, &request, &multi, Placement::Replicate).unwrap();
         assert_eq!(got.len(), multi.len());
         let expect = bytes_of(&window(&want, &request, &[0..30, 0..20]));
         let mut storages: Vec<u64> = got
@@ -223,14 +207,14 @@ fn progress_of_a_split_read_is_summed_over_the_parts() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let opts = ReadOptions::default().with_progress(move |p| sink.lock().unwrap().push(p));
-    array
-        .read_multi(
-            &[0..9, 0..10, 0..11],
-            &MultiPrototype::host(3).unwrap(),
-            Placement::Split { axis: 0 },
-            &opts,
-        )
-        .unwrap();
+    zarrbuf::multi::read_opt(
+        &array,
+        &[0..9, 0..10, 0..11],
+        &MultiPrototype::host(3).unwrap(),
+        Placement::Split { axis: 0 },
+        &opts,
+    )
+    .unwrap();
     let seen = seen.lock().unwrap();
     let last = seen
         .iter()
@@ -251,26 +235,24 @@ fn multi_device_errors_are_clear() {
     assert!(BufferPrototype::cuda_devices(&[]).is_err());
     let f = &fixtures()[1];
     let array = zarrbuf::open(&f.store_path(), &f.path).unwrap();
-    let err = array
-        .read_multi(
-            &[0..2, 0..2],
-            &MultiPrototype::host(2).unwrap(),
-            Placement::Split { axis: 2 },
-            &ReadOptions::default(),
-        )
-        .unwrap_err();
+    let err = zarrbuf::multi::read(
+        &array,
+        &[0..2, 0..2],
+        &MultiPrototype::host(2).unwrap(),
+        Placement::Split { axis: 2 },
+    )
+    .unwrap_err();
     assert!(
         matches!(&err, Error::InvalidArgument(m) if m.contains("axis 2")),
         "{err}"
     );
-    let err = array
-        .read_multi(
-            &[0..99, 0..2],
-            &MultiPrototype::host(2).unwrap(),
-            Placement::Replicate,
-            &ReadOptions::default(),
-        )
-        .unwrap_err();
+    let err = zarrbuf::multi::read(
+        &array,
+        &[0..99, 0..2],
+        &MultiPrototype::host(2).unwrap(),
+        Placement::Replicate,
+    )
+    .unwrap_err();
     assert!(
         matches!(err, Error::OutOfBounds(_) | Error::InvalidArgument(_)),
         "{err}"

@@ -20,10 +20,10 @@ fn nvcomp_6_loads_and_every_function_it_is_called_through_resolves() {
         );
         return;
     };
-    let loaded =
-        zarrbuf::nvcomp_library().unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
+    let loaded = zarrbuf::cuda::nvcomp_library()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
     assert_eq!(Path::new(&loaded), Path::new(&path));
-    let compressors =
-        zarrbuf::nvcomp_compression().unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
+    let compressors = zarrbuf::cuda::nvcomp_compression()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
     assert_eq!(compressors, loaded);
 }

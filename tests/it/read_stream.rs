@@ -16,9 +16,8 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer, StreamOptions,
-};
+use zarrbuf::stream::StreamOptions;
+use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer};
 use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::store::MemoryStore;

@@ -13,9 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use zarrbuf::{
-    ArrayReadAsyncExt, ArrayWriteAsyncExt, BufferPrototype, NDBuffer, ReadOptions, WriteOptions,
-};
+use zarrbuf::{ArrayReadAsyncExt, ArrayWriteAsyncExt, BufferPrototype, NDBuffer, ReadOptions};
 
 struct Servers {
     s3: String,
@@ -51,7 +49,8 @@ fn s3_options(endpoint: &str) -> Vec<(&'static str, String)> {
 /// Uploads every fixture store under `s3://bucket/`.
 async fn upload_fixtures(endpoint: &str, bucket: &str) {
     let o = s3_options(endpoint);
-    let store = zarrbuf::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
+    let store =
+        zarrbuf::store::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
     let data = root().join("data");
     for path in walk(&data) {
         let key = path
@@ -99,9 +98,13 @@ fn every_fixture_reads_exactly_over_s3_and_http() {
                 } else {
                     Vec::new()
                 };
-                let array = zarrbuf::open_async_with_options(&url, &f.path, &options)
-                    .await
-                    .unwrap_or_else(|e| panic!("{url}: {e}"));
+                let array = zarrbuf::open_opt_async(
+                    &url,
+                    &f.path,
+                    &zarrbuf::OpenOptions::default().with_store_options(options.iter().copied()),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
                 for (pname, proto) in prototypes() {
                     let got = array
                         .read_all_async(&proto)
@@ -133,7 +136,8 @@ fn writes_through_s3_read_back_exactly() {
         let want = zarrbuf::npy::read(&f.npy_path()).unwrap();
         rt.block_on(async {
             // Only the metadata: the chunks come from zarrbuf.
-            let store = zarrbuf::object_store_for_url("s3://written", &opts_ref(&o)).unwrap();
+            let store =
+                zarrbuf::store::object_store_for_url("s3://written", &opts_ref(&o)).unwrap();
             let src = root().join(&f.store);
             for path in walk(&src) {
                 let file = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -155,14 +159,18 @@ fn writes_through_s3_read_back_exactly() {
                 }
             }
             let url = format!("s3://written/{name}.zarr");
-            let array = zarrbuf::open_async_with_options(&url, &f.path, &opts_ref(&o))
-                .await
-                .unwrap();
+            let array = zarrbuf::open_opt_async(
+                &url,
+                &f.path,
+                &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            )
+            .await
+            .unwrap();
             for (pname, proto) in prototypes() {
                 let data = want.to_prototype(&proto).unwrap();
                 let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
                 array
-                    .write_async(&all, &data, &WriteOptions::default())
+                    .write_async(&all, &data)
                     .await
                     .unwrap_or_else(|e| panic!("{url} from {pname}: {e}"));
                 let back = array.read_all_async(&BufferPrototype::cpu()).await.unwrap();
@@ -307,9 +315,13 @@ fn sixty_four_concurrent_reads(sv: &Servers) {
     let before = peak_rss_bytes();
     rt.block_on(async {
         let array = Arc::new(
-            zarrbuf::open_async_with_options("s3://load/v3_large_3d.zarr", "", &opts_ref(&o))
-                .await
-                .unwrap(),
+            zarrbuf::open_opt_async(
+                "s3://load/v3_large_3d.zarr",
+                "",
+                &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            )
+            .await
+            .unwrap(),
         );
         let shape = array.shape().to_vec();
         // Connection-pool tasks of the HTTP client exist once a request was made.
@@ -367,15 +379,18 @@ fn missing_chunk_reads_as_fill_value() {
     rt.block_on(upload_fixtures(&sv.s3, "holes"));
     let o = s3_options(&sv.s3);
     rt.block_on(async {
-        let store = zarrbuf::object_store_for_url("s3://holes", &opts_ref(&o)).unwrap();
+        let store = zarrbuf::store::object_store_for_url("s3://holes", &opts_ref(&o)).unwrap();
         store
             .delete(&object_store::path::Path::from("v3_int16_be.zarr/c/0/0"))
             .await
             .ok();
-        let array =
-            zarrbuf::open_async_with_options("s3://holes/v3_int16_be.zarr", "", &opts_ref(&o))
-                .await
-                .unwrap();
+        let array = zarrbuf::open_opt_async(
+            "s3://holes/v3_int16_be.zarr",
+            "",
+            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+        )
+        .await
+        .unwrap();
         let got = array.read_all_async(&BufferPrototype::cpu()).await.unwrap();
         let sync =
             zarrbuf::open(root().join("data/v3_int16_be.zarr").to_str().unwrap(), "").unwrap();
@@ -429,7 +444,11 @@ fn stopped_and_silent_servers_give_clear_errors_without_hanging() {
             o.push(("connect_timeout", "2s".into()));
             let opened = tokio::time::timeout(
                 Duration::from_secs(120),
-                zarrbuf::open_async_with_options("s3://bucket/data.zarr", "", &opts_ref(&o)),
+                zarrbuf::open_opt_async(
+                    "s3://bucket/data.zarr",
+                    "",
+                    &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+                ),
             )
             .await
             .unwrap_or_else(|_| panic!("{what} server: open hung"));
@@ -454,10 +473,13 @@ fn dropping_a_read_cancels_it() {
     let o = s3_options(&sv.s3);
     let calls = Arc::new(AtomicUsize::new(0));
     rt.block_on(async {
-        let array =
-            zarrbuf::open_async_with_options("s3://cancel/v3_large_3d.zarr", "", &opts_ref(&o))
-                .await
-                .unwrap();
+        let array = zarrbuf::open_opt_async(
+            "s3://cancel/v3_large_3d.zarr",
+            "",
+            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+        )
+        .await
+        .unwrap();
         let c = calls.clone();
         let opts = ReadOptions::default()
             .with_concurrency(1)

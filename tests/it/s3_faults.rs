@@ -198,7 +198,8 @@ fn populate(rt: &tokio::runtime::Runtime, port: u16) {
         "CreateBucket failed"
     );
     let o = options(&format!("http://127.0.0.1:{port}"));
-    let store = zarrbuf::object_store_for_url("s3://faults/big.zarr", &opts_ref(&o)).unwrap();
+    let store =
+        zarrbuf::store::object_store_for_url("s3://faults/big.zarr", &opts_ref(&o)).unwrap();
     let metadata = format!(
         r#"{{"zarr_format":3,"node_type":"array","shape":{SHAPE:?},"data_type":"uint32",
 "chunk_grid":{{"name":"regular","configuration":{{"chunk_shape":{CHUNK:?}}}}},
@@ -267,10 +268,10 @@ fn killing_the_server_mid_read_gives_one_error_and_the_next_read_succeeds() {
     populate(&rt, port);
     let o = options(&format!("http://127.0.0.1:{port}"));
     let array = rt
-        .block_on(zarrbuf::open_async_with_options(
+        .block_on(zarrbuf::open_opt_async(
             "s3://faults/big.zarr",
             "",
-            &opts_ref(&o),
+            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
         ))
         .unwrap();
     let opts = ReadOptions::default().with_concurrency(2);
@@ -342,10 +343,10 @@ fn a_server_stalling_mid_response_gives_one_error_and_the_next_read_succeeds() {
     let proxy = StallProxy::start(port);
     let o = options(&format!("http://127.0.0.1:{}", proxy.port));
     let array = rt
-        .block_on(zarrbuf::open_async_with_options(
+        .block_on(zarrbuf::open_opt_async(
             "s3://faults/big.zarr",
             "",
-            &opts_ref(&o),
+            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
         ))
         .unwrap();
     let opts = ReadOptions::default().with_concurrency(2);
@@ -531,7 +532,7 @@ fn proxy_connection(
 #[test]
 fn retry_options_are_taken_and_checked() {
     let base = options("http://127.0.0.1:9");
-    assert!(zarrbuf::object_store_for_url("s3://faults", &opts_ref(&base)).is_ok());
+    assert!(zarrbuf::store::object_store_for_url("s3://faults", &opts_ref(&base)).is_ok());
     for (key, value) in [
         ("max_retries", "x"),
         ("max_retries", "-1"),
@@ -541,7 +542,7 @@ fn retry_options_are_taken_and_checked() {
         let mut o = base.clone();
         o.retain(|(k, _)| *k != key);
         o.push((key, value.to_string()));
-        let e = zarrbuf::object_store_for_url("s3://faults", &opts_ref(&o))
+        let e = zarrbuf::store::object_store_for_url("s3://faults", &opts_ref(&o))
             .err()
             .unwrap_or_else(|| panic!("{key}={value} was accepted"));
         assert!(e.to_string().contains(key), "{key}={value}: {e}");
@@ -551,7 +552,7 @@ fn retry_options_are_taken_and_checked() {
         o.retain(|(k, _)| *k != "retry_timeout");
         o.push(("retry_timeout", value.to_string()));
         assert!(
-            zarrbuf::object_store_for_url("s3://faults", &opts_ref(&o)).is_ok(),
+            zarrbuf::store::object_store_for_url("s3://faults", &opts_ref(&o)).is_ok(),
             "retry_timeout={value}"
         );
     }
@@ -596,7 +597,7 @@ fn an_interrupted_put_never_becomes_visible() {
     let key = "c/9/0/0";
     let store_at = |endpoint: String| {
         let o = options(&endpoint);
-        zarrbuf::object_store_for_url("s3://faults/big.zarr", &opts_ref(&o)).unwrap()
+        zarrbuf::store::object_store_for_url("s3://faults/big.zarr", &opts_ref(&o)).unwrap()
     };
     let put = |endpoint: String| {
         let store = store_at(endpoint);

@@ -44,7 +44,8 @@ fn s3_options(endpoint: &str) -> Vec<(&'static str, String)> {
 /// Uploads every file under `dir` to `s3://bucket/prefix/`, straight to the server.
 async fn upload(endpoint: &str, bucket: &str, prefix: &str, dir: &Path) {
     let o = s3_options(endpoint);
-    let store = zarrbuf::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
+    let store =
+        zarrbuf::store::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
     for path in walk(dir) {
         let rel = path
             .strip_prefix(dir)
@@ -301,9 +302,13 @@ fn a_whole_sharded_read_makes_at_most_two_requests_per_shard() {
     let proxy = CountingProxy::start(&s3);
     let o = s3_options(&proxy.endpoint());
     rt.block_on(async {
-        let array = zarrbuf::open_async_with_options("s3://requests/big.zarr", "", &opts_ref(&o))
-            .await
-            .unwrap();
+        let array = zarrbuf::open_opt_async(
+            "s3://requests/big.zarr",
+            "",
+            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+        )
+        .await
+        .unwrap();
         proxy.take();
         for concurrency in [1, 8] {
             let opts = ReadOptions::default().with_concurrency(concurrency);
@@ -382,10 +387,10 @@ fn sharded_fixtures_read_exactly_with_at_most_two_requests_per_shard() {
         let local = zarrbuf::open(&f.store_path(), &f.path).unwrap();
         let all: Vec<Range<u64>> = local.shape().iter().map(|&n| 0..n).collect();
         rt.block_on(async {
-            let array = zarrbuf::open_async_with_options(
+            let array = zarrbuf::open_opt_async(
                 &format!("s3://requests-fixtures/{name}"),
                 &f.path,
-                &opts_ref(&o),
+                &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
             )
             .await
             .unwrap();

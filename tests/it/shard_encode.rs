@@ -171,7 +171,9 @@ fn shards_are_cut_from_sources_of_every_layout() {
         ("Fortran order", c_order.copy_to(&cpu, Order::F).unwrap()),
         (
             "big-endian",
-            c_order.to_byte_order(zarrbuf::ByteOrder::Big).unwrap(),
+            c_order
+                .to_byte_order(zarrbuf::dtype::ByteOrder::Big)
+                .unwrap(),
         ),
         (
             "a view into a larger array",

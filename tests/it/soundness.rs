@@ -76,7 +76,7 @@ fn a_dropped_async_read_stops_writing_before_the_drop_returns() {
         let all: Vec<std::ops::Range<u64>> = demo.shape.iter().map(|&n| 0..n).collect();
         let cut = tokio::time::timeout(
             Duration::from_millis(100),
-            array.read_into_async(&all, &mut out, &opts),
+            array.read_into_opt_async(&all, &mut out, &opts),
         )
         .await;
         assert!(cut.is_err(), "the read should still have been running");

@@ -135,7 +135,7 @@ fn every_store_fixture_reads_exactly_on_every_prototype() {
                     .with_staging_bytes(1),
                 ReadOptions::default()
                     .with_mode(PipelineMode::Staged)
-                    .with_decode(zarrbuf::Decode::Gpu),
+                    .with_decode(zarrbuf::options::Decode::Gpu),
             ] {
                 let got = array
                     .read_opt(&subset, &zarrbuf::BufferPrototype::cpu(), &opts)
@@ -251,7 +251,7 @@ fn writes_into_a_zip_are_refused_with_one_sentence() {
     assert!(err.contains(READ_ONLY), "{err}");
     assert!(err.contains(&zip), "names the zip file: {err}");
     // The store itself refuses every write.
-    let store = zarrbuf::open_store(&zip).unwrap();
+    let store = zarrbuf::store::open_store(&zip).unwrap();
     let key = zarrs::storage::StoreKey::new("x").unwrap();
     let e = store.set(&key, vec![1u8].into()).unwrap_err().to_string();
     assert!(e.contains(READ_ONLY), "{e}");
@@ -505,7 +505,7 @@ fn groups_in_s3_list_and_refuse_to_open_as_arrays() {
     assert_eq!(groups.len(), 2);
     rt.block_on(async {
         use object_store::ObjectStoreExt;
-        let bucket = zarrbuf::object_store_for_url("s3://stores", &opts).unwrap();
+        let bucket = zarrbuf::store::object_store_for_url("s3://stores", &opts).unwrap();
         for s in &groups {
             let dir = std::path::PathBuf::from(store_path(s));
             for file in crate::common::walk(&dir) {
@@ -526,7 +526,11 @@ fn groups_in_s3_list_and_refuse_to_open_as_arrays() {
         let name = s["name"].as_str().unwrap();
         let url = format!("s3://stores/{name}.zarr");
         // The async open of a group names its arrays.
-        let err = match rt.block_on(zarrbuf::open_async_with_options(&url, "", &opts)) {
+        let err = match rt.block_on(zarrbuf::open_opt_async(
+            &url,
+            "",
+            &zarrbuf::OpenOptions::default().with_store_options(opts.iter().copied()),
+        )) {
             Ok(_) => panic!("{url} opened as an array"),
             Err(e) => e,
         };

@@ -10,7 +10,8 @@ impl NDBuffer {
     /// Builds an NDBuffer over `buffer`, checking the invariants.
     ///
     /// ```
-    /// use zarrbuf::{Buffer, ByteOrder, DataType, NDBuffer};
+    /// use zarrbuf::{Buffer, DataType, NDBuffer};
+    /// use zarrbuf::dtype::ByteOrder;
     /// let b = Buffer::from_vec(vec![0u8; 24]);
     /// let a = NDBuffer::from_parts(b, DataType::Float32, &[2, 3], &[12, 4], 0, ByteOrder::Little)?;
     /// assert!(a.is_c_contiguous());

@@ -274,7 +274,8 @@ impl NDBuffer {
     /// The same values stored in the other byte order (a copy, on the owning device).
     ///
     /// ```
-    /// use zarrbuf::{ByteOrder, NDBuffer};
+    /// use zarrbuf::NDBuffer;
+    /// use zarrbuf::dtype::ByteOrder;
     /// let a = NDBuffer::from_vec(vec![1u16], &[1])?;
     /// let b = a.to_byte_order(ByteOrder::Big)?;
     /// assert_eq!(b.buffer().to_vec()?, vec![0, 1]);

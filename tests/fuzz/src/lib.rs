@@ -25,7 +25,8 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use zarrbuf::{ArrayReadExt, BufferPrototype, Decode, DynArray, PipelineMode, ReadOptions};
+use zarrbuf::options::Decode;
+use zarrbuf::{ArrayReadExt, BufferPrototype, DynArray, PipelineMode, ReadOptions};
 
 /// Arrays with more elements than this are opened but not read.
 pub const MAX_ELEMENTS: u64 = 1 << 20;
@@ -645,7 +646,7 @@ pub fn subset_parser(data: &[u8]) -> Outcome {
         })
         .collect();
     let text = String::from_utf8_lossy(text);
-    let parsed = zarrbuf::parse_subset(&text, &shape);
+    let parsed = zarrbuf::subset::parse_subset(&text, &shape);
     if let Ok(ranges) = &parsed {
         assert_eq!(ranges.len(), shape.len());
         for (r, &n) in ranges.iter().zip(&shape) {
@@ -655,7 +656,7 @@ pub fn subset_parser(data: &[u8]) -> Outcome {
             .iter()
             .map(|r| format!("{}:{}", r.start, r.end))
             .collect();
-        let again = zarrbuf::parse_subset(&again.join(","), &shape)
+        let again = zarrbuf::subset::parse_subset(&again.join(","), &shape)
             .expect("a parsed subset parses again from its start:stop form");
         assert_eq!(&again, ranges);
     }

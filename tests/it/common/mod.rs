@@ -104,7 +104,7 @@ pub fn prototypes() -> Vec<(String, BufferPrototype)> {
         protos.push(("pinned:0".into(), BufferPrototype::pinned(0)));
         protos.push(("cuda:0".into(), BufferPrototype::cuda(0)));
     } else {
-        let why = match zarrbuf::cuda_device_count() {
+        let why = match zarrbuf::cuda::cuda_device_count() {
             // The error's first clause says what is missing; the rest is advice.
             Err(e) => format!(
                 "no CUDA device: {}",

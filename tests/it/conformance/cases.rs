@@ -16,9 +16,8 @@
 use half::{bf16, f16};
 use num_complex::Complex;
 use std::ops::Range;
-use zarrbuf::{
-    Buffer, BufferPrototype, ByteOrder, DataType, Element, Error, Memory, NDBuffer, Order,
-};
+use zarrbuf::dtype::ByteOrder;
+use zarrbuf::{Buffer, BufferPrototype, DataType, Element, Error, Memory, NDBuffer, Order};
 
 /// A conformance case: runs against one prototype.
 pub type Case = fn(&BufferPrototype) -> Result<(), String>;

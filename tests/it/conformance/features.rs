@@ -5,9 +5,8 @@
 use super::{e, full, upload};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use zarrbuf::{
-    Allocator, Buffer, BufferPrototype, DataType, Error, Memory, MemoryResource, NDBuffer, Order,
-};
+use zarrbuf::alloc::{Allocator, MemoryResource};
+use zarrbuf::{Buffer, BufferPrototype, DataType, Error, Memory, NDBuffer, Order};
 
 /// Counts the allocations it makes and otherwise uses zarrbuf's own memory.
 struct Counting(AtomicUsize);

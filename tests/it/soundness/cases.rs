@@ -5,7 +5,8 @@
 //! memory of a real GPU.
 #![allow(dead_code)]
 
-use zarrbuf::{Buffer, BufferPrototype, DataType, Error, Memory, NDBuffer, Order, Stream};
+use zarrbuf::cuda::Stream;
+use zarrbuf::{Buffer, BufferPrototype, DataType, Error, Memory, NDBuffer, Order};
 
 pub type Case = fn(&BufferPrototype) -> Result<(), String>;
 
@@ -308,7 +309,7 @@ pub fn mutable_views_are_exclusive(proto: &BufferPrototype) -> Result<(), String
         &[4],
         &[0],
         0,
-        zarrbuf::ByteOrder::native(),
+        zarrbuf::dtype::ByteOrder::native(),
     )
     .map_err(e)?;
     ensure!(

@@ -1,0 +1,115 @@
+//! `zarrbuf check`: find (and with `--repair`, repair) damaged chunks.
+
+use super::progress::chunk_progress;
+use zarrbuf::{Error, OpenOptions, Result};
+
+/// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
+pub(crate) fn check(
+    store: &str,
+    path: &str,
+    json: bool,
+    repair: bool,
+    open: &OpenOptions,
+) -> Result<()> {
+    // A group is checked array by array.
+    let (reports, group) = match check_one(store, path, json, repair, open) {
+        Ok(report) => (vec![report], None),
+        Err(Error::IsGroup { group, arrays }) => {
+            let reports = arrays
+                .iter()
+                .map(|a| check_one(store, a, json, repair, open))
+                .collect::<Result<Vec<_>>>()?;
+            (reports, Some(group))
+        }
+        Err(e) => return Err(e),
+    };
+    if json {
+        let all: Vec<serde_json::Value> = reports.iter().map(check_json).collect();
+        let doc = match &group {
+            Some(g) => serde_json::json!({
+                "group": g, "clean": reports.iter().all(|r| r.is_clean()), "arrays": all,
+            }),
+            None => all.into_iter().next().unwrap_or_default(),
+        };
+        println!("{doc}");
+    }
+    let damaged: usize = reports.iter().map(damage_count).sum();
+    if damaged == 0 || repair {
+        return Ok(());
+    }
+    Err(Error::Damaged {
+        count: damaged,
+        array: group.unwrap_or_else(|| reports.iter().map(|r| r.array.clone()).collect()),
+    })
+}
+
+pub(crate) fn damage_count(report: &zarrbuf::CheckReport) -> usize {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.problem.is_damage())
+        .count()
+}
+
+/// Checks one array with a progress bar; prints its findings unless `json`.
+pub(crate) fn check_one(
+    store: &str,
+    path: &str,
+    json: bool,
+    repair: bool,
+    open: &OpenOptions,
+) -> Result<zarrbuf::CheckReport> {
+    let mut opts = zarrbuf::CheckOptions::default()
+        .with_repair(repair)
+        .with_open(open.clone());
+    let bar = chunk_progress("checking", !json);
+    if let Some((_, update)) = &bar {
+        opts = opts.with_progress(update.clone());
+    }
+    let bar = bar.map(|(b, _)| b);
+    let report = zarrbuf::check_array(store, path, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let report = report?;
+    if !json {
+        for f in &report.findings {
+            println!("{f}");
+        }
+        for r in &report.repaired {
+            println!("repaired: {r}");
+        }
+        eprintln!(
+            "checked {}: {} chunks ({} inner chunks), {} stored bytes; {} damaged",
+            report.array,
+            report.chunks_checked,
+            report.inner_chunks_checked,
+            report.stored_bytes,
+            damage_count(&report)
+        );
+    }
+    Ok(report)
+}
+
+/// The check report as JSON for scripts.
+pub(crate) fn check_json(report: &zarrbuf::CheckReport) -> serde_json::Value {
+    let findings: Vec<serde_json::Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "key": f.key, "inner": f.inner, "problem": f.problem.name(),
+                "damage": f.problem.is_damage(), "detail": f.detail,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "array": report.array,
+        "clean": report.is_clean(),
+        "chunks_checked": report.chunks_checked,
+        "inner_chunks_checked": report.inner_chunks_checked,
+        "stored_bytes": report.stored_bytes,
+        "findings": findings,
+        "repaired": report.repaired,
+    })
+}

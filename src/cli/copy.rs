@@ -1,0 +1,312 @@
+//! `zarrbuf copy`: copy an array (or a subset) into a new layout, a zarr store or a branch of
+//! an icechunk repository.
+
+use super::args::{CopyCli, VersionArgs};
+use super::names::{label, local_dir, node_path, same_store};
+use super::parse::{parse_bytes, parse_shape, prototype};
+use super::progress::chunk_progress;
+use crate::relabel;
+use std::time::Instant;
+use zarrbuf::options::Durability;
+use zarrbuf::{BufferPrototype, Error, Result};
+
+/// The destination store of a copy: a local directory (created if missing; a zip file is
+/// refused) or an object-store URL.
+pub(crate) fn destination_store(
+    a: &CopyCli,
+) -> Result<std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits>> {
+    let Some(dir) = local_dir(&a.dst) else {
+        return zarrbuf::store::open_store(&a.dst);
+    };
+    refuse_zip_destination(a, &dir)?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    zarrbuf::store::open_store(&dir.to_string_lossy())
+}
+
+/// Refuses a zip file (or a path named `.zip`) as copy's destination: zip stores are read
+/// only. Other files are refused as not being directories.
+pub(crate) fn refuse_zip_destination(a: &CopyCli, dst: &std::path::Path) -> Result<()> {
+    let named_zip = dst
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
+    if named_zip || dst.is_file() {
+        let zip = named_zip || {
+            use std::io::Read;
+            let mut head = [0u8; 4];
+            std::fs::File::open(dst)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok_and(|()| &head == b"PK\x03\x04" || &head == b"PK\x05\x06")
+        };
+        let why = if zip {
+            format!(
+                "zip stores are read-only in zarrbuf; copy the array into a directory instead: \
+                 zarrbuf copy {} out.zarr",
+                a.src
+            )
+        } else {
+            "it is a file, not a directory; give a directory path (created if missing)".into()
+        };
+        return Err(Error::Unsupported(format!(
+            "copy destination {}: {why}",
+            a.dst
+        )));
+    }
+    Ok(())
+}
+
+/// The destination layout `copy`'s flags ask for (`shape`: the copied shape, `elem_bytes`:
+/// the data type's size, for `--layout gpu`).
+pub(crate) fn copy_layout(
+    a: &CopyCli,
+    shape: &[u64],
+    elem_bytes: usize,
+) -> Result<zarrbuf::ArrayLayout> {
+    let base = match a.layout.as_deref() {
+        Some(_) => zarrbuf::ArrayLayout::for_gpu(shape, elem_bytes),
+        None => zarrbuf::ArrayLayout::default(),
+    };
+    let parse =
+        |what, text: &Option<String>| text.as_deref().map(|c| parse_shape(what, c)).transpose();
+    Ok(zarrbuf::ArrayLayout {
+        chunks: parse("chunks", &a.chunks)?.or(base.chunks),
+        shards: parse("shards", &a.shards)?.or(base.shards),
+        codecs: a
+            .codec
+            .as_deref()
+            .map(str::parse)
+            .transpose()?
+            .or(base.codecs),
+        zarr_format: a.zarr_format,
+    })
+}
+
+/// The branch a copy commits to when its destination is an icechunk repository (named by
+/// `--branch`/`--message`, or a directory laid out as one); `None` for a zarr store.
+pub(crate) fn icechunk_destination(a: &CopyCli) -> Result<Option<String>> {
+    if let Some((flag, name)) = a
+        .tag
+        .as_ref()
+        .map(|t| ("--tag", t))
+        .or(a.snapshot.as_ref().map(|s| ("--snapshot", s)))
+    {
+        return Err(Error::Unsupported(format!(
+            "copy writes into a branch of an icechunk repository, and {flag} {name} names a              snapshot, which never changes; give --branch NAME instead (the copy is committed              there as one snapshot)"
+        )));
+    }
+    let repository = zarrbuf::icechunk::is_icechunk_repository(&a.dst);
+    if a.branch.is_none() && a.message.is_none() && !repository {
+        return Ok(None);
+    }
+    if a.resume {
+        return Err(Error::InvalidArgument(
+            "--resume continues a copy into a zarr store; a failed copy into an icechunk              repository committed nothing, so run it again without --resume"
+                .into(),
+        ));
+    }
+    Ok(Some(a.branch.clone().unwrap_or_else(|| "main".into())))
+}
+
+/// A writable session on a branch of an icechunk repository (feature `icechunk`).
+#[cfg(feature = "icechunk")]
+pub(crate) type Writer = zarrbuf::icechunk::IcechunkWriter;
+
+#[cfg(feature = "icechunk")]
+pub(crate) fn open_writer(dst: &str, branch: &str) -> Result<Writer> {
+    zarrbuf::icechunk::IcechunkWriter::open(dst, branch)
+}
+
+#[cfg(feature = "icechunk")]
+pub(crate) fn writer_store(
+    w: &Writer,
+) -> std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> {
+    w.store()
+}
+
+#[cfg(feature = "icechunk")]
+pub(crate) fn commit(w: Writer, message: &str) -> Result<String> {
+    w.commit(message)
+}
+
+/// Without the `icechunk` feature there is no writer: opening one says so.
+#[cfg(not(feature = "icechunk"))]
+pub(crate) enum Writer {}
+
+#[cfg(not(feature = "icechunk"))]
+pub(crate) fn open_writer(dst: &str, _branch: &str) -> Result<Writer> {
+    Err(Error::Unsupported(format!(
+        "{dst} is an icechunk destination, and this zarrbuf was built without icechunk \
+         support; rebuild it with the `icechunk` feature (cargo install --path . --features \
+         icechunk; it needs Rust 1.95)"
+    )))
+}
+
+#[cfg(not(feature = "icechunk"))]
+pub(crate) fn writer_store(
+    w: &Writer,
+) -> std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> {
+    match *w {}
+}
+
+#[cfg(not(feature = "icechunk"))]
+pub(crate) fn commit(w: Writer, _message: &str) -> Result<String> {
+    match w {}
+}
+
+pub(crate) fn copy(a: &CopyCli) -> Result<()> {
+    let proto = prototype(a.device.as_deref())?;
+    let memory_bytes = parse_bytes(&a.memory)?;
+    let branch = icechunk_destination(a)?;
+    if branch.is_none()
+        && let Some(dir) = local_dir(&a.dst)
+    {
+        refuse_zip_destination(a, &dir)?;
+    }
+    let src_opts = VersionArgs {
+        branch: a.src_branch.clone(),
+        tag: a.src_tag.clone(),
+        snapshot: a.src_snapshot.clone(),
+        virtual_access: a.virtual_access.clone(),
+    }
+    .options()?;
+    let src = zarrbuf::open_opt(&a.src, &a.src_path, &src_opts)
+        .map_err(|e| relabel(e, &a.src, &a.src_path))?;
+    // Into an icechunk branch the source is read from the snapshot it was opened at, which
+    // the copy's writes never change.
+    if branch.is_none() {
+        refuse_overlap(a)?;
+    }
+    let shape = src.shape().to_vec();
+    let ranges = match a.subset.as_deref() {
+        Some(s) => zarrbuf::subset::parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
+    let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
+    let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
+    let writer = branch
+        .as_deref()
+        .map(|b| open_writer(&a.dst, b))
+        .transpose()?;
+    let store = match &writer {
+        Some(w) => writer_store(w),
+        None => destination_store(a)?,
+    };
+    let dst = if a.resume {
+        zarrbuf::resume_like(&src, &new_shape, store, &a.dst_path, &layout)
+    } else {
+        zarrbuf::create_like(&src, &new_shape, store, &a.dst_path, &layout, a.overwrite)
+    }
+    .map_err(|e| relabel(e, &a.dst, &a.dst_path))?;
+    let mut opts = zarrbuf::CopyOptions::default()
+        .with_subset(ranges)
+        .with_prototype(proto.clone())
+        .with_memory_bytes(memory_bytes)
+        .with_compress(a.compress)
+        .with_resume(a.resume)
+        .with_durability(if a.sync {
+            Durability::Sync
+        } else {
+            Durability::Rename
+        });
+    let bar = chunk_progress("copying", true);
+    if let Some((_, update)) = &bar {
+        opts = opts.with_progress(update.clone());
+    }
+    let bar = bar.map(|(b, _)| b);
+    let start = Instant::now();
+    let result = zarrbuf::copy_array(&src, &dst, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    result.map_err(|e| name_copy_side(e, a))?;
+    if let (Some(w), Some(b)) = (writer, &branch) {
+        let message = a.message.clone().unwrap_or_else(|| {
+            format!(
+                "zarrbuf copy {} to {}",
+                label(&a.src, &a.src_path),
+                a.dst_path.trim_matches('/')
+            )
+        });
+        let id = commit(w, &message)?;
+        eprintln!("committed snapshot {id} to branch {b} of {}", a.dst);
+    }
+    copy_summary(a, &dst, &new_shape, &proto, start)
+}
+
+/// Refuses to copy an array onto itself or into itself: --overwrite would delete the source.
+pub(crate) fn refuse_overlap(a: &CopyCli) -> Result<()> {
+    let (sp, dp) = (node_path(&a.src_path)?, node_path(&a.dst_path)?);
+    if same_store(&a.src, &a.dst) {
+        let inside = |outer: &str, inner: &str| {
+            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
+        };
+        if inside(&sp, &dp) || inside(&dp, &sp) {
+            return Err(Error::InvalidArgument(format!(
+                "the destination {} is the source {} or overlaps it; copy into another store or path",
+                label(&a.dst, &a.dst_path),
+                label(&a.src, &a.src_path)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A copy error naming its array as `copy_array` does ("source /p", "destination /p"), with
+/// the store the user gave.
+pub(crate) fn name_copy_side(e: Error, a: &CopyCli) -> Error {
+    match e {
+        Error::Zarr {
+            array,
+            message,
+            source,
+            ..
+        } => {
+            let array = if let Some(p) = array.strip_prefix("source ") {
+                format!("{} (source)", label(&a.src, p))
+            } else if let Some(p) = array.strip_prefix("destination ") {
+                format!("{} (destination)", label(&a.dst, p))
+            } else {
+                array
+            };
+            Error::Zarr {
+                array,
+                message,
+                source,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The line a finished copy (started at `start`) prints on stderr: what was copied where, in
+/// what layout, and how fast.
+pub(crate) fn copy_summary(
+    a: &CopyCli,
+    dst: &zarrbuf::DynArray,
+    new_shape: &[u64],
+    proto: &BufferPrototype,
+    start: Instant,
+) -> Result<()> {
+    let info = zarrbuf::describe(dst)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
+    eprintln!(
+        "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",
+        label(&a.src, &a.src_path),
+        new_shape,
+        info.data_type,
+        label(&a.dst, &a.dst_path),
+        info.inner_chunks.as_ref().unwrap_or(&info.chunks),
+        match &info.inner_chunks {
+            Some(_) => format!(" in shards {:?}", info.chunks),
+            None => String::new(),
+        },
+        info.codecs.join(", "),
+        proto.memory(),
+        seconds,
+        bytes as f64 / seconds.max(1e-9) / 1e9
+    );
+    Ok(())
+}

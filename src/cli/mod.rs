@@ -1,0 +1,13 @@
+//! The command line's commands, one file each, and what they share: the arguments (`args`),
+//! names of stores and arrays (`names`), flag values (`parse`), the array a command reads
+//! (`source`) and progress bars (`progress`).
+
+pub(crate) mod args;
+pub(crate) mod bench_write;
+pub(crate) mod check;
+pub(crate) mod copy;
+pub(crate) mod names;
+pub(crate) mod parse;
+pub(crate) mod progress;
+pub(crate) mod read;
+pub(crate) mod source;

@@ -1,0 +1,152 @@
+//! `zarrbuf info`, `read` and `bench`: describe an array, read it (into a .npy file or a
+//! summary), and time repeated reads.
+
+use super::names::label;
+use super::parse::prototype;
+use super::progress::progress_options;
+use super::source::{Opening, Source};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Instant;
+use zarrbuf::options::Decode;
+use zarrbuf::{Error, NDBuffer, OpenOptions, ReadOptions, Result};
+
+pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> Result<()> {
+    if json {
+        let hierarchy = zarrbuf::list_hierarchy_opt(store, path, opts)?;
+        let text = serde_json::to_string_pretty(&hierarchy)
+            .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let array = match Source::open(store, path, false, opts) {
+        Ok(array) => array,
+        Err(Error::IsGroup { .. }) => {
+            print!("{}", zarrbuf::list_hierarchy_opt(store, path, opts)?);
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let i = array.describe()?;
+    println!("array:      {}", label(store, path));
+    println!("zarr:       v{}", i.zarr_format);
+    println!("shape:      {:?}", i.shape);
+    match &i.inner_chunks {
+        Some(inner) => {
+            println!("shards:     {:?}", i.chunks);
+            println!("chunks:     {inner:?} (inside each shard)");
+        }
+        None => println!("chunks:     {:?}", i.chunks),
+    }
+    println!("data type:  {}", i.data_type);
+    println!("codecs:     {}", i.codecs.join(", "));
+    println!("fill value: {}", i.fill_value);
+    Ok(())
+}
+
+pub(crate) fn read(
+    store: &str,
+    path: &str,
+    subset: Option<&str>,
+    device: Option<&str>,
+    out: Option<PathBuf>,
+    decode: Decode,
+    opening: &Opening,
+) -> Result<()> {
+    let proto = prototype(device)?;
+    let array = Source::open(store, path, opening.force_async, &opening.options)?;
+    let shape = array.shape();
+    let ranges = match subset {
+        Some(s) => zarrbuf::subset::parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
+    let (opts, bar) = progress_options("reading");
+    let opts = opts.with_decode(decode);
+    let start = Instant::now();
+    let data = array.read(&ranges, &proto, &opts)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    match out {
+        Some(file) => {
+            zarrbuf::npy::write(&file, &data)?;
+            eprintln!(
+                "wrote {} ({:?} {}) read in {:.3} s",
+                file.display(),
+                data.shape(),
+                data.dtype(),
+                seconds
+            );
+        }
+        None => summary(&data, seconds)?,
+    }
+    Ok(())
+}
+
+pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
+    // Hash in place when the result already sits in host memory, C-contiguous and
+    // little-endian: a copy would double the peak memory of a whole-array read.
+    let crc = if data.is_c_contiguous()
+        && data.byte_order() == zarrbuf::dtype::ByteOrder::Little
+        && data.buffer().is_host_accessible()
+    {
+        let host = data.buffer().as_host_bytes()?;
+        crc32fast::hash(&host[data.offset()..data.offset() + data.nbytes()])
+    } else {
+        crc32fast::hash(&data.to_native_bytes()?)
+    };
+    println!("shape:      {:?}", data.shape());
+    println!("dtype:      {}", data.dtype());
+    println!("memory:     {}", data.memory());
+    println!("checksum:   crc32 {crc:08x} (C order, little-endian)");
+    println!(
+        "throughput: {:.3} GB/s ({} bytes in {:.4} s)",
+        data.nbytes() as f64 / seconds.max(1e-9) / 1e9,
+        data.nbytes(),
+        seconds
+    );
+    Ok(())
+}
+
+pub(crate) fn bench(
+    store: &str,
+    path: &str,
+    subset: Option<&str>,
+    device: Option<&str>,
+    reps: usize,
+    opening: &Opening,
+    opts: &ReadOptions,
+) -> Result<()> {
+    if reps == 0 {
+        return Err(Error::InvalidArgument("--reps must be at least 1".into()));
+    }
+    let proto = prototype(device)?;
+    let array = Source::open(store, path, opening.force_async, &opening.options)?;
+    let shape = array.shape();
+    let all: Vec<Range<u64>> = match subset {
+        Some(s) => zarrbuf::subset::parse_subset(s, &shape)?,
+        None => shape.iter().map(|&n| 0..n).collect(),
+    };
+    let warm = array.read(&all, &proto, opts)?;
+    let bytes = warm.nbytes();
+    drop(warm);
+    let mut rates = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        let data = array.read(&all, &proto, opts)?;
+        let s = start.elapsed().as_secs_f64();
+        drop(data);
+        rates.push(bytes as f64 / s.max(1e-9) / 1e9);
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    println!(
+        "{}: {bytes} bytes into {}: median {median:.3} GB/s over {reps} reads (min {:.3}, max {:.3})",
+        label(store, path),
+        proto.memory(),
+        rates[0],
+        rates[rates.len() - 1]
+    );
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Opening the array a command reads: synchronously from a directory, or through the async
+//! reader (object stores, or `--async`) on a runtime of its own.
+
+use std::ops::Range;
+use zarrbuf::{ArrayReadExt, BufferPrototype, Error, NDBuffer, OpenOptions, ReadOptions, Result};
+
+/// How `read` and `bench` open their array: the async reader also for a directory, and the
+/// icechunk version.
+pub(crate) struct Opening {
+    pub(crate) force_async: bool,
+    pub(crate) options: OpenOptions,
+}
+
+/// An array opened from a directory (sync) or a URL (async, driven by a tokio runtime).
+pub(crate) enum Source {
+    Local(Box<zarrbuf::DynArray>),
+    Remote(Box<zarrbuf::AsyncArray>, tokio::runtime::Runtime),
+}
+
+impl Source {
+    pub(crate) fn open(
+        store: &str,
+        path: &str,
+        force_async: bool,
+        opts: &OpenOptions,
+    ) -> Result<Self> {
+        let remote = store
+            .split_once("://")
+            .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
+        if !remote && !force_async {
+            return Ok(Source::Local(Box::new(zarrbuf::open_opt(
+                store, path, opts,
+            )?)));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the async runtime: {e}")))?;
+        let array = rt.block_on(zarrbuf::open_opt_async(store, path, opts))?;
+        Ok(Source::Remote(Box::new(array), rt))
+    }
+
+    pub(crate) fn shape(&self) -> Vec<u64> {
+        match self {
+            Source::Local(a) => a.shape().to_vec(),
+            Source::Remote(a, _) => a.shape().to_vec(),
+        }
+    }
+
+    pub(crate) fn describe(&self) -> Result<zarrbuf::ArrayInfo> {
+        match self {
+            Source::Local(a) => zarrbuf::describe(a.as_ref()),
+            Source::Remote(a, _) => zarrbuf::describe(a.as_ref()),
+        }
+    }
+
+    pub(crate) fn read(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<NDBuffer> {
+        use zarrbuf::ArrayReadAsyncExt;
+        match self {
+            Source::Local(a) => a.read_opt(subset, proto, opts),
+            Source::Remote(a, rt) => rt.block_on(a.read_opt_async(subset, proto, opts)),
+        }
+    }
+}
