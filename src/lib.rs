@@ -118,9 +118,12 @@ pub mod multi {
     pub use crate::buffer::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
 }
 
-/// Stores: opening the store at a location, and object stores for URLs.
+/// Stores: opening the store at a location, object stores for URLs, and the rewrite to apply
+/// to array metadata before building a zarrs `Array` on one from it.
 pub mod store {
-    pub use crate::zarr::{RemoteStore, object_store_for_url, open_store, open_store_opt};
+    pub use crate::zarr::{
+        RemoteStore, object_store_for_url, open_store, open_store_opt, zarrs_safe_metadata,
+    };
 }
 
 /// Read streams: many subsets read ahead of the consumer, in order.

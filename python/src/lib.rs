@@ -547,6 +547,7 @@ fn open_with_metadata(
         let meta: zarrs::array::ArrayMetadata = serde_json::from_str(metadata).map_err(|e| {
             zarrbuf::Error::InvalidArgument(format!("array metadata zarrs cannot read: {e}"))
         })?;
+        let meta = zarrbuf::store::zarrs_safe_metadata(meta);
         let node = node_path(path)?;
         let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))

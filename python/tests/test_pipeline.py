@@ -116,3 +116,25 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_zero_dim_v2_array_in_fortran_order(tmp_path):
+    # zarrs 0.23.14 hit undefined behaviour building a 0-d v2 array with order "F"
+    # (TransposeOrder::new(&[]).unwrap_unchecked()); zarrbuf gives zarrs C order for it.
+    path = tmp_path / "f.zarr"
+    path.mkdir()
+    (path / ".zarray").write_text(
+        '{"shape": [], "chunks": [], "dtype": "<f8", "fill_value": "NaN", "order": "F",'
+        ' "filters": null, "dimension_separator": ".", "compressor": {"id": "zstd", "level": 3},'
+        ' "zarr_format": 2}'
+    )
+    with zarr.config.set(PIPELINE):
+        z = zarr.open_array(str(path), mode="r+")
+        assert np.isnan(z[()])
+        z[()] = 2.5
+        assert z[()] == 2.5
+        p = z._async_array.codec_pipeline
+        assert not p.open_errors, p.open_errors
+        assert p.stats["zarrbuf"] > 0 and p.stats["fallback"] == 0, p.stats
+    with zarr.config.set(DEFAULT):
+        assert zarr.open_array(str(path), mode="r")[()] == 2.5

@@ -3,6 +3,7 @@
 //! refused naming the arrays under it.
 
 use super::hierarchy::{group_error_async, group_error_sync};
+use super::metadata_guard::{async_open_array, new_array, open_array};
 use super::open_options::{OpenOptions, url_holds_repository};
 use super::remote::{AsyncArray, object_store_for_url};
 use super::remote_store::RemoteStore;
@@ -12,7 +13,6 @@ use super::store::{
 };
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use zarrs::array::Array;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
 
 /// Opens the zarr array at `array_path` inside the store at `location` (v2 or v3 metadata;
@@ -74,7 +74,7 @@ fn open_in(
     path: &str,
 ) -> Result<DynArray> {
     super::codecs::register_zarrs_overrides();
-    let refused = match Array::open(store.clone(), path) {
+    let refused = match open_array(store.clone(), path) {
         Ok(array) => return Ok(array),
         Err(e) => e,
     };
@@ -87,7 +87,7 @@ fn open_in(
         .flatten();
     let name = label(location, array_path);
     let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, path, meta)
+    new_array(store, path, meta)
         .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }
 
@@ -215,7 +215,7 @@ async fn open_in_async(
     path: &str,
 ) -> Result<AsyncArray> {
     super::codecs::register_zarrs_overrides();
-    let refused = match Array::async_open(store.clone(), path).await {
+    let refused = match async_open_array(store.clone(), path).await {
         Ok(array) => return Ok(array),
         Err(e) => e,
     };
@@ -232,6 +232,6 @@ async fn open_in_async(
     };
     let name = label(url, array_path);
     let meta = open_fallback(&name, refused, zarray.as_deref())?;
-    Array::new_with_metadata(store, path, meta)
+    new_array(store, path, meta)
         .map_err(|e| Error::zarr(name, describe_open_error(&e), Some(Box::new(e))))
 }

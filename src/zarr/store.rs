@@ -66,7 +66,9 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 /// out.zarr".
 ///
 /// Also puts zarrbuf's codec fixes into zarrs' run-time registry, so arrays built over this
-/// store with zarrs directly (`Array::new_with_metadata`) read as [`open`](crate::open)'s do.
+/// store with zarrs directly (`Array::new_with_metadata`) read as [`open`](crate::open)'s do;
+/// pass their metadata through [`zarrs_safe_metadata`](crate::store::zarrs_safe_metadata)
+/// first, as `open` does.
 ///
 /// ```
 /// let dir = std::env::temp_dir();

@@ -210,3 +210,59 @@ fn reads_into_outputs_with_zero_strides_are_refused_without_panicking() {
         assert!(err.to_string().contains("zero strides"), "{mode:?}: {err}");
     }
 }
+
+/// A 0-d zarr v2 array with `"order": "F"` made zarrs 0.23.14 unwrap an `Err` unchecked
+/// (`TransposeOrder::new(&[])`, undefined behaviour; an abort with debug assertions) when it
+/// built the array (found by the `metadata` fuzz target). The order of one element means
+/// nothing: it now opens as C order, reads its fill value and what is written to it, sync
+/// and async.
+#[test]
+fn zero_dim_v2_arrays_in_fortran_order_open_and_read() {
+    use zarrbuf::{ArrayReadExt, ArrayWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for compressor in [r#"{"id": "zstd", "level": 3}"#, "null"] {
+        let dir = scratch("zero-dim-fortran-order");
+        std::fs::write(
+            dir.join(".zarray"),
+            format!(
+                r#"{{"shape": [], "chunks": [], "dtype": "<f8", "fill_value": "NaN",
+                    "order": "F", "filters": null, "dimension_separator": ".",
+                    "compressor": {compressor}, "zarr_format": 2}}"#
+            ),
+        )
+        .unwrap();
+        let location = dir.to_str().unwrap();
+        let read_sync = || -> Vec<f64> {
+            let array = zarrbuf::open(location, "").unwrap();
+            assert!(array.shape().is_empty(), "{compressor}");
+            let got = array.read_all(&BufferPrototype::cpu()).unwrap();
+            assert!(got.shape().is_empty(), "{compressor}");
+            got.to_vec::<f64>().unwrap()
+        };
+        let read_async = || -> Vec<f64> {
+            rt.block_on(async {
+                let array = zarrbuf::open_async(location, "").await.unwrap();
+                let got = array.read_all_async(&BufferPrototype::cpu()).await;
+                got.unwrap().to_vec::<f64>().unwrap()
+            })
+        };
+        let [fill] = read_sync()[..] else { panic!() };
+        assert!(fill.is_nan(), "{compressor}: {fill}");
+        let [fill] = read_async()[..] else { panic!() };
+        assert!(fill.is_nan(), "{compressor}: {fill}");
+        assert!(zarrbuf::describe(&zarrbuf::open(location, "").unwrap()).is_ok());
+        let listed = zarrbuf::list_hierarchy(location, "").unwrap();
+        let summary = listed.nodes[0].array().expect("an array");
+        assert_eq!(summary.unreadable, None, "{compressor}");
+
+        let array = zarrbuf::open(location, "").unwrap();
+        array
+            .write_all(&NDBuffer::from_vec(vec![2.5f64], &[]).unwrap())
+            .unwrap();
+        assert_eq!(read_sync(), [2.5], "{compressor}");
+        assert_eq!(read_async(), [2.5], "{compressor}");
+    }
+}
