@@ -1,84 +1,81 @@
 //! The conformance cases for Buffer / NDBuffer / BufferPrototype, written once and run
-//! against every prototype: by `tests/it/conformance.rs` (CPU always; pinned and CUDA when a
-//! GPU is present) and by the GPU check binary. Ported from zarr-python's buffer tests
-//! (tests/test_buffer.py: zero-length buffers, `create` + `as_scalar`, integer indexing,
-//! `empty` for shapes × dtypes × orders, `all_equal` against a full scan) plus zarrbuf's own
-//! promises (zero-copy promotion, borrow rules, device-side operations).
+//! against every prototype: by zarrbuf's `tests/it/conformance.rs` (CPU always; pinned and
+//! CUDA when a GPU is present) and by the GPU check binary (`zarrbuf-gpucheck`). Ported from
+//! zarr-python's buffer tests (tests/test_buffer.py: zero-length buffers, `create` +
+//! `as_scalar`, integer indexing, `empty` for shapes × dtypes × orders, `all_equal` against a
+//! full scan) plus zarrbuf's own promises (zero-copy promotion, borrow rules, device-side
+//! operations).
 //!
 //! Every case makes its buffers with the prototype under test and moves host data in with
 //! `set` / `copy_from`, so on CUDA the same code exercises the device kernels. Expected
 //! values are always computed here, independently of the library (Rust `as` casts, explicit
 //! index arithmetic, element-by-element scans).
-#![allow(dead_code)]
 // One-range subsets of 1-d arrays are the API's shape, not a mistaken range literal.
 #![allow(clippy::single_range_in_vec_init)]
 
+use crate::{Case, e};
 use half::{bf16, f16};
 use num_complex::Complex;
 use std::ops::Range;
 use zarrbuf::dtype::ByteOrder;
 use zarrbuf::{Buffer, BufferPrototype, DataType, Element, Error, Memory, NDBuffer, Order};
 
-/// A conformance case: runs against one prototype.
-pub type Case = fn(&BufferPrototype) -> Result<(), String>;
-
-/// Every case, by name (the test target has one `#[test]` per entry).
-pub fn all() -> Vec<(&'static str, Case)> {
-    vec![
-        ("zero_length_buffers", zero_length_buffers),
-        ("empty_shapes_dtypes_orders", empty_shapes_dtypes_orders),
-        ("create_and_as_scalar", create_and_as_scalar),
-        ("integer_indexing_gives_views", integer_indexing_gives_views),
-        (
-            "all_equal_matches_a_full_scan",
+/// Calls `$m! { case, case, ... }` with the name of every conformance case, in order: the
+/// one list of the cases. [`all`] is built from it, and so are zarrbuf's tests, one
+/// `#[test]` per case named after it (`tests/it/conformance.rs`). Each name is a function of
+/// [`conformance`](crate::conformance).
+#[macro_export]
+macro_rules! conformance_cases {
+    ($m:ident) => {
+        $m! {
+            zero_length_buffers,
+            empty_shapes_dtypes_orders,
+            create_and_as_scalar,
+            integer_indexing_gives_views,
             all_equal_matches_a_full_scan,
-        ),
-        (
-            "array_equal_matches_a_full_scan",
             array_equal_matches_a_full_scan,
-        ),
-        ("zero_copy_promotion", zero_copy_promotion),
-        ("slices_and_bounds", slices_and_bounds),
-        ("concat_and_combine", concat_and_combine),
-        ("copies_between_memories", copies_between_memories),
-        ("host_access_rules", host_access_rules),
-        ("borrow_rules", borrow_rules),
-        ("read_only_bytes", read_only_bytes),
-        ("fill_and_fill_with", fill_and_fill_with),
-        ("set_subsets_from_host", set_subsets_from_host),
-        ("transpose_views_and_copies", transpose_views_and_copies),
-        ("reshape_and_squeeze", reshape_and_squeeze),
-        ("astype_matches_rust_casts", astype_matches_rust_casts),
-        ("with_type_views", with_type_views),
-        ("byte_order_round_trips", byte_order_round_trips),
-        ("ndarray_round_trips", ndarray_round_trips),
-        ("item_of_every_type", item_of_every_type),
-        ("lazy_allocation", features::lazy_allocation),
-        ("memory_resource", features::memory_resource),
-    ]
+            zero_copy_promotion,
+            slices_and_bounds,
+            concat_and_combine,
+            copies_between_memories,
+            host_access_rules,
+            borrow_rules,
+            read_only_bytes,
+            fill_and_fill_with,
+            set_subsets_from_host,
+            transpose_views_and_copies,
+            reshape_and_squeeze,
+            astype_matches_rust_casts,
+            with_type_views,
+            byte_order_round_trips,
+            ndarray_round_trips,
+            item_of_every_type,
+            lazy_allocation,
+            memory_resource,
+        }
+    };
+}
+
+/// `(name, case)` for each name given.
+macro_rules! case_table {
+    ($($name:ident),* $(,)?) => {
+        vec![$((stringify!($name), $name as Case)),*]
+    };
+}
+
+/// Every case, by name, in the order of [`conformance_cases!`].
+pub fn all() -> Vec<(&'static str, Case)> {
+    crate::conformance_cases!(case_table)
 }
 
 // ---------------------------------------------------------------------------------------
 // helpers
 
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)*) => {
-        if !$cond {
-            return Err(format!($($msg)*));
-        }
-    };
-}
-
-fn e(err: Error) -> String {
-    err.to_string()
-}
-
-#[path = "features.rs"]
 mod features;
+pub use features::{lazy_allocation, memory_resource};
 
 /// Fixed-seed pseudo-random numbers (SplitMix64), so failures reproduce. A local generator
-/// rather than `rand`: this file is also compiled into the `zarrbuf-gpucheck` binary, which
-/// cannot see dev-dependencies.
+/// rather than `rand`, so the cases' inputs stay the same whatever rand's version.
 struct TestRng(u64);
 
 impl TestRng {
@@ -191,6 +188,8 @@ fn bits_eq_f64(a: f64, b: f64) -> bool {
 // ---------------------------------------------------------------------------------------
 // zero-length buffers, empty, create, as_scalar, indexing
 
+/// Zero-length buffers (zarr-python's `create_zero_length`, `empty(0)`, zero-length slices)
+/// and arrays with a zero-length dimension: their geometry, and every read of them empty.
 pub fn zero_length_buffers(proto: &BufferPrototype) -> Result<(), String> {
     let z = Buffer::create_zero_length();
     ensure!(
@@ -265,6 +264,8 @@ pub fn zero_length_buffers(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// `empty` for every data type (and a raw-bits one) × shapes with 0, 1 and several
+/// dimensions, zero-sized among them × C and F order: geometry and strides computed here.
 pub fn empty_shapes_dtypes_orders(proto: &BufferPrototype) -> Result<(), String> {
     let shapes: [&[usize]; 7] = [&[], &[5], &[1], &[3, 4], &[2, 3, 4], &[4, 1, 3], &[2, 0, 3]];
     for dtype in DataType::ALL.into_iter().chain([DataType::RawBits(3)]) {
@@ -321,6 +322,8 @@ pub fn empty_shapes_dtypes_orders(proto: &BufferPrototype) -> Result<(), String>
     Ok(())
 }
 
+/// `create` with and without a fill value in C and F order (a fill of the wrong size
+/// refused), and `as_scalar` / `item` of one-element arrays (refused for any other size).
 pub fn create_and_as_scalar(proto: &BufferPrototype) -> Result<(), String> {
     for order in [Order::C, Order::F] {
         let a = NDBuffer::create(
@@ -398,6 +401,8 @@ pub fn create_and_as_scalar(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// Integer indexing (`at`) gives views of the parent, element by element against explicit
+/// index arithmetic, in C and F order.
 pub fn integer_indexing_gives_views(proto: &BufferPrototype) -> Result<(), String> {
     let shape = [2usize, 3, 4];
     for order in [Order::C, Order::F] {
@@ -615,6 +620,8 @@ fn build_view(
     Ok(view)
 }
 
+/// `all_equal` against an element-by-element scan: every scanned data type, strided and
+/// offset views, special values (NaN, signed zeros) with and without `equal_nan`.
 pub fn all_equal_matches_a_full_scan(proto: &BufferPrototype) -> Result<(), String> {
     for dtype in SCAN_DTYPES {
         for layout in &LAYOUTS {
@@ -668,6 +675,8 @@ pub fn all_equal_matches_a_full_scan(proto: &BufferPrototype) -> Result<(), Stri
     Ok(())
 }
 
+/// `array_equal` against an element-by-element scan on random pairs of layouts and values
+/// of every scanned data type.
 pub fn array_equal_matches_a_full_scan(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(11);
     for dtype in SCAN_DTYPES {
@@ -742,6 +751,8 @@ fn satisfies(want: Memory, m: Memory) -> bool {
     }
 }
 
+/// Promotion to another memory is zero-copy exactly when the source already satisfies it,
+/// and copies otherwise.
 pub fn zero_copy_promotion(proto: &BufferPrototype) -> Result<(), String> {
     let data: Vec<u8> = (0..200u32).map(|i| (i * 7 % 251) as u8).collect();
     let cpu = BufferPrototype::cpu();
@@ -833,6 +844,8 @@ pub fn zero_copy_promotion(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// Buffer slices: their geometry, views of the parent, slices of slices, writes through a
+/// slice, and out-of-bounds, reversed and overflowing ranges refused.
 pub fn slices_and_bounds(proto: &BufferPrototype) -> Result<(), String> {
     let data: Vec<u8> = (0u8..100).collect();
     let b = Buffer::from_slice(&data, proto).map_err(e)?;
@@ -913,6 +926,8 @@ pub fn slices_and_bounds(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// `concat` of buffers from host memory, the prototype's memory and slices gives new memory
+/// with their bytes in order; `combine` (zarr-python's `+`) leaves its operand alone.
 pub fn concat_and_combine(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(3);
     let parts_data: Vec<Vec<u8>> = [0usize, 1, 17, 4096, 3, 0, 255]
@@ -965,6 +980,7 @@ pub fn concat_and_combine(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// `copy_from` between host memory and the prototype's memory, each way, byte-exact.
 pub fn copies_between_memories(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(5);
     let data: Vec<u8> = (0..10_000).map(|_| r.byte()).collect();
@@ -1026,6 +1042,8 @@ pub fn copies_between_memories(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// Which memories the host and the device may access: host reads and writes of memory the
+/// host cannot reach refused, explicit copies to the host always working.
 pub fn host_access_rules(proto: &BufferPrototype) -> Result<(), String> {
     let b = Buffer::from_slice(&[1, 2, 3], proto).map_err(e)?;
     let (host_ok, device_ok) = match proto.memory() {
@@ -1108,6 +1126,8 @@ pub fn host_access_rules(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// Borrows: a buffer borrowed for host access, or an array with a live ndarray view, refuses
+/// writes through every other handle; reads stay shared.
 pub fn borrow_rules(proto: &BufferPrototype) -> Result<(), String> {
     let data: Vec<u8> = (0..64).collect();
     let dev = Buffer::from_slice(&data, proto).map_err(e)?;
@@ -1204,6 +1224,8 @@ pub fn borrow_rules(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// Buffers over read-only `Bytes`: readable and copyable, every write refused and leaving
+/// them unchanged.
 pub fn read_only_bytes(proto: &BufferPrototype) -> Result<(), String> {
     let ro = Buffer::from_bytes(bytes::Bytes::from_static(b"abcdefgh"));
     ensure!(
@@ -1268,6 +1290,7 @@ pub fn read_only_bytes(proto: &BufferPrototype) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // fill, set
 
+/// `fill_with` and `fill` in C and F order, on whole arrays and strided windows.
 pub fn fill_and_fill_with(proto: &BufferPrototype) -> Result<(), String> {
     fn typed<T: Element + PartialEq + std::fmt::Debug>(
         value: T,
@@ -1424,6 +1447,8 @@ fn failed_sets_write_nothing(
     Ok(())
 }
 
+/// `set` of random subsets from host arrays and between arrays of the prototype, checked
+/// byte by byte against C-order references; failed sets write nothing.
 pub fn set_subsets_from_host(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(7);
     for dtype in [
@@ -1493,6 +1518,8 @@ pub fn set_subsets_from_host(proto: &BufferPrototype) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // transpose, reshape, squeeze
 
+/// `transpose` by every axis permutation gives views, and their copies hold the permuted
+/// elements, in C and F order.
 pub fn transpose_views_and_copies(proto: &BufferPrototype) -> Result<(), String> {
     let shape = [2usize, 3, 4];
     let data: Vec<i64> = (0..24).map(|i| i * 11 - 50).collect();
@@ -1581,6 +1608,8 @@ pub fn transpose_views_and_copies(proto: &BufferPrototype) -> Result<(), String>
     Ok(())
 }
 
+/// `reshape` of contiguous arrays gives views, of other layouts copies in C element order;
+/// `squeeze` of all or listed length-1 axes gives views.
 pub fn reshape_and_squeeze(proto: &BufferPrototype) -> Result<(), String> {
     let data: Vec<u32> = (0..12).map(|i| i * 5 + 1).collect();
     let a = upload(&data, &[3, 4], Order::C, proto)?;
@@ -1800,6 +1829,8 @@ fn cast_ints(r: &mut TestRng) -> Vec<i64> {
     ints
 }
 
+/// `astype` between numeric data types gives what Rust's `as` casts give, special and
+/// out-of-range values included.
 pub fn astype_matches_rust_casts(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(13);
     let floats = cast_floats(&mut r);
@@ -1919,6 +1950,8 @@ pub fn astype_matches_rust_casts(proto: &BufferPrototype) -> Result<(), String> 
     Ok(())
 }
 
+/// `with_type` reinterprets the same storage (a view with the same shape and strides);
+/// another element size is refused.
 pub fn with_type_views(proto: &BufferPrototype) -> Result<(), String> {
     let vals = [1.0f32, -2.0, f32::NAN, 0.1];
     let a = upload(&vals, &[2, 2], Order::F, proto)?;
@@ -1982,6 +2015,8 @@ fn to_big(native: &[u8], unit: usize) -> Vec<u8> {
     out
 }
 
+/// `to_byte_order` to big-endian and back for every element size (complex types by
+/// component), `set` from big-endian host arrays, and `fill` of big-endian arrays.
 pub fn byte_order_round_trips(proto: &BufferPrototype) -> Result<(), String> {
     let mut r = rng(17);
     for (dtype, unit) in [
@@ -2085,6 +2120,8 @@ fn big_zeros(
         .map_err(e)
 }
 
+/// `from_ndarray` (taking an owned standard-layout array's memory) and `to_ndarray` /
+/// `as_ndarray` of every layout round-trip the elements.
 pub fn ndarray_round_trips(proto: &BufferPrototype) -> Result<(), String> {
     let arr =
         ndarray::Array3::<i16>::from_shape_fn((2, 3, 4), |(i, j, k)| (i * 100 + j * 10 + k) as i16);
@@ -2168,6 +2205,7 @@ pub fn ndarray_round_trips(proto: &BufferPrototype) -> Result<(), String> {
     Ok(())
 }
 
+/// `item` of a 0-d array of every element type.
 pub fn item_of_every_type(proto: &BufferPrototype) -> Result<(), String> {
     fn one<T: Element + PartialEq + std::fmt::Debug>(
         v: T,

@@ -11,14 +11,8 @@
 //! read benchmark (zarrs vs zarrbuf on the CPU vs zarrbuf into the GPU) and the pinned
 //! H2D/D2H bandwidth. It exits non-zero on the first failure, on an unknown subcommand or
 //! flag, or on a bad value, and prints a table at the end. Built and run by `scripts/gpu-test`.
-//! The argument parser's unit tests run with `cargo test --features gpucheck`.
-
-#[path = "../../tests/it/conformance/cases.rs"]
-mod cases;
-#[path = "../../tests/it/soundness/cases.rs"]
-mod soundness;
-#[path = "../../benches/support/variants.rs"]
-mod variants;
+//! The argument parser's unit tests run with `cargo test -p zarrbuf-gpucheck`; so does
+//! `tests/cli.rs`, which runs the binary with mistyped arguments.
 
 use clap::{Parser, ValueEnum};
 use std::ops::Range;
@@ -31,6 +25,8 @@ use zarrbuf::{
     ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, Device, Error, NDBuffer, PipelineMode,
     ReadOptions, WriteOptions,
 };
+use zarrbuf_test_cases::conformance as cases;
+use zarrbuf_test_cases::{soundness, variants};
 
 type Check = Result<(), String>;
 
