@@ -1,5 +1,5 @@
 """Whole-array reads (``arr[:]`` into NumPy) from Python: the four arrays of the Rust read
-benchmark (``benches/read.rs``, ``benches/support/variants.rs``) — float32, 64³ chunks,
+benchmark (``benches/read.rs``, ``tests/cases/src/variants.rs``) — float32, 64³ chunks,
 uncompressed, zstd 1, blosc lz4 + shuffle, zstd 1 sharded (256³ shards of 64³ inner
 chunks) — written by zarr-python, read by
 

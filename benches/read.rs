@@ -25,15 +25,12 @@
 //! once on a 16 MiB array so that CI stays fast. Stores are created once under
 //! `target/bench-data` and reused.
 
-#[path = "support/variants.rs"]
-mod variants;
-
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use variants::Variant;
 use zarrbuf::{BufferPrototype, Device};
+use zarrbuf_test_cases::variants::{self, Variant};
 
 fn bench_mode() -> bool {
     std::env::args().any(|a| a == "--bench")

@@ -1,17 +1,13 @@
 //! One conformance suite for Buffer / NDBuffer / BufferPrototype, run against every available
 //! prototype: CPU always; pinned and CUDA when a GPU is present (otherwise skipped with a
 //! visible `SKIPPED:` line, failing when ZARRBUF_REQUIRE_GPU=1: see
-//! tests/support/src/lib.rs). The cases live in `conformance/cases.rs` so the GPU check
-//! binary runs the very same code.
+//! tests/support/src/lib.rs). The cases and their one list live in `zarrbuf-test-cases`
+//! (tests/cases/src/conformance.rs) so the GPU check binary runs the very same code.
 
-mod cases;
+use zarrbuf_test_cases::{Case, conformance as cases};
 
-fn run(name: &str) {
-    let case = cases::all()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .unwrap_or_else(|| panic!("no case {name}"))
-        .1;
+/// Runs `case` on every prototype of the machine.
+fn run(name: &str, case: Case) {
     let protos = crate::common::prototypes();
     assert!(!protos.is_empty(), "no prototypes to test");
     for (pname, proto) in protos {
@@ -21,48 +17,17 @@ fn run(name: &str) {
     }
 }
 
-macro_rules! conformance {
+/// One `#[test]` per case, named after it.
+macro_rules! one_test_per_case {
     ($($name:ident),* $(,)?) => {$(
         #[test]
         fn $name() {
-            run(stringify!($name));
+            run(stringify!($name), cases::$name);
         }
-    )*
-        #[test]
-        fn every_case_has_a_test() {
-            let listed: Vec<&str> = cases::all().iter().map(|(n, _)| *n).collect();
-            let tested = [$(stringify!($name)),*];
-            assert_eq!(listed, tested);
-        }
-    };
+    )*};
 }
 
-conformance!(
-    zero_length_buffers,
-    empty_shapes_dtypes_orders,
-    create_and_as_scalar,
-    integer_indexing_gives_views,
-    all_equal_matches_a_full_scan,
-    array_equal_matches_a_full_scan,
-    zero_copy_promotion,
-    slices_and_bounds,
-    concat_and_combine,
-    copies_between_memories,
-    host_access_rules,
-    borrow_rules,
-    read_only_bytes,
-    fill_and_fill_with,
-    set_subsets_from_host,
-    transpose_views_and_copies,
-    reshape_and_squeeze,
-    astype_matches_rust_casts,
-    with_type_views,
-    byte_order_round_trips,
-    ndarray_round_trips,
-    item_of_every_type,
-    lazy_allocation,
-    memory_resource,
-);
+zarrbuf_test_cases::conformance_cases!(one_test_per_case);
 
 /// The skip contract of tests/support/src/lib.rs, checked on one case run in a child
 /// process: on a machine without a GPU the skip of the pinned and CUDA prototypes shows in plain

@@ -5,8 +5,8 @@
 //! for code):
 //!
 //! - The module tree is followed from `src/lib.rs` through its `mod` declarations (files and
-//!   inline modules). `src/main.rs` and `src/bin/` are other crates that see only the public
-//!   API, so they are not part of the graph.
+//!   inline modules). `src/main.rs` is another crate that sees only the public API, so it
+//!   is not part of the graph.
 //! - File A *imports* file B when A names an item defined in B: in a private `use` (through
 //!   `crate::`, `super::`, `self::` or a child module), or in a path in its code or in a
 //!   macro's arguments (`crate::zarr::label(..)`, `super::field(..)`).

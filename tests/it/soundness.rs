@@ -1,15 +1,12 @@
-//! Soundness regressions (see `soundness/cases.rs`), each run on every available prototype:
+//! Soundness regressions (the cases and their one list are in `zarrbuf-test-cases`,
+//! tests/cases/src/soundness.rs), each run on every available prototype:
 //! CPU always; pinned and CUDA when a GPU is present (see tests/support/src/lib.rs for how
 //! skips show and when they fail instead).
 
-mod cases;
+use zarrbuf_test_cases::{Case, soundness as cases};
 
-fn run(name: &str) {
-    let case = cases::all()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .unwrap_or_else(|| panic!("no case {name}"))
-        .1;
+/// Runs `case` on every prototype of the machine.
+fn run(name: &str, case: Case) {
     for (pname, proto) in crate::common::prototypes() {
         if let Err(msg) = case(&proto) {
             panic!("{name} on {pname}: {msg}");
@@ -17,32 +14,17 @@ fn run(name: &str) {
     }
 }
 
-macro_rules! soundness {
+/// One `#[test]` per case, named after it.
+macro_rules! one_test_per_case {
     ($($name:ident),* $(,)?) => {$(
         #[test]
         fn $name() {
-            run(stringify!($name));
+            run(stringify!($name), cases::$name);
         }
-    )*
-        #[test]
-        fn every_case_has_a_test() {
-            let listed: Vec<&str> = cases::all().iter().map(|(n, _)| *n).collect();
-            let tested = [$(stringify!($name)),*];
-            assert_eq!(listed, tested);
-        }
-    };
+    )*};
 }
 
-soundness!(
-    empty_never_shows_old_bytes,
-    host_views_block_writers,
-    bool_views_check_their_bytes,
-    async_copies_are_waited_for,
-    released_memory_waits_for_copies,
-    close_orders_the_release,
-    prototype_streams_order_copies,
-    mutable_views_are_exclusive,
-);
+zarrbuf_test_cases::soundness_cases!(one_test_per_case);
 
 /// Defect 5: dropping an async read must not leave its blocking half writing into the
 /// caller's buffer. The drop waits until that half has stopped, so the buffer holds still

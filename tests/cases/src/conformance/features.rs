@@ -1,6 +1,6 @@
 //! Conformance cases for the buffer features modelled on morok, parpy and cuda.core: lazy
-//! allocation, the allocator a buffer came from, and the `*_like` constructors. Part of
-//! `cases.rs` (same helpers), so the GPU check binary runs them on pinned and CUDA memory.
+//! allocation, the allocator a buffer came from, and the `*_like` constructors. A part of
+//! [`conformance`](super) with its helpers; the cases are listed there.
 
 use super::{e, full, upload};
 use std::sync::Arc;

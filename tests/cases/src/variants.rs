@@ -1,8 +1,8 @@
 //! The side-by-side read benchmark's arrays: float32 with 64³ chunks (or 128³) in five
 //! variants (uncompressed, zstd level 1, blosc lz4 + shuffle, gzip level 1, zstd 1 sharded
-//! into 256³ shards), and the readers compared on them. Shared by `benches/read.rs`
-//! (criterion, the first four) and the GPU check binary (all five, both chunk sizes).
-#![allow(dead_code)]
+//! into 256³ shards), and the readers compared on them. Shared by zarrbuf's `benches/read.rs`
+//! (criterion, the four of [`Variant::ALL`]) and the GPU check binary (all five, both chunk
+//! sizes).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -18,10 +18,15 @@ use zarrs::filesystem::FilesystemStore;
 /// The stores of the benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
+    /// No compression.
     Uncompressed,
+    /// zstd, level 1.
     Zstd1,
+    /// blosc with lz4 and byte shuffle.
     BloscLz4Shuffle,
+    /// gzip, level 1.
     Gzip1,
+    /// zstd level 1 inside 256³ shards.
     Zstd1Sharded,
 }
 
@@ -43,6 +48,7 @@ impl Variant {
         Variant::Zstd1Sharded,
     ];
 
+    /// The variant's name in store paths and tables.
     pub fn name(self) -> &'static str {
         match self {
             Variant::Uncompressed => "uncompressed",
@@ -234,6 +240,7 @@ pub fn median_gbps(bytes: usize, reps: usize, mut f: impl FnMut()) -> f64 {
     rates[rates.len() / 2]
 }
 
+/// The whole array of `shape` as a subset.
 pub fn full(shape: &[u64]) -> Vec<Range<u64>> {
     shape.iter().map(|&n| 0..n).collect()
 }

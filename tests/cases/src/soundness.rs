@@ -1,45 +1,43 @@
 //! Soundness cases: each is a defect the safe API once had (uninitialised or recycled
 //! bytes reaching safe code, host views racing writers, device work not tracked per
-//! allocation, a prototype's stream not honoured), run on every prototype. Compiled into
-//! `tests/it/soundness.rs` and into the GPU check binary, which runs them on pinned and CUDA
-//! memory of a real GPU.
-#![allow(dead_code)]
+//! allocation, a prototype's stream not honoured), run on every prototype: by zarrbuf's
+//! `tests/it/soundness.rs` and by the GPU check binary (`zarrbuf-gpucheck`), which runs them
+//! on pinned and CUDA memory of a real GPU.
 
+use crate::{Case, e};
 use zarrbuf::cuda::Stream;
 use zarrbuf::{Buffer, BufferPrototype, DataType, Error, Memory, NDBuffer, Order};
 
-pub type Case = fn(&BufferPrototype) -> Result<(), String>;
-
-/// Every case, by name.
-pub fn all() -> Vec<(&'static str, Case)> {
-    vec![
-        ("empty_never_shows_old_bytes", empty_never_shows_old_bytes),
-        ("host_views_block_writers", host_views_block_writers),
-        ("bool_views_check_their_bytes", bool_views_check_their_bytes),
-        ("async_copies_are_waited_for", async_copies_are_waited_for),
-        (
-            "released_memory_waits_for_copies",
+/// Calls `$m! { case, case, ... }` with the name of every soundness case, in order: the one
+/// list of the cases. [`all`] is built from it, and so are zarrbuf's tests, one `#[test]` per
+/// case named after it (`tests/it/soundness.rs`). Each name is a function of
+/// [`soundness`](crate::soundness).
+#[macro_export]
+macro_rules! soundness_cases {
+    ($m:ident) => {
+        $m! {
+            empty_never_shows_old_bytes,
+            host_views_block_writers,
+            bool_views_check_their_bytes,
+            async_copies_are_waited_for,
             released_memory_waits_for_copies,
-        ),
-        ("close_orders_the_release", close_orders_the_release),
-        (
-            "prototype_streams_order_copies",
+            close_orders_the_release,
             prototype_streams_order_copies,
-        ),
-        ("mutable_views_are_exclusive", mutable_views_are_exclusive),
-    ]
-}
-
-macro_rules! ensure {
-    ($cond:expr, $($msg:tt)*) => {
-        if !$cond {
-            return Err(format!($($msg)*));
+            mutable_views_are_exclusive,
         }
     };
 }
 
-fn e(err: Error) -> String {
-    err.to_string()
+/// `(name, case)` for each name given.
+macro_rules! case_table {
+    ($($name:ident),* $(,)?) => {
+        vec![$((stringify!($name), $name as Case)),*]
+    };
+}
+
+/// Every case, by name, in the order of [`soundness_cases!`].
+pub fn all() -> Vec<(&'static str, Case)> {
+    crate::soundness_cases!(case_table)
 }
 
 /// 64 MiB: above the 4 MiB threshold of the block cache, so freed blocks are recycled.
