@@ -114,8 +114,14 @@ fn python() -> Option<PathBuf> {
     Some(python)
 }
 
-/// Runs Python `code` with `args`; panics with its output when it fails.
+/// Runs Python `code` with `args`; panics with its exit status and output when it fails.
+///
+/// A script that ran to its end leaves with `os._exit(0)`, skipping the interpreter's
+/// teardown: under load the icechunk package's native threads have made a finished script
+/// exit non-zero there, silently, after every line of its output was right.
 fn run_python(python: &Path, code: &str, args: &[&str]) -> String {
+    let code =
+        format!("{code}\nimport os, sys\nsys.stdout.flush()\nsys.stderr.flush()\nos._exit(0)\n");
     let out = Command::new(python)
         .arg("-c")
         .arg(code)
@@ -128,7 +134,11 @@ fn run_python(python: &Path, code: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "python failed: {text}");
+    assert!(
+        out.status.success(),
+        "python failed ({}): {text}",
+        out.status
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
