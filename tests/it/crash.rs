@@ -1,7 +1,9 @@
 //! Writes that are killed: `zarrbuf copy` is killed with SIGKILL at random moments (a fresh
 //! copy uncompressed, with zstd, and into shards; and an overwrite of an existing array with
 //! other data), and after every kill each destination chunk must be absent, wholly the old
-//! data or wholly the new — never torn or mixed — and `zarrbuf check` must find nothing.
+//! data or wholly the new — never torn or mixed — and `zarrbuf check` must find nothing, or,
+//! in an overwrite, only the complete new file of a key whose replacement the kill caught
+//! between naming the file and renaming it over the key (`check --repair` removes it).
 //! `copy --resume` then finishes the copy exactly. Planted damage (a truncation, a bit flip,
 //! a stray temporary file) is named by `check`.
 
@@ -134,6 +136,41 @@ fn assert_check_clean(dst: &str) {
     );
 }
 
+/// After a kill: `zarrbuf check` of `dst` finds nothing, or — when the killed copy replaced
+/// keys that existed (`replacing`) — only the temporary file of a replacement killed in
+/// the microseconds between naming the complete new file and renaming it over its key,
+/// which `check --repair` then removes. Returns how many such files there were.
+fn check_after_kill(dst: &str, replacing: bool) -> usize {
+    let out = zarrbuf()
+        .args(["check", dst, "--json"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let findings = report["findings"].as_array().cloned().unwrap_or_default();
+    if findings.is_empty() && out.status.success() {
+        return 0;
+    }
+    let in_flight = |f: &serde_json::Value| {
+        let key = Path::new(f["key"].as_str().unwrap_or(""));
+        let name = key.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let replaced = name
+            .strip_prefix('.')
+            .and_then(|n| n.split_once(".zarrbuf-tmp."))
+            .map(|(target, _)| Path::new(dst).join(key.with_file_name(target)));
+        f["problem"] == "leftover" && replaced.is_some_and(|t| t.exists())
+    };
+    assert!(
+        replacing && findings.iter().all(in_flight),
+        "check of {dst} after a kill: {report} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repaired = zarrbuf().args(["check", dst, "--repair"]).output().unwrap();
+    assert!(repaired.status.success(), "check --repair of {dst}");
+    assert_check_clean(dst);
+    findings.len()
+}
+
 /// Runs `args`, killing it after `delay`; returns whether it had finished by then.
 fn run_killed(args: &[&str], delay: Duration) -> bool {
     let mut child = zarrbuf().args(args).spawn().unwrap();
@@ -195,7 +232,7 @@ fn kill_copies(
     args.extend_from_slice(extra);
     before(&dst);
     let full = full_run(&args);
-    let (mut finished, mut no_array, mut outcomes) = (0, 0, (0, 0, 0));
+    let (mut finished, mut no_array, mut outcomes, mut in_flight) = (0, 0, (0, 0, 0), 0);
     for (n, delay) in kill_moments(full, 7 + scenario.len() as u64)
         .into_iter()
         .enumerate()
@@ -211,7 +248,7 @@ fn kill_copies(
             outcomes.2 + was_new,
         );
         if Path::new(&dst).join("zarr.json").exists() {
-            assert_check_clean(&dst);
+            in_flight += check_after_kill(&dst, old.is_some());
         } else {
             no_array += 1;
         }
@@ -228,7 +265,7 @@ fn kill_copies(
     }
     eprintln!(
         "{scenario}: {KILLS} kills over {full:?} ({finished} finished first, {no_array} before the metadata); \
-         chunks seen absent {}, old {}, new {}",
+         chunks seen absent {}, old {}, new {}; replacements caught in flight {in_flight}",
         outcomes.0, outcomes.1, outcomes.2
     );
 }
@@ -346,4 +383,32 @@ fn check_walks_every_array_of_a_group() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("g/labels/1.2: "), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
+}
+
+/// What a kill between naming a replacement and renaming it over its key leaves — the new
+/// file under its hidden name beside the old key — is accepted after a killed overwrite
+/// only, and `check --repair` removes it; a temporary file beside no key is never accepted.
+#[test]
+fn replacements_caught_in_flight_are_reported_and_repaired() {
+    let dir = scratch("in-flight");
+    let store = source(&dir, "src.zarr", 4.0, "zstd:1");
+    let root = Path::new(&store);
+    let metadata = std::fs::read(root.join("zarr.json")).unwrap();
+    std::fs::write(root.join(".zarr.json.zarrbuf-tmp.elsewhere.1.0"), &metadata).unwrap();
+    let chunk = std::fs::read(root.join("c/1/0/0")).unwrap();
+    std::fs::write(root.join("c/1/0/.0.zarrbuf-tmp.elsewhere.1.1"), chunk).unwrap();
+    assert_eq!(check_after_kill(&store, true), 2);
+    assert!(!root.join(".zarr.json.zarrbuf-tmp.elsewhere.1.0").exists());
+    std::fs::write(root.join(".zarr.json.zarrbuf-tmp.elsewhere.1.2"), &metadata).unwrap();
+    let fresh_copy = std::panic::catch_unwind(|| check_after_kill(&store, false));
+    assert!(
+        fresh_copy.is_err(),
+        "accepted after a copy that replaced nothing"
+    );
+    std::fs::write(root.join("c/1/0/.9.zarrbuf-tmp.elsewhere.1.3"), b"torn").unwrap();
+    let beside_nothing = std::panic::catch_unwind(|| check_after_kill(&store, true));
+    assert!(
+        beside_nothing.is_err(),
+        "accepted a temporary file beside no key"
+    );
 }
