@@ -122,7 +122,8 @@ pub mod multi {
 /// to array metadata before building a zarrs `Array` on one from it.
 pub mod store {
     pub use crate::zarr::{
-        RemoteStore, object_store_for_url, open_store, open_store_opt, zarrs_safe_metadata,
+        RemoteStore, node_path, object_store_for_url, open_store, open_store_opt,
+        zarrs_safe_metadata,
     };
 }
 

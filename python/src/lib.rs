@@ -111,19 +111,6 @@ macro_rules! call {
     };
 }
 
-/// zarrs' node path for an array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`.
-fn node_path(path: &str) -> zarrbuf::Result<String> {
-    let trimmed = path.trim_matches('/');
-    if trimmed.split('/').any(|p| p == "." || p == "..")
-        || (!trimmed.is_empty() && trimmed.split('/').any(str::is_empty))
-    {
-        return Err(zarrbuf::Error::InvalidArgument(format!(
-            "array path {path:?} has an empty, '.' or '..' component; write it like \"group/sub/array\""
-        )));
-    }
-    Ok(format!("/{trimmed}"))
-}
-
 /// A short label for messages: `store` or `store:path`.
 fn label(location: &str, path: &str) -> String {
     match path.trim_matches('/') {
@@ -548,7 +535,7 @@ fn open_with_metadata(
             zarrbuf::Error::InvalidArgument(format!("array metadata zarrs cannot read: {e}"))
         })?;
         let meta = zarrbuf::store::zarrs_safe_metadata(meta);
-        let node = node_path(path)?;
+        let node = zarrbuf::store::node_path(path)?;
         let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))
         };

@@ -2,12 +2,13 @@
 //! an icechunk repository.
 
 use super::args::{CopyCli, VersionArgs};
-use super::names::{label, local_dir, node_path, same_store};
+use super::names::{label, local_dir, same_store};
 use super::parse::{parse_bytes, parse_shape, prototype};
 use super::progress::chunk_progress;
 use crate::relabel;
 use std::time::Instant;
 use zarrbuf::options::Durability;
+use zarrbuf::store::node_path;
 use zarrbuf::{BufferPrototype, Error, Result};
 
 /// The destination store of a copy: a local directory (created if missing; a zip file is

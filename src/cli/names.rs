@@ -1,8 +1,7 @@
-//! How the command line names stores and arrays: labels for messages, zarrs' node paths,
-//! and which locations are local directories.
+//! How the command line names stores and arrays: labels for messages, and which locations
+//! are local directories.
 
 use std::path::PathBuf;
-use zarrbuf::{Error, Result};
 
 /// A short label for messages: `store` or `store:path`.
 pub(crate) fn label(location: &str, array_path: &str) -> String {
@@ -12,23 +11,6 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
     } else {
         format!("{location}:{p}")
     }
-}
-
-/// zarrs' node path for a user's array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`.
-pub(crate) fn node_path(array_path: &str) -> Result<String> {
-    let trimmed = array_path.trim_matches('/');
-    if trimmed.is_empty() {
-        return Ok("/".into());
-    }
-    if trimmed
-        .split('/')
-        .any(|p| p.is_empty() || p == "." || p == "..")
-    {
-        return Err(Error::InvalidArgument(format!(
-            "array path {array_path:?} has an empty, '.' or '..' component; write it like \"group/sub/array\""
-        )));
-    }
-    Ok(format!("/{trimmed}"))
 }
 
 /// The directory of a local store location (a path or a file:// URL); `None` for the URL of

@@ -57,8 +57,8 @@ pub(crate) use partition::chunk_aligned_partitions;
 pub use remote::{AsyncArray, RemoteStore, object_store_for_url};
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
-pub use store::{DynArray, open_store, open_store_opt};
-pub(crate) use store::{label, node_path, opens_as_icechunk};
+pub use store::{DynArray, node_path, open_store, open_store_opt};
+pub(crate) use store::{label, opens_as_icechunk};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,

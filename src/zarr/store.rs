@@ -16,8 +16,16 @@ use zarrs::storage::store::MemoryStore;
 pub type DynArray = Array<dyn ReadableWritableListableStorageTraits>;
 
 /// zarrs' node path for a user's array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`;
-/// an error for an empty, `.` or `..` component.
-pub(crate) fn node_path(array_path: &str) -> Result<String> {
+/// an error for an empty, `.` or `..` component. The path to give zarrs' `Array` functions
+/// when building an array over a store from [`open_store`].
+///
+/// ```
+/// use zarrbuf::store::node_path;
+/// assert_eq!(node_path("a/b/c/").unwrap(), "/a/b/c");
+/// assert_eq!(node_path("").unwrap(), "/");
+/// assert!(node_path("a//b").is_err());
+/// ```
+pub fn node_path(array_path: &str) -> Result<String> {
     let trimmed = array_path.trim_matches('/');
     if trimmed.is_empty() {
         return Ok("/".into());
