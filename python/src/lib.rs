@@ -539,27 +539,27 @@ fn open_with_metadata(
         let refused = |e: zarrs::array::ArrayCreateError| {
             zarrbuf::Error::Unsupported(format!("zarrs cannot use this array's metadata: {e}"))
         };
-        let inner = if let Some(bytes) = &session {
-            let store = Arc::new(zarrbuf::store::RemoteStore::from_icechunk_session(bytes)?);
-            let array =
-                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
-            Inner::Async(Arc::new(array))
-        } else if local {
+        let inner = if session.is_none() && local {
             let store = zarrbuf::store::open_store(root)?;
             let array =
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Sync(Arc::new(array))
         } else {
-            let options = options.unwrap_or_default();
-            let pairs: Vec<(&str, &str)> = options
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let store = Arc::new(zarrbuf::store::RemoteStore::new(
-                zarrbuf::store::object_store_for_url(root, &pairs)?,
-            ));
-            let array =
-                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
+            let store = match &session {
+                Some(bytes) => zarrbuf::store::RemoteStore::from_icechunk_session(bytes)?,
+                None => {
+                    let options = options.unwrap_or_default();
+                    let pairs: Vec<(&str, &str)> = options
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    zarrbuf::store::RemoteStore::new(zarrbuf::store::object_store_for_url(
+                        root, &pairs,
+                    )?)
+                }
+            };
+            let array = zarrs::array::Array::new_with_metadata(Arc::new(store), &node, meta)
+                .map_err(refused)?;
             Inner::Async(Arc::new(array))
         };
         Array::from_inner(inner, label)

@@ -121,26 +121,9 @@ fn assert_whole(dst: &str, old: Option<&str>, new: &str) -> (usize, usize, usize
     counts
 }
 
-/// `zarrbuf check` of `dst` exits 0 and reports no finding.
-fn assert_check_clean(dst: &str) {
-    let out = zarrbuf()
-        .args(["check", dst, "--json"])
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    assert!(
-        out.status.success() && report["findings"].as_array().is_some_and(|f| f.is_empty()),
-        "check of {dst} after a kill: {report} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// After a kill: `zarrbuf check` of `dst` finds nothing, or — when the killed copy replaced
-/// keys that existed (`replacing`) — only the temporary file of a replacement killed in
-/// the microseconds between naming the complete new file and renaming it over its key,
-/// which `check --repair` then removes. Returns how many such files there were.
-fn check_after_kill(dst: &str, replacing: bool) -> usize {
+/// `zarrbuf check --json` of `dst`: whether it exited 0, its findings, and the report and
+/// stderr as a message for failed assertions.
+fn check_json(dst: &str) -> (bool, Vec<serde_json::Value>, String) {
     let out = zarrbuf()
         .args(["check", dst, "--json"])
         .stdout(Stdio::piped())
@@ -148,7 +131,26 @@ fn check_after_kill(dst: &str, replacing: bool) -> usize {
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let findings = report["findings"].as_array().cloned().unwrap_or_default();
-    if findings.is_empty() && out.status.success() {
+    let said = format!(
+        "check of {dst} after a kill: {report} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), findings, said)
+}
+
+/// `zarrbuf check` of `dst` exits 0 and reports no finding.
+fn assert_check_clean(dst: &str) {
+    let (ok, findings, said) = check_json(dst);
+    assert!(ok && findings.is_empty(), "{said}");
+}
+
+/// After a kill: `zarrbuf check` of `dst` finds nothing, or — when the killed copy replaced
+/// keys that existed (`replacing`) — only the temporary file of a replacement killed in
+/// the microseconds between naming the complete new file and renaming it over its key,
+/// which `check --repair` then removes. Returns how many such files there were.
+fn check_after_kill(dst: &str, replacing: bool) -> usize {
+    let (ok, findings, said) = check_json(dst);
+    if ok && findings.is_empty() {
         return 0;
     }
     let in_flight = |f: &serde_json::Value| {
@@ -160,11 +162,7 @@ fn check_after_kill(dst: &str, replacing: bool) -> usize {
             .map(|(target, _)| Path::new(dst).join(key.with_file_name(target)));
         f["problem"] == "leftover" && replaced.is_some_and(|t| t.exists())
     };
-    assert!(
-        replacing && findings.iter().all(in_flight),
-        "check of {dst} after a kill: {report} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(replacing && findings.iter().all(in_flight), "{said}");
     let repaired = zarrbuf().args(["check", dst, "--repair"]).output().unwrap();
     assert!(repaired.status.success(), "check --repair of {dst}");
     assert_check_clean(dst);
