@@ -51,6 +51,7 @@ mod memory;
 pub mod options;
 mod pipeline;
 mod place;
+pub mod store;
 mod zarr;
 
 // The everyday types, at the root.
@@ -62,9 +63,12 @@ pub use dtype::{DataType, Element, Order};
 pub use error::{Error, Result};
 pub use options::{PipelineMode, ReadOptions, WriteOptions};
 pub use place::{Device, Memory, ParseDeviceError};
+pub use store::open::DynArray;
+pub use store::open_options::OpenOptions;
+pub use store::remote::AsyncArray;
 pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, create_like, describe, resume_like};
-pub use zarr::{AsyncArray, DynArray, OpenOptions, open, open_async, open_opt, open_opt_async};
 pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
+pub use zarr::{open, open_async, open_opt, open_opt_async};
 
 // The specialised ones, in named modules.
 pub use buffer::{dlpack, npy};
@@ -103,8 +107,8 @@ pub mod host {
 /// `icechunk`) writing to a branch.
 pub mod icechunk {
     #[cfg(feature = "icechunk")]
-    pub use crate::zarr::IcechunkWriter;
-    pub use crate::zarr::{IcechunkVersion, is_icechunk_repository};
+    pub use crate::store::icechunk::IcechunkWriter;
+    pub use crate::store::open_options::{IcechunkVersion, is_icechunk_repository};
 }
 
 /// Sharing device and pinned buffers between processes (CUDA IPC).
@@ -116,15 +120,6 @@ pub mod ipc {
 pub mod multi {
     pub use crate::api::multi::{read, read_opt};
     pub use crate::buffer::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
-}
-
-/// Stores: opening the store at a location, object stores for URLs, and the rewrite to apply
-/// to array metadata before building a zarrs `Array` on one from it.
-pub mod store {
-    pub use crate::zarr::{
-        RemoteStore, node_path, object_store_for_url, open_store, open_store_opt,
-        zarrs_safe_metadata,
-    };
 }
 
 /// Read streams: many subsets read ahead of the consumer, in order.

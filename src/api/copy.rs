@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };
-use crate::zarr::{SyncedWrites, check_subset, data_type_of};
+use crate::store::SyncedWrites;
+use crate::zarr::{check_subset, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;

@@ -13,8 +13,9 @@ mod repair;
 
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
-pub use crate::zarr::is_temporary_name;
-use crate::zarr::{DynArray, OpenOptions, label, node_path, open_opt};
+pub use crate::store::atomic_store::is_temporary_name;
+use crate::store::{DynArray, OpenOptions, label, node_path};
+use crate::zarr::open_opt;
 use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
@@ -123,15 +124,15 @@ struct StoredChunk {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Result<CheckReport> {
-    let zip = crate::zarr::zip_path(location)?.is_some();
+    let zip = crate::store::zip_path(location)?.is_some();
     if zip && opts.repair {
         return Err(Error::Unsupported(format!(
             "check --repair rewrites the store; {}",
-            crate::zarr::read_only_sentence(location)
+            crate::store::read_only_sentence(location)
         )));
     }
     // An icechunk repository is checked through its store's listing, like a zip file.
-    let icechunk = crate::zarr::opens_as_icechunk(location, &opts.open)?;
+    let icechunk = crate::store::opens_as_icechunk(location, &opts.open)?;
     if icechunk && opts.repair {
         return Err(Error::Unsupported(format!(
             "check --repair rewrites chunks in place, and the icechunk repository {location}              changes only by commits; copy the array into a branch instead (zarrbuf copy              {location} {location} --src-path ARRAY --dst-path ARRAY --overwrite --branch              NAME --message TEXT keeps the chunks that decode)"
@@ -172,7 +173,7 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
 
 /// The directory of a local store location.
 fn local_root(location: &str) -> Result<PathBuf> {
-    let Some(root) = crate::zarr::local_path(location) else {
+    let Some(root) = crate::store::local_path(location) else {
         let scheme = location.split_once("://").map_or("", |(s, _)| s);
         return Err(Error::Unsupported(format!(
             "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \

@@ -3,7 +3,8 @@
 
 use super::finding::{Finding, chunk_indices, guarded};
 use crate::error::{Error, Result};
-use crate::zarr::{DynArray, data_type_of, fill_bytes};
+use crate::store::DynArray;
+use crate::zarr::{data_type_of, fill_bytes};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Slice};
 use std::path::Path;
 use zarrs::array::{

@@ -41,7 +41,7 @@ impl InnerFetch {
     /// idle while the other read a whole shard's bytes, which cost async reads of sharded
     /// local arrays about a sixth of the sync rate.
     pub(crate) fn for_async_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
-        if crate::zarr::RemoteStore::reads_local_files(array.storage().as_ref()) {
+        if crate::store::RemoteStore::reads_local_files(array.storage().as_ref()) {
             InnerFetch::PerChunk
         } else {
             InnerFetch::Merged

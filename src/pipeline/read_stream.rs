@@ -115,7 +115,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
                 cancel.check("read stream")?;
                 claim.get(&unit.indices, || {
                     // This worker waits for the fetch anyway: local files are read on it.
-                    crate::zarr::reading_inline(|| {
+                    crate::store::reading_inline(|| {
                         self.handle.block_on(cancel.unless_dropped(
                             "read stream",
                             fetch_unit_async(array, plan, shards, unit),

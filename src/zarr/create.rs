@@ -1,8 +1,9 @@
 //! Creating an array shaped like another one, with new chunks, shards and codecs: the
 //! destination of a copy.
 
-use super::{CodecSpec, DynArray, data_type_of, describe, inner_chain, label};
+use super::{CodecSpec, data_type_of, describe, inner_chain};
 use crate::error::{Error, Result};
+use crate::store::{DynArray, label};
 use std::sync::Arc;
 use zarrs::array::codec::{BytesCodec, ShardingCodec};
 use zarrs::array::{Array, ArrayBuilder, ArrayMetadata};
@@ -146,7 +147,7 @@ pub fn create_like<S: ?Sized>(
     layout: &ArrayLayout,
     overwrite: bool,
 ) -> Result<DynArray> {
-    let node = super::node_path(path)?;
+    let node = crate::store::node_path(path)?;
     let array = build_like(src, shape, store.clone(), &node, layout)?;
     if existing_metadata(&*store, &node)?.is_some() {
         if !overwrite {
@@ -191,7 +192,7 @@ pub fn resume_like<S: ?Sized>(
     path: &str,
     layout: &ArrayLayout,
 ) -> Result<DynArray> {
-    let node = super::node_path(path)?;
+    let node = crate::store::node_path(path)?;
     let array = build_like(src, shape, store.clone(), &node, layout)?;
     let Some(found) = existing_metadata(&*store, &node)? else {
         store_metadata(&array, &node)?;

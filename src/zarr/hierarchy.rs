@@ -9,10 +9,9 @@
 //! it is listed with the reason zarrbuf cannot read it.
 
 use super::info::codec_list;
-use super::open_options::OpenOptions;
-use super::remote_store::RemoteStore;
-use super::{data_type_of, fill_bytes, label, node_path};
+use super::{data_type_of, fill_bytes};
 use crate::error::{Error, Result};
+use crate::store::{OpenOptions, RemoteStore, label, node_path};
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -179,13 +178,16 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
         .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
     // The store of an icechunk repository waits on the store runtime itself, from any thread.
     let icechunk_walk = || -> Result<(bool, Vec<NodeInfo>)> {
-        let store = super::store::icechunk_sync_store(location, opts)?;
+        let store = crate::store::icechunk_sync_store(location, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))
     };
-    let (consolidated, nodes) = if super::store::icechunk_route(location, opts)? {
+    let (consolidated, nodes) = if crate::store::icechunk_route(location, opts)? {
         icechunk_walk()?
     } else if remote {
-        let store = RemoteStore::new(super::object_store_for_url(location, &opts.store_pairs())?);
+        let store = RemoteStore::new(crate::store::object_store_for_url(
+            location,
+            &opts.store_pairs(),
+        )?);
         // A runtime of its own on a thread of its own: callable from async code too.
         let listed = std::thread::scope(|s| {
             s.spawn(|| {
@@ -208,12 +210,12 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
         });
         match listed {
             // Nothing zarr there: an icechunk repository keeps its nodes in snapshots.
-            Err(_) if super::store::url_is_repository(location) => icechunk_walk()?,
+            Err(_) if crate::store::url_is_repository(location) => icechunk_walk()?,
             other => other?,
         }
     } else {
-        super::store::check_local_location(location)?;
-        let store = super::open_store_opt(location, opts)?;
+        crate::store::check_local_location(location)?;
+        let store = crate::store::open_store_opt(location, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
     };
     Ok(Hierarchy {
@@ -622,14 +624,14 @@ fn summarize(path: &str, doc: &Json, v2: bool) -> ArraySummary {
     };
     let store = Arc::new(MemoryStore::new());
     let built = metadata.and_then(|m| {
-        super::new_array(store.clone(), &node, m).map_err(|e| super::store::describe_open_error(&e))
+        super::new_array(store.clone(), &node, m).map_err(|e| crate::store::describe_open_error(&e))
     });
     let built = match built {
         Err(why) if v2 => {
             let bytes = serde_json::to_vec(doc).unwrap_or_default();
             match super::dtypes::v2_metadata_fallback(&bytes) {
                 Some(Ok(m)) => super::new_array(store, &node, m)
-                    .map_err(|e| super::store::describe_open_error(&e)),
+                    .map_err(|e| crate::store::describe_open_error(&e)),
                 Some(Err(fallback)) => Err(format!("cannot open the array: {fallback}")),
                 None => Err(why),
             }

@@ -4,14 +4,12 @@
 
 use super::hierarchy::{group_error_async, group_error_sync};
 use super::metadata_guard::{async_open_array, new_array, open_array};
-use super::open_options::{OpenOptions, url_holds_repository};
-use super::remote::{AsyncArray, object_store_for_url};
-use super::remote_store::RemoteStore;
-use super::store::{
-    DynArray, check_local_location, describe_open_error, icechunk_route, icechunk_sync_store,
-    label, node_path, open_fallback, open_store_opt, url_is_repository,
-};
 use crate::error::{Error, Result};
+use crate::store::{
+    AsyncArray, DynArray, OpenOptions, RemoteStore, check_local_location, describe_open_error,
+    icechunk_route, icechunk_sync_store, label, node_path, object_store_for_url, open_fallback,
+    open_store_opt, url_holds_repository, url_is_repository,
+};
 use std::sync::Arc;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
 
@@ -129,7 +127,7 @@ pub async fn open_opt_async(url: &str, array_path: &str, opts: &OpenOptions) -> 
     let location = url_of_location(url)?;
     let path = node_path(array_path)?;
     let mut remote = RemoteStore::new(object_store_for_url(&location, &opts.store_pairs())?);
-    if let Some(local) = super::local_reads::LocalReads::for_url(&location) {
+    if let Some(local) = crate::store::LocalReads::for_url(&location) {
         remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
     }
     match open_in_async(Arc::new(remote), url, array_path, &path).await {
@@ -149,19 +147,20 @@ async fn open_icechunk_async(
     #[cfg(feature = "icechunk")]
     {
         let path = node_path(array_path)?;
-        let store = RemoteStore::icechunk(super::icechunk::readonly_store_async(url, opts).await?);
+        let store =
+            RemoteStore::icechunk(crate::store::icechunk_readonly_store_async(url, opts).await?);
         open_in_async(Arc::new(store), url, array_path, &path).await
     }
     #[cfg(not(feature = "icechunk"))]
     {
         let _ = (array_path, opts);
-        Err(super::open_options::no_icechunk_support(url))
+        Err(crate::store::no_icechunk_support(url))
     }
 }
 
 /// Refuses zip files, which open with the synchronous reader only.
 fn check_async_location(url: &str) -> Result<()> {
-    if super::zip_path(url)?.is_some() {
+    if crate::store::zip_path(url)?.is_some() {
         return Err(Error::Unsupported(format!(
             "{url} is a zip file: zip stores open with the synchronous reader \
              (zarrbuf::open, or the CLI without --async)"

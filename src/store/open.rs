@@ -103,7 +103,7 @@ pub fn open_store_opt(
     location: &str,
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    super::codecs::register_zarrs_overrides();
+    crate::zarr::codecs::register_zarrs_overrides();
     if icechunk_route(location, opts)? {
         return icechunk_sync_store(location, opts);
     }
@@ -187,7 +187,7 @@ pub(crate) fn open_fallback(
     refused: zarrs::array::ArrayCreateError,
     zarray: Option<&[u8]>,
 ) -> Result<zarrs::array::ArrayMetadata> {
-    match zarray.and_then(super::dtypes::v2_metadata_fallback) {
+    match zarray.and_then(crate::zarr::dtypes::v2_metadata_fallback) {
         Some(Ok(meta)) => Ok(meta),
         Some(Err(why)) => Err(Error::zarr(
             name,

@@ -62,7 +62,7 @@ impl RemoteStore {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
-        super::codecs::register_zarrs_overrides();
+        crate::zarr::codecs::register_zarrs_overrides();
         RemoteStore {
             backend: Backend::Objects {
                 adapter: AsyncObjectStore::new(store.clone()),
@@ -75,7 +75,7 @@ impl RemoteStore {
     /// Reads (and writes) through an icechunk session.
     #[cfg(feature = "icechunk")]
     pub(crate) fn icechunk(store: super::icechunk::IcechunkStore) -> Self {
-        super::codecs::register_zarrs_overrides();
+        crate::zarr::codecs::register_zarrs_overrides();
         RemoteStore {
             backend: Backend::Icechunk(store),
             local: None,

@@ -230,7 +230,7 @@ pub(crate) async fn url_holds_repository(location: &str) -> bool {
         return false;
     }
     use object_store::ObjectStoreExt as _;
-    let Ok(store) = super::object_store_for_url(location, &[]) else {
+    let Ok(store) = super::remote::object_store_for_url(location, &[]) else {
         return false;
     };
     for key in ["repo", "refs/branch.main/ref.json"] {

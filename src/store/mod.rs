@@ -1,0 +1,43 @@
+//! Stores: opening the store at a location, object stores for URLs, and the rewrite to apply
+//! to array metadata before building a zarrs `Array` on one from it.
+//!
+//! Inside the crate this is the layer of where bytes live: the stores zarrbuf opens
+//! (directories whose writes a killed process cannot tear, zip files, icechunk repositories,
+//! object stores through `object_store`, memory), the blocking adapter and the runtime
+//! synchronous callers wait on, and recognising what a location names. Its public items
+//! are the ones re-exported below; the others (`DynArray`, `AsyncArray`, `OpenOptions`, the
+//! icechunk types, `is_temporary_name`) are public at the paths `lib.rs` gives them.
+
+pub(crate) mod atomic_store;
+mod blocking_store;
+#[cfg(feature = "icechunk")]
+pub(crate) mod icechunk;
+mod local_reads;
+mod location;
+pub(crate) mod open;
+pub(crate) mod open_options;
+pub(crate) mod remote;
+mod remote_store;
+mod store_runtime;
+mod zip_store;
+
+// The public face of `zarrbuf::store`.
+pub use crate::zarr::zarrs_safe_metadata;
+pub use open::{node_path, open_store, open_store_opt};
+pub use remote::object_store_for_url;
+pub use remote_store::RemoteStore;
+
+pub(crate) use atomic_store::SyncedWrites;
+#[cfg(feature = "icechunk")]
+pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
+pub(crate) use local_reads::{LocalReads, reading_inline};
+pub(crate) use location::local_path;
+pub(crate) use open::{
+    DynArray, check_local_location, describe_open_error, icechunk_route, icechunk_sync_store,
+    label, open_fallback, opens_as_icechunk, url_is_repository,
+};
+#[cfg(not(feature = "icechunk"))]
+pub(crate) use open_options::no_icechunk_support;
+pub(crate) use open_options::{OpenOptions, url_holds_repository};
+pub(crate) use remote::AsyncArray;
+pub(crate) use zip_store::{read_only_sentence, zip_path};
