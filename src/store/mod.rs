@@ -22,8 +22,8 @@ mod store_runtime;
 mod zip_store;
 
 // The public face of `zarrbuf::store`.
-pub use crate::zarr::zarrs_safe_metadata;
-pub use open::{node_path, open_store, open_store_opt};
+pub use crate::zarr::{open_store, open_store_opt, zarrs_safe_metadata};
+pub use open::node_path;
 pub use remote::object_store_for_url;
 pub use remote_store::RemoteStore;
 
@@ -33,8 +33,8 @@ pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
 pub(crate) use local_reads::{LocalReads, reading_inline};
 pub(crate) use location::local_path;
 pub(crate) use open::{
-    DynArray, check_local_location, describe_open_error, icechunk_route, icechunk_sync_store,
-    label, open_fallback, opens_as_icechunk, url_is_repository,
+    DynArray, check_local_location, icechunk_route, icechunk_sync_store, label, opens_as_icechunk,
+    store_at, url_is_repository,
 };
 #[cfg(not(feature = "icechunk"))]
 pub(crate) use open_options::no_icechunk_support;

@@ -51,59 +51,13 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
     }
 }
 
-/// Opens the store at `location`: a directory path, a zip file, or a `file://` URL of
-/// either; an object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`; options such as
-/// credentials and endpoints from the environment, as object_store reads them); or
-/// `memory://`, a new empty store in memory.
-///
-/// Object-store URLs are served by blocking on a process-wide tokio runtime, one request at
-/// a time per calling thread: from async code, [`open_async`](crate::open_async) keeps
-/// requests concurrent without a thread each. Each key is written with one PUT, which is
-/// atomic.
-///
-/// Writes to a directory store are atomic per key: each goes to a temporary file beside its
-/// key and is renamed into place, so a killed writer never leaves a torn chunk (see
-/// [`Durability`](crate::options::Durability) for power loss). Listing skips the temporary files.
-///
-/// A zip file (a path ending in `.zip`, or any regular file that starts with the zip
-/// signature) opens read-only: zarr-python's `ZipStore`, or a directory store zipped with
-/// `zip -r` (when all entries lie in one folder, the store starts in it); stored and
-/// deflated (also bzip2, zstd) entries read. The store keeps the same type as a directory's,
-/// so everything that reads takes it; every write to it fails with "zip stores are
-/// read-only in zarrbuf; copy the array into a directory instead: zarrbuf copy STORE.zip
-/// out.zarr".
-///
-/// Also puts zarrbuf's codec fixes into zarrs' run-time registry, so arrays built over this
-/// store with zarrs directly (`Array::new_with_metadata`) read as [`open`](crate::open)'s do;
-/// pass their metadata through [`zarrs_safe_metadata`](crate::store::zarrs_safe_metadata)
-/// first, as `open` does.
-///
-/// ```
-/// let dir = std::env::temp_dir();
-/// let store = zarrbuf::store::open_store(dir.to_str().unwrap())?;
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    open_store_opt(location, &OpenOptions::default())
-}
-
-/// [`open_store`] with [`OpenOptions`]. An object-store URL takes `opts.store_options` on
-/// top of the environment's. An icechunk repository (a local directory laid out
-/// as one; any location when `opts` names a version) opens read-only at `opts.version`
-/// (default: the tip of branch `main`); its writes are refused with a sentence saying how
-/// to write to a branch (`IcechunkWriter`, with the `icechunk`
-/// feature). Without the `icechunk` feature, a repository is an error saying so.
-///
-/// ```
-/// let Err(err) = zarrbuf::store::open_store_opt("fixtures/data/v3_int8.zarr",
-///     &zarrbuf::OpenOptions::default().with_tag("v1")) else { panic!() };
-/// assert!(err.to_string().contains("not an icechunk repository"));
-/// ```
-pub fn open_store_opt(
+/// The store at `location` (see [`open_store`](crate::store::open_store), which registers
+/// zarrbuf's codec fixes with zarrs and then calls this): an icechunk repository, memory, a
+/// zip file, a directory or an object-store URL.
+pub(crate) fn store_at(
     location: &str,
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    crate::zarr::codecs::register_zarrs_overrides();
     if icechunk_route(location, opts)? {
         return icechunk_sync_store(location, opts);
     }
@@ -177,62 +131,4 @@ pub(crate) fn check_local_location(location: &str) -> Result<()> {
          file) or a URL",
         None,
     ))
-}
-
-/// After zarrs refused an array's metadata: the equivalent v2 metadata zarrbuf opens instead
-/// (structured dtypes, null fill values; see `dtypes::v2_metadata_fallback`), or the error,
-/// given the `.zarray` bytes if there are any.
-pub(crate) fn open_fallback(
-    name: &str,
-    refused: zarrs::array::ArrayCreateError,
-    zarray: Option<&[u8]>,
-) -> Result<zarrs::array::ArrayMetadata> {
-    match zarray.and_then(crate::zarr::dtypes::v2_metadata_fallback) {
-        Some(Ok(meta)) => Ok(meta),
-        Some(Err(why)) => Err(Error::zarr(
-            name,
-            format!("cannot open the array: {why}"),
-            Some(Box::new(refused)),
-        )),
-        None => Err(Error::zarr(
-            name,
-            describe_open_error(&refused),
-            Some(Box::new(refused)),
-        )),
-    }
-}
-
-/// A sentence for the reasons an array does not open.
-pub(crate) fn describe_open_error(e: &zarrs::array::ArrayCreateError) -> String {
-    use zarrs::array::ArrayCreateError as E;
-    match e {
-        E::MissingMetadata => {
-            "no array metadata (neither zarr.json nor .zarray) at this path; check the store and --path".into()
-        }
-        other => {
-            let text = other.to_string();
-            let names = |ids: &[&'static str]| -> Option<&'static str> {
-                ids.iter().copied().find(|id| {
-                    text.contains(&format!("codec {id} "))
-                        || text.contains(&format!("codec numcodecs.{id} "))
-                        || text.contains(&format!("id: \"{id}\""))
-                })
-            };
-            if let Some(id) = names(&["json2", "msgpack2", "pickle", "vlen-array"]) {
-                format!(
-                    "cannot open the array: {text}. Its elements are Python objects (numcodecs' \
-                     {id} filter), which have no fixed-size form for zarrbuf buffers; read it with \
-                     zarr-python"
-                )
-            } else if !cfg!(feature = "zfp") && names(&["zfpy", "zfp"]).is_some() {
-                format!(
-                    "cannot open the array: {text}. zarrbuf reads zfp/zfpy (numcodecs ZFPY) when \
-                     built with the `zfp` feature (cargo build --features zfp; building the zfp \
-                     C library needs cmake and libclang)"
-                )
-            } else {
-                format!("cannot open the array: {text}")
-            }
-        }
-    }
 }

@@ -53,16 +53,9 @@ macro_rules! forward {
 }
 
 impl RemoteStore {
-    /// Wraps an object store (see [`crate::store::object_store_for_url`]). Also puts zarrbuf's
-    /// codec fixes into zarrs' run-time registry, as [`crate::store::open_store`] does.
-    ///
-    /// ```
-    /// let store = zarrbuf::store::RemoteStore::new(zarrbuf::store::object_store_for_url("memory://", &[])?);
-    /// assert!(store.object_store().unwrap().to_string().contains("InMemory"));
-    /// # Ok::<(), zarrbuf::Error>(())
-    /// ```
-    pub fn new(store: Arc<dyn ObjectStore>) -> Self {
-        crate::zarr::codecs::register_zarrs_overrides();
+    /// Wraps an object store. The public constructors (`new`, `from_icechunk_session`) are in
+    /// `zarr/store_open.rs`: they also register zarrbuf's codec fixes with zarrs.
+    pub(crate) fn over(store: Arc<dyn ObjectStore>) -> Self {
         RemoteStore {
             backend: Backend::Objects {
                 adapter: AsyncObjectStore::new(store.clone()),
@@ -75,21 +68,10 @@ impl RemoteStore {
     /// Reads (and writes) through an icechunk session.
     #[cfg(feature = "icechunk")]
     pub(crate) fn icechunk(store: super::icechunk::IcechunkStore) -> Self {
-        crate::zarr::codecs::register_zarrs_overrides();
         RemoteStore {
             backend: Backend::Icechunk(store),
             local: None,
         }
-    }
-
-    /// Reads through a read-only icechunk session that icechunk serialized
-    /// (`Session::as_bytes`, what the icechunk Python package's `Session` pickles to): the
-    /// snapshot, storage and virtual chunk access that session sees. Writable sessions, and
-    /// sessions over storage this build cannot reach (icechunk's own S3 client rather than
-    /// object_store's), are errors saying so.
-    #[cfg(feature = "icechunk")]
-    pub fn from_icechunk_session(bytes: &[u8]) -> crate::error::Result<Self> {
-        Ok(Self::icechunk(super::icechunk::session_store(bytes)?))
     }
 
     /// Reads objects through `local` (the same files as the object store's) instead.

@@ -624,14 +624,14 @@ fn summarize(path: &str, doc: &Json, v2: bool) -> ArraySummary {
     };
     let store = Arc::new(MemoryStore::new());
     let built = metadata.and_then(|m| {
-        super::new_array(store.clone(), &node, m).map_err(|e| crate::store::describe_open_error(&e))
+        super::new_array(store.clone(), &node, m).map_err(|e| super::array::describe_open_error(&e))
     });
     let built = match built {
         Err(why) if v2 => {
             let bytes = serde_json::to_vec(doc).unwrap_or_default();
             match super::dtypes::v2_metadata_fallback(&bytes) {
                 Some(Ok(m)) => super::new_array(store, &node, m)
-                    .map_err(|e| crate::store::describe_open_error(&e)),
+                    .map_err(|e| super::array::describe_open_error(&e)),
                 Some(Err(fallback)) => Err(format!("cannot open the array: {fallback}")),
                 None => Err(why),
             }

@@ -17,6 +17,7 @@ mod open;
 mod partition;
 mod shard_encoder;
 mod shard_index;
+mod store_open;
 mod subset;
 mod units;
 mod write_framing;
@@ -37,6 +38,7 @@ pub use open::{open, open_async, open_opt, open_opt_async};
 pub(crate) use partition::chunk_aligned_partitions;
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
+pub use store_open::{open_store, open_store_opt};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,

@@ -2,13 +2,14 @@
 //! through object_store ([`object_store_for_url`]); a group where an array was asked for is
 //! refused naming the arrays under it.
 
+use super::array::{describe_open_error, open_fallback};
 use super::hierarchy::{group_error_async, group_error_sync};
 use super::metadata_guard::{async_open_array, new_array, open_array};
 use crate::error::{Error, Result};
 use crate::store::{
-    AsyncArray, DynArray, OpenOptions, RemoteStore, check_local_location, describe_open_error,
-    icechunk_route, icechunk_sync_store, label, node_path, object_store_for_url, open_fallback,
-    open_store_opt, url_holds_repository, url_is_repository,
+    AsyncArray, DynArray, OpenOptions, RemoteStore, check_local_location, icechunk_route,
+    icechunk_sync_store, label, node_path, object_store_for_url, open_store_opt,
+    url_holds_repository, url_is_repository,
 };
 use std::sync::Arc;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
