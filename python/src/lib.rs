@@ -495,12 +495,10 @@ fn open(
     virtual_access: Option<Vec<String>>,
 ) -> PyResult<Array> {
     let label = label(location, path);
-    let local = !location.contains("://")
-        || location.starts_with("file://")
-        || location.starts_with("memory://");
     run(py, || {
         let opts = open_options(branch, tag, snapshot, virtual_access)?;
-        let inner = if local {
+        // Local paths and memory open synchronously, object stores through the async API.
+        let inner = if !zarrbuf::store::Location::parse(location)?.is_url() {
             Inner::Sync(Arc::new(zarrbuf::open_opt(location, path, &opts)?))
         } else {
             Inner::Async(Arc::new(
@@ -529,8 +527,8 @@ fn open_with_metadata(
     session: Option<Vec<u8>>,
 ) -> PyResult<Array> {
     let label = label(root, path);
-    let local = !root.contains("://") || root.starts_with("file://");
     run(py, || {
+        let local = zarrbuf::store::Location::parse(root)?.is_local();
         let meta: zarrs::array::ArrayMetadata = serde_json::from_str(metadata).map_err(|e| {
             zarrbuf::Error::InvalidArgument(format!("array metadata zarrs cannot read: {e}"))
         })?;

@@ -9,7 +9,7 @@ use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };
 use crate::store::SyncedWrites;
-use crate::zarr::{check_subset, data_type_of};
+use crate::zarr::{check_subset, data_type_of, refuse_overlap};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -180,6 +180,8 @@ fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u
 ///
 /// # Errors
 ///
+/// [`Error::InvalidArgument`] when `dst` overlaps `src` (the same array, or one inside the
+/// other: see [`create_like`](crate::create_like)),
 /// [`Error::ShapeMismatch`]/[`Error::DataType`] when `dst` does not fit, [`Error::OutOfBounds`]
 /// for a subset outside `src`, and any error of the reads and writes (naming the chunk).
 ///
@@ -200,6 +202,7 @@ where
     S: ?Sized + ReadableStorageTraits + 'static,
     D: ?Sized + ReadableWritableStorageTraits + 'static,
 {
+    refuse_overlap(src, dst.storage().as_ref(), dst.path().as_str())?;
     let _synced = (opts.durability == Durability::Sync).then(SyncedWrites::begin);
     let subset: Vec<Range<u64>> = match &opts.subset {
         Some(s) => s.clone(),

@@ -14,7 +14,7 @@ mod repair;
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 pub use crate::store::atomic_store::is_temporary_name;
-use crate::store::{DynArray, OpenOptions, label, node_path};
+use crate::store::{DynArray, Location, OpenOptions, label, node_path};
 use crate::zarr::open_opt;
 use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
@@ -124,7 +124,8 @@ struct StoredChunk {
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Result<CheckReport> {
-    let zip = crate::store::zip_path(location)?.is_some();
+    let parsed = Location::parse(location)?;
+    let zip = crate::store::zip_path(&parsed)?.is_some();
     if zip && opts.repair {
         return Err(Error::Unsupported(format!(
             "check --repair rewrites the store; {}",
@@ -132,7 +133,7 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         )));
     }
     // An icechunk repository is checked through its store's listing, like a zip file.
-    let icechunk = crate::store::opens_as_icechunk(location, &opts.open)?;
+    let icechunk = crate::store::opens_as_icechunk(&parsed, &opts.open)?;
     if icechunk && opts.repair {
         return Err(Error::Unsupported(format!(
             "check --repair rewrites chunks in place, and the icechunk repository {location}              changes only by commits; copy the array into a branch instead (zarrbuf copy              {location} {location} --src-path ARRAY --dst-path ARRAY --overwrite --branch              NAME --message TEXT keeps the chunks that decode)"
@@ -142,7 +143,7 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
     let root = if listed {
         PathBuf::new()
     } else {
-        local_root(location)?
+        local_root(&parsed)?
     };
     let array = open_opt(location, array_path, &opts.open)?;
     let node = node_path(array_path)?;
@@ -172,9 +173,9 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
 }
 
 /// The directory of a local store location.
-fn local_root(location: &str) -> Result<PathBuf> {
-    let Some(root) = crate::store::local_path(location) else {
-        let scheme = location.split_once("://").map_or("", |(s, _)| s);
+fn local_root(location: &Location) -> Result<PathBuf> {
+    let Some(root) = location.local_path() else {
+        let scheme = location.scheme();
         return Err(Error::Unsupported(format!(
             "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
              object stores write each key atomically, so they hold no torn chunks to find"
@@ -182,12 +183,12 @@ fn local_root(location: &str) -> Result<PathBuf> {
     };
     if !root.is_dir() {
         return Err(Error::store(
-            location,
+            location.as_str(),
             "no such directory; give the path of a zarr store",
             None,
         ));
     }
-    Ok(root)
+    Ok(root.to_path_buf())
 }
 
 /// Every file under `dir`, as paths relative to it with `/` separators, and their sizes.

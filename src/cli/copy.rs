@@ -2,13 +2,13 @@
 //! an icechunk repository.
 
 use super::args::{CopyCli, VersionArgs};
-use super::names::{label, local_dir, same_store};
+use super::names::label;
 use super::parse::{parse_bytes, parse_shape, prototype};
 use super::progress::chunk_progress;
 use crate::relabel;
 use std::time::Instant;
 use zarrbuf::options::Durability;
-use zarrbuf::store::node_path;
+use zarrbuf::store::{Location, node_path};
 use zarrbuf::{BufferPrototype, Error, Result};
 
 /// The destination store of a copy: a local directory (created if missing; a zip file is
@@ -16,11 +16,12 @@ use zarrbuf::{BufferPrototype, Error, Result};
 pub(crate) fn destination_store(
     a: &CopyCli,
 ) -> Result<std::sync::Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits>> {
-    let Some(dir) = local_dir(&a.dst) else {
+    let dst = Location::parse(&a.dst)?;
+    let Some(dir) = dst.local_path() else {
         return zarrbuf::store::open_store(&a.dst);
     };
-    refuse_zip_destination(a, &dir)?;
-    std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
+    refuse_zip_destination(a, dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
         path: dir.display().to_string(),
         source: e,
     })?;
@@ -161,9 +162,9 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
     let memory_bytes = parse_bytes(&a.memory)?;
     let branch = icechunk_destination(a)?;
     if branch.is_none()
-        && let Some(dir) = local_dir(&a.dst)
+        && let Some(dir) = Location::parse(&a.dst)?.local_path()
     {
-        refuse_zip_destination(a, &dir)?;
+        refuse_zip_destination(a, dir)?;
     }
     let src_opts = VersionArgs {
         branch: a.src_branch.clone(),
@@ -236,20 +237,21 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
     copy_summary(a, &dst, &new_shape, &proto, start)
 }
 
-/// Refuses to copy an array onto itself or into itself: --overwrite would delete the source.
+/// Refuses a destination that overlaps the source array in either direction (the same
+/// array, inside it, or holding it), whatever the store names (`store.zarr/inner` and
+/// `store.zarr` with `--dst-path inner`, a symlink, `..`, a `file://` URL): --overwrite
+/// would delete the source, and a copy into it would change what it reads.
 pub(crate) fn refuse_overlap(a: &CopyCli) -> Result<()> {
-    let (sp, dp) = (node_path(&a.src_path)?, node_path(&a.dst_path)?);
-    if same_store(&a.src, &a.dst) {
-        let inside = |outer: &str, inner: &str| {
-            outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
-        };
-        if inside(&sp, &dp) || inside(&dp, &sp) {
-            return Err(Error::InvalidArgument(format!(
-                "the destination {} is the source {} or overlaps it; copy into another store or path",
-                label(&a.dst, &a.dst_path),
-                label(&a.src, &a.src_path)
-            )));
-        }
+    let src = Location::parse(&a.src)?.join(&node_path(&a.src_path)?);
+    let dst = Location::parse(&a.dst)?.join(&node_path(&a.dst_path)?);
+    if src.overlaps(&dst) {
+        return Err(Error::InvalidArgument(format!(
+            "the destination {} overlaps the source {} (one is the other or lies inside it, \
+             after resolving symlinks and `..`), and writing it would overwrite the source; \
+             copy into a store or path outside the source",
+            label(&a.dst, &a.dst_path),
+            label(&a.src, &a.src_path)
+        )));
     }
     Ok(())
 }

@@ -24,9 +24,7 @@ impl Source {
         force_async: bool,
         opts: &OpenOptions,
     ) -> Result<Self> {
-        let remote = store
-            .split_once("://")
-            .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
+        let remote = zarrbuf::store::Location::parse(store)?.is_url();
         if !remote && !force_async {
             return Ok(Source::Local(Box::new(zarrbuf::open_opt(
                 store, path, opts,

@@ -13,12 +13,12 @@
 //! Synchronous callers wait on the process-wide store runtime (`store_runtime`), as they
 //! do for object-store URLs.
 
+use super::location::Location;
 use super::open_options::{IcechunkVersion, OpenOptions};
 use super::store_runtime::{WaitOnRuntime, runtime, wait};
 use crate::error::{Error, Result};
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::storage_adapter::async_to_sync::AsyncToSyncStorageAdapter;
@@ -77,10 +77,10 @@ async fn storage_for(location: &str, create: bool) -> Result<Arc<dyn Storage + S
             None,
         )
     };
-    let (scheme, rest) = location.split_once("://").unwrap_or(("", location));
-    match scheme {
-        "" | "file" => {
-            let dir = Path::new(rest);
+    let parsed = Location::parse(location)?;
+    let rest = parsed.after_scheme().unwrap_or_default();
+    match parsed.local_path() {
+        Some(dir) => {
             if create {
                 std::fs::create_dir_all(dir).map_err(|e| Error::Io {
                     path: dir.display().to_string(),
@@ -100,6 +100,28 @@ async fn storage_for(location: &str, create: bool) -> Result<Arc<dyn Storage + S
                 .await
                 .map_err(failed)
         }
+        None => url_storage(location, parsed.scheme(), rest).await,
+    }
+}
+
+/// icechunk's storage for an object-store prefix (`rest`: what follows `scheme://`).
+#[cfg_attr(
+    not(any(feature = "s3", feature = "gcs", feature = "azure")),
+    allow(unused_variables)
+)]
+async fn url_storage(
+    location: &str,
+    scheme: &str,
+    rest: &str,
+) -> Result<Arc<dyn Storage + Send + Sync>> {
+    let failed = |e: icechunk::StorageError| {
+        Error::store(
+            location,
+            format!("cannot reach the icechunk repository: {}", ic_text(&e)),
+            None,
+        )
+    };
+    match scheme {
         #[cfg(feature = "s3")]
         "s3" | "s3a" => {
             use icechunk::storage::{S3Credentials, S3Options};

@@ -13,6 +13,7 @@ mod blocking_store;
 #[cfg(feature = "icechunk")]
 pub(crate) mod icechunk;
 mod local_reads;
+mod located;
 mod location;
 pub(crate) mod open;
 pub(crate) mod open_options;
@@ -23,6 +24,7 @@ mod zip_store;
 
 // The public face of `zarrbuf::store`.
 pub use crate::zarr::{open_store, open_store_opt, zarrs_safe_metadata};
+pub use location::Location;
 pub use open::node_path;
 pub use remote::object_store_for_url;
 pub use remote_store::RemoteStore;
@@ -31,7 +33,7 @@ pub(crate) use atomic_store::SyncedWrites;
 #[cfg(feature = "icechunk")]
 pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
 pub(crate) use local_reads::{LocalReads, reading_inline};
-pub(crate) use location::local_path;
+pub(crate) use located::{nodes_in_stores_overlap, remember};
 pub(crate) use open::{
     DynArray, check_local_location, icechunk_route, icechunk_sync_store, label, opens_as_icechunk,
     store_at, url_is_repository,

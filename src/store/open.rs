@@ -3,9 +3,8 @@
 //! (the arrays themselves open in `open.rs`).
 
 use super::atomic_store::AtomicDirectoryStore;
-use super::open_options::{
-    OpenOptions, is_icechunk_repository, is_repository_dir, local_dir, not_a_repository,
-};
+use super::location::Location;
+use super::open_options::{OpenOptions, is_repository_dir, not_a_repository, url_holds_repository};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -55,78 +54,81 @@ pub(crate) fn label(location: &str, array_path: &str) -> String {
 /// zarrbuf's codec fixes with zarrs and then calls this): an icechunk repository, memory, a
 /// zip file, a directory or an object-store URL.
 pub(crate) fn store_at(
-    location: &str,
+    location: &Location,
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
     if icechunk_route(location, opts)? {
         return icechunk_sync_store(location, opts);
     }
-    if location == "memory://" {
+    if location.is_memory() {
         return Ok(Arc::new(MemoryStore::new()));
     }
-    if let Some(zip) = super::zip_store::zip_path(location)? {
-        return Ok(Arc::new(super::zip_store::ZipStore::open(location, &zip)?));
-    }
-    let Some(path) = super::location::local_path(location) else {
-        return super::blocking_store::url_store(location, &opts.store_pairs());
-    };
-    let store = AtomicDirectoryStore::new(&path).map_err(|e| {
-        Error::store(
-            location,
-            format!("cannot open the directory: {e}"),
-            Some(Box::new(e)),
-        )
-    })?;
-    Ok(Arc::new(store))
+    let text = location.as_str();
+    let store: Arc<dyn ReadableWritableListableStorageTraits> =
+        if let Some(zip) = super::zip_store::zip_path(location)? {
+            Arc::new(super::zip_store::ZipStore::open(text, &zip)?)
+        } else if let Some(path) = location.local_path() {
+            Arc::new(AtomicDirectoryStore::new(path).map_err(|e| {
+                Error::store(
+                    text,
+                    format!("cannot open the directory: {e}"),
+                    Some(Box::new(e)),
+                )
+            })?)
+        } else {
+            super::blocking_store::url_store(text, &opts.store_pairs())?
+        };
+    super::located::remember(&store, location);
+    Ok(store)
 }
 
 /// Whether `location` is opened as an icechunk repository: a local directory laid out as one,
 /// or any location when `opts` names a version or virtual chunk access (object-store URLs
 /// are otherwise probed only after a zarr open there found nothing);
 /// an error when `opts` names a version but the local directory holds no repository.
-pub(crate) fn icechunk_route(location: &str, opts: &OpenOptions) -> Result<bool> {
-    match local_dir(location) {
-        Some(dir) if is_repository_dir(&dir) => Ok(true),
-        Some(_) if opts.names_icechunk() => Err(not_a_repository(location)),
+pub(crate) fn icechunk_route(location: &Location, opts: &OpenOptions) -> Result<bool> {
+    match location.local_dir() {
+        Some(dir) if is_repository_dir(dir) => Ok(true),
+        Some(_) if opts.names_icechunk() => Err(not_a_repository(location.as_str())),
         _ => Ok(opts.names_icechunk()),
     }
 }
 
 /// The read-only store over an icechunk repository, or the error of a build without them.
 pub(crate) fn icechunk_sync_store(
-    location: &str,
+    location: &Location,
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
     #[cfg(feature = "icechunk")]
-    return super::icechunk::readonly_sync_store(location, opts);
+    return super::icechunk::readonly_sync_store(location.as_str(), opts);
     #[cfg(not(feature = "icechunk"))]
     {
         let _ = opts;
-        Err(super::open_options::no_icechunk_support(location))
+        Err(super::open_options::no_icechunk_support(location.as_str()))
     }
 }
 
 /// Whether the object-store URL `location` turns out to hold an icechunk repository (asked
-/// only after a zarr open there found nothing).
-pub(crate) fn url_is_repository(location: &str) -> bool {
-    local_dir(location).is_none() && is_icechunk_repository(location)
+/// only after a zarr open there found nothing); `false` for local paths and memory.
+pub(crate) fn url_is_repository(location: &Location) -> bool {
+    location.is_url() && super::store_runtime::wait(url_holds_repository(location)).unwrap_or(false)
 }
 
 /// Whether `location` opens as an icechunk repository, probing an object-store URL.
-pub(crate) fn opens_as_icechunk(location: &str, opts: &OpenOptions) -> Result<bool> {
+pub(crate) fn opens_as_icechunk(location: &Location, opts: &OpenOptions) -> Result<bool> {
     Ok(icechunk_route(location, opts)? || url_is_repository(location))
 }
 
 /// An error for a path that is neither a directory nor a zip file (URLs pass).
-pub(crate) fn check_local_location(location: &str) -> Result<()> {
-    if location.contains("://")
-        || std::path::Path::new(location).is_dir()
+pub(crate) fn check_local_location(location: &Location) -> Result<()> {
+    if !location.is_plain_path()
+        || location.local_dir().is_some()
         || super::zip_store::zip_path(location)?.is_some()
     {
         return Ok(());
     }
     Err(Error::store(
-        location,
+        location.as_str(),
         "no such directory or zip file; give the path of a zarr store (a directory or a .zip \
          file) or a URL",
         None,

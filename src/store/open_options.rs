@@ -4,8 +4,9 @@
 //! This part is compiled with or without the `icechunk` feature, so that a build without it
 //! still recognises a repository and says how to read it.
 
+use super::location::Location;
 use crate::error::{Error, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Which version of an icechunk repository to open: the tip of a branch (the default is
 /// branch `main`), a tag, or a snapshot by its id.
@@ -207,11 +208,6 @@ impl OpenOptions {
     }
 }
 
-/// The local directory a location names (a path or `file://` URL), if it is one.
-pub(crate) fn local_dir(location: &str) -> Option<PathBuf> {
-    super::location::local_path(location).filter(|path| path.is_dir())
-}
-
 /// Whether `dir` holds an icechunk repository: a `snapshots/` folder beside the repository
 /// file `repo` (icechunk 2) or a `refs/` folder (icechunk 1), and no zarr metadata at its
 /// root.
@@ -225,12 +221,12 @@ pub(crate) fn is_repository_dir(dir: &Path) -> bool {
 
 /// Whether the object-store URL `location` holds an icechunk repository (its `repo` object,
 /// or icechunk 1's `refs/branch.main/ref.json`). `false` when it cannot tell.
-pub(crate) async fn url_holds_repository(location: &str) -> bool {
-    if local_dir(location).is_some() || !location.contains("://") {
+pub(crate) async fn url_holds_repository(location: &Location) -> bool {
+    if !location.is_url() {
         return false;
     }
     use object_store::ObjectStoreExt as _;
-    let Ok(store) = super::remote::object_store_for_url(location, &[]) else {
+    let Ok(store) = super::remote::object_store_for_url(location.as_str(), &[]) else {
         return false;
     };
     for key in ["repo", "refs/branch.main/ref.json"] {
@@ -255,10 +251,13 @@ pub(crate) async fn url_holds_repository(location: &str) -> bool {
 /// assert!(!zarrbuf::icechunk::is_icechunk_repository("fixtures/data/v3_int8.zarr"));
 /// ```
 pub fn is_icechunk_repository(location: &str) -> bool {
-    match local_dir(location) {
-        Some(dir) => is_repository_dir(&dir),
-        None if location.contains("://") => {
-            super::store_runtime::wait(url_holds_repository(location)).unwrap_or(false)
+    let Ok(location) = Location::parse(location) else {
+        return false;
+    };
+    match location.local_dir() {
+        Some(dir) => is_repository_dir(dir),
+        None if location.is_url() => {
+            super::store_runtime::wait(url_holds_repository(&location)).unwrap_or(false)
         }
         None => false,
     }

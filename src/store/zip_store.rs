@@ -7,6 +7,7 @@
 //! directory stores, so every read path takes zip files unchanged, and answers every write
 //! with [`read_only_sentence`].
 
+use super::location::Location;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,24 +38,24 @@ pub(crate) fn read_only_sentence(zip: &str) -> String {
 /// `.zip` (any case) or starts with a zip signature. `None` for directories, other URLs and
 /// files that are not zip files; an error for a `.zip` path that does not exist (a zip store
 /// is never created).
-pub(crate) fn zip_path(location: &str) -> Result<Option<PathBuf>> {
-    let Some(path) = super::location::local_path(location) else {
+pub(crate) fn zip_path(location: &Location) -> Result<Option<PathBuf>> {
+    let Some(path) = location.local_path() else {
         return Ok(None);
     };
     let named_zip = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("zip"));
-    match std::fs::metadata(&path) {
+    match std::fs::metadata(path) {
         Ok(m) if m.is_file() => {
-            if named_zip || starts_with_signature(&path) {
-                Ok(Some(path))
+            if named_zip || starts_with_signature(path) {
+                Ok(Some(path.to_path_buf()))
             } else {
                 Ok(None)
             }
         }
         Ok(_) => Ok(None),
         Err(e) if named_zip && e.kind() == std::io::ErrorKind::NotFound => Err(Error::store(
-            location,
+            location.as_str(),
             "no such zip file; give the path of an existing .zip (zarrbuf reads zip stores \
              but never creates them: to write, give a directory path)",
             Some(Box::new(e)),

@@ -118,11 +118,15 @@ fn check_shape(what: &str, v: &[u64], shape: &[u64]) -> Result<()> {
 /// little-endian).
 ///
 /// An existing array or group at `path` is an error unless `overwrite` is true; then every
-/// key under `path` is deleted first (the whole store when `path` is the root).
+/// key under `path` is deleted first (the whole store when `path` is the root). A
+/// destination that overlaps `src` — the same array, or one inside the other, in the same
+/// store object or in stores zarrbuf opened at overlapping locations (symlinks and `..`
+/// resolved) — is refused, with or without `overwrite`.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidArgument`] for chunk or shard shapes of the wrong length, zero sizes,
+/// [`Error::InvalidArgument`] for a destination overlapping the source, chunk or shard
+/// shapes of the wrong length, zero sizes,
 /// shards that are not multiples of the chunks, an existing destination without `overwrite`,
 /// or `zarr_format` 2; [`Error::Zarr`]/[`Error::Store`] when zarrs refuses the metadata or the
 /// store fails.
@@ -148,6 +152,7 @@ pub fn create_like<S: ?Sized>(
     overwrite: bool,
 ) -> Result<DynArray> {
     let node = crate::store::node_path(path)?;
+    refuse_overlap(src, store.as_ref(), &node)?;
     let array = build_like(src, shape, store.clone(), &node, layout)?;
     if existing_metadata(&*store, &node)?.is_some() {
         if !overwrite {
@@ -160,6 +165,26 @@ pub fn create_like<S: ?Sized>(
     }
     store_metadata(&array, &node)?;
     Ok(array)
+}
+
+/// Refuses a destination node `node` of `store` that overlaps the source array (the same
+/// array, or one inside the other): in the same store object, or in stores zarrbuf opened at
+/// overlapping locations (compared after resolving symlinks and `..`).
+pub(crate) fn refuse_overlap<S: ?Sized, D: ?Sized>(
+    src: &Array<S>,
+    store: &D,
+    node: &str,
+) -> Result<()> {
+    let source = src.path().as_str();
+    if crate::store::nodes_in_stores_overlap(src.storage().as_ref(), source, store, node) {
+        return Err(Error::InvalidArgument(format!(
+            "the destination {node} overlaps the source {source} (one is the other or lies \
+             inside it, in the same store or at overlapping locations after resolving symlinks \
+             and `..`), and writing it would overwrite the source; put the destination \
+             outside the source"
+        )));
+    }
+    Ok(())
 }
 
 /// [`create_like`] for continuing a copy: the array already at `path` is opened when its
@@ -193,6 +218,7 @@ pub fn resume_like<S: ?Sized>(
     layout: &ArrayLayout,
 ) -> Result<DynArray> {
     let node = crate::store::node_path(path)?;
+    refuse_overlap(src, store.as_ref(), &node)?;
     let array = build_like(src, shape, store.clone(), &node, layout)?;
     let Some(found) = existing_metadata(&*store, &node)? else {
         store_metadata(&array, &node)?;

@@ -11,7 +11,7 @@
 use super::info::codec_list;
 use super::{data_type_of, fill_bytes};
 use crate::error::{Error, Result};
-use crate::store::{OpenOptions, RemoteStore, label, node_path};
+use crate::store::{Location, OpenOptions, RemoteStore, label, node_path};
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -173,17 +173,15 @@ pub fn list_hierarchy(location: &str, path: &str) -> Result<Hierarchy> {
 /// ```
 pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Result<Hierarchy> {
     let base = node_path(path)?.trim_start_matches('/').to_string();
-    let remote = location
-        .split_once("://")
-        .is_some_and(|(scheme, _)| scheme != "file" && scheme != "memory");
+    let parsed = Location::parse(location)?;
     // The store of an icechunk repository waits on the store runtime itself, from any thread.
     let icechunk_walk = || -> Result<(bool, Vec<NodeInfo>)> {
-        let store = crate::store::icechunk_sync_store(location, opts)?;
+        let store = crate::store::icechunk_sync_store(&parsed, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))
     };
-    let (consolidated, nodes) = if crate::store::icechunk_route(location, opts)? {
+    let (consolidated, nodes) = if crate::store::icechunk_route(&parsed, opts)? {
         icechunk_walk()?
-    } else if remote {
+    } else if parsed.is_url() {
         let store = RemoteStore::new(crate::store::object_store_for_url(
             location,
             &opts.store_pairs(),
@@ -210,12 +208,12 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
         });
         match listed {
             // Nothing zarr there: an icechunk repository keeps its nodes in snapshots.
-            Err(_) if crate::store::url_is_repository(location) => icechunk_walk()?,
+            Err(_) if crate::store::url_is_repository(&parsed) => icechunk_walk()?,
             other => other?,
         }
     } else {
-        crate::store::check_local_location(location)?;
-        let store = crate::store::open_store_opt(location, opts)?;
+        crate::store::check_local_location(&parsed)?;
+        let store = super::store_open::store_for(&parsed, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
     };
     Ok(Hierarchy {

@@ -5,11 +5,12 @@
 use super::array::{describe_open_error, open_fallback};
 use super::hierarchy::{group_error_async, group_error_sync};
 use super::metadata_guard::{async_open_array, new_array, open_array};
+use super::store_open::store_for;
 use crate::error::{Error, Result};
 use crate::store::{
-    AsyncArray, DynArray, OpenOptions, RemoteStore, check_local_location, icechunk_route,
-    icechunk_sync_store, label, node_path, object_store_for_url, open_store_opt,
-    url_holds_repository, url_is_repository,
+    AsyncArray, DynArray, Location, OpenOptions, RemoteStore, check_local_location, icechunk_route,
+    icechunk_sync_store, label, node_path, object_store_for_url, url_holds_repository,
+    url_is_repository,
 };
 use std::sync::Arc;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
@@ -53,11 +54,12 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
 /// ```
 pub fn open_opt(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
     let path = node_path(array_path)?;
-    check_local_location(location)?;
-    let store = open_store_opt(location, opts)?;
+    let parsed = Location::parse(location)?;
+    check_local_location(&parsed)?;
+    let store = store_for(&parsed, opts)?;
     match open_in(store, location, array_path, &path) {
-        Err(_) if !icechunk_route(location, opts)? && url_is_repository(location) => {
-            let store = icechunk_sync_store(location, opts)?;
+        Err(_) if !icechunk_route(&parsed, opts)? && url_is_repository(&parsed) => {
+            let store = icechunk_sync_store(&parsed, opts)?;
             open_in(store, location, array_path, &path)
         }
         result => result,
@@ -121,18 +123,21 @@ pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
 /// # Ok(()) }
 /// ```
 pub async fn open_opt_async(url: &str, array_path: &str, opts: &OpenOptions) -> Result<AsyncArray> {
-    if icechunk_route(url, opts)? {
+    let parsed = Location::parse(url)?;
+    if icechunk_route(&parsed, opts)? {
         return open_icechunk_async(url, array_path, opts).await;
     }
-    check_async_location(url)?;
-    let location = url_of_location(url)?;
+    check_async_location(&parsed)?;
+    let location = url_of_location(&parsed)?;
     let path = node_path(array_path)?;
     let mut remote = RemoteStore::new(object_store_for_url(&location, &opts.store_pairs())?);
     if let Some(local) = crate::store::LocalReads::for_url(&location) {
         remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
     }
-    match open_in_async(Arc::new(remote), url, array_path, &path).await {
-        Err(_) if url.contains("://") && url_holds_repository(url).await => {
+    let remote = Arc::new(remote);
+    crate::store::remember(&remote, &parsed);
+    match open_in_async(remote, url, array_path, &path).await {
+        Err(_) if !parsed.is_plain_path() && url_holds_repository(&parsed).await => {
             open_icechunk_async(url, array_path, opts).await
         }
         result => result,
@@ -160,14 +165,15 @@ async fn open_icechunk_async(
 }
 
 /// Refuses zip files, which open with the synchronous reader only.
-fn check_async_location(url: &str) -> Result<()> {
-    if crate::store::zip_path(url)?.is_some() {
+fn check_async_location(location: &Location) -> Result<()> {
+    let url = location.as_str();
+    if crate::store::zip_path(location)?.is_some() {
         return Err(Error::Unsupported(format!(
             "{url} is a zip file: zip stores open with the synchronous reader \
              (zarrbuf::open, or the CLI without --async)"
         )));
     }
-    if url.contains("://")
+    if !location.is_plain_path()
         && url
             .trim_end_matches('/')
             .rsplit('/')
@@ -183,8 +189,9 @@ fn check_async_location(url: &str) -> Result<()> {
 }
 
 /// The URL of a location: a URL as it is, a directory path as a `file://` URL.
-fn url_of_location(url: &str) -> Result<String> {
-    if url.contains("://") {
+fn url_of_location(location: &Location) -> Result<String> {
+    let url = location.as_str();
+    if !location.is_plain_path() {
         return Ok(url.to_string());
     }
     let abs = std::fs::canonicalize(url).map_err(|e| {

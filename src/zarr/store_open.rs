@@ -5,7 +5,7 @@
 //! [`open`](crate::open)'s do.
 
 use crate::error::Result;
-use crate::store::{OpenOptions, RemoteStore};
+use crate::store::{Location, OpenOptions, RemoteStore};
 use object_store::ObjectStore;
 use std::sync::Arc;
 use zarrs::storage::ReadableWritableListableStorageTraits;
@@ -60,6 +60,14 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
 /// ```
 pub fn open_store_opt(
     location: &str,
+    opts: &OpenOptions,
+) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
+    store_for(&Location::parse(location)?, opts)
+}
+
+/// [`open_store_opt`] for a location already parsed.
+pub(crate) fn store_for(
+    location: &Location,
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
     super::codecs::register_zarrs_overrides();

@@ -17,6 +17,7 @@ mod blosc_device;
 mod cli;
 mod conformance;
 mod copy;
+mod copy_overlap;
 mod coverage;
 mod crash;
 mod damaged_codecs;

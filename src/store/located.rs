@@ -1,0 +1,131 @@
+//! Where each store zarrbuf opened lives, so that operations given only arrays
+//! (`create_like`, `resume_like`, `copy_array`) can tell whether a destination overlaps its
+//! source: two arrays overlap when they are in one store (the same store object) and one
+//! node path holds the other, or when their stores' locations joined with their node paths
+//! overlap (see [`Location::overlaps`]).
+//!
+//! zarrs' store traits say nothing of where a store lives, and a caller's own stores (a
+//! `MemoryStore` it built) are compared by identity only.
+
+use super::location::Location;
+use std::sync::{Arc, Mutex, Weak};
+
+/// A store zarrbuf opened: its address, whether it is still alive, and its location.
+struct Entry {
+    address: usize,
+    alive: Box<dyn Fn() -> bool + Send + Sync>,
+    location: Location,
+}
+
+static OPENED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+/// The address of a store object (the data, without a trait object's vtable).
+fn address<T: ?Sized>(store: &T) -> usize {
+    std::ptr::from_ref(store).cast::<()>() as usize
+}
+
+/// Records that `store` was opened at `location` (dropping the records of stores gone since).
+pub(crate) fn remember<T: ?Sized + Send + Sync + 'static>(store: &Arc<T>, location: &Location) {
+    let weak: Weak<T> = Arc::downgrade(store);
+    let entry = Entry {
+        address: address(store.as_ref()),
+        alive: Box::new(move || weak.strong_count() > 0),
+        location: location.clone(),
+    };
+    let mut opened = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    opened.retain(|e| (e.alive)());
+    opened.push(entry);
+}
+
+/// The location `store` was opened at, if zarrbuf opened it and it is still alive.
+fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
+    let at = address(store);
+    let opened = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    opened
+        .iter()
+        .rev()
+        .find(|e| e.address == at && (e.alive)())
+        .map(|e| e.location.clone())
+}
+
+/// Whether node path `a` holds node path `b` or the reverse (`/`, `/x`, `/x/y`; by
+/// components).
+fn nodes_overlap(a: &str, b: &str) -> bool {
+    let parts = |p: &str| -> Vec<String> {
+        p.split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (parts(a), parts(b));
+    a.starts_with(&b) || b.starts_with(&a)
+}
+
+/// Whether the node `a_path` of store `a` and the node `b_path` of store `b` overlap: the
+/// same store object and nested node paths, or locations (of stores zarrbuf opened) that
+/// overlap once joined with the node paths.
+pub(crate) fn nodes_in_stores_overlap<A: ?Sized, B: ?Sized>(
+    a: &A,
+    a_path: &str,
+    b: &B,
+    b_path: &str,
+) -> bool {
+    if address(a) == address(b) {
+        return nodes_overlap(a_path, b_path);
+    }
+    match (location_of(a), location_of(b)) {
+        (Some(la), Some(lb)) => la.join(a_path).overlaps(&lb.join(b_path)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_paths_overlap_by_components() {
+        assert!(nodes_overlap("/", "/a"));
+        assert!(nodes_overlap("/a/b", "/a"));
+        assert!(nodes_overlap("/a", "/a/"));
+        assert!(!nodes_overlap("/a", "/ab"));
+        assert!(!nodes_overlap("/a/b", "/a/c"));
+    }
+
+    #[test]
+    fn stores_are_compared_by_identity_then_by_location() {
+        let dir = std::env::temp_dir().join(format!("zarrbuf-located-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("store.zarr/inner")).unwrap();
+        let outer: Arc<Vec<u8>> = Arc::new(Vec::new());
+        let inner: Arc<Vec<u8>> = Arc::new(Vec::new());
+        let unknown: Arc<Vec<u8>> = Arc::new(Vec::new());
+        let at = |p: &str| Location::parse(dir.join(p).to_str().unwrap()).unwrap();
+        remember(&outer, &at("store.zarr"));
+        remember(&inner, &at("store.zarr/../store.zarr/inner"));
+        assert!(nodes_in_stores_overlap(&*outer, "/", &*inner, "/"));
+        assert!(nodes_in_stores_overlap(&*outer, "/inner/x", &*inner, "/"));
+        assert!(!nodes_in_stores_overlap(&*outer, "/other", &*inner, "/"));
+        // One store object: by node paths.
+        assert!(nodes_in_stores_overlap(&*unknown, "/a", &*unknown, "/a/b"));
+        assert!(!nodes_in_stores_overlap(&*unknown, "/a", &*unknown, "/b"));
+        // A store zarrbuf did not open is compared by identity only.
+        assert!(!nodes_in_stores_overlap(&*outer, "/", &*unknown, "/"));
+        // A dropped store is forgotten.
+        let address_of_inner = address(inner.as_ref());
+        drop(inner);
+        assert!(location_of_address(address_of_inner).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn location_of_address(at: usize) -> Option<Location> {
+        let opened = OPENED.lock().unwrap();
+        opened
+            .iter()
+            .find(|e| e.address == at && (e.alive)())
+            .map(|e| e.location.clone())
+    }
+}
