@@ -235,6 +235,7 @@ fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<(Stri
         .map_err(|e| Error::store(location, e.to_string(), Some(Box::new(e))))?;
     let mut out = Vec::new();
     for key in store.list_prefix(&store_prefix).map_err(failed)? {
+        crate::store::check_key(key.as_str(), "the store's listing")?;
         let size = store.size_key(&key).map_err(failed)?.unwrap_or(0);
         let rel = key
             .as_str()

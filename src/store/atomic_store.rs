@@ -28,6 +28,7 @@
 //! back. [`Durability::Sync`](crate::options::Durability) adds `fsync` of the file before the rename
 //! and of its directory after it (zarrs' own store syncs every file, without the rename).
 
+use super::key::check_storage_key;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -371,10 +372,12 @@ impl ReadableStorageTraits for AtomicDirectoryStore {
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
+        check_storage_key(key.as_str())?;
         self.inner.get_partial_many(key, byte_ranges)
     }
 
     fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        check_storage_key(key.as_str())?;
         self.inner.size_key(key)
     }
 
@@ -385,6 +388,7 @@ impl ReadableStorageTraits for AtomicDirectoryStore {
 
 impl WritableStorageTraits for AtomicDirectoryStore {
     fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
+        check_storage_key(key.as_str())?;
         self.replace(key, &value).map_err(io)
     }
 
@@ -395,6 +399,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
         key: &StoreKey,
         offset_values: OffsetBytesIterator,
     ) -> Result<(), StorageError> {
+        check_storage_key(key.as_str())?;
         let mut whole = self.inner.get(key)?.map(|b| b.to_vec()).unwrap_or_default();
         for (offset, value) in offset_values {
             let start = usize::try_from(offset)
@@ -409,10 +414,12 @@ impl WritableStorageTraits for AtomicDirectoryStore {
     }
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
+        check_storage_key(key.as_str())?;
         self.inner.erase(key)
     }
 
     fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
+        check_storage_key(prefix.as_str())?;
         self.inner.erase_prefix(prefix)
     }
 
@@ -430,12 +437,14 @@ impl ListableStorageTraits for AtomicDirectoryStore {
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
+        check_storage_key(prefix.as_str())?;
         let mut keys = self.inner.list_prefix(prefix)?;
         keys.retain(|k| !Self::is_temporary_key(k));
         Ok(keys)
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
+        check_storage_key(prefix.as_str())?;
         let listed = self.inner.list_dir(prefix)?;
         let keys = listed
             .keys()
@@ -490,6 +499,29 @@ mod tests {
 
     fn key(s: &str) -> StoreKey {
         StoreKey::new(s).unwrap()
+    }
+
+    #[test]
+    fn keys_outside_the_store_are_refused() {
+        let (dir, store) = store();
+        std::fs::write(dir.path().join("outside"), b"secret").unwrap();
+        let inner = dir.path().join("s");
+        std::fs::create_dir_all(&inner).unwrap();
+        let store_in = AtomicDirectoryStore::new(&inner).unwrap();
+        let up = key("../outside");
+        assert!(store_in.get(&up).is_err());
+        assert!(store_in.size_key(&up).is_err());
+        assert!(store_in.set(&up, Bytes::from_static(b"x")).is_err());
+        assert!(store_in.erase(&up).is_err());
+        let up_prefix = StorePrefix::new("../").unwrap();
+        assert!(store_in.list_prefix(&up_prefix).is_err());
+        assert!(store_in.list_dir(&up_prefix).is_err());
+        assert!(store_in.erase_prefix(&up_prefix).is_err());
+        assert_eq!(
+            std::fs::read(dir.path().join("outside")).unwrap(),
+            b"secret"
+        );
+        drop(store);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub(crate) mod atomic_store;
 mod blocking_store;
 #[cfg(feature = "icechunk")]
 pub(crate) mod icechunk;
+mod key;
 mod local_reads;
 mod located;
 mod location;
@@ -32,6 +33,7 @@ pub use remote_store::RemoteStore;
 pub(crate) use atomic_store::SyncedWrites;
 #[cfg(feature = "icechunk")]
 pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
+pub(crate) use key::check_key;
 pub(crate) use local_reads::{LocalReads, reading_inline};
 pub(crate) use located::{nodes_in_stores_overlap, remember};
 pub(crate) use open::{

@@ -11,7 +11,7 @@
 use super::info::codec_list;
 use super::{data_type_of, fill_bytes};
 use crate::error::{Error, Result};
-use crate::store::{Location, OpenOptions, RemoteStore, label, node_path};
+use crate::store::{Location, OpenOptions, RemoteStore, check_key, label, node_path};
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -293,11 +293,23 @@ fn storage_error(what: &str, e: impl std::error::Error + Send + Sync + 'static) 
 }
 
 fn key(k: &str) -> Result<StoreKey> {
+    check_key(k, "the hierarchy")?;
     StoreKey::new(k).map_err(|e| storage_error(k, e))
 }
 
 fn prefix(p: &str) -> Result<StorePrefix> {
+    check_key(p, "the hierarchy")?;
     StorePrefix::new(p).map_err(|e| storage_error(p, e))
+}
+
+/// The keys of a listing as strings, each checked to lie inside the store.
+fn listed(keys: &[StoreKey]) -> Result<Vec<String>> {
+    keys.iter()
+        .map(|k| {
+            check_key(k.as_str(), "the store's listing")?;
+            Ok(k.as_str().to_string())
+        })
+        .collect()
 }
 
 struct SyncSource<'a, S: ?Sized>(&'a S);
@@ -316,7 +328,7 @@ where
             .0
             .list_prefix(&prefix(p)?)
             .map_err(|e| storage_error(p, e))?;
-        Ok(keys.iter().map(|k| k.as_str().to_string()).collect())
+        listed(&keys)
     }
 
     async fn size(&self, p: &str) -> Result<u64> {
@@ -343,7 +355,7 @@ where
             .list_prefix(&prefix(p)?)
             .await
             .map_err(|e| storage_error(p, e))?;
-        Ok(keys.iter().map(|k| k.as_str().to_string()).collect())
+        listed(&keys)
     }
 
     async fn size(&self, p: &str) -> Result<u64> {
@@ -438,6 +450,7 @@ async fn base_nodes(
             consolidated = true;
             for (rel, child) in map {
                 let rel = rel.trim_matches('/');
+                check_key(rel, &consolidated_in(base))?;
                 if !rel.is_empty() {
                     nodes.insert(meta_key(base, rel), Meta::V3(child.clone()));
                 }
@@ -457,7 +470,7 @@ async fn base_nodes(
             let doc = parse(&zmetadata, &doc)?;
             if let Some(map) = doc["metadata"].as_object() {
                 consolidated = true;
-                add_v2_consolidated(map, base, &mut nodes);
+                add_v2_consolidated(map, base, &mut nodes)?;
             }
         }
     }
@@ -469,8 +482,9 @@ fn add_v2_consolidated(
     map: &serde_json::Map<String, Json>,
     base: &str,
     nodes: &mut BTreeMap<String, Meta>,
-) {
+) -> Result<()> {
     for (k, v) in map {
+        check_key(k, &consolidated_in(base))?;
         let (dir, name) = k.rsplit_once('/').unwrap_or(("", k));
         let path = if dir.is_empty() {
             base.to_string()
@@ -487,6 +501,12 @@ fn add_v2_consolidated(
             _ => {}
         }
     }
+    Ok(())
+}
+
+/// Where consolidated metadata read at `base` came from, for errors.
+fn consolidated_in(base: &str) -> String {
+    format!("the consolidated metadata of the group at {base:?}")
 }
 
 /// Discovers the nodes below `base` from their metadata keys among `keys` (zarr.json wins
