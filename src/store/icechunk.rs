@@ -471,6 +471,12 @@ impl AsyncReadableStorageTraits for IcechunkStore {
         // zarrs_icechunk reports a missing key as an error; a store says `None`.
         let store = icechunk::Store::from_session(self.inner.session()).await;
         match store.getsize(key.as_str()).await {
+            // icechunk sizes a chunk never written as 0: ask whether it is there.
+            Ok(0) => match store.exists(key.as_str()).await {
+                Ok(true) => Ok(Some(0)),
+                Ok(false) => Ok(None),
+                Err(e) => Err(self.error(key.as_str(), e)),
+            },
             Ok(n) => Ok(Some(n)),
             Err(e) if matches!(e.kind(), icechunk::store::StoreErrorKind::NotFound(_)) => Ok(None),
             Err(e) => Err(self.error(key.as_str(), e)),

@@ -41,6 +41,7 @@ mod s3_faults;
 mod s3_requests;
 mod shard_encode;
 mod soundness;
+mod store_conformance;
 mod stores;
 mod write;
 mod zarrs_decoded;
