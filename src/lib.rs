@@ -30,15 +30,18 @@
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
 //   `error`) and `options` (imports nothing from the crate);
+// - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
+//   only the leaves, and its public face `zarrbuf::store` also re-exports the zarr floor's
+//   `open_store`, `open_store_opt` and `zarrs_safe_metadata`;
 // - `device::driver`: the CUDA driver, probed before anything touches CUDA; it imports only
 //   the leaves, and it is the one file of `device` that `memory` imports;
 // - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
 // - the rest of `device`: the device trait, its host and CUDA implementations, nvCOMP;
-// - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (stores, units, codec plans,
-//   shards), side by side: neither imports the other;
+// - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (metadata, units, codec plans,
+//   shards, opening arrays), side by side: neither imports the other;
 // - `pipeline`: the staged read and write engines, their drivers and the reads behind read
 //   streams; beside it `check` (finding and repairing damaged chunks), which imports only
-//   `zarr`, `options` and `error`;
+//   `zarr`, `store`, `options` and `error`;
 // - `api`: the public operations (the extension traits on zarrs' `Array`, read streams,
 //   `copy_array`), which pick a route and call `pipeline` or zarrs.
 mod api;

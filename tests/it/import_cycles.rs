@@ -477,6 +477,41 @@ fn src_has_no_import_cycles() {
     assert!(found.is_empty(), "{}", text.join("\n"));
 }
 
+/// `src/store/` is the floor right above the leaves (ARCHITECTURE.md): its files import only
+/// each other and the leaves, never `zarr/` (whose codecs it knows nothing of) or anything
+/// higher.
+#[test]
+fn the_store_layer_imports_only_the_leaves() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let graph = file_graph(&root);
+    let leaves = [
+        "src/error.rs",
+        "src/place.rs",
+        "src/dtype.rs",
+        "src/options.rs",
+    ];
+    let mut upward = Vec::new();
+    for (from, tos) in graph.iter().filter(|(f, _)| f.starts_with("src/store/")) {
+        for (to, how) in tos {
+            if !to.starts_with("src/store/") && !leaves.contains(&to.as_str()) {
+                upward.push(format!(
+                    "{from} -> {to} ({})",
+                    how.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+    assert!(
+        graph.keys().any(|f| f.starts_with("src/store/")),
+        "no files under src/store/"
+    );
+    assert!(
+        upward.is_empty(),
+        "src/store/ imports from above it:\n{}",
+        upward.join("\n")
+    );
+}
+
 /// The check itself finds a cycle, follows re-exports and `super::`, and skips test code.
 #[test]
 fn the_check_finds_a_cycle_and_follows_reexports() {
