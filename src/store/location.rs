@@ -130,6 +130,7 @@ impl Location {
     }
 
     /// For a URL, what follows `scheme://` as given (bucket or host, then the path).
+    #[cfg_attr(not(feature = "icechunk"), allow(dead_code))]
     pub(crate) fn after_scheme(&self) -> Option<&str> {
         match self.kind {
             Kind::Url { .. } => self.text.split_once("://").map(|(_, rest)| rest),
