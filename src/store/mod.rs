@@ -1,12 +1,15 @@
-//! Stores: opening the store at a location, object stores for URLs, and the rewrite to apply
-//! to array metadata before building a zarrs `Array` on one from it.
-//!
-//! Inside the crate this is the layer of where bytes live: the stores zarrbuf opens
-//! (directories whose writes a killed process cannot tear, zip files, icechunk repositories,
-//! object stores through `object_store`, memory), the blocking adapter and the runtime
-//! synchronous callers wait on, and recognising what a location names. Its public items
-//! are the ones re-exported below; the others (`DynArray`, `AsyncArray`, `OpenOptions`, the
-//! icechunk types, `is_temporary_name`) are public at the paths `lib.rs` gives them.
+//! Stores: where a store lives ([`Location`], parsed once and compared canonically), opening
+//! the store at a location, object stores for URLs, and the rewrite to apply to array
+//! metadata before building a zarrs `Array` on one from it.
+
+// Inside the crate this is the layer of where bytes live: the stores zarrbuf opens
+// (directories whose writes a killed process cannot tear, zip files, icechunk repositories,
+// object stores through `object_store`, memory), the blocking adapter and the runtime
+// synchronous callers wait on, what a location names, and the one check of keys. It imports
+// only the leaves. Its public items are the ones re-exported below (`open_store`,
+// `open_store_opt` and `zarrs_safe_metadata` are defined in `zarr/`, which registers its
+// codec fixes with zarrs first); the others (`DynArray`, `AsyncArray`, `OpenOptions`, the
+// icechunk types, `is_temporary_name`) are public at the paths `lib.rs` gives them.
 
 pub(crate) mod atomic_store;
 mod blocking_store;

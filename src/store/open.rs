@@ -1,6 +1,6 @@
 //! Opening the store at a location (a directory path, a zip file, a `file://` URL of either,
-//! an object-store URL, or `memory://`), and the names and error wording of the arrays in it
-//! (the arrays themselves open in `open.rs`).
+//! an object-store URL, `memory://`, or an icechunk repository), and the names of the arrays
+//! in it (node paths, labels for messages); the arrays themselves open in `zarr/open.rs`.
 
 use super::atomic_store::AtomicDirectoryStore;
 use super::location::Location;
@@ -16,7 +16,7 @@ pub type DynArray = Array<dyn ReadableWritableListableStorageTraits>;
 
 /// zarrs' node path for a user's array path: `""`, `"/"` → `"/"`; `"a/b/c"` → `"/a/b/c"`;
 /// an error for an empty, `.` or `..` component. The path to give zarrs' `Array` functions
-/// when building an array over a store from [`open_store`].
+/// when building an array over a store from [`open_store`](crate::store::open_store).
 ///
 /// ```
 /// use zarrbuf::store::node_path;
