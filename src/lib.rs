@@ -17,8 +17,9 @@
 //!
 //! Arrays are zarrs arrays: [`open`] gives a [`DynArray`] (sync), [`open_async`] an
 //! [`AsyncArray`] (async), and the extension traits ([`ArrayReadExt`], [`ArrayWriteExt`] and
-//! their `Async` twins) give both the same operations, named as in zarrs: `x` with defaults,
-//! `x_opt` with options, `_async` for the async twin (`read`, `read_opt`, `read_opt_async`).
+//! their `Async` twins) give both the same operations: `x` with defaults and `x_opt` with
+//! options, as in zarrs, and the suffix `_async` for the async twin (`read`, `read_opt`,
+//! `read_opt_async`), where zarrs puts `async_` in front.
 //! The root holds the everyday types; the specialised ones are in modules ([`multi`],
 //! [`stream`], [`store`], [`icechunk`], [`cuda`], [`ipc`], [`dlpack`], [`npy`], [`alloc`],
 //! [`host`], [`options`], [`dtype`], [`hierarchy`], [`subset`], [`check`]).

@@ -18,8 +18,9 @@
 //!   build its case.
 //!
 //! A cycle fails the test with the files on it and the paths that make each of its edges.
-//! Run it alone with `cargo test --test import_cycles`; `ZARRBUF_PRINT_IMPORTS=1` prints the
-//! whole file graph.
+//! It is the module `import_cycles::` of the test binary `it` (how to run one module:
+//! docs/testing.md); `ZARRBUF_PRINT_IMPORTS=1` with `-- --nocapture` prints the whole file
+//! graph.
 
 use proc_macro2::{TokenStream, TokenTree};
 use std::collections::{BTreeMap, BTreeSet};
