@@ -31,10 +31,10 @@
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
 //   `error`) and `options` (imports nothing from the crate);
-// - `device::driver`: the CUDA driver, probed before anything touches CUDA; it imports only
-//   the leaves, and it is the one file of `device` that `memory` imports;
+// - `driver`: the CUDA driver, probed before anything touches CUDA; it imports only the
+//   leaves, and `memory` and `device` both import it;
 // - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
-// - the rest of `device`: the device trait, its host and CUDA implementations, nvCOMP;
+// - `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (stores, units, codec plans,
 //   shards), side by side: neither imports the other;
 // - `pipeline`: the staged read and write engines, their drivers and the reads behind read
@@ -46,6 +46,7 @@ mod api;
 mod buffer;
 pub mod check;
 mod device;
+mod driver;
 pub mod dtype;
 pub mod error;
 mod memory;
@@ -84,7 +85,8 @@ pub mod alloc {
 
 /// CUDA streams and devices, nvCOMP, and the memory zarrbuf keeps cached for reuse.
 pub mod cuda {
-    pub use crate::device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
+    pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
+    pub use crate::driver::cuda_device_count;
     pub use crate::pipeline::release_cached_memory;
 }
 

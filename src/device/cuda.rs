@@ -2,7 +2,7 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
 use super::compress::{CompressSettings, Compressor, deflate_algorithm};
-use super::driver::cuda_context;
+use crate::driver::cuda_context;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::{DeviceOps, Event, Queue, track};
 use crate::error::{Error, Result};

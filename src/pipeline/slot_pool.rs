@@ -7,7 +7,7 @@
 //! parked; [`release_cached_memory`] frees them.
 
 use crate::buffer::Buffer;
-use crate::device::driver::trim_device_pools;
+use crate::driver::trim_device_pools;
 use crate::device::{Event, Queue};
 use crate::memory::release_cached_blocks;
 use crate::place::Memory;

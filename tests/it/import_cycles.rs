@@ -1,5 +1,6 @@
-//! No import cycles between the files of `src/` (ARCHITECTURE.md: each layer imports only from
-//! the layers below it, and no two files import each other, directly or round a loop).
+//! No import cycles between the files of `src/`, and no import running up the layers
+//! (ARCHITECTURE.md: each layer imports only from the layers below it, [`LAYERS`] lists them,
+//! and no two files import each other, directly or round a loop).
 //!
 //! How it reads the code (with `syn`, so comments, strings and doc tests are never mistaken
 //! for code):
@@ -476,6 +477,81 @@ fn src_has_no_import_cycles() {
     let found = cycles(&graph);
     let text: Vec<String> = found.iter().map(|c| describe(&graph, c)).collect();
     assert!(found.is_empty(), "{}", text.join("\n"));
+}
+
+/// The layers of ARCHITECTURE.md, bottom to top: a file's layer is the first part of its path
+/// under `src/`. A file may import from its own layer's files and from lower layers only;
+/// layers of one rank (`buffer` and `zarr`; `pipeline` and `check`) sit side by side and
+/// import nothing from each other.
+const LAYERS: &[&[&str]] = &[
+    &["place"],
+    &["error"],
+    &["dtype", "options"],
+    &["driver"],
+    &["memory"],
+    &["device"],
+    &["buffer", "zarr"],
+    &["pipeline", "check"],
+    &["api"],
+    &["lib"],
+];
+
+/// The layer of a file (`src/zarr/codecs/delta.rs` -> `zarr`) and its rank in [`LAYERS`].
+fn layer_of(file: &str) -> (String, usize) {
+    let rest = file.strip_prefix("src/").unwrap_or(file);
+    let first = rest.split('/').next().unwrap_or(rest);
+    let name = first.strip_suffix(".rs").unwrap_or(first).to_string();
+    let rank = LAYERS
+        .iter()
+        .position(|layer| layer.contains(&name.as_str()))
+        .unwrap_or_else(|| panic!("{file}: its layer '{name}' is not in LAYERS (ARCHITECTURE.md)"));
+    (name, rank)
+}
+
+/// The imports that run the wrong way: from a layer up to a higher one, or across to a layer
+/// of the same rank.
+fn layer_violations(graph: &Graph) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (from, tos) in graph {
+        let (from_layer, from_rank) = layer_of(from);
+        for (to, how) in tos {
+            let (to_layer, to_rank) = layer_of(to);
+            if to_rank > from_rank || (to_rank == from_rank && to_layer != from_layer) {
+                let how: Vec<&str> = how.iter().map(String::as_str).collect();
+                wrong.push(format!(
+                    "{from} ({from_layer}) imports {to} ({to_layer}): {}",
+                    how.join(", ")
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn src_imports_run_down_the_layers() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let graph = file_graph(&root);
+    let wrong = layer_violations(&graph);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_layer_check_finds_an_import_up_or_across() {
+    let edge = |from: &str, to: &str| {
+        let mut g = Graph::new();
+        g.entry(from.to_string())
+            .or_default()
+            .entry(to.to_string())
+            .or_default()
+            .insert("use crate::x".to_string());
+        layer_violations(&g)
+    };
+    assert!(edge("src/memory/pinned.rs", "src/driver.rs").is_empty());
+    assert!(edge("src/zarr/array.rs", "src/zarr/units.rs").is_empty());
+    assert_eq!(edge("src/memory/pinned.rs", "src/device/ops.rs").len(), 1);
+    assert_eq!(edge("src/buffer/npy.rs", "src/zarr/array.rs").len(), 1);
+    assert_eq!(edge("src/error.rs", "src/dtype.rs").len(), 1);
 }
 
 /// The check itself finds a cycle, follows re-exports and `super::`, and skips test code.
