@@ -78,16 +78,23 @@ pub use buffer::{dlpack, npy};
 struct ReadmeExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
-/// and the process-wide default prototype.
+/// the process-wide default prototype, and the memory zarrbuf keeps cached for reuse.
 pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
+    pub use crate::memory::release_cached_memory;
 }
 
-/// CUDA streams and devices, nvCOMP, and the memory zarrbuf keeps cached for reuse.
+/// CUDA streams and devices, and nvCOMP.
 pub mod cuda {
     pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
     pub use crate::driver::cuda_device_count;
-    pub use crate::pipeline::release_cached_memory;
+
+    /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
+    /// returns the bytes freed.
+    #[deprecated(note = "use zarrbuf::alloc::release_cached_memory: it frees host and pinned memory too")]
+    pub fn release_cached_memory() -> usize {
+        crate::memory::release_cached_memory()
+    }
 }
 
 /// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.

@@ -36,14 +36,10 @@ impl CudaOps {
                 self.bind()?;
                 Ok(s)
             }
-            Queue::Host => Err(Error::InvalidArgument(
-                "a CUDA operation was given a host queue (internal error: please report)".into(),
-            )),
-            #[cfg(test)]
-            Queue::Sim(_) => Err(Error::InvalidArgument(
-                "a CUDA operation was given a simulated queue (internal error: please report)"
-                    .into(),
-            )),
+            Queue::Host(h) => Err(Error::InvalidArgument(format!(
+                "a CUDA operation was given host queue {} (internal error: please report)",
+                h.0
+            ))),
         }
     }
 

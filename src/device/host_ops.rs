@@ -7,6 +7,7 @@ use super::batch::{
 use super::compress::{
     CompressSettings, compress_on_host, describe_host_compress_status, host_max_compressed_size,
 };
+use super::ops::HostQueue;
 use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
@@ -42,11 +43,11 @@ impl DeviceOps for HostOps {
     }
 
     fn new_queue(&self) -> Result<Queue> {
-        Ok(Queue::Host)
+        Ok(Queue::Host(HostQueue::new()))
     }
 
     fn default_queue(&self) -> Queue {
-        Queue::Host
+        Queue::Host(HostQueue::DEFAULT)
     }
 
     fn copy(&self, _q: &Queue, src: &Region, dst: &Region) -> Result<()> {

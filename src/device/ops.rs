@@ -14,14 +14,28 @@ use std::sync::Arc;
 use zarrbuf_codecs::host::Shuffle;
 use zarrbuf_codecs::{ScalarKind, Strided};
 
-/// An ordered queue of device work: a CUDA stream, or the host (which runs work at once).
+/// An ordered queue of device work: a CUDA stream, or a host queue (whose work runs at once).
 #[derive(Clone)]
 pub(crate) enum Queue {
-    Host,
+    Host(HostQueue),
     Cuda(Arc<CudaStream>),
-    /// A queue of the simulated device that tests the pipeline's timing (`super::sim`).
-    #[cfg(test)]
-    Sim(usize),
+}
+
+/// A host queue. Host work runs at once, so a host queue holds no state; its number tells it
+/// apart from the others, for a host implementation of [`DeviceOps`] that keeps time per
+/// queue (the simulated device of the pipeline's timing tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct HostQueue(pub(crate) usize);
+
+impl HostQueue {
+    /// The queue the host's operations use when given none.
+    pub(crate) const DEFAULT: HostQueue = HostQueue(0);
+
+    /// A queue no other host queue in this process has had.
+    pub(crate) fn new() -> HostQueue {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+        HostQueue(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// A point in a queue; waiting on it blocks the host until the work before it is done.

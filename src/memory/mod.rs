@@ -28,7 +28,8 @@ mod shared_output;
 mod storage;
 
 pub(crate) use borrow::{ReadGuard, WriteGuard};
-pub(crate) use cache::release_all as release_cached_blocks;
+pub use cache::release_cached_memory;
+pub(crate) use cache::register_pool;
 pub(crate) use completion::Fence;
 pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
