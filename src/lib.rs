@@ -91,7 +91,9 @@ pub mod cuda {
 
     /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
     /// returns the bytes freed.
-    #[deprecated(note = "use zarrbuf::alloc::release_cached_memory: it frees host and pinned memory too")]
+    #[deprecated(
+        note = "use zarrbuf::alloc::release_cached_memory: it frees host and pinned memory too"
+    )]
     pub fn release_cached_memory() -> usize {
         crate::memory::release_cached_memory()
     }

@@ -2,9 +2,9 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
 use super::compress::{CompressSettings, Compressor, deflate_algorithm};
-use crate::driver::cuda_context;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::{DeviceOps, Event, Queue, track};
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;

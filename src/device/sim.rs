@@ -31,7 +31,6 @@ pub(crate) struct SimulatedOps {
     state: Mutex<SimState>,
 }
 
-
 struct SimState {
     /// When the work enqueued so far on each of this device's queues is done. Host queues
     /// are numbered uniquely in the process: slots pooled by another device (simulated or

@@ -2,7 +2,7 @@
 //!
 //! About a third of the crate's `unsafe` is here (allocating, freeing and page-locking memory,
 //! foreign owners, CUDA IPC mapping, `Send`/`Sync` for the owners, the shared host output).
-//! The rest is elsewhere, each use with its `SAFETY` comment: `buffer/dlpack.rs` (DLPack's C
+//! The rest is elsewhere, each use with its `SAFETY` comment: `buffer/dlpack/` (DLPack's C
 //! ABI) and `buffer/flat_buffer.rs` (wrapping raw pointers), `device/` (CUDA calls, nvCOMP's C ABI,
 //! raw driver calls in `driver.rs`), `pipeline/` and `api/write_async.rs` (storing encoded
 //! chunks, and the shared host output), `zarr/` (c-blosc, a store downcast) and `dtype.rs`;
@@ -28,8 +28,8 @@ mod shared_output;
 mod storage;
 
 pub(crate) use borrow::{ReadGuard, WriteGuard};
-pub use cache::release_cached_memory;
 pub(crate) use cache::register_pool;
+pub use cache::release_cached_memory;
 pub(crate) use completion::Fence;
 pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
