@@ -22,7 +22,7 @@ pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host_ops::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};
-pub(crate) use ops::{DeviceOps, Event, Queue, track};
+pub(crate) use ops::{DeviceOps, Event, Queue, StridedCast, StridedCopy, Unshuffle, track};
 pub(crate) use select::{ops_for, ops_for_pair};
 #[cfg(test)]
 pub(crate) use sim::SimulatedOps;

@@ -11,6 +11,7 @@
 use super::batch::{BatchDesc, BatchItem, Compression};
 use super::compress::CompressSettings;
 use super::ops::HostQueue;
+use super::ops::{StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, HostOps, Queue};
 use crate::error::Result;
 use crate::memory::Region;
@@ -18,8 +19,7 @@ use crate::place::Memory;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use zarrbuf_codecs::host::Shuffle;
-use zarrbuf_codecs::{ScalarKind, Strided};
+use zarrbuf_codecs::Strided;
 
 /// A device with `sms` multiprocessors whose batch decoder takes `batch_latency` per batch
 /// plus its decoded bytes at `bytes_per_sec`.
@@ -98,18 +98,8 @@ impl DeviceOps for SimulatedOps {
         HostOps.copy(q, src, dst)
     }
 
-    fn strided_copy(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        shape: &[usize],
-        elem_size: usize,
-        swap_unit: usize,
-    ) -> Result<()> {
-        HostOps.strided_copy(q, src, src_view, dst, dst_view, shape, elem_size, swap_unit)
+    fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
+        HostOps.strided_copy(q, op)
     }
 
     fn fill(
@@ -123,31 +113,12 @@ impl DeviceOps for SimulatedOps {
         HostOps.fill(q, dst, view, shape, pattern)
     }
 
-    fn cast(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        src_kind: ScalarKind,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        dst_kind: ScalarKind,
-        shape: &[usize],
-    ) -> Result<()> {
-        HostOps.cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
+    fn cast(&self, q: &Queue, op: StridedCast<'_>) -> Result<()> {
+        HostOps.cast(q, op)
     }
 
-    fn blosc_unshuffle(
-        &self,
-        q: &Queue,
-        src: &Region,
-        dst: &Region,
-        nbytes: usize,
-        shuffle: Shuffle,
-        typesize: usize,
-        blocksize: usize,
-    ) -> Result<()> {
-        HostOps.blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+    fn blosc_unshuffle(&self, q: &Queue, op: Unshuffle<'_>) -> Result<()> {
+        HostOps.blosc_unshuffle(q, op)
     }
 
     fn adler32_pieces(
