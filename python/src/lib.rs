@@ -24,7 +24,8 @@ use std::sync::Mutex;
 use std::sync::{Arc, OnceLock};
 use zarrbuf::dlpack::{DLManagedTensor, DLManagedTensorVersioned, DlpackLegacy, DlpackVersioned};
 use zarrbuf::dtype::ByteOrder;
-use zarrbuf::stream::{BlockingReadStream, StreamOptions};
+use zarrbuf::options::StreamOptions;
+use zarrbuf::stream::BlockingReadStream;
 use zarrbuf::{
     ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, AsyncArray,
     BufferPrototype, Device, DynArray, Memory, NDBuffer,
@@ -236,7 +237,7 @@ impl Array {
         let decode: zarrbuf::options::Decode = decode.parse().map_err(|e: String| {
             pyo3::exceptions::PyValueError::new_err(format!("decode={decode:?}: {e}"))
         })?;
-        let opts = zarrbuf::ReadOptions::default().with_decode(decode);
+        let opts = zarrbuf::options::ReadOptions::default().with_decode(decode);
         let subset = to_ranges(&ranges);
         let nd = run(py, || {
             let a = call!(
@@ -469,8 +470,8 @@ fn open_options(
     tag: Option<&str>,
     snapshot: Option<&str>,
     virtual_access: Option<Vec<String>>,
-) -> zarrbuf::Result<zarrbuf::OpenOptions> {
-    let mut opts = zarrbuf::OpenOptions::default();
+) -> zarrbuf::Result<zarrbuf::options::OpenOptions> {
+    let mut opts = zarrbuf::options::OpenOptions::default();
     if let Some(version) = zarrbuf::icechunk::IcechunkVersion::from_choice(branch, tag, snapshot)? {
         opts = opts.with_version(version);
     }
@@ -926,8 +927,8 @@ fn check<'py>(
     path: &str,
     repair: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = zarrbuf::CheckOptions::default().with_repair(repair);
-    let report = run(py, || zarrbuf::check_array(location, path, &opts))?;
+    let opts = zarrbuf::options::CheckOptions::default().with_repair(repair);
+    let report = run(py, || zarrbuf::check::check_array(location, path, &opts))?;
     let findings = pyo3::types::PyList::empty(py);
     for f in &report.findings {
         let d = PyDict::new(py);

@@ -71,6 +71,20 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
+/// The file a `#[path = "..."]` attribute names, if there is one.
+fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
+    attrs.iter().find_map(|a| match &a.meta {
+        syn::Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
 fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
     use syn::Item::*;
     match item {
@@ -246,6 +260,12 @@ impl Crate {
                         let file = self.modules[id].file.clone();
                         let child = self.add_module(&file, Some(id), Some(&name));
                         self.read_items(root, child, inline, &dir.join(&name));
+                    } else if let Some(path) = path_attr(&m.attrs) {
+                        // `#[path = "x.rs"] mod y;`: the file is named, relative to `dir`,
+                        // and its own `mod` files are beside it (as for a `mod.rs`).
+                        let file = dir.join(path);
+                        let child_dir = file.parent().unwrap_or(dir).to_path_buf();
+                        self.read_file(root, &file, Some((id, &name)), &child_dir);
                     } else {
                         let flat = dir.join(format!("{name}.rs"));
                         let (file, child_dir) = if root.join(&flat).exists() {
