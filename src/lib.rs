@@ -149,6 +149,11 @@ pub mod check {
     pub use crate::checking::{
         CheckReport, Finding, Problem, check_array, chunk_indices, is_temporary_name,
     };
+
+    /// Options of [`check_array`]. Deprecated here: options types are in
+    /// [`crate::options`].
+    #[deprecated(note = "use zarrbuf::options::CheckOptions")]
+    pub type CheckOptions = crate::options::CheckOptions;
 }
 
 /// Options of every operation — reads, writes, read streams, opening, copies, checks — and
