@@ -114,7 +114,7 @@ pub(crate) fn give(block: Box<dyn Reusable>) -> Option<Box<dyn Reusable>> {
 /// println!("released {freed} bytes");
 /// ```
 pub fn release_cached_memory() -> usize {
-    let pools: Vec<fn() -> usize> = match other_pools().lock() {
+    let pools: Vec<Release> = match other_pools().lock() {
         Ok(p) => p.clone(),
         Err(_) => Vec::new(),
     };
@@ -123,15 +123,18 @@ pub fn release_cached_memory() -> usize {
         + crate::driver::trim_device_pools()
 }
 
+/// Frees what a pool of memory kept for reuse holds; returns the bytes freed.
+type Release = fn() -> usize;
+
 /// The release functions of pools kept above this layer (the pipeline's staging slots).
-fn other_pools() -> &'static Mutex<Vec<fn() -> usize>> {
-    static POOLS: OnceLock<Mutex<Vec<fn() -> usize>>> = OnceLock::new();
+fn other_pools() -> &'static Mutex<Vec<Release>> {
+    static POOLS: OnceLock<Mutex<Vec<Release>>> = OnceLock::new();
     POOLS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
 /// Makes [`release_cached_memory`] call `release` too: a pool of memory kept for reuse above
 /// this layer frees what it holds and returns the bytes. Registering one twice is a no-op.
-pub(crate) fn register_pool(release: fn() -> usize) {
+pub(crate) fn register_pool(release: Release) {
     if let Ok(mut p) = other_pools().lock()
         && !p.iter().any(|f| std::ptr::fn_addr_eq(*f, release))
     {
