@@ -59,7 +59,7 @@ fn allocation_and_first_write(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut elapsed = Duration::ZERO;
             for _ in 0..iters {
-                zarrbuf::cuda::release_cached_memory();
+                zarrbuf::alloc::release_cached_memory();
                 let t = Instant::now();
                 let mut buf = Buffer::empty(n, &cpu).expect("host allocation");
                 buf.with_host_bytes_mut(|bytes| {
@@ -74,7 +74,7 @@ fn allocation_and_first_write(c: &mut Criterion) {
         })
     });
     // zarrbuf as a reader uses it: the freed block comes back from the cache.
-    zarrbuf::cuda::release_cached_memory();
+    zarrbuf::alloc::release_cached_memory();
     g.bench_function(BenchmarkId::new("zarrbuf-cpu-cached", n), |b| {
         b.iter(|| {
             let mut buf = Buffer::empty(n, &cpu).expect("host allocation");
@@ -86,7 +86,7 @@ fn allocation_and_first_write(c: &mut Criterion) {
             black_box(buf);
         })
     });
-    zarrbuf::cuda::release_cached_memory();
+    zarrbuf::alloc::release_cached_memory();
     // The floor: writing memory that is already faulted in.
     let mut reused = vec![0u8; n];
     touch(&mut reused);
@@ -110,7 +110,7 @@ fn host_copies(c: &mut Criterion) {
         b.iter(|| black_box(src.copy_to_new(&cpu).expect("copy")))
     });
     g.finish();
-    zarrbuf::cuda::release_cached_memory();
+    zarrbuf::alloc::release_cached_memory();
 }
 
 fn device_transfers(c: &mut Criterion) {

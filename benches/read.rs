@@ -116,7 +116,7 @@ fn reads(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut elapsed = Duration::ZERO;
                 for _ in 0..iters {
-                    zarrbuf::cuda::release_cached_memory();
+                    zarrbuf::alloc::release_cached_memory();
                     let t = Instant::now();
                     let out = black_box(variants::zarrbuf_read(array, &cpu));
                     elapsed += t.elapsed();
@@ -125,7 +125,7 @@ fn reads(c: &mut Criterion) {
                 elapsed
             })
         });
-        zarrbuf::cuda::release_cached_memory();
+        zarrbuf::alloc::release_cached_memory();
         if gpu {
             let pinned = BufferPrototype::pinned(0);
             let cuda = BufferPrototype::cuda(0);

@@ -15,6 +15,12 @@ mkdir -p "$logs"
 
 free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# A server started before a later step fails is stopped again: only a script that gets to
+# print its `export` lines leaves servers running.
+pids=""
+started=0
+trap '[ "$started" = 1 ] || [ -z "$pids" ] || kill $pids 2>/dev/null || true' EXIT
+
 s3_port=$(free_port)
 nohup "$root/.venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" >"$logs/moto.log" 2>&1 &
 pids="$!"
@@ -32,6 +38,7 @@ wait_for() {
 }
 wait_for "http://127.0.0.1:$s3_port/moto-api/"
 wait_for "http://127.0.0.1:$http_port/"
+started=1
 echo "export ZARRBUF_TEST_S3_ENDPOINT=http://127.0.0.1:$s3_port"
 echo "export ZARRBUF_TEST_HTTP_URL=http://127.0.0.1:$http_port"
 echo "export ZARRBUF_TEST_SERVER_PIDS='$pids'"

@@ -17,8 +17,9 @@
 //!
 //! Arrays are zarrs arrays: [`open`] gives a [`DynArray`] (sync), [`open_async`] an
 //! [`AsyncArray`] (async), and the extension traits ([`ArrayReadExt`], [`ArrayWriteExt`] and
-//! their `Async` twins) give both the same operations, named as in zarrs: `x` with defaults,
-//! `x_opt` with options, `_async` for the async twin (`read`, `read_opt`, `read_opt_async`).
+//! their `Async` twins) give both the same operations: `x` with defaults and `x_opt` with
+//! options, as in zarrs, and the suffix `_async` for the async twin (`read`, `read_opt`,
+//! `read_opt_async`), where zarrs puts `async_` in front.
 //! The root holds the everyday types; the specialised ones are in modules ([`multi`],
 //! [`stream`], [`store`], [`icechunk`], [`cuda`], [`ipc`], [`dlpack`], [`npy`], [`alloc`],
 //! [`host`], [`options`], [`dtype`], [`hierarchy`], [`subset`], [`check`]).
@@ -33,10 +34,10 @@
 // - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
 //   only the leaves, and its public face `zarrbuf::store` also re-exports the zarr floor's
 //   `open_store`, `open_store_opt` and `zarrs_safe_metadata`;
-// - `device::driver`: the CUDA driver, probed before anything touches CUDA; it imports only
-//   the leaves, and it is the one file of `device` that `memory` imports;
+// - `driver`: the CUDA driver, probed before anything touches CUDA; it imports only the
+//   leaves, and `memory` and `device` both import it;
 // - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
-// - the rest of `device`: the device trait, its host and CUDA implementations, nvCOMP;
+// - `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (metadata, units, codec plans,
 //   shards, opening arrays), side by side: neither imports the other;
 // - `pipeline`: the staged read and write engines, their drivers and the reads behind read
@@ -46,32 +47,68 @@
 //   `copy_array`), which pick a route and call `pipeline` or zarrs.
 mod api;
 mod buffer;
-pub mod check;
+// `check` and `options` are public through the modules of those names below, which also
+// hold what is defined elsewhere (`OpenOptions`, `CopyOptions`); the files keep their names.
+#[path = "check/mod.rs"]
+mod checking;
 mod device;
+mod driver;
 pub mod dtype;
 pub mod error;
 mod memory;
-pub mod options;
+#[path = "options.rs"]
+mod option_types;
 mod pipeline;
 mod place;
 pub mod store;
 mod zarr;
 
 // The everyday types, at the root.
+pub use api::copy_array;
 pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
-pub use api::{CopyOptions, copy_array};
 pub use buffer::{Buffer, BufferPrototype, NDBuffer};
-pub use check::{CheckOptions, CheckReport, check_array};
 pub use dtype::{DataType, Element, Order};
 pub use error::{Error, Result};
-pub use options::{PipelineMode, ReadOptions, WriteOptions};
 pub use place::{Device, Memory, ParseDeviceError};
 pub use store::open::DynArray;
-pub use store::open_options::OpenOptions;
 pub use store::remote::AsyncArray;
 pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, create_like, describe, resume_like};
 pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
 pub use zarr::{open, open_async, open_opt, open_opt_async};
+
+// Names that had a second public path: each now has one (docs/api-changes.md), and the
+// second is a deprecated alias or wrapper saying which.
+/// Options of reads. Deprecated at the root: options types are in [`options`].
+#[deprecated(note = "use zarrbuf::options::ReadOptions")]
+pub type ReadOptions = options::ReadOptions;
+/// Options of writes. Deprecated at the root: options types are in [`options`].
+#[deprecated(note = "use zarrbuf::options::WriteOptions")]
+pub type WriteOptions = options::WriteOptions;
+/// The route of a read or write. Deprecated at the root: options types are in [`options`].
+#[deprecated(note = "use zarrbuf::options::PipelineMode")]
+pub type PipelineMode = options::PipelineMode;
+/// Options of opening. Deprecated at the root: options types are in [`options`].
+#[deprecated(note = "use zarrbuf::options::OpenOptions")]
+pub type OpenOptions = options::OpenOptions;
+/// Options of [`copy_array`]. Deprecated at the root: options types are in [`options`].
+#[deprecated(note = "use zarrbuf::options::CopyOptions")]
+pub type CopyOptions = options::CopyOptions;
+/// Options of [`check::check_array`]. Deprecated at the root: options types are in
+/// [`options`].
+#[deprecated(note = "use zarrbuf::options::CheckOptions")]
+pub type CheckOptions = options::CheckOptions;
+/// What [`check::check_array`] found. Deprecated at the root: checking is [`check`].
+#[deprecated(note = "use zarrbuf::check::CheckReport")]
+pub type CheckReport = check::CheckReport;
+/// Checks a stored array for damage. Deprecated at the root: checking is [`check`].
+#[deprecated(note = "use zarrbuf::check::check_array")]
+pub fn check_array(
+    location: &str,
+    array_path: &str,
+    opts: &options::CheckOptions,
+) -> Result<check::CheckReport> {
+    check::check_array(location, array_path, opts)
+}
 
 // The specialised ones, in named modules.
 pub use buffer::{dlpack, npy};
@@ -83,22 +120,84 @@ pub use buffer::{dlpack, npy};
 struct ReadmeExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
-/// and the process-wide default prototype.
+/// the process-wide default prototype, and the memory zarrbuf keeps cached for reuse.
 pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
+    pub use crate::memory::release_cached_memory;
 }
 
-/// CUDA streams and devices, nvCOMP, and the memory zarrbuf keeps cached for reuse.
+/// CUDA streams and devices, and nvCOMP.
 pub mod cuda {
-    pub use crate::device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
-    pub use crate::pipeline::release_cached_memory;
+    pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
+    pub use crate::driver::cuda_device_count;
+
+    /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
+    /// returns the bytes freed.
+    #[deprecated(
+        note = "use zarrbuf::alloc::release_cached_memory: it frees host and pinned memory too"
+    )]
+    pub fn release_cached_memory() -> usize {
+        crate::memory::release_cached_memory()
+    }
+}
+
+/// Checking a stored array for damage: the library side of `zarrbuf check`.
+///
+/// Every file under the array's directory is classified (metadata, chunk, temporary file of
+/// a killed write, or something else), every chunk inside the chunk grid is decoded on all
+/// cores — the inner chunks of a shard one by one when the shard does not decode, so that
+/// the damaged ones are named — and each problem becomes one [`Finding`](check::Finding).
+/// With [`CheckOptions::repair`](options::CheckOptions::repair) leftovers and undecodable
+/// chunks are removed; a shard with some damaged inner chunks is rewritten with those inner
+/// chunks missing (they then read as the fill value) and the good ones kept. Its options are
+/// [`options::CheckOptions`].
+pub mod check {
+    pub use crate::checking::{
+        CheckReport, Finding, Problem, check_array, chunk_indices, is_temporary_name,
+    };
+
+    /// Options of [`check_array`]. Deprecated here: options types are in
+    /// [`crate::options`].
+    #[deprecated(note = "use zarrbuf::options::CheckOptions")]
+    pub type CheckOptions = crate::options::CheckOptions;
+}
+
+/// Options of every operation — reads, writes, read streams, opening, copies, checks — and
+/// the values inside them (routes, decoders, compressors, durability, progress reports).
+pub mod options {
+    pub use crate::api::CopyOptions;
+    pub use crate::checking::CheckOptions;
+    pub use crate::option_types::{
+        Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions,
+        StreamOptions, WriteOptions,
+    };
+    pub use crate::store::open_options::OpenOptions;
 }
 
 /// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.
 pub mod hierarchy {
-    pub use crate::zarr::{
-        ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_opt,
-    };
+    pub use crate::zarr::{ArraySummary, NodeInfo, NodeKind};
+
+    /// A listing of groups and arrays. Deprecated here: it is [`crate::Hierarchy`].
+    #[deprecated(note = "use zarrbuf::Hierarchy")]
+    pub type Hierarchy = crate::zarr::Hierarchy;
+
+    /// Lists the groups and arrays under a path. Deprecated here: it is
+    /// [`crate::list_hierarchy`].
+    #[deprecated(note = "use zarrbuf::list_hierarchy")]
+    pub fn list_hierarchy(location: &str, path: &str) -> crate::Result<crate::Hierarchy> {
+        crate::list_hierarchy(location, path)
+    }
+
+    /// [`crate::list_hierarchy_opt`]. Deprecated here: it is [`crate::list_hierarchy_opt`].
+    #[deprecated(note = "use zarrbuf::list_hierarchy_opt")]
+    pub fn list_hierarchy_opt(
+        location: &str,
+        path: &str,
+        opts: &crate::options::OpenOptions,
+    ) -> crate::Result<crate::Hierarchy> {
+        crate::list_hierarchy_opt(location, path, opts)
+    }
 }
 
 /// Borrowed views of host memory: bytes, and typed n-d arrays (ndarray) of an NDBuffer.
@@ -128,7 +227,10 @@ pub mod multi {
 /// Read streams: many subsets read ahead of the consumer, in order.
 pub mod stream {
     pub use crate::api::{BlockingReadStream, ReadStream};
-    pub use crate::options::StreamOptions;
+
+    /// Options of read streams. Deprecated here: options types are in [`crate::options`].
+    #[deprecated(note = "use zarrbuf::options::StreamOptions")]
+    pub type StreamOptions = crate::options::StreamOptions;
 }
 
 /// Array subsets in text form.

@@ -12,7 +12,10 @@ use cli::copy::copy;
 use cli::names::label;
 use cli::read::{bench, info, read};
 use cli::source::Opening;
-use zarrbuf::{Error, PipelineMode, ReadOptions, Result};
+use zarrbuf::{
+    Error, Result,
+    options::{PipelineMode, ReadOptions},
+};
 
 /// The CLI's Rust allocations (encoded chunks as stores read them — object_store's local
 /// files zero-fill each one first —, zarrs' per-chunk decode buffers) come from mimalloc,

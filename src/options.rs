@@ -79,7 +79,7 @@ pub enum PipelineMode {
 /// for a format.
 ///
 /// ```
-/// use zarrbuf::ReadOptions;
+/// use zarrbuf::options::ReadOptions;
 /// use zarrbuf::options::Decode;
 /// let o = ReadOptions::default().with_decode(Decode::Gpu);
 /// assert_eq!(o.decode, Decode::Gpu);
@@ -147,7 +147,7 @@ impl std::str::FromStr for Decode {
 /// back exactly (see the README), and will become `Auto`'s choice once it has.
 ///
 /// ```
-/// use zarrbuf::WriteOptions;
+/// use zarrbuf::options::WriteOptions;
 /// use zarrbuf::options::Compress;
 /// let o = WriteOptions::default().with_compress(Compress::Gpu);
 /// assert_eq!(o.compress, Compress::Gpu);
@@ -188,7 +188,7 @@ impl std::str::FromStr for Compress {
 /// a crash of the whole machine:
 ///
 /// ```
-/// use zarrbuf::WriteOptions;
+/// use zarrbuf::options::WriteOptions;
 /// use zarrbuf::options::Durability;
 /// let o = WriteOptions::default().with_durability(Durability::Sync);
 /// assert_eq!(o.durability, Durability::Sync);
@@ -235,7 +235,7 @@ fn threads_or_all_cores(requested: Option<usize>) -> usize {
 /// Options for reads.
 ///
 /// ```
-/// let o = zarrbuf::ReadOptions::default().with_concurrency(4).with_staging_bytes(64 << 20);
+/// let o = zarrbuf::options::ReadOptions::default().with_concurrency(4).with_staging_bytes(64 << 20);
 /// assert_eq!(o.concurrency, Some(4));
 /// ```
 #[derive(Clone)]
@@ -305,7 +305,7 @@ impl ReadOptions {
     /// Sets a progress callback.
     ///
     /// ```
-    /// let o = zarrbuf::ReadOptions::default().with_progress(|p| eprintln!("{:.0}%", 100.0 * p.fraction()));
+    /// let o = zarrbuf::options::ReadOptions::default().with_progress(|p| eprintln!("{:.0}%", 100.0 * p.fraction()));
     /// assert!(o.progress.is_some());
     /// ```
     pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
@@ -335,8 +335,8 @@ impl ReadOptions {
 /// flight share.
 ///
 /// ```
-/// use zarrbuf::ReadOptions;
-/// use zarrbuf::stream::StreamOptions;
+/// use zarrbuf::options::ReadOptions;
+/// use zarrbuf::options::StreamOptions;
 /// let o = StreamOptions::default().with_prefetch(8).with_read(ReadOptions::default().with_concurrency(2));
 /// assert_eq!(o.prefetch, 8);
 /// assert_eq!(o.read.concurrency, Some(2));
@@ -382,7 +382,7 @@ impl StreamOptions {
 /// Options for writes.
 ///
 /// ```
-/// let o = zarrbuf::WriteOptions::default().with_concurrency(2);
+/// let o = zarrbuf::options::WriteOptions::default().with_concurrency(2);
 /// assert_eq!(o.concurrency, Some(2));
 /// ```
 #[derive(Clone)]
@@ -435,7 +435,7 @@ impl WriteOptions {
     /// Sets how many chunks the staged pipeline stores at once (at least 1).
     ///
     /// ```
-    /// let o = zarrbuf::WriteOptions::default().with_store_concurrency(4);
+    /// let o = zarrbuf::options::WriteOptions::default().with_store_concurrency(4);
     /// assert_eq!(o.store_concurrency, 4);
     /// ```
     pub fn with_store_concurrency(mut self, n: usize) -> Self {
@@ -452,7 +452,7 @@ impl WriteOptions {
     /// Chooses where the staged pipeline compresses (see [`Compress`]).
     ///
     /// ```
-    /// let o = zarrbuf::WriteOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
+    /// let o = zarrbuf::options::WriteOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
     /// assert_eq!(o.compress, zarrbuf::options::Compress::Gpu);
     /// ```
     pub fn with_compress(mut self, compress: Compress) -> Self {
@@ -469,7 +469,7 @@ impl WriteOptions {
     /// Writes chunks that hold only the fill value too (see `store_empty_chunks`).
     ///
     /// ```
-    /// let o = zarrbuf::WriteOptions::default().with_store_empty_chunks(true);
+    /// let o = zarrbuf::options::WriteOptions::default().with_store_empty_chunks(true);
     /// assert!(o.store_empty_chunks);
     /// ```
     pub fn with_store_empty_chunks(mut self, store: bool) -> Self {

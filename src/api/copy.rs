@@ -18,7 +18,7 @@ use zarrs::storage::{ReadableStorageTraits, ReadableWritableStorageTraits};
 /// Options for [`copy_array`].
 ///
 /// ```
-/// use zarrbuf::{BufferPrototype, CopyOptions};
+/// use zarrbuf::{BufferPrototype, options::CopyOptions};
 /// let o = CopyOptions::default()
 ///     .with_subset(vec![0..10, 0..5])
 ///     .with_memory_bytes(64 << 20)
@@ -104,7 +104,7 @@ impl CopyOptions {
     /// Chooses where the destination's chunks are compressed.
     ///
     /// ```
-    /// let o = zarrbuf::CopyOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
+    /// let o = zarrbuf::options::CopyOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
     /// assert_eq!(o.compress, zarrbuf::options::Compress::Gpu);
     /// ```
     pub fn with_compress(mut self, compress: Compress) -> Self {
@@ -115,7 +115,7 @@ impl CopyOptions {
     /// Skips blocks the destination already holds whole (see [`CopyOptions::resume`]).
     ///
     /// ```
-    /// let o = zarrbuf::CopyOptions::default().with_resume(true);
+    /// let o = zarrbuf::options::CopyOptions::default().with_resume(true);
     /// assert!(o.resume);
     /// ```
     pub fn with_resume(mut self, resume: bool) -> Self {
@@ -132,7 +132,7 @@ impl CopyOptions {
     /// Sets a progress callback.
     ///
     /// ```
-    /// let o = zarrbuf::CopyOptions::default().with_progress(|p| eprintln!("{}/{}", p.chunks_done, p.chunks_total));
+    /// let o = zarrbuf::options::CopyOptions::default().with_progress(|p| eprintln!("{}/{}", p.chunks_done, p.chunks_total));
     /// assert!(o.progress.is_some());
     /// ```
     pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
@@ -187,7 +187,7 @@ fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u
 ///
 /// ```
 /// use std::sync::Arc;
-/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions};
+/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, options::CopyOptions};
 /// use zarrs::storage::store::MemoryStore;
 /// let src = zarrbuf::open("fixtures/data/v3_int8.zarr", "")?;
 /// let layout = ArrayLayout { chunks: Some(vec![5, 5]), codecs: Some("zstd:1".parse()?), ..Default::default() };

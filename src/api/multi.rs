@@ -58,7 +58,7 @@ pub fn read<S: ?Sized + ReadableStorageTraits + 'static>(
 /// ```
 /// use std::sync::Arc;
 /// use zarrbuf::multi::{MultiPrototype, Placement};
-/// use zarrbuf::{ArrayWriteExt, NDBuffer, ReadOptions};
+/// use zarrbuf::{ArrayWriteExt, NDBuffer, options::ReadOptions};
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// let array = ArrayBuilder::new(vec![4], vec![2], data_type::uint8(), 0u8)
 ///     .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/a")

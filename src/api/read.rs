@@ -82,7 +82,7 @@ pub trait ArrayReadExt {
     ///
     /// ```
     /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
-    /// use zarrbuf::stream::StreamOptions;
+    /// use zarrbuf::options::StreamOptions;
     /// use zarrs::array::{ArrayBuilder, data_type};
     /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// let array = ArrayBuilder::new(vec![100, 3], vec![10, 3], data_type::uint16(), 0u16)

@@ -104,7 +104,7 @@ pub trait ArrayReadAsyncExt: Sync {
     /// # async fn demo() -> zarrbuf::Result<()> {
     /// use futures::StreamExt;
     /// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype};
-    /// use zarrbuf::stream::StreamOptions;
+    /// use zarrbuf::options::StreamOptions;
     /// let array = zarrbuf::open_async("s3://bucket/data.zarr", "images").await?;
     /// let batches = (0..100u64).map(|b| vec![b * 64..b * 64 + 64, 0..512]);
     /// let mut stream = array.read_stream(batches, &BufferPrototype::cuda(0), &StreamOptions::default().with_prefetch(8))?;

@@ -43,7 +43,7 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 /// # fn main() -> zarrbuf::Result<()> {
 /// use futures::StreamExt;
 /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer};
-/// use zarrbuf::stream::StreamOptions;
+/// use zarrbuf::options::StreamOptions;
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-stream-{}", std::process::id()));
 /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
@@ -80,7 +80,7 @@ impl ReadStream {
     /// Never more than [`StreamOptions::prefetch`] (at least 1).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, options::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -99,7 +99,7 @@ impl ReadStream {
     /// kept only while a read in flight still needs it).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, options::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -118,7 +118,7 @@ impl ReadStream {
     /// ```
     /// # fn main() -> zarrbuf::Result<()> {
     /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteExt, BufferPrototype, NDBuffer};
-    /// use zarrbuf::stream::StreamOptions;
+    /// use zarrbuf::options::StreamOptions;
     /// use zarrs::array::{ArrayBuilder, data_type};
     /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-blocking-{}", std::process::id()));
     /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
@@ -160,7 +160,7 @@ impl Stream for ReadStream {
 ///
 /// ```
 /// use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
-/// use zarrbuf::stream::StreamOptions;
+/// use zarrbuf::options::StreamOptions;
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
 /// let array = ArrayBuilder::new(vec![12], vec![4], data_type::float32(), 0.0f32)
@@ -181,7 +181,7 @@ impl BlockingReadStream {
     /// Subsets admitted and not yet yielded (see [`ReadStream::in_flight`]).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, options::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();
@@ -195,7 +195,7 @@ impl BlockingReadStream {
     /// Encoded chunks kept for sharing (see [`ReadStream::shared_chunks`]).
     ///
     /// ```
-    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, stream::StreamOptions};
+    /// # use zarrbuf::{ArrayReadExt, BufferPrototype, options::StreamOptions};
     /// # use zarrs::array::{ArrayBuilder, data_type};
     /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
     /// # let array = ArrayBuilder::new(vec![8], vec![2], data_type::uint8(), 0u8).build(store, "/a").unwrap();

@@ -19,7 +19,7 @@ use zarrs::storage::AsyncReadableWritableStorageTraits;
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
-/// use zarrbuf::{ArrayWriteAsyncExt, NDBuffer, WriteOptions};
+/// use zarrbuf::{ArrayWriteAsyncExt, NDBuffer, options::WriteOptions};
 /// let array = zarrbuf::open_async("s3://bucket/out.zarr", "").await?;
 /// let data = NDBuffer::from_vec(vec![0f32; 100], &[10, 10])?;
 /// array.write_async(&[0..10, 0..10], &data).await?;

@@ -617,7 +617,7 @@ impl Buffer {
             )));
         }
         let ordinal = mem_ipc::ordinal_of(&desc.uuid)?.ok_or_else(|| {
-            let visible = crate::device::driver::cuda_device_count().unwrap_or(0);
+            let visible = crate::driver::cuda_device_count().unwrap_or(0);
             Error::DeviceUnavailable(format!(
                 "the GPU that exported this buffer ({}, cuda:{} in process {}) is not visible \
                  in this process ({visible} CUDA device(s) visible); make it visible \

@@ -3,7 +3,7 @@
 //! sharing device buffers with other processes (CUDA IPC).
 
 pub mod dlpack;
-mod flat;
+mod flat_buffer;
 mod ipc;
 mod lazy;
 mod multi;
@@ -12,7 +12,7 @@ pub mod npy;
 mod prototype;
 mod resource;
 
-pub use flat::{Buffer, HostBytes};
+pub use flat_buffer::{Buffer, HostBytes};
 pub use ipc::IpcDescriptor;
 pub(crate) use multi::join_worker;
 pub use multi::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};

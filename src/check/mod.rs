@@ -30,7 +30,7 @@ use zarrs::array::{
 /// Options for [`check_array`].
 ///
 /// ```
-/// let o = zarrbuf::CheckOptions::default().with_repair(true).with_concurrency(2);
+/// let o = zarrbuf::options::CheckOptions::default().with_repair(true).with_concurrency(2);
 /// assert!(o.repair);
 /// ```
 #[derive(Clone, Default)]
@@ -69,7 +69,7 @@ impl CheckOptions {
     /// Opens the store with `open` (an icechunk repository's version).
     ///
     /// ```
-    /// let o = zarrbuf::CheckOptions::default().with_open(zarrbuf::OpenOptions::default().with_tag("v1"));
+    /// let o = zarrbuf::options::CheckOptions::default().with_open(zarrbuf::options::OpenOptions::default().with_tag("v1"));
     /// assert!(o.open.version.is_some());
     /// ```
     pub fn with_open(mut self, open: OpenOptions) -> Self {
@@ -119,7 +119,7 @@ struct StoredChunk {
 /// for a repair of a zip file. Damage is not an error: it is in the report.
 ///
 /// ```
-/// let report = zarrbuf::check_array("fixtures/data/v3_shard_end.zarr", "", &Default::default())?;
+/// let report = zarrbuf::check::check_array("fixtures/data/v3_shard_end.zarr", "", &Default::default())?;
 /// assert!(report.is_clean() && report.chunks_checked > 0 && report.inner_chunks_checked > 0);
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use zarrbuf::options::{Compress, Decode};
-use zarrbuf::{OpenOptions, Result};
+use zarrbuf::{Result, options::OpenOptions};
 
 #[derive(Parser)]
 #[command(

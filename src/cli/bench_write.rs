@@ -167,7 +167,10 @@ impl WriteBench<'_> {
     /// The GB/s of each writer (zarrs, `write_all`, the staged pipeline) in every timed
     /// repetition, each write into a fresh array.
     fn rates(&self, spec: &zarrbuf::CodecSpec, shard: Option<u64>) -> Result<[Vec<f64>; 3]> {
-        use zarrbuf::{ArrayWriteExt, PipelineMode, WriteOptions};
+        use zarrbuf::{
+            ArrayWriteExt,
+            options::{PipelineMode, WriteOptions},
+        };
         use zarrs::array::ArraySubset;
         let shape = self.shape;
         let bytes = self.data.nbytes();

@@ -1,7 +1,7 @@
 //! `zarrbuf check`: find (and with `--repair`, repair) damaged chunks.
 
 use super::progress::chunk_progress;
-use zarrbuf::{Error, OpenOptions, Result};
+use zarrbuf::{Error, Result, options::OpenOptions};
 
 /// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
 pub(crate) fn check(
@@ -43,7 +43,7 @@ pub(crate) fn check(
     })
 }
 
-pub(crate) fn damage_count(report: &zarrbuf::CheckReport) -> usize {
+pub(crate) fn damage_count(report: &zarrbuf::check::CheckReport) -> usize {
     report
         .findings
         .iter()
@@ -58,8 +58,8 @@ pub(crate) fn check_one(
     json: bool,
     repair: bool,
     open: &OpenOptions,
-) -> Result<zarrbuf::CheckReport> {
-    let mut opts = zarrbuf::CheckOptions::default()
+) -> Result<zarrbuf::check::CheckReport> {
+    let mut opts = zarrbuf::options::CheckOptions::default()
         .with_repair(repair)
         .with_open(open.clone());
     let bar = chunk_progress("checking", !json);
@@ -67,7 +67,7 @@ pub(crate) fn check_one(
         opts = opts.with_progress(update.clone());
     }
     let bar = bar.map(|(b, _)| b);
-    let report = zarrbuf::check_array(store, path, &opts);
+    let report = zarrbuf::check::check_array(store, path, &opts);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -92,7 +92,7 @@ pub(crate) fn check_one(
 }
 
 /// The check report as JSON for scripts.
-pub(crate) fn check_json(report: &zarrbuf::CheckReport) -> serde_json::Value {
+pub(crate) fn check_json(report: &zarrbuf::check::CheckReport) -> serde_json::Value {
     let findings: Vec<serde_json::Value> = report
         .findings
         .iter()

@@ -201,7 +201,7 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         zarrbuf::create_like(&src, &new_shape, store, &a.dst_path, &layout, a.overwrite)
     }
     .map_err(|e| relabel(e, &a.dst, &a.dst_path))?;
-    let mut opts = zarrbuf::CopyOptions::default()
+    let mut opts = zarrbuf::options::CopyOptions::default()
         .with_subset(ranges)
         .with_prototype(proto.clone())
         .with_memory_bytes(memory_bytes)

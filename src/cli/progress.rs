@@ -2,8 +2,8 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
-use zarrbuf::ReadOptions;
 use zarrbuf::options::Progress;
+use zarrbuf::options::ReadOptions;
 
 /// Read options whose progress moves a bar of chunks (labelled `total_hint`) on a terminal,
 /// and the bar to clear when the read is done; plain options elsewhere.

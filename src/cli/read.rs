@@ -9,7 +9,10 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 use zarrbuf::options::Decode;
-use zarrbuf::{Error, NDBuffer, OpenOptions, ReadOptions, Result};
+use zarrbuf::{
+    Error, NDBuffer, Result,
+    options::{OpenOptions, ReadOptions},
+};
 
 pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> Result<()> {
     if json {

@@ -2,7 +2,10 @@
 //! reader (object stores, or `--async`) on a runtime of its own.
 
 use std::ops::Range;
-use zarrbuf::{ArrayReadExt, BufferPrototype, Error, NDBuffer, OpenOptions, ReadOptions, Result};
+use zarrbuf::{
+    ArrayReadExt, BufferPrototype, Error, NDBuffer, Result,
+    options::{OpenOptions, ReadOptions},
+};
 
 /// How `read` and `bench` open their array: the async reader also for a directory, and the
 /// icechunk version.

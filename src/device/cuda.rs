@@ -2,17 +2,17 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
 use super::compress::{CompressSettings, Compressor, deflate_algorithm};
-use super::driver::cuda_context;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
+use super::ops::{StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue, track};
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
+use zarrbuf_codecs::Strided;
 use zarrbuf_codecs::cuda::CudaKernels;
-use zarrbuf_codecs::host::Shuffle;
-use zarrbuf_codecs::{ScalarKind, Strided};
 
 /// Device `ordinal`'s context; kernels are compiled on first use and cached per context.
 pub(crate) struct CudaOps {
@@ -36,14 +36,10 @@ impl CudaOps {
                 self.bind()?;
                 Ok(s)
             }
-            Queue::Host => Err(Error::InvalidArgument(
-                "a CUDA operation was given a host queue (internal error: please report)".into(),
-            )),
-            #[cfg(test)]
-            Queue::Sim(_) => Err(Error::InvalidArgument(
-                "a CUDA operation was given a simulated queue (internal error: please report)"
-                    .into(),
-            )),
+            Queue::Host(h) => Err(Error::InvalidArgument(format!(
+                "a CUDA operation was given host queue {} (internal error: please report)",
+                h.0
+            ))),
         }
     }
 
@@ -192,17 +188,16 @@ impl DeviceOps for CudaOps {
         Ok(())
     }
 
-    fn strided_copy(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        shape: &[usize],
-        elem_size: usize,
-        swap_unit: usize,
-    ) -> Result<()> {
+    fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
+        let StridedCopy {
+            src,
+            src_view,
+            dst,
+            dst_view,
+            shape,
+            elem_size,
+            swap_unit,
+        } = op;
         let stream = self.stream_after(q, &[src, dst])?;
         let (s, d) = (
             device_address(src, "source")?,
@@ -227,16 +222,15 @@ impl DeviceOps for CudaOps {
         Ok(())
     }
 
-    fn blosc_unshuffle(
-        &self,
-        q: &Queue,
-        src: &Region,
-        dst: &Region,
-        nbytes: usize,
-        shuffle: Shuffle,
-        typesize: usize,
-        blocksize: usize,
-    ) -> Result<()> {
+    fn blosc_unshuffle(&self, q: &Queue, op: Unshuffle<'_>) -> Result<()> {
+        let Unshuffle {
+            src,
+            dst,
+            nbytes,
+            shuffle,
+            typesize,
+            blocksize,
+        } = op;
         let stream = self.stream_after(q, &[src, dst])?;
         let (s, d) = (
             device_address(src, "source")?,
@@ -279,17 +273,16 @@ impl DeviceOps for CudaOps {
         Ok(())
     }
 
-    fn cast(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        src_kind: ScalarKind,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        dst_kind: ScalarKind,
-        shape: &[usize],
-    ) -> Result<()> {
+    fn cast(&self, q: &Queue, op: StridedCast<'_>) -> Result<()> {
+        let StridedCast {
+            src,
+            src_view,
+            src_kind,
+            dst,
+            dst_view,
+            dst_kind,
+            shape,
+        } = op;
         let stream = self.stream_after(q, &[src, dst])?;
         let (s, d) = (
             device_address(src, "source")?,

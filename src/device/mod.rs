@@ -1,15 +1,13 @@
 //! Devices: which ones exist, and the small device trait the pipeline is written against.
 //!
 //! Nothing here touches CUDA until a CUDA device is asked for, and then only through
-//! [`driver`], which probes the driver first. `driver` imports only the leaves (`error`,
-//! `place`): it is the one file here that `memory` imports, the rest of the folder sits above
-//! `memory`.
+//! [`crate::driver`], which probes the driver first. This folder sits above `memory`; the
+//! driver sits below both.
 
 mod batch;
 mod compress;
 mod cuda;
-pub(crate) mod driver;
-mod host;
+mod host_ops;
 mod nvcomp;
 mod ops;
 mod select;
@@ -22,10 +20,9 @@ pub(crate) use batch::decode_on_host;
 pub(crate) use batch::{BatchDesc, BatchItem, Compression};
 pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
-pub use driver::cuda_device_count;
-pub(crate) use host::HostOps;
+pub(crate) use host_ops::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};
-pub(crate) use ops::{DeviceOps, Event, Queue, track};
+pub(crate) use ops::{DeviceOps, Event, Queue, StridedCast, StridedCopy, Unshuffle, track};
 pub(crate) use select::{ops_for, ops_for_pair};
 #[cfg(test)]
 pub(crate) use sim::SimulatedOps;

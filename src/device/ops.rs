@@ -14,14 +14,68 @@ use std::sync::Arc;
 use zarrbuf_codecs::host::Shuffle;
 use zarrbuf_codecs::{ScalarKind, Strided};
 
-/// An ordered queue of device work: a CUDA stream, or the host (which runs work at once).
+/// An ordered queue of device work: a CUDA stream, or a host queue (whose work runs at once).
 #[derive(Clone)]
 pub(crate) enum Queue {
-    Host,
+    Host(HostQueue),
     Cuda(Arc<CudaStream>),
-    /// A queue of the simulated device that tests the pipeline's timing (`super::sim`).
-    #[cfg(test)]
-    Sim(usize),
+}
+
+/// A host queue. Host work runs at once, so a host queue holds no state; its number tells it
+/// apart from the others, for a host implementation of [`DeviceOps`] that keeps time per
+/// queue (the simulated device of the pipeline's timing tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct HostQueue(pub(crate) usize);
+
+impl HostQueue {
+    /// The queue the host's operations use when given none.
+    pub(crate) const DEFAULT: HostQueue = HostQueue(0);
+
+    /// A queue no other host queue in this process has had.
+    pub(crate) fn new() -> HostQueue {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+        HostQueue(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// An element-wise strided copy: the elements of `shape` that `src_view` places in `src`
+/// go where `dst_view` places them in `dst`, each of `elem_size` bytes and byte-swapped in
+/// units of `swap_unit` bytes on the way (0: no swap).
+#[derive(Clone, Copy)]
+pub(crate) struct StridedCopy<'a> {
+    pub src: &'a Region,
+    pub src_view: Strided<'a>,
+    pub dst: &'a Region,
+    pub dst_view: Strided<'a>,
+    pub shape: &'a [usize],
+    pub elem_size: usize,
+    pub swap_unit: usize,
+}
+
+/// A converting copy: the elements of `shape` that `src_view` places in `src`, of
+/// `src_kind`, converted to `dst_kind` where `dst_view` places them in `dst`.
+#[derive(Clone, Copy)]
+pub(crate) struct StridedCast<'a> {
+    pub src: &'a Region,
+    pub src_view: Strided<'a>,
+    pub src_kind: ScalarKind,
+    pub dst: &'a Region,
+    pub dst_view: Strided<'a>,
+    pub dst_kind: ScalarKind,
+    pub shape: &'a [usize],
+}
+
+/// Undoing blosc's `shuffle` over the first `nbytes` bytes of `src` into `dst` (distinct
+/// regions, each at least `nbytes` long), block by block: `blocksize`-byte blocks, the last
+/// one possibly shorter, elements of `typesize` bytes.
+#[derive(Clone, Copy)]
+pub(crate) struct Unshuffle<'a> {
+    pub src: &'a Region,
+    pub dst: &'a Region,
+    pub nbytes: usize,
+    pub shuffle: Shuffle,
+    pub typesize: usize,
+    pub blocksize: usize,
 }
 
 /// A point in a queue; waiting on it blocks the host until the work before it is done.
@@ -83,18 +137,7 @@ pub(crate) trait DeviceOps: Send + Sync {
     /// Copies `src` into `dst` (equal lengths), between any memories this device can address.
     fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()>;
     /// Element-wise strided copy with optional byte swap.
-    #[allow(clippy::too_many_arguments)]
-    fn strided_copy(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        shape: &[usize],
-        elem_size: usize,
-        swap_unit: usize,
-    ) -> Result<()>;
+    fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()>;
     /// Writes `pattern` into every element of the view.
     fn fill(
         &self,
@@ -105,32 +148,9 @@ pub(crate) trait DeviceOps: Send + Sync {
         pattern: &[u8],
     ) -> Result<()>;
     /// Converting copy between scalar kinds.
-    #[allow(clippy::too_many_arguments)]
-    fn cast(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        src_kind: ScalarKind,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        dst_kind: ScalarKind,
-        shape: &[usize],
-    ) -> Result<()>;
-    /// Undoes blosc's `shuffle` over the first `nbytes` bytes of `src` into `dst` (distinct
-    /// regions, each at least `nbytes` long), block by block: `blocksize`-byte blocks, the
-    /// last one possibly shorter, elements of `typesize` bytes.
-    #[allow(clippy::too_many_arguments)]
-    fn blosc_unshuffle(
-        &self,
-        q: &Queue,
-        src: &Region,
-        dst: &Region,
-        nbytes: usize,
-        shuffle: Shuffle,
-        typesize: usize,
-        blocksize: usize,
-    ) -> Result<()>;
+    fn cast(&self, q: &Queue, op: StridedCast<'_>) -> Result<()>;
+    /// Undoes blosc's shuffle (see [`Unshuffle`]).
+    fn blosc_unshuffle(&self, q: &Queue, op: Unshuffle<'_>) -> Result<()>;
     /// Writes the Adler-32 sums of each `piece`-byte piece of the first `nbytes` bytes of
     /// `src` into `out` (two `u32` per piece, native byte order; see
     /// `zarrbuf_codecs::host::adler32_pieces`), for zlib's checksum without the chunk leaving

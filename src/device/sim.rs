@@ -10,16 +10,16 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression};
 use super::compress::CompressSettings;
+use super::ops::HostQueue;
+use super::ops::{StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, HostOps, Queue};
 use crate::error::Result;
 use crate::memory::Region;
 use crate::place::Memory;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use zarrbuf_codecs::host::Shuffle;
-use zarrbuf_codecs::{ScalarKind, Strided};
+use zarrbuf_codecs::Strided;
 
 /// A device with `sms` multiprocessors whose batch decoder takes `batch_latency` per batch
 /// plus its decoded bytes at `bytes_per_sec`.
@@ -27,21 +27,15 @@ pub(crate) struct SimulatedOps {
     pub sms: usize,
     pub batch_latency: Duration,
     pub bytes_per_sec: f64,
-    default_queue: usize,
+    default_queue: HostQueue,
     state: Mutex<SimState>,
 }
 
-/// A queue id no simulated device has used.
-fn next_queue_id() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
 struct SimState {
-    /// When the work enqueued so far on each of this device's queues is done. Queue ids are
-    /// unique in the process: slots pooled by one simulated device and taken by another
-    /// bring queues this one does not know, whose work is done.
-    queues: HashMap<usize, Instant>,
+    /// When the work enqueued so far on each of this device's queues is done. Host queues
+    /// are numbered uniquely in the process: slots pooled by another device (simulated or
+    /// the host) bring queues this one does not know, whose work is done.
+    queues: HashMap<HostQueue, Instant>,
     /// When the decoder engine is free.
     engine_free: Instant,
     /// Chunks of every batch decompressed, in order.
@@ -55,7 +49,7 @@ impl SimulatedOps {
             sms,
             batch_latency,
             bytes_per_sec,
-            default_queue: next_queue_id(),
+            default_queue: HostQueue::new(),
             state: Mutex::new(SimState {
                 queues: HashMap::new(),
                 engine_free: now,
@@ -73,7 +67,7 @@ impl SimulatedOps {
     fn done_at(&self, q: &Queue) -> Instant {
         let s = self.state.lock().expect("sim state");
         match q {
-            Queue::Sim(i) => s.queues.get(i).copied().unwrap_or_else(Instant::now),
+            Queue::Host(i) => s.queues.get(i).copied().unwrap_or_else(Instant::now),
             _ => Instant::now(),
         }
     }
@@ -93,29 +87,19 @@ impl DeviceOps for SimulatedOps {
     }
 
     fn new_queue(&self) -> Result<Queue> {
-        Ok(Queue::Sim(next_queue_id()))
+        Ok(Queue::Host(HostQueue::new()))
     }
 
     fn default_queue(&self) -> Queue {
-        Queue::Sim(self.default_queue)
+        Queue::Host(self.default_queue)
     }
 
     fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()> {
         HostOps.copy(q, src, dst)
     }
 
-    fn strided_copy(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        shape: &[usize],
-        elem_size: usize,
-        swap_unit: usize,
-    ) -> Result<()> {
-        HostOps.strided_copy(q, src, src_view, dst, dst_view, shape, elem_size, swap_unit)
+    fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
+        HostOps.strided_copy(q, op)
     }
 
     fn fill(
@@ -129,31 +113,12 @@ impl DeviceOps for SimulatedOps {
         HostOps.fill(q, dst, view, shape, pattern)
     }
 
-    fn cast(
-        &self,
-        q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        src_kind: ScalarKind,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        dst_kind: ScalarKind,
-        shape: &[usize],
-    ) -> Result<()> {
-        HostOps.cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
+    fn cast(&self, q: &Queue, op: StridedCast<'_>) -> Result<()> {
+        HostOps.cast(q, op)
     }
 
-    fn blosc_unshuffle(
-        &self,
-        q: &Queue,
-        src: &Region,
-        dst: &Region,
-        nbytes: usize,
-        shuffle: Shuffle,
-        typesize: usize,
-        blocksize: usize,
-    ) -> Result<()> {
-        HostOps.blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+    fn blosc_unshuffle(&self, q: &Queue, op: Unshuffle<'_>) -> Result<()> {
+        HostOps.blosc_unshuffle(q, op)
     }
 
     fn adler32_pieces(
@@ -174,7 +139,7 @@ impl DeviceOps for SimulatedOps {
     fn wait_for(&self, q: &Queue, after: &Queue) -> Result<()> {
         let after = self.done_at(after);
         let mut s = self.state.lock().expect("sim state");
-        if let Queue::Sim(i) = q {
+        if let Queue::Host(i) = q {
             let t = s.queues.entry(*i).or_insert(after);
             *t = (*t).max(after);
         }
@@ -203,12 +168,12 @@ impl DeviceOps for SimulatedOps {
         let now = Instant::now();
         let mut s = self.state.lock().expect("sim state");
         let queued = match q {
-            Queue::Sim(i) => s.queues.get(i).copied().unwrap_or(now),
+            Queue::Host(i) => s.queues.get(i).copied().unwrap_or(now),
             _ => now,
         };
         let done = now.max(queued).max(s.engine_free) + busy;
         s.engine_free = done;
-        if let Queue::Sim(i) = q {
+        if let Queue::Host(i) = q {
             s.queues.insert(*i, done);
         }
         s.batches.push(items.len());

@@ -1,6 +1,6 @@
 //! A public handle on a CUDA stream, for prototypes and copies that run on the caller's stream.
 
-use super::driver::cuda_context;
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use crate::place::Device;
 use cudarc::driver::CudaStream;

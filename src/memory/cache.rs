@@ -5,7 +5,9 @@
 //! (`cuMemHostAlloc`) costs far more. A data loader reads array after array of the same size,
 //! so handing back the last freed block turns both costs into nothing. The cache holds at
 //! most `ZARRBUF_CACHE_BYTES` bytes (default 4 GiB; 0 disables it), keeps blocks only of at
-//! least 4 MiB, and is emptied by `release_cached_memory` (the public function in `pipeline`).
+//! least 4 MiB, and is emptied by [`release_cached_memory`], which also empties the other
+//! pools of memory kept for reuse: those registered here from the layers above (the
+//! pipeline's staging slots) and the devices' memory pools.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -98,6 +100,46 @@ pub(crate) fn give(block: Box<dyn Reusable>) -> Option<Box<dyn Reusable>> {
     drop(c);
     drop(evicted);
     None
+}
+
+/// Frees the large host and pinned blocks, the pipeline staging slots and the device memory
+/// pools' parked memory that zarrbuf keeps for reuse; returns the bytes freed.
+///
+/// Freed blocks of at least 4 MiB are kept (up to `ZARRBUF_CACHE_BYTES`, default 4 GiB; 0
+/// turns the cache off) because fresh pages and page-locking cost more than the reads that
+/// fill them; freed device memory stays in the device's default pool for the same reason.
+///
+/// ```
+/// let freed = zarrbuf::alloc::release_cached_memory();
+/// println!("released {freed} bytes");
+/// ```
+pub fn release_cached_memory() -> usize {
+    let pools: Vec<Release> = match other_pools().lock() {
+        Ok(p) => p.clone(),
+        Err(_) => Vec::new(),
+    };
+    pools.iter().map(|release| release()).sum::<usize>()
+        + release_all()
+        + crate::driver::trim_device_pools()
+}
+
+/// Frees what a pool of memory kept for reuse holds; returns the bytes freed.
+type Release = fn() -> usize;
+
+/// The release functions of pools kept above this layer (the pipeline's staging slots).
+fn other_pools() -> &'static Mutex<Vec<Release>> {
+    static POOLS: OnceLock<Mutex<Vec<Release>>> = OnceLock::new();
+    POOLS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Makes [`release_cached_memory`] call `release` too: a pool of memory kept for reuse above
+/// this layer frees what it holds and returns the bytes. Registering one twice is a no-op.
+pub(crate) fn register_pool(release: Release) {
+    if let Ok(mut p) = other_pools().lock()
+        && !p.iter().any(|f| std::ptr::fn_addr_eq(*f, release))
+    {
+        p.push(release);
+    }
 }
 
 /// Frees every cached block; returns the bytes released.

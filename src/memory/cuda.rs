@@ -2,7 +2,7 @@
 //! pool (`cuMemAllocAsync` / `cuMemFreeAsync`), or with `cuMemAlloc` on devices without pools.
 
 use super::completion::Fence;
-use crate::device::driver::{alloc_stream, cuda_context};
+use crate::driver::{alloc_stream, cuda_context};
 use crate::error::{Error, Result};
 use crate::place::Device;
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};

@@ -10,7 +10,7 @@
 //! `crate::buffer::ipc`.
 
 use super::{ForeignCuda, Region, StorageKind};
-use crate::device::driver::{cuda_context, cuda_device_count};
+use crate::driver::{cuda_context, cuda_device_count};
 use crate::error::{Error, Result};
 use crate::place::Memory;
 use cudarc::driver::{CudaContext, DriverError, result, sys};

@@ -14,7 +14,7 @@
 
 use super::HostAlloc;
 use super::cache::{self, BlockKind};
-use super::host::MIN_ALIGN;
+use super::host_alloc::MIN_ALIGN;
 use crate::dtype::ByteOrder;
 use crate::{Buffer, BufferPrototype, DataType, Error, NDBuffer, Order};
 use bytes::Bytes;

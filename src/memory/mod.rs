@@ -2,8 +2,8 @@
 //!
 //! About a third of the crate's `unsafe` is here (allocating, freeing and page-locking memory,
 //! foreign owners, CUDA IPC mapping, `Send`/`Sync` for the owners, the shared host output).
-//! The rest is elsewhere, each use with its `SAFETY` comment: `buffer/dlpack.rs` (DLPack's C
-//! ABI) and `buffer/flat.rs` (wrapping raw pointers), `device/` (CUDA calls, nvCOMP's C ABI,
+//! The rest is elsewhere, each use with its `SAFETY` comment: `buffer/dlpack/` (DLPack's C
+//! ABI) and `buffer/flat_buffer.rs` (wrapping raw pointers), `device/` (CUDA calls, nvCOMP's C ABI,
 //! raw driver calls in `driver.rs`), `pipeline/` and `api/write_async.rs` (storing encoded
 //! chunks, and the shared host output), `zarr/` (c-blosc, a store downcast) and `dtype.rs`;
 //! the kernels' own are in `zarrbuf-codecs`. ARCHITECTURE.md counts them per folder.
@@ -18,7 +18,7 @@ mod completion;
 mod cuda;
 mod decode_target;
 mod foreign;
-mod host;
+mod host_alloc;
 pub(crate) mod ipc;
 #[cfg(test)]
 mod miri_tests;
@@ -28,12 +28,13 @@ mod shared_output;
 mod storage;
 
 pub(crate) use borrow::{ReadGuard, WriteGuard};
-pub(crate) use cache::release_all as release_cached_blocks;
+pub(crate) use cache::register_pool;
+pub use cache::release_cached_memory;
 pub(crate) use completion::Fence;
 pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
-pub(crate) use host::HostAlloc;
+pub(crate) use host_alloc::HostAlloc;
 pub(crate) use pinned::PinnedAlloc;
 pub(crate) use region::{Init, Region};
 pub(crate) use shared_output::SharedHostOutput;

@@ -4,7 +4,7 @@
 //! write-back reads it), and write-combined memory is very slow for CPU reads.
 
 use super::cache::{self, BlockKind, Reusable};
-use crate::device::driver::cuda_context;
+use crate::driver::cuda_context;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, result};
 use std::sync::Arc;

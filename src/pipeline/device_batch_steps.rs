@@ -7,6 +7,7 @@ use super::device_batches::{DeviceBatches, Gathering, scratch_for};
 use super::device_parts::{Compressed, DeviceParts, Scatter};
 use super::hybrid::{BatchId, WorkQueue};
 use super::{Slot, StagedRead};
+use crate::device::Unshuffle;
 use crate::device::{BatchItem, Event};
 use crate::error::{Error, Result};
 use crate::memory::Region;
@@ -272,12 +273,14 @@ impl StagedRead<'_> {
                 After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
                     self.ops.blosc_unshuffle(
                         &d.queue,
-                        from,
-                        to,
-                        frame.nbytes,
-                        *shuffle,
-                        frame.typesize,
-                        frame.blocksize,
+                        Unshuffle {
+                            src: from,
+                            dst: to,
+                            nbytes: frame.nbytes,
+                            shuffle: *shuffle,
+                            typesize: frame.typesize,
+                            blocksize: frame.blocksize,
+                        },
                     )?;
                     if *scatter {
                         self.scatter(&d.queue, &self.units[*i], to, s)?;

@@ -41,7 +41,6 @@ pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use read_stream::StreamReads;
 pub(crate) use shard_reads::ShardReads;
 pub(crate) use slot_pool::Slot;
-pub use slot_pool::release_cached_memory;
 pub(crate) use slots::{allocate_slots, finish, largest_unit_bytes};
 pub(crate) use staged_read::{Produced, StagedRead};
 pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};

@@ -4,12 +4,12 @@
 //! streams. Creating them costs page-locking, `cuMemAlloc` and `cuStreamCreate` per slot —
 //! more than a small read takes — so a finished run parks its slots here and the next run of
 //! the same slot size on the same device takes them back. At most `MAX_POOLED_BYTES` are
-//! parked; [`release_cached_memory`] frees them.
+//! parked; `zarrbuf::alloc::release_cached_memory` frees them (the pool registers itself with
+//! the memory layer's cache the first time it is used).
 
 use crate::buffer::Buffer;
-use crate::device::driver::trim_device_pools;
 use crate::device::{Event, Queue};
-use crate::memory::release_cached_blocks;
+use crate::memory::register_pool;
 use crate::place::Memory;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -34,6 +34,7 @@ struct Pool {
 fn pool() -> &'static Mutex<Pool> {
     static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
     POOL.get_or_init(|| {
+        register_pool(release_all);
         Mutex::new(Pool {
             slots: HashMap::new(),
             bytes: 0,
@@ -67,21 +68,6 @@ pub(crate) fn give_back(memory: Memory, slot_bytes: usize, slots: Vec<Slot>) {
         .entry((memory, slot_bytes))
         .or_default()
         .extend(parked);
-}
-
-/// Frees the large host and pinned blocks, the pipeline staging slots and the device memory
-/// pools' parked memory that zarrbuf keeps for reuse; returns the bytes freed.
-///
-/// Freed blocks of at least 4 MiB are kept (up to `ZARRBUF_CACHE_BYTES`, default 4 GiB; 0
-/// turns the cache off) because fresh pages and page-locking cost more than the reads that
-/// fill them; freed device memory stays in the device's default pool for the same reason.
-///
-/// ```
-/// let freed = zarrbuf::cuda::release_cached_memory();
-/// println!("released {freed} bytes");
-/// ```
-pub fn release_cached_memory() -> usize {
-    release_all() + release_cached_blocks() + trim_device_pools()
 }
 
 /// Frees every parked slot; returns the bytes released.

@@ -24,6 +24,7 @@ use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
+use crate::device::StridedCopy;
 use crate::device::{DeviceOps, Queue};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
@@ -391,13 +392,15 @@ impl StagedRead<'_> {
         };
         self.ops.strided_copy(
             q,
-            decoded,
-            src,
-            s.out.buffer().region()?,
-            dst,
-            &unit.region_shape(),
-            s.elem,
-            s.swap,
+            StridedCopy {
+                src: decoded,
+                src_view: src,
+                dst: s.out.buffer().region()?,
+                dst_view: dst,
+                shape: &unit.region_shape(),
+                elem_size: s.elem,
+                swap_unit: s.swap,
+            },
         )
     }
 

@@ -16,6 +16,7 @@
 use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish, largest_unit_bytes};
 use crate::buffer::{Buffer, NDBuffer};
+use crate::device::StridedCopy;
 use crate::device::{CompressSettings, Event, Queue};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::{Error, Result};
@@ -490,16 +491,18 @@ impl StagedWrite<'_> {
                 };
                 self.ops.strided_copy(
                     queue,
-                    data.buffer().written_region("a write")?,
-                    src,
-                    scratch.region()?,
-                    Strided {
-                        offset: dst_offset,
-                        strides: &dst_strides,
+                    StridedCopy {
+                        src: data.buffer().written_region("a write")?,
+                        src_view: src,
+                        dst: scratch.region()?,
+                        dst_view: Strided {
+                            offset: dst_offset,
+                            strides: &dst_strides,
+                        },
+                        shape: &region_shape,
+                        elem_size: elem,
+                        swap_unit: swap,
                     },
-                    &region_shape,
-                    elem,
-                    swap,
                 )?;
                 Ok(len)
             }
@@ -514,16 +517,18 @@ impl StagedWrite<'_> {
                 };
                 self.ops.strided_copy(
                     queue,
-                    data.buffer().written_region("a write")?,
-                    src,
-                    scratch.region()?,
-                    Strided {
-                        offset: 0,
-                        strides: &dst_strides,
+                    StridedCopy {
+                        src: data.buffer().written_region("a write")?,
+                        src_view: src,
+                        dst: scratch.region()?,
+                        dst_view: Strided {
+                            offset: 0,
+                            strides: &dst_strides,
+                        },
+                        shape: &region_shape,
+                        elem_size: elem,
+                        swap_unit: swap,
                     },
-                    &region_shape,
-                    elem,
-                    swap,
                 )?;
                 Ok(len)
             }

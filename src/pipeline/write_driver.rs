@@ -160,13 +160,14 @@ mod tests {
     use super::*;
     use crate::device::{
         BatchDesc, BatchItem, CompressSettings, Compression, Compressor, Event, HostOps, Queue,
+        StridedCast, StridedCopy, Unshuffle,
     };
     use crate::memory::Region;
     use crate::options::PipelineMode;
     use crate::place::Memory;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use zarrbuf_codecs::{ScalarKind, Strided};
+    use zarrbuf_codecs::Strided;
     use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
     use zarrs::storage::store::MemoryStore;
 
@@ -202,19 +203,8 @@ mod tests {
         fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()> {
             self.host.copy(q, src, dst)
         }
-        fn strided_copy(
-            &self,
-            q: &Queue,
-            src: &Region,
-            src_view: Strided<'_>,
-            dst: &Region,
-            dst_view: Strided<'_>,
-            shape: &[usize],
-            elem_size: usize,
-            swap_unit: usize,
-        ) -> Result<()> {
-            self.host
-                .strided_copy(q, src, src_view, dst, dst_view, shape, elem_size, swap_unit)
+        fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
+            self.host.strided_copy(q, op)
         }
         fn fill(
             &self,
@@ -226,32 +216,11 @@ mod tests {
         ) -> Result<()> {
             self.host.fill(q, dst, view, shape, pattern)
         }
-        fn cast(
-            &self,
-            q: &Queue,
-            src: &Region,
-            src_view: Strided<'_>,
-            src_kind: ScalarKind,
-            dst: &Region,
-            dst_view: Strided<'_>,
-            dst_kind: ScalarKind,
-            shape: &[usize],
-        ) -> Result<()> {
-            self.host
-                .cast(q, src, src_view, src_kind, dst, dst_view, dst_kind, shape)
+        fn cast(&self, q: &Queue, op: StridedCast<'_>) -> Result<()> {
+            self.host.cast(q, op)
         }
-        fn blosc_unshuffle(
-            &self,
-            q: &Queue,
-            src: &Region,
-            dst: &Region,
-            nbytes: usize,
-            shuffle: zarrbuf_codecs::host::Shuffle,
-            typesize: usize,
-            blocksize: usize,
-        ) -> Result<()> {
-            self.host
-                .blosc_unshuffle(q, src, dst, nbytes, shuffle, typesize, blocksize)
+        fn blosc_unshuffle(&self, q: &Queue, op: Unshuffle<'_>) -> Result<()> {
+            self.host.blosc_unshuffle(q, op)
         }
         fn adler32_pieces(
             &self,

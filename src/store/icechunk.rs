@@ -563,7 +563,7 @@ impl AsyncListableStorageTraits for IcechunkStore {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions, OpenOptions};
+/// use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, options::{CopyOptions, OpenOptions}};
 /// use zarrbuf::icechunk::IcechunkWriter;
 /// let dir = std::env::temp_dir().join(format!("zarrbuf-doc-icechunk-{}", std::process::id()));
 /// let repo = dir.to_str().unwrap();

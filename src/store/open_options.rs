@@ -110,7 +110,7 @@ impl IcechunkVersion {
 /// icechunk repository at the tip of branch `main`).
 ///
 /// ```
-/// use zarrbuf::OpenOptions;
+/// use zarrbuf::options::OpenOptions;
 /// use zarrbuf::icechunk::IcechunkVersion;
 /// let o = OpenOptions::default().with_tag("v1").with_virtual_access("file:///data/");
 /// assert_eq!(o.version, Some(IcechunkVersion::Tag("v1".into())));
@@ -147,7 +147,7 @@ impl OpenOptions {
     /// Sets several object_store options (see [`OpenOptions::with_store_option`]).
     ///
     /// ```
-    /// let o = zarrbuf::OpenOptions::default()
+    /// let o = zarrbuf::options::OpenOptions::default()
     ///     .with_store_options([("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")]);
     /// assert_eq!(o.store_options.len(), 2);
     /// ```
@@ -188,7 +188,7 @@ impl OpenOptions {
     /// Opens the snapshot `id` of an icechunk repository.
     ///
     /// ```
-    /// let o = zarrbuf::OpenOptions::default().with_snapshot("1CECHNKREP0F1RSTCMT0");
+    /// let o = zarrbuf::options::OpenOptions::default().with_snapshot("1CECHNKREP0F1RSTCMT0");
     /// assert_eq!(o.version.unwrap().to_string(), "snapshot 1CECHNKREP0F1RSTCMT0");
     /// ```
     pub fn with_snapshot(self, id: impl Into<String>) -> Self {

@@ -49,7 +49,7 @@ pub fn open(location: &str, array_path: &str) -> Result<DynArray> {
 ///
 /// ```
 /// let Err(err) = zarrbuf::open_opt("fixtures/data/v3_int8.zarr", "",
-///     &zarrbuf::OpenOptions::default().with_branch("dev")) else { panic!() };
+///     &zarrbuf::options::OpenOptions::default().with_branch("dev")) else { panic!() };
 /// assert!(err.to_string().contains("not an icechunk repository"));
 /// ```
 pub fn open_opt(location: &str, array_path: &str, opts: &OpenOptions) -> Result<DynArray> {
@@ -113,7 +113,7 @@ pub async fn open_async(url: &str, array_path: &str) -> Result<AsyncArray> {
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
-/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, OpenOptions};
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, options::OpenOptions};
 /// let opts = OpenOptions::default()
 ///     .with_store_options([("aws_endpoint", "http://127.0.0.1:9000"), ("aws_region", "us-east-1")]);
 /// let array = zarrbuf::open_opt_async("s3://bucket/data.zarr", "temperature", &opts).await?;

@@ -55,7 +55,7 @@ pub fn open_store(location: &str) -> Result<Arc<dyn ReadableWritableListableStor
 ///
 /// ```
 /// let Err(err) = zarrbuf::store::open_store_opt("fixtures/data/v3_int8.zarr",
-///     &zarrbuf::OpenOptions::default().with_tag("v1")) else { panic!() };
+///     &zarrbuf::options::OpenOptions::default().with_tag("v1")) else { panic!() };
 /// assert!(err.to_string().contains("not an icechunk repository"));
 /// ```
 pub fn open_store_opt(

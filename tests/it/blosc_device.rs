@@ -6,7 +6,10 @@
 
 use std::path::PathBuf;
 use zarrbuf::options::Decode;
-use zarrbuf::{ArrayReadExt, BufferPrototype, CodecSpec, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadExt, BufferPrototype, CodecSpec,
+    options::{PipelineMode, ReadOptions},
+};
 use zarrs::array::{ArrayBuilder, data_type};
 
 const SHAPE: [u64; 3] = [40, 64, 48];

@@ -8,7 +8,8 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use zarrbuf::{
-    ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions, Error, NDBuffer, PipelineMode,
+    ArrayLayout, ArrayReadExt, BufferPrototype, Error, NDBuffer,
+    options::{CopyOptions, PipelineMode},
 };
 use zarrs::array::codec::ZstdCodec;
 use zarrs::array::{ArrayBuilder, data_type};

@@ -7,7 +7,7 @@ use crate::common::root;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, CopyOptions};
+use zarrbuf::{ArrayLayout, ArrayReadExt, BufferPrototype, options::CopyOptions};
 use zarrs::storage::store::MemoryStore;
 
 fn zarrbuf(args: &[&str]) -> Output {

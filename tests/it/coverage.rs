@@ -23,7 +23,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, ReadOptions, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
+    options::{PipelineMode, ReadOptions, WriteOptions},
 };
 
 const START: &str = "<!-- coverage-table:start -->";

@@ -8,7 +8,10 @@
 use crate::common::{prototypes, walk};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, Error, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadAsyncExt, ArrayReadExt, Error,
+    options::{PipelineMode, ReadOptions},
+};
 
 /// Codecs this covers (v2 ids, v3 names without `numcodecs.`), and whether they detect a
 /// flipped byte (a checksum, or a compressed format that carries one).

@@ -10,7 +10,10 @@ use crate::common::prototypes;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zarrbuf::options::Compress;
-use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, WriteOptions};
+use zarrbuf::{
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
+    options::{PipelineMode, WriteOptions},
+};
 
 fn written_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("written")
@@ -332,7 +335,7 @@ fn async_writes_and_copies_compress_on_the_device_too() {
     )
     .unwrap();
     let dst = zarrbuf::open(copy_dir.to_str().unwrap(), "").unwrap();
-    let copy = zarrbuf::CopyOptions::default()
+    let copy = zarrbuf::options::CopyOptions::default()
         .with_mode(PipelineMode::Staged)
         .with_compress(Compress::Gpu)
         .with_memory_bytes(4096);

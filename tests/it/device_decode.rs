@@ -5,7 +5,10 @@
 use crate::common::root;
 use std::path::{Path, PathBuf};
 use zarrbuf::options::Decode;
-use zarrbuf::{ArrayReadExt, BufferPrototype, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadExt, BufferPrototype,
+    options::{PipelineMode, ReadOptions},
+};
 
 fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();

@@ -6,7 +6,8 @@ use crate::common::{prototypes, root, walk};
 use std::path::{Path, PathBuf};
 use zarrbuf::{
     ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, BufferPrototype, DataType,
-    Error, NDBuffer, Order, PipelineMode, ReadOptions,
+    Error, NDBuffer, Order,
+    options::{PipelineMode, ReadOptions},
 };
 
 /// A private copy of a fixture store to damage.
@@ -300,7 +301,7 @@ fn failed_write_keeps_chunks_written_before_it() {
     let last = dir.join("c/3");
     std::fs::remove_file(&last).unwrap();
     std::fs::create_dir_all(last.join("blocker")).unwrap();
-    let opts = zarrbuf::WriteOptions::default()
+    let opts = zarrbuf::options::WriteOptions::default()
         .with_mode(PipelineMode::Staged)
         .with_concurrency(1);
     let err = array

@@ -4,7 +4,10 @@
 
 use crate::common::{Fixture, fixtures, prototypes};
 use std::ops::Range;
-use zarrbuf::{ArrayReadExt, NDBuffer, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadExt, NDBuffer,
+    options::{PipelineMode, ReadOptions},
+};
 
 fn expected(f: &Fixture) -> NDBuffer {
     zarrbuf::npy::read(&f.npy_path()).unwrap_or_else(|e| panic!("{}: {e}", f.name))

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use zarrbuf::icechunk::IcechunkVersion;
 use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer, OpenOptions,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer,
+    options::OpenOptions,
 };
 
 fn spec() -> Value {
@@ -511,7 +512,7 @@ fn a_library_copy_through_icechunk_writer_commits_one_snapshot() {
         false,
     )
     .unwrap();
-    zarrbuf::copy_array(&src, &dst, &zarrbuf::CopyOptions::default()).unwrap();
+    zarrbuf::copy_array(&src, &dst, &zarrbuf::options::CopyOptions::default()).unwrap();
     let id = writer.commit("from the library").unwrap();
     let out = run_python(
         &python,

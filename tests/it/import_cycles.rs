@@ -1,5 +1,6 @@
-//! No import cycles between the files of `src/` (ARCHITECTURE.md: each layer imports only from
-//! the layers below it, and no two files import each other, directly or round a loop).
+//! No import cycles between the files of `src/`, and no import running up the layers
+//! (ARCHITECTURE.md: each layer imports only from the layers below it, [`LAYERS`] lists them,
+//! and no two files import each other, directly or round a loop).
 //!
 //! How it reads the code (with `syn`, so comments, strings and doc tests are never mistaken
 //! for code):
@@ -18,8 +19,9 @@
 //!   build its case.
 //!
 //! A cycle fails the test with the files on it and the paths that make each of its edges.
-//! Run it alone with `cargo test --test import_cycles`; `ZARRBUF_PRINT_IMPORTS=1` prints the
-//! whole file graph.
+//! It is the module `import_cycles::` of the test binary `it` (how to run one module:
+//! docs/testing.md); `ZARRBUF_PRINT_IMPORTS=1` with `-- --nocapture` prints the whole file
+//! graph.
 
 use proc_macro2::{TokenStream, TokenTree};
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,6 +68,20 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
                 let t = l.tokens.to_string().replace(' ', "");
                 t == "test" || t.starts_with("all(test")
             })
+    })
+}
+
+/// The file a `#[path = "..."]` attribute names, if there is one.
+fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
+    attrs.iter().find_map(|a| match &a.meta {
+        syn::Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        },
+        _ => None,
     })
 }
 
@@ -244,6 +260,12 @@ impl Crate {
                         let file = self.modules[id].file.clone();
                         let child = self.add_module(&file, Some(id), Some(&name));
                         self.read_items(root, child, inline, &dir.join(&name));
+                    } else if let Some(path) = path_attr(&m.attrs) {
+                        // `#[path = "x.rs"] mod y;`: the file is named, relative to `dir`,
+                        // and its own `mod` files are beside it (as for a `mod.rs`).
+                        let file = dir.join(path);
+                        let child_dir = file.parent().unwrap_or(dir).to_path_buf();
+                        self.read_file(root, &file, Some((id, &name)), &child_dir);
                     } else {
                         let flat = dir.join(format!("{name}.rs"));
                         let (file, child_dir) = if root.join(&flat).exists() {
@@ -477,39 +499,82 @@ fn src_has_no_import_cycles() {
     assert!(found.is_empty(), "{}", text.join("\n"));
 }
 
-/// `src/store/` is the floor right above the leaves (ARCHITECTURE.md): its files import only
-/// each other and the leaves, never `zarr/` (whose codecs it knows nothing of) or anything
-/// higher.
-#[test]
-fn the_store_layer_imports_only_the_leaves() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let graph = file_graph(&root);
-    let leaves = [
-        "src/error.rs",
-        "src/place.rs",
-        "src/dtype.rs",
-        "src/options.rs",
-    ];
-    let mut upward = Vec::new();
-    for (from, tos) in graph.iter().filter(|(f, _)| f.starts_with("src/store/")) {
+/// The layers of ARCHITECTURE.md, bottom to top: a file's layer is the first part of its path
+/// under `src/`. A file may import from its own layer's files and from lower layers only;
+/// layers of one rank (`buffer` and `zarr`; `pipeline` and `check`) sit side by side and
+/// import nothing from each other.
+const LAYERS: &[&[&str]] = &[
+    &["place"],
+    &["error"],
+    &["dtype", "options"],
+    &["store"],
+    &["driver"],
+    &["memory"],
+    &["device"],
+    &["buffer", "zarr"],
+    &["pipeline", "check"],
+    &["api"],
+    &["lib"],
+];
+
+/// The layer of a file (`src/zarr/codecs/delta.rs` -> `zarr`) and its rank in [`LAYERS`].
+fn layer_of(file: &str) -> (String, usize) {
+    let rest = file.strip_prefix("src/").unwrap_or(file);
+    let first = rest.split('/').next().unwrap_or(rest);
+    let name = first.strip_suffix(".rs").unwrap_or(first).to_string();
+    let rank = LAYERS
+        .iter()
+        .position(|layer| layer.contains(&name.as_str()))
+        .unwrap_or_else(|| panic!("{file}: its layer '{name}' is not in LAYERS (ARCHITECTURE.md)"));
+    (name, rank)
+}
+
+/// The imports that run the wrong way: from a layer up to a higher one, or across to a layer
+/// of the same rank.
+fn layer_violations(graph: &Graph) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (from, tos) in graph {
+        let (from_layer, from_rank) = layer_of(from);
         for (to, how) in tos {
-            if !to.starts_with("src/store/") && !leaves.contains(&to.as_str()) {
-                upward.push(format!(
-                    "{from} -> {to} ({})",
-                    how.iter().cloned().collect::<Vec<_>>().join(", ")
+            let (to_layer, to_rank) = layer_of(to);
+            if to_rank > from_rank || (to_rank == from_rank && to_layer != from_layer) {
+                let how: Vec<&str> = how.iter().map(String::as_str).collect();
+                wrong.push(format!(
+                    "{from} ({from_layer}) imports {to} ({to_layer}): {}",
+                    how.join(", ")
                 ));
             }
         }
     }
-    assert!(
-        graph.keys().any(|f| f.starts_with("src/store/")),
-        "no files under src/store/"
-    );
-    assert!(
-        upward.is_empty(),
-        "src/store/ imports from above it:\n{}",
-        upward.join("\n")
-    );
+    wrong
+}
+
+#[test]
+fn src_imports_run_down_the_layers() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let graph = file_graph(&root);
+    let wrong = layer_violations(&graph);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_layer_check_finds_an_import_up_or_across() {
+    let edge = |from: &str, to: &str| {
+        let mut g = Graph::new();
+        g.entry(from.to_string())
+            .or_default()
+            .entry(to.to_string())
+            .or_default()
+            .insert("use crate::x".to_string());
+        layer_violations(&g)
+    };
+    assert!(edge("src/memory/pinned.rs", "src/driver.rs").is_empty());
+    assert!(edge("src/zarr/array.rs", "src/zarr/units.rs").is_empty());
+    assert_eq!(edge("src/memory/pinned.rs", "src/device/ops.rs").len(), 1);
+    assert_eq!(edge("src/buffer/npy.rs", "src/zarr/array.rs").len(), 1);
+    assert_eq!(edge("src/error.rs", "src/dtype.rs").len(), 1);
+    assert!(edge("src/zarr/store_open.rs", "src/store/open.rs").is_empty());
+    assert_eq!(edge("src/store/open.rs", "src/zarr/array.rs").len(), 1);
 }
 
 /// The check itself finds a cycle, follows re-exports and `super::`, and skips test code.

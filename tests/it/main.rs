@@ -1,7 +1,7 @@
-//! zarrbuf's integration tests: one test binary (`cargo test --test it`), one module per
-//! concern. One binary links the dependency tree once instead of once per file; a test is
-//! named by its module, e.g. `cargo test --test it copy::subset_copy_holds_exactly_the_subset`
-//! or `cargo test --test it remote::` for a whole module.
+//! zarrbuf's integration tests: one test binary, `it`, one module per concern. One binary
+//! links the dependency tree once instead of once per file; a test is named by its module
+//! (`copy::subset_copy_holds_exactly_the_subset`). How to run one module or one test:
+//! docs/testing.md, "Running one module or one test".
 //!
 //! The tests share one process. None of them changes process-wide state that another reads
 //! (the environment, the current directory, the default prototype); a test that needs the

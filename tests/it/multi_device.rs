@@ -7,7 +7,7 @@ use crate::common::{fixtures, prototypes};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use zarrbuf::multi::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
-use zarrbuf::{ArrayReadExt, BufferPrototype, Device, Error, NDBuffer, ReadOptions};
+use zarrbuf::{ArrayReadExt, BufferPrototype, Device, Error, NDBuffer, options::ReadOptions};
 
 fn bytes_of(a: &NDBuffer) -> Vec<u8> {
     a.to_native_bytes().unwrap()

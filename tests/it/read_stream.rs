@@ -16,7 +16,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zarrbuf::stream::StreamOptions;
+use zarrbuf::options::StreamOptions;
 use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer};
 use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::ByteRangeIterator;

@@ -9,8 +9,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use zarrbuf::dtype::ByteOrder;
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, DataType, NDBuffer, PipelineMode,
-    ReadOptions,
+    ArrayReadExt, ArrayWriteExt, Buffer, BufferPrototype, DataType, NDBuffer,
+    options::{PipelineMode, ReadOptions},
 };
 use zarrs::array::codec::ZstdCodec;
 use zarrs::array::{Array, ArrayBuilder, data_type};

@@ -182,7 +182,10 @@ fn open_async_takes_directories_with_url_characters_in_their_names() {
 #[test]
 fn reads_into_outputs_with_zero_strides_are_refused_without_panicking() {
     use zarrbuf::dtype::ByteOrder;
-    use zarrbuf::{ArrayReadExt, Buffer, DataType, PipelineMode, ReadOptions};
+    use zarrbuf::{
+        ArrayReadExt, Buffer, DataType,
+        options::{PipelineMode, ReadOptions},
+    };
     let fixture = root().join("data/v3_large_3d.zarr");
     let array = zarrbuf::open(fixture.to_str().unwrap(), "").unwrap();
     let row = 20 * 4;

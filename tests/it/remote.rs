@@ -13,7 +13,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use zarrbuf::{ArrayReadAsyncExt, ArrayWriteAsyncExt, BufferPrototype, NDBuffer, ReadOptions};
+use zarrbuf::{
+    ArrayReadAsyncExt, ArrayWriteAsyncExt, BufferPrototype, NDBuffer, options::ReadOptions,
+};
 
 struct Servers {
     s3: String,
@@ -101,7 +103,8 @@ fn every_fixture_reads_exactly_over_s3_and_http() {
                 let array = zarrbuf::open_opt_async(
                     &url,
                     &f.path,
-                    &zarrbuf::OpenOptions::default().with_store_options(options.iter().copied()),
+                    &zarrbuf::options::OpenOptions::default()
+                        .with_store_options(options.iter().copied()),
                 )
                 .await
                 .unwrap_or_else(|e| panic!("{url}: {e}"));
@@ -162,7 +165,7 @@ fn writes_through_s3_read_back_exactly() {
             let array = zarrbuf::open_opt_async(
                 &url,
                 &f.path,
-                &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+                &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
             )
             .await
             .unwrap();
@@ -318,7 +321,7 @@ fn sixty_four_concurrent_reads(sv: &Servers) {
             zarrbuf::open_opt_async(
                 "s3://load/v3_large_3d.zarr",
                 "",
-                &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+                &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
             )
             .await
             .unwrap(),
@@ -387,7 +390,7 @@ fn missing_chunk_reads_as_fill_value() {
         let array = zarrbuf::open_opt_async(
             "s3://holes/v3_int16_be.zarr",
             "",
-            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
         )
         .await
         .unwrap();
@@ -447,7 +450,7 @@ fn stopped_and_silent_servers_give_clear_errors_without_hanging() {
                 zarrbuf::open_opt_async(
                     "s3://bucket/data.zarr",
                     "",
-                    &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+                    &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
                 ),
             )
             .await
@@ -476,7 +479,7 @@ fn dropping_a_read_cancels_it() {
         let array = zarrbuf::open_opt_async(
             "s3://cancel/v3_large_3d.zarr",
             "",
-            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
         )
         .await
         .unwrap();

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, NDBuffer, ReadOptions};
+use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, NDBuffer, options::ReadOptions};
 
 /// object_store's per-request limits for these tests. With 2 retries a chunk's fetch gives up
 /// after at most 3 attempts of 2 s each plus backoff.
@@ -271,7 +271,7 @@ fn killing_the_server_mid_read_gives_one_error_and_the_next_read_succeeds() {
         .block_on(zarrbuf::open_opt_async(
             "s3://faults/big.zarr",
             "",
-            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
         ))
         .unwrap();
     let opts = ReadOptions::default().with_concurrency(2);
@@ -346,7 +346,7 @@ fn a_server_stalling_mid_response_gives_one_error_and_the_next_read_succeeds() {
         .block_on(zarrbuf::open_opt_async(
             "s3://faults/big.zarr",
             "",
-            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
         ))
         .unwrap();
     let opts = ReadOptions::default().with_concurrency(2);

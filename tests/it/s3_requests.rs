@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, BufferPrototype, NDBuffer, ReadOptions};
+use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, BufferPrototype, NDBuffer, options::ReadOptions};
 
 fn endpoint() -> Option<String> {
     match std::env::var("ZARRBUF_TEST_S3_ENDPOINT") {
@@ -305,7 +305,7 @@ fn a_whole_sharded_read_makes_at_most_two_requests_per_shard() {
         let array = zarrbuf::open_opt_async(
             "s3://requests/big.zarr",
             "",
-            &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+            &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
         )
         .await
         .unwrap();
@@ -390,7 +390,7 @@ fn sharded_fixtures_read_exactly_with_at_most_two_requests_per_shard() {
             let array = zarrbuf::open_opt_async(
                 &format!("s3://requests-fixtures/{name}"),
                 &f.path,
-                &zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o)),
+                &zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o)),
             )
             .await
             .unwrap();
@@ -408,7 +408,7 @@ fn sharded_fixtures_read_exactly_with_at_most_two_requests_per_shard() {
             assert_at_most_two_per_shard(&f.name, &proxy.take(), &format!("{name}/"));
         });
         // The sync staged path (local files) takes the same merged requests.
-        let staged = ReadOptions::default().with_mode(zarrbuf::PipelineMode::Staged);
+        let staged = ReadOptions::default().with_mode(zarrbuf::options::PipelineMode::Staged);
         let got = local
             .read_opt(&all, &BufferPrototype::cpu(), &staged)
             .unwrap();

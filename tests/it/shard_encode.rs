@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, Order, PipelineMode, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, Order,
+    options::{PipelineMode, WriteOptions},
 };
 use zarrs::array::codec::{
     BytesCodec, Crc32cCodec, ShardingCodecBuilder, ShardingIndexLocation, ZstdCodec,

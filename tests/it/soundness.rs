@@ -34,7 +34,9 @@ fn a_dropped_async_read_stops_writing_before_the_drop_returns() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
-    use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, DataType, NDBuffer, Order, ReadOptions};
+    use zarrbuf::{
+        ArrayReadAsyncExt, BufferPrototype, DataType, NDBuffer, Order, options::ReadOptions,
+    };
 
     let demo = crate::common::demo();
     let rt = tokio::runtime::Builder::new_multi_thread()

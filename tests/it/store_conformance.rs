@@ -378,7 +378,7 @@ fn s3_store() {
         .as_nanos();
     let url = format!("s3://{bucket}/run-{}-{stamp}", std::process::id());
     let o = crate::common::s3::options(&endpoint, "10s");
-    let opts = zarrbuf::OpenOptions::default().with_store_options(opts_ref(&o));
+    let opts = zarrbuf::options::OpenOptions::default().with_store_options(opts_ref(&o));
     let store = zarrbuf::store::open_store_opt(&url, &opts).unwrap();
     writable("s3", &store, 256 << 10, 10);
 }

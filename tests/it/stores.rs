@@ -7,7 +7,10 @@
 use crate::common::{prototypes, root};
 use serde_json::Value;
 use std::process::{Command, Output};
-use zarrbuf::{ArrayReadExt, ArrayWriteExt, Error, NDBuffer, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadExt, ArrayWriteExt, Error, NDBuffer,
+    options::{PipelineMode, ReadOptions},
+};
 
 /// The sentence every write into a zip file is refused with.
 const READ_ONLY: &str =
@@ -529,7 +532,7 @@ fn groups_in_s3_list_and_refuse_to_open_as_arrays() {
         let err = match rt.block_on(zarrbuf::open_opt_async(
             &url,
             "",
-            &zarrbuf::OpenOptions::default().with_store_options(opts.iter().copied()),
+            &zarrbuf::options::OpenOptions::default().with_store_options(opts.iter().copied()),
         )) {
             Ok(_) => panic!("{url} opened as an array"),
             Err(e) => e,

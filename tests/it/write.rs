@@ -6,7 +6,10 @@
 use crate::common::{Fixture, fixtures, prototypes, walk};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, WriteOptions};
+use zarrbuf::{
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
+    options::{PipelineMode, WriteOptions},
+};
 
 fn written_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("written")

@@ -4,7 +4,10 @@
 
 use crate::common::prototypes;
 use std::sync::Arc;
-use zarrbuf::{ArrayReadExt, ArrayWriteExt, NDBuffer, PipelineMode, ReadOptions, WriteOptions};
+use zarrbuf::{
+    ArrayReadExt, ArrayWriteExt, NDBuffer,
+    options::{PipelineMode, ReadOptions, WriteOptions},
+};
 use zarrs::array::codec::{ShardingCodecBuilder, TransposeCodec, TransposeOrder, ZstdCodec};
 use zarrs::array::{ArrayBuilder, data_type};
 

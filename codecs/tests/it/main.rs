@@ -1,5 +1,5 @@
-//! zarrbuf-codecs' integration tests: one test binary (`cargo test -p zarrbuf-codecs --test
-//! it`), one module per concern (`cargo test -p zarrbuf-codecs --test it nvrtc_compile::`).
+//! zarrbuf-codecs' integration tests: one test binary, `it`, one module per concern (how to
+//! run one: docs/testing.md, "Running one module or one test").
 //! How a test says it could not run (`SKIPPED:` lines, `ZARRBUF_SKIP_LOG`,
 //! `ZARRBUF_REQUIRE_GPU=1`) is `zarrbuf-test-support` (tests/support/), shared with zarrbuf's
 //! own tests.

@@ -3,6 +3,7 @@
 use super::NDBuffer;
 use crate::buffer::{Buffer, BufferPrototype};
 use crate::device::{DeviceOps, Queue, Stream, ops_for, ops_for_pair};
+use crate::device::{StridedCast, StridedCopy};
 use crate::dtype::{ByteOrder, DataType, Element, Order};
 use crate::error::{Error, Result};
 use crate::place::Memory;
@@ -119,13 +120,15 @@ impl NDBuffer {
         };
         ops.strided_copy(
             &q,
-            src.buffer.written_region("a copy")?,
-            src.view(),
-            self.buffer.region()?,
-            self.view(),
-            &self.shape,
-            self.dtype.size(),
-            swap,
+            StridedCopy {
+                src: src.buffer.written_region("a copy")?,
+                src_view: src.view(),
+                dst: self.buffer.region()?,
+                dst_view: self.view(),
+                shape: &self.shape,
+                elem_size: self.dtype.size(),
+                swap_unit: swap,
+            },
         )?;
         ops.synchronize(&q)
     }
@@ -259,13 +262,15 @@ impl NDBuffer {
         let q = ops.default_queue();
         ops.cast(
             &q,
-            src.buffer.written_region("a cast")?,
-            src.view(),
-            from,
-            out.buffer.region()?,
-            out.view(),
-            to,
-            &self.shape,
+            StridedCast {
+                src: src.buffer.written_region("a cast")?,
+                src_view: src.view(),
+                src_kind: from,
+                dst: out.buffer.region()?,
+                dst_view: out.view(),
+                dst_kind: to,
+                shape: &self.shape,
+            },
         )?;
         ops.synchronize(&q)?;
         Ok(out)

@@ -3,10 +3,10 @@
 mod compare;
 mod construct;
 mod copies;
-mod host;
+mod host_export;
 mod views;
 
-pub use host::{HostArrayView, HostArrayViewMut};
+pub use host_export::{HostArrayView, HostArrayViewMut};
 
 use super::Buffer;
 use crate::dtype::{ByteOrder, DataType, Order};

@@ -3,12 +3,12 @@
 //! Elements of `decode_dtype` (the array's type) are stored converted to `encode_dtype`
 //! (numpy `astype`: integers wrap, floats round to nearest, floats to integers truncate).
 
+use super::chunk_filter::{ChunkFilter, chunk_filter_codec};
 use super::numpy_dtype::{NumpyDtype, convert, swap_in_place};
 use super::{Config, array_codec_traits, codec_traits, dtype_field, register_codec, wrong_type};
-use std::num::NonZeroU64;
-use std::sync::Arc;
-use zarrs::array::{ArrayBytes, DataType, FillValue};
-use zarrs_codec::{ArrayToArrayCodecTraits, CodecError, CodecOptions};
+use std::borrow::Cow;
+use zarrs::array::DataType;
+use zarrs_codec::CodecError;
 use zarrs_plugin::{PluginCreateError, ZarrVersion};
 
 /// The numcodecs AsType codec.
@@ -39,7 +39,9 @@ impl AsTypeCodec {
             swap,
         })
     }
+}
 
+impl ChunkFilter for AsTypeCodec {
     fn check(&self, data_type: &DataType) -> Result<(), CodecError> {
         if *data_type != self.decode_dtype.scalar.zarrs() {
             let want = format!("{:?}", self.decode_dtype.scalar);
@@ -47,55 +49,29 @@ impl AsTypeCodec {
         }
         Ok(())
     }
-}
 
-impl ArrayToArrayCodecTraits for AsTypeCodec {
-    fn into_dyn(self: Arc<Self>) -> Arc<dyn ArrayToArrayCodecTraits> {
-        self
+    fn encoded_type(&self) -> DataType {
+        self.encode_dtype.scalar.zarrs()
     }
 
-    // A missing chunk must read as the fill value, not as the decoded encoded fill.
-    super::whole_chunk::whole_chunk_partial_decoders!();
-
-    fn encoded_data_type(&self, decoded_data_type: &DataType) -> Result<DataType, CodecError> {
-        self.check(decoded_data_type)?;
-        Ok(self.encode_dtype.scalar.zarrs())
-    }
-
-    fn encode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let b = bytes.into_fixed()?;
-        let mut out = convert(&b, self.decode_dtype.scalar, self.encode_dtype.scalar);
+    fn encode_chunk(&self, chunk: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
+        let mut out = convert(&chunk, self.decode_dtype.scalar, self.encode_dtype.scalar);
         if self.swap {
             swap_in_place(&mut out, self.encode_dtype.scalar.size());
         }
-        Ok(ArrayBytes::from(out))
+        Ok(out)
     }
 
-    fn decode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let mut b = bytes.into_fixed()?.into_owned();
+    fn decode_chunk(&self, chunk: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
+        let mut b = chunk.into_owned();
         if self.swap {
             swap_in_place(&mut b, self.encode_dtype.scalar.size());
         }
-        Ok(ArrayBytes::from(convert(
+        Ok(convert(
             &b,
             self.encode_dtype.scalar,
             self.decode_dtype.scalar,
-        )))
+        ))
     }
 }
+chunk_filter_codec!(AsTypeCodec);

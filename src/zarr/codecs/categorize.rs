@@ -7,17 +7,17 @@
 //! fixed-length unicode, zarr's `fixed_length_utf32`) is fixed-size; object (`|O`) arrays
 //! hold variable-length strings, which zarrbuf does not read.
 
+use super::chunk_filter::{ChunkFilter, chunk_filter_codec};
 use super::numpy_dtype::{NumpyDtype, Scalar, Value};
 use super::{
     Config, array_codec_traits, bad_config, codec_traits, field, register_codec, str_field,
     wrong_type,
 };
 use serde_json::Value as Json;
-use std::num::NonZeroU64;
-use std::sync::Arc;
+use std::borrow::Cow;
+use zarrs::array::DataType;
 use zarrs::array::data_type::FixedLengthUTF32DataType;
-use zarrs::array::{ArrayBytes, DataType, FillValue};
-use zarrs_codec::{ArrayToArrayCodecTraits, CodecError, CodecOptions};
+use zarrs_codec::CodecError;
 use zarrs_plugin::{PluginCreateError, ZarrVersion};
 
 /// The numcodecs Categorize codec.
@@ -100,7 +100,9 @@ impl CategorizeCodec {
             astype,
         })
     }
+}
 
+impl ChunkFilter for CategorizeCodec {
     fn check(&self, data_type: &DataType) -> Result<(), CodecError> {
         let ok = data_type
             .downcast_ref::<FixedLengthUTF32DataType>()
@@ -111,31 +113,12 @@ impl CategorizeCodec {
         }
         Ok(())
     }
-}
 
-impl ArrayToArrayCodecTraits for CategorizeCodec {
-    fn into_dyn(self: Arc<Self>) -> Arc<dyn ArrayToArrayCodecTraits> {
-        self
+    fn encoded_type(&self) -> DataType {
+        self.astype.zarrs()
     }
 
-    // A missing chunk must read as the fill value, not as the decoded encoded fill.
-    super::whole_chunk::whole_chunk_partial_decoders!();
-
-    fn encoded_data_type(&self, decoded_data_type: &DataType) -> Result<DataType, CodecError> {
-        self.check(decoded_data_type)?;
-        Ok(self.astype.zarrs())
-    }
-
-    fn encode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let strings = bytes.into_fixed()?;
+    fn encode_chunk(&self, strings: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
         let size = self.astype.size();
         let mut out = vec![0u8; strings.len() / (4 * self.chars) * size];
         for (s, o) in strings
@@ -149,19 +132,10 @@ impl ArrayToArrayCodecTraits for CategorizeCodec {
                 .map_or(0, |i| i + 1);
             self.astype.write(Value::Int(code as i128), o);
         }
-        Ok(ArrayBytes::from(out))
+        Ok(out)
     }
 
-    fn decode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let codes = bytes.into_fixed()?;
+    fn decode_chunk(&self, codes: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
         let size = self.astype.size();
         let mut out = vec![0u8; codes.len() / size * 4 * self.chars];
         for (c, o) in codes
@@ -178,6 +152,7 @@ impl ArrayToArrayCodecTraits for CategorizeCodec {
                 o.copy_from_slice(label);
             }
         }
-        Ok(ArrayBytes::from(out))
+        Ok(out)
     }
 }
+chunk_filter_codec!(CategorizeCodec);

@@ -5,15 +5,15 @@
 //! (default: `dtype`). Decoding is the running sum, accumulated in `dtype`.
 
 use super::arith::{cumsum_in_place, diff_in_place};
+use super::chunk_filter::{ChunkFilter, chunk_filter_codec};
 use super::numpy_dtype::{NumpyDtype, convert, swap_in_place};
 use super::{
     Config, array_codec_traits, bad_config, codec_traits, dtype_field, field, register_codec,
     wrong_type,
 };
-use std::num::NonZeroU64;
-use std::sync::Arc;
-use zarrs::array::{ArrayBytes, DataType, FillValue};
-use zarrs_codec::{ArrayToArrayCodecTraits, CodecError, CodecOptions};
+use std::borrow::Cow;
+use zarrs::array::DataType;
+use zarrs_codec::CodecError;
 use zarrs_plugin::{PluginCreateError, ZarrVersion};
 
 /// The numcodecs Delta codec.
@@ -52,7 +52,9 @@ impl DeltaCodec {
             swap,
         })
     }
+}
 
+impl ChunkFilter for DeltaCodec {
     fn check(&self, data_type: &DataType) -> Result<(), CodecError> {
         if *data_type != self.dtype.scalar.zarrs() {
             return Err(wrong_type(
@@ -63,62 +65,40 @@ impl DeltaCodec {
         }
         Ok(())
     }
-}
 
-impl ArrayToArrayCodecTraits for DeltaCodec {
-    fn into_dyn(self: Arc<Self>) -> Arc<dyn ArrayToArrayCodecTraits> {
-        self
+    fn encoded_type(&self) -> DataType {
+        self.astype.scalar.zarrs()
     }
 
-    // Not element-wise: a partial read needs the whole chunk.
-    super::whole_chunk::whole_chunk_partial_decoders!();
-
-    fn encoded_data_type(&self, decoded_data_type: &DataType) -> Result<DataType, CodecError> {
-        self.check(decoded_data_type)?;
-        Ok(self.astype.scalar.zarrs())
-    }
-
-    fn encode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let mut b = bytes.into_fixed()?.into_owned();
+    fn encode_chunk(&self, chunk: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
+        let mut b = chunk.into_owned();
         diff_in_place(&mut b, self.dtype.scalar).map_err(CodecError::Other)?;
         let mut out = convert(&b, self.dtype.scalar, self.astype.scalar);
         if self.swap {
             swap_in_place(&mut out, self.astype.scalar.size());
         }
-        Ok(ArrayBytes::from(out))
+        Ok(out)
     }
 
-    fn decode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let mut b = bytes.into_fixed()?.into_owned();
+    fn decode_chunk(&self, chunk: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
+        let mut b = chunk.into_owned();
         if self.swap {
             swap_in_place(&mut b, self.astype.scalar.size());
         }
         let mut out = convert(&b, self.astype.scalar, self.dtype.scalar);
         cumsum_in_place(&mut out, self.dtype.scalar).map_err(CodecError::Other)?;
-        Ok(ArrayBytes::from(out))
+        Ok(out)
     }
 }
+chunk_filter_codec!(DeltaCodec);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::num::NonZeroU64;
     use zarrs::array::data_type;
+    use zarrs::array::{ArrayBytes, FillValue};
+    use zarrs_codec::{ArrayToArrayCodecTraits, CodecOptions};
 
     #[test]
     fn matches_numcodecs_with_a_narrower_astype() {

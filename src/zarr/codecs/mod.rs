@@ -20,6 +20,7 @@ mod bitround;
 mod cast_value;
 mod categorize;
 mod checksum32;
+mod chunk_filter;
 mod crc32;
 mod crc32c;
 mod delta;

@@ -5,16 +5,16 @@
 //! (default `dtype`); decoding only casts back. Reading returns exactly what zarr-python
 //! returns.
 
+use super::chunk_filter::{ChunkFilter, chunk_filter_codec};
 use super::numpy_dtype::{NumpyDtype, Scalar, convert, swap_in_place};
 use super::{
     Config, array_codec_traits, bad_config, codec_traits, dtype_field, field, int_field,
     register_codec, wrong_type,
 };
 use half::f16;
-use std::num::NonZeroU64;
-use std::sync::Arc;
-use zarrs::array::{ArrayBytes, DataType, FillValue};
-use zarrs_codec::{ArrayToArrayCodecTraits, CodecError, CodecOptions};
+use std::borrow::Cow;
+use zarrs::array::DataType;
+use zarrs_codec::CodecError;
 use zarrs_plugin::{PluginCreateError, ZarrVersion};
 
 /// The numcodecs Quantize codec.
@@ -70,17 +70,6 @@ impl QuantizeCodec {
         })
     }
 
-    fn check(&self, data_type: &DataType) -> Result<(), CodecError> {
-        if *data_type != self.dtype.scalar.zarrs() {
-            return Err(wrong_type(
-                "numcodecs.quantize",
-                &format!("{:?}", self.dtype.scalar),
-                data_type,
-            ));
-        }
-        Ok(())
-    }
-
     /// Rounds every element to the grid in place, in the element type's own precision.
     fn round(&self, b: &mut [u8]) {
         let s = self.scale;
@@ -112,62 +101,49 @@ impl QuantizeCodec {
     }
 }
 
-impl ArrayToArrayCodecTraits for QuantizeCodec {
-    fn into_dyn(self: Arc<Self>) -> Arc<dyn ArrayToArrayCodecTraits> {
-        self
+impl ChunkFilter for QuantizeCodec {
+    fn check(&self, data_type: &DataType) -> Result<(), CodecError> {
+        if *data_type != self.dtype.scalar.zarrs() {
+            return Err(wrong_type(
+                "numcodecs.quantize",
+                &format!("{:?}", self.dtype.scalar),
+                data_type,
+            ));
+        }
+        Ok(())
     }
 
-    // A missing chunk must read as the fill value, not as the decoded encoded fill.
-    super::whole_chunk::whole_chunk_partial_decoders!();
-
-    fn encoded_data_type(&self, decoded_data_type: &DataType) -> Result<DataType, CodecError> {
-        self.check(decoded_data_type)?;
-        Ok(self.astype.scalar.zarrs())
+    fn encoded_type(&self) -> DataType {
+        self.astype.scalar.zarrs()
     }
 
-    fn encode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let mut b = bytes.into_fixed()?.into_owned();
+    fn encode_chunk(&self, chunk: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
+        let mut b = chunk.into_owned();
         self.round(&mut b);
         let mut out = convert(&b, self.dtype.scalar, self.astype.scalar);
         if self.swap {
             swap_in_place(&mut out, self.astype.scalar.size());
         }
-        Ok(ArrayBytes::from(out))
+        Ok(out)
     }
 
-    fn decode<'a>(
-        &self,
-        bytes: ArrayBytes<'a>,
-        _shape: &[NonZeroU64],
-        data_type: &DataType,
-        _fill_value: &FillValue,
-        _options: &CodecOptions,
-    ) -> Result<ArrayBytes<'a>, CodecError> {
-        self.check(data_type)?;
-        let mut b = bytes.into_fixed()?.into_owned();
+    fn decode_chunk(&self, chunk: Cow<'_, [u8]>) -> Result<Vec<u8>, CodecError> {
+        let mut b = chunk.into_owned();
         if self.swap {
             swap_in_place(&mut b, self.astype.scalar.size());
         }
-        Ok(ArrayBytes::from(convert(
-            &b,
-            self.astype.scalar,
-            self.dtype.scalar,
-        )))
+        Ok(convert(&b, self.astype.scalar, self.dtype.scalar))
     }
 }
+chunk_filter_codec!(QuantizeCodec);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::num::NonZeroU64;
     use zarrs::array::data_type;
+    use zarrs::array::{ArrayBytes, FillValue};
+    use zarrs_codec::{ArrayToArrayCodecTraits, CodecOptions};
 
     #[test]
     fn rounds_like_numcodecs() {

@@ -57,7 +57,7 @@ pub fn list_hierarchy(location: &str, path: &str) -> Result<Hierarchy> {
 ///
 /// ```
 /// let Err(err) = zarrbuf::list_hierarchy_opt("fixtures/data/v3_int8.zarr", "",
-///     &zarrbuf::OpenOptions::default().with_branch("main")) else { panic!() };
+///     &zarrbuf::options::OpenOptions::default().with_branch("main")) else { panic!() };
 /// assert!(err.to_string().contains("not an icechunk repository"));
 /// ```
 pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Result<Hierarchy> {

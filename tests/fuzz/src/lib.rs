@@ -26,7 +26,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use zarrbuf::options::Decode;
-use zarrbuf::{ArrayReadExt, BufferPrototype, DynArray, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadExt, BufferPrototype, DynArray,
+    options::{PipelineMode, ReadOptions},
+};
 
 /// Arrays with more elements than this are opened but not read.
 pub const MAX_ELEMENTS: u64 = 1 << 20;
@@ -715,8 +718,8 @@ pub fn check_walk(data: &[u8]) -> Outcome {
     let path = dir.path().join(first_key);
     std::fs::create_dir_all(path.parent().expect("a parent")).expect("writable");
     std::fs::write(&path, rest).expect("writable");
-    let opts = zarrbuf::CheckOptions::default().with_concurrency(1);
-    let report = zarrbuf::check_array(&location, "", &opts);
+    let opts = zarrbuf::options::CheckOptions::default().with_concurrency(1);
+    let report = zarrbuf::check::check_array(&location, "", &opts);
     if let Ok(r) = &report {
         assert_eq!(r.chunks_checked, 1);
         assert!(
@@ -724,9 +727,9 @@ pub fn check_walk(data: &[u8]) -> Outcome {
             "{:?}",
             r.findings
         );
-        let repaired = zarrbuf::check_array(&location, "", &opts.clone().with_repair(true));
+        let repaired = zarrbuf::check::check_array(&location, "", &opts.clone().with_repair(true));
         assert!(repaired.is_ok(), "{repaired:?}");
-        let again = zarrbuf::check_array(&location, "", &opts).expect("checks again");
+        let again = zarrbuf::check::check_array(&location, "", &opts).expect("checks again");
         assert!(again.is_clean(), "after a repair: {:?}", again.findings);
         let array = zarrbuf::open(&location, "").expect("opens");
         array

@@ -5,7 +5,10 @@ use crate::Check;
 use crate::fixtures::same;
 use std::time::Instant;
 use zarrbuf::options::Decode;
-use zarrbuf::{ArrayReadExt, Buffer, BufferPrototype, NDBuffer, PipelineMode, ReadOptions};
+use zarrbuf::{
+    ArrayReadExt, Buffer, BufferPrototype, NDBuffer,
+    options::{PipelineMode, ReadOptions},
+};
 use zarrbuf_test_cases::variants;
 
 /// Median GB/s of whole-array reads of `array` into cuda:0 with each (decode, staging

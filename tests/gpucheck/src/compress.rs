@@ -5,7 +5,10 @@ use crate::fixtures::same;
 use std::ops::Range;
 use std::time::Instant;
 use zarrbuf::options::{Compress, Decode};
-use zarrbuf::{ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, ReadOptions, WriteOptions};
+use zarrbuf::{
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
+    options::{ReadOptions, WriteOptions},
+};
 
 /// The chains the GPU compresses: zarr v3 codecs after `bytes`, and the chunk shape (zlib
 /// goes through nvCOMP's DEFLATE compressor, which takes chunks of at most 64 KiB).

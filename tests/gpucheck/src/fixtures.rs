@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use zarrbuf::multi::{MultiPrototype, Placement};
 use zarrbuf::options::Decode;
 use zarrbuf::{
-    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer, PipelineMode, ReadOptions, WriteOptions,
+    ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
+    options::{PipelineMode, ReadOptions, WriteOptions},
 };
 
 /// (name, store, array path, npy) from fixtures/manifest.json.

@@ -7,12 +7,13 @@ use super::batch::{
 use super::compress::{
     CompressSettings, compress_on_host, describe_host_compress_status, host_max_compressed_size,
 };
+use super::ops::HostQueue;
+use super::ops::{StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
-use zarrbuf_codecs::host::Shuffle;
-use zarrbuf_codecs::{ScalarKind, Strided, host};
+use zarrbuf_codecs::{Strided, host};
 
 /// Runs every operation immediately on the calling thread.
 pub(crate) struct HostOps;
@@ -42,11 +43,11 @@ impl DeviceOps for HostOps {
     }
 
     fn new_queue(&self) -> Result<Queue> {
-        Ok(Queue::Host)
+        Ok(Queue::Host(HostQueue::new()))
     }
 
     fn default_queue(&self) -> Queue {
-        Queue::Host
+        Queue::Host(HostQueue::DEFAULT)
     }
 
     fn copy(&self, _q: &Queue, src: &Region, dst: &Region) -> Result<()> {
@@ -65,17 +66,16 @@ impl DeviceOps for HostOps {
         Ok(())
     }
 
-    fn strided_copy(
-        &self,
-        _q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        shape: &[usize],
-        elem_size: usize,
-        swap_unit: usize,
-    ) -> Result<()> {
+    fn strided_copy(&self, _q: &Queue, op: StridedCopy<'_>) -> Result<()> {
+        let StridedCopy {
+            src,
+            src_view,
+            dst,
+            dst_view,
+            shape,
+            elem_size,
+            swap_unit,
+        } = op;
         let (s, d) = host_regions(src, dst)?;
         let _guards = src.lock_pair(dst)?;
         // SAFETY: the regions are live for the buffers' lengths; the kernel checks every
@@ -107,17 +107,16 @@ impl DeviceOps for HostOps {
         dst.with_host_mut(|bytes| Ok(host::fill(bytes, view, shape, pattern)?))
     }
 
-    fn cast(
-        &self,
-        _q: &Queue,
-        src: &Region,
-        src_view: Strided<'_>,
-        src_kind: ScalarKind,
-        dst: &Region,
-        dst_view: Strided<'_>,
-        dst_kind: ScalarKind,
-        shape: &[usize],
-    ) -> Result<()> {
+    fn cast(&self, _q: &Queue, op: StridedCast<'_>) -> Result<()> {
+        let StridedCast {
+            src,
+            src_view,
+            src_kind,
+            dst,
+            dst_view,
+            dst_kind,
+            shape,
+        } = op;
         let (s, d) = host_regions(src, dst)?;
         let _guards = src.lock_pair(dst)?;
         // SAFETY: regions live for the buffers' lengths; the kernel checks bounds.
@@ -137,16 +136,15 @@ impl DeviceOps for HostOps {
         Ok(())
     }
 
-    fn blosc_unshuffle(
-        &self,
-        _q: &Queue,
-        src: &Region,
-        dst: &Region,
-        nbytes: usize,
-        shuffle: Shuffle,
-        typesize: usize,
-        blocksize: usize,
-    ) -> Result<()> {
+    fn blosc_unshuffle(&self, _q: &Queue, op: Unshuffle<'_>) -> Result<()> {
+        let Unshuffle {
+            src,
+            dst,
+            nbytes,
+            shuffle,
+            typesize,
+            blocksize,
+        } = op;
         let (_guard, input) = src.host_bytes()?;
         dst.with_host_mut(|out| {
             Ok(host::blosc_unshuffle(

@@ -708,7 +708,7 @@ impl Buffer {
         };
         region.settle()?;
         match self.memory() {
-            Memory::Cuda(n) | Memory::Pinned(n) => crate::device::driver::cuda_context(n)?
+            Memory::Cuda(n) | Memory::Pinned(n) => crate::driver::cuda_context(n)?
                 .synchronize()
                 .map_err(|e| Error::cuda("cuCtxSynchronize", e)),
             Memory::Host => Ok(()),
