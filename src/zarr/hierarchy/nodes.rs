@@ -5,7 +5,7 @@ use crate::store::label;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The groups and arrays under a node of a store, as [`list_hierarchy`] finds them. Its
+/// The groups and arrays under a node of a store, as [`list_hierarchy`](crate::list_hierarchy) finds them. Its
 /// [`Display`](std::fmt::Display) is the tree `zarrbuf info` prints; it serializes (serde) to
 /// the JSON `zarrbuf info --json` prints.
 ///

@@ -41,7 +41,7 @@ fn parse(key: &str, bytes: &[u8]) -> Result<Json> {
     })
 }
 
-/// The nodes at and under `base` (see [`list_hierarchy`]) and whether they came from
+/// The nodes at and under `base` (see [`list_hierarchy`](crate::list_hierarchy)) and whether they came from
 /// consolidated metadata; `sizes` adds the stored chunk counts and bytes of each array.
 pub(super) async fn walk(
     source: &dyn Source,
