@@ -81,10 +81,11 @@ pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
 }
 
-/// CUDA streams and devices, nvCOMP, and the memory zarrbuf keeps cached for reuse.
+/// CUDA streams and devices, nvCOMP, the device decoder's knobs, and the memory zarrbuf
+/// keeps cached for reuse.
 pub mod cuda {
     pub use crate::device::{Stream, cuda_device_count, nvcomp_compression, nvcomp_library};
-    pub use crate::pipeline::release_cached_memory;
+    pub use crate::pipeline::{Tuning, release_cached_memory, tuning};
 }
 
 /// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.
