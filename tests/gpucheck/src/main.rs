@@ -89,7 +89,8 @@ fn main() {
             staging_bytes: knobs.staging_bytes,
         },
         target: args.device,
-        table: Vec::new(),
+        // The knobs again at the end, for logs of which only the tail comes back.
+        table: vec![("knobs".into(), knobs.header())],
     };
     let result = run_checks(args.what, &mut run);
     println!("\n| check | result |\n|---|---|");
