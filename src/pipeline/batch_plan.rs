@@ -215,8 +215,8 @@ mod tests {
         });
         assert_eq!(p.chunks_per_batch, 16 * 132);
         assert_eq!(p.batches_in_flight, 4);
-        // Each of the four gets a quarter of the budget, capped at its chunks' decoded size.
-        assert_eq!(p.batch_bytes, (16 * 132 * (128 << 10)).min((1 << 30) / 4));
+        // Each of the four gets a quarter of the budget (less than its 2112 decoded chunks).
+        assert_eq!(p.batch_bytes, (1 << 30) / 4);
         assert_eq!(p.device_input_bytes, 4 * p.batch_bytes);
         assert!(p.fills_device);
     }
