@@ -92,7 +92,19 @@ fn main() {
         // The knobs again at the end, for logs of which only the tail comes back.
         table: vec![("knobs".into(), knobs.header())],
     };
-    let result = run_checks(args.what, &mut run);
+    // A check that panics fails the run like one that returns an error: the table of what
+    // passed before it is printed all the same.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_checks(args.what, &mut run)
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("(no message)");
+        Err(format!("a check panicked: {what}"))
+    });
     println!("\n| check | result |\n|---|---|");
     for (k, v) in &run.table {
         println!("| {k} | {v} |");
