@@ -126,10 +126,11 @@ pub mod alloc {
     pub use crate::memory::release_cached_memory;
 }
 
-/// CUDA streams and devices, and nvCOMP.
+/// CUDA streams and devices, nvCOMP, and the device decoder's knobs.
 pub mod cuda {
     pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
     pub use crate::driver::cuda_device_count;
+    pub use crate::pipeline::{Tuning, tuning};
 
     /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
     /// returns the bytes freed.

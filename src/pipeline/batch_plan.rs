@@ -8,13 +8,9 @@
 //! thousands. Batches were sized by the staging slots they held (decoded bytes), which kept
 //! them near 110 chunks of 1 MiB within the default 256 MiB; now they are sized here.
 
-/// Chunks per batch for each of the device's SMs (the least a batch aims for). Four waves
-/// of one thread block per SM; a GPU run may raise it with evidence.
-pub(crate) const CHUNKS_PER_SM: usize = 4;
-
-/// Batches in flight: one decompressing on the device while the next is gathered and its
-/// chunks are copied host → device.
-pub(crate) const BATCHES_IN_FLIGHT: usize = 2;
+#[cfg(test)]
+use super::tuning::CHUNKS_PER_SM;
+use super::tuning::Tuning;
 
 /// Chunks start at multiples of this in a batch's input buffer (nvCOMP needs 8 for zstd, 4
 /// for LZ4 and DEFLATE; 256 keeps every chunk on its own cache lines).
@@ -35,16 +31,18 @@ pub(crate) struct BatchPlanInput {
     pub compressed_chunk_bytes: Option<usize>,
     /// The read's staging budget (`ReadOptions::staging_bytes`).
     pub staging_bytes: usize,
+    /// Chunks per SM and batches in flight ([`super::tuning::tuning`]).
+    pub tuning: Tuning,
 }
 
 /// How a read's device batches are formed, and the memory they take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BatchPlan {
-    /// Most chunks in one batch: `CHUNKS_PER_SM × sm_count`, or the whole read when it has
+    /// Most chunks in one batch: `chunks_per_sm × sm_count`, or the whole read when it has
     /// fewer, or fewer when the estimated compressed chunks do not fit `batch_bytes`. At
     /// least 1.
     pub chunks_per_batch: usize,
-    /// Batches in flight ([`BATCHES_IN_FLIGHT`]).
+    /// Batches in flight (the tuning's `batches_in_flight`).
     pub batches_in_flight: usize,
     /// Most compressed bytes one batch holds: the size of each batch's input buffer in device
     /// memory. A batch closes early when its next chunk would not fit.
@@ -55,22 +53,23 @@ pub(crate) struct BatchPlan {
     /// straight into the output (`batches_in_flight × chunks_per_batch` decoded chunks,
     /// twice that for shuffled blosc); grown on demand, none when every chunk lands in place.
     pub device_scratch_bytes: usize,
-    /// Whether the batches reach `CHUNKS_PER_SM × sm_count` chunks (or the whole read):
+    /// Whether the batches reach `chunks_per_sm × sm_count` chunks (or the whole read):
     /// false when the budget, at the estimated compressed size, holds fewer.
     pub fills_device: bool,
 }
 
 /// The batch plan of a device-decoding read.
 ///
-/// **Chunks per batch**: at least [`CHUNKS_PER_SM`] × the device's SM count (528 on an
-/// H100), or every chunk of the read when it has fewer (one batch).
+/// **Chunks per batch**: at least the tuning's `chunks_per_sm` (default 4) × the device's SM
+/// count (528 on an H100), or every chunk of the read when it has fewer (one batch).
 ///
 /// **Memory** (staging counts compressed bytes): a batch's chunks are copied, still
 /// compressed, from the workers' staging slots into the batch's input buffer in device
 /// memory as they come, each at a [`CHUNK_ALIGN`]-byte boundary, and their slots are free
 /// again at once; so the pinned staging of a device-decoding read is the workers' ring of
 /// slots (at most `staging_bytes`, as when the CPU decodes), whatever the batch size. Each
-/// of the [`BATCHES_IN_FLIGHT`] batches gets half of `staging_bytes` as its input buffer
+/// of the `batches_in_flight` batches (default 2) gets its share of `staging_bytes` (half,
+/// by default) as its input buffer
 /// (`batch_bytes`; at least one decoded chunk, at most what `chunks_per_batch` decoded
 /// chunks would take), so the compressed input in device memory is at most
 /// `max(staging_bytes, 2 × decoded chunk)` too. Decoded chunks go straight into the output
@@ -85,10 +84,15 @@ pub(crate) struct BatchPlan {
 /// GPU (raise `staging_bytes` to about `2 × 4 × SMs × compressed chunk` to fill it). With
 /// no estimate the target stands and batches close early on bytes while gathering.
 pub(crate) fn batch_plan(input: BatchPlanInput) -> BatchPlan {
-    let target = CHUNKS_PER_SM * input.sm_count.max(1);
+    let in_flight = input.tuning.batches_in_flight.max(1);
+    let target = input
+        .tuning
+        .chunks_per_sm
+        .max(1)
+        .saturating_mul(input.sm_count.max(1));
     let want = target.min(input.chunks).max(1);
     let decoded = align_up(input.decoded_chunk_bytes.max(1));
-    let share = (input.staging_bytes / BATCHES_IN_FLIGHT).max(decoded);
+    let share = (input.staging_bytes / in_flight).max(decoded);
     let batch_bytes = share.min(want.saturating_mul(decoded));
     let fit = match input.compressed_chunk_bytes {
         Some(c) => batch_bytes / align_up(c.clamp(1, input.decoded_chunk_bytes.max(1))),
@@ -97,10 +101,10 @@ pub(crate) fn batch_plan(input: BatchPlanInput) -> BatchPlan {
     let chunks_per_batch = want.min(fit).max(1);
     BatchPlan {
         chunks_per_batch,
-        batches_in_flight: BATCHES_IN_FLIGHT,
+        batches_in_flight: in_flight,
         batch_bytes,
-        device_input_bytes: BATCHES_IN_FLIGHT.saturating_mul(batch_bytes),
-        device_scratch_bytes: BATCHES_IN_FLIGHT
+        device_input_bytes: in_flight.saturating_mul(batch_bytes),
+        device_scratch_bytes: in_flight
             .saturating_mul(chunks_per_batch)
             .saturating_mul(decoded),
         fills_device: chunks_per_batch == want,
@@ -131,6 +135,7 @@ mod tests {
             decoded_chunk_bytes: decoded,
             compressed_chunk_bytes: compressed,
             staging_bytes: budget,
+            tuning: Tuning::DEFAULT,
         })
     }
 
@@ -191,6 +196,29 @@ mod tests {
         // Compressed sizes are counted with their alignment padding.
         let p = plan(4, 100, 4096, Some(257), 2 * 16 * 512);
         assert_eq!(p.chunks_per_batch, 16);
+    }
+
+    #[test]
+    fn the_tuning_sets_chunks_per_sm_and_batches_in_flight() {
+        let tuning = Tuning {
+            chunks_per_sm: 16,
+            batches_in_flight: 4,
+            probe_share: 8,
+        };
+        let p = batch_plan(BatchPlanInput {
+            sm_count: 132,
+            chunks: 100_000,
+            decoded_chunk_bytes: 128 << 10,
+            compressed_chunk_bytes: Some(32 << 10),
+            staging_bytes: 1 << 30,
+            tuning,
+        });
+        assert_eq!(p.chunks_per_batch, 16 * 132);
+        assert_eq!(p.batches_in_flight, 4);
+        // Each of the four gets a quarter of the budget (less than its 2112 decoded chunks).
+        assert_eq!(p.batch_bytes, (1 << 30) / 4);
+        assert_eq!(p.device_input_bytes, 4 * p.batch_bytes);
+        assert!(p.fills_device);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! construction is never much slower than the faster side (`pipeline::hybrid`) — unless
 //! rates measured in this process say the device is too slow to be worth its batches.
 
-use super::batch_plan::CHUNKS_PER_SM;
+use super::tuning::{CHUNKS_PER_SM, tuning};
 use crate::device::{Compression, DeviceOps};
 use crate::options::Decode;
 use crate::place::Memory;
@@ -65,7 +65,8 @@ pub(crate) fn resolve_decode(
         device_output: true,
         compression,
         chunks,
-        batch_chunks: CHUNKS_PER_SM * ops.sm_count().unwrap_or(1),
+        batch_chunks: tuning().map_or(CHUNKS_PER_SM, |t| t.chunks_per_sm)
+            * ops.sm_count().unwrap_or(1),
         device_decoder: &|| ops.batch_decoder().is_ok(),
         measured: None,
     })

@@ -37,6 +37,7 @@ impl StagedRead<'_> {
             decoded_chunk_bytes: slot_bytes,
             compressed_chunk_bytes: None,
             staging_bytes: self.staging_bytes,
+            tuning: super::tuning::tuning()?,
         })
     }
 

@@ -17,21 +17,16 @@
 //! finish no later than the CPU threads would finish the rest; a CPU thread starts a unit
 //! only when it would finish it before the device could finish everything left. Until the
 //! device has finished a batch its speed is unknown: it gets one *probe* batch of at most
-//! 1/[`PROBE_SHARE`] of the units, so a device even several times slower than the CPU
-//! cannot hold the read up.
+//! 1/`probe_share` of the units (the tuning's, default 8: [`super::tuning`]), so a device
+//! even several times slower than the CPU cannot hold the read up.
 //!
 //! The type knows nothing of CUDA, chunks or buffers: [`WorkQueue::next`] hands out units,
 //! the callers report what they finished. Its tests drive it with simulated decoders.
 
-use super::batch_plan::BATCHES_IN_FLIGHT;
+use super::tuning::Tuning;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-
-/// Until the device has finished a batch, its one batch takes at most this share of the
-/// units left (1/8: a device 7× slower than the CPU threads still finishes its probe before
-/// they finish the rest).
-pub(crate) const PROBE_SHARE: usize = 8;
 
 /// Finished batches the device model remembers (the newest).
 const DEVICE_OBSERVATIONS: usize = 8;
@@ -125,6 +120,8 @@ pub(crate) struct Facts<'a> {
     pub cpu_unit_secs: Option<f64>,
     /// CPU threads decoding.
     pub cpu_threads: usize,
+    /// Batches in flight and the probe's share ([`super::tuning`]).
+    pub tuning: Tuning,
 }
 
 /// What the next caller of [`WorkQueue::next`] should do.
@@ -141,8 +138,8 @@ pub(crate) enum Decision {
 /// The hybrid policy (see the module docs): how the next unit of work is split.
 ///
 /// 1. No device batch has finished: the device gets one probe batch of at most
-///    `remaining / PROBE_SHARE` units (at least one); everything else goes to the CPU.
-/// 2. The device can take a batch (fewer than `BATCHES_IN_FLIGHT` open): the largest `b` up
+///    `remaining / probe_share` units (at least one); everything else goes to the CPU.
+/// 2. The device can take a batch (fewer than `batches_in_flight` open): the largest `b` up
 ///    to `max_batch` with `device_busy + t(b) ≤ cpu(remaining − b)`, i.e. the device's work
 ///    ends no later than the CPU threads' (`t` from [`DeviceModel`]; `cpu(k)` is
 ///    `ceil(k / threads)` rounds of the mean unit time; before a CPU unit finished,
@@ -155,10 +152,11 @@ pub(crate) fn decide(f: &Facts<'_>) -> Decision {
     if cap == 0 {
         return Decision::Wait;
     }
-    let device_can = f.open_batches < BATCHES_IN_FLIGHT;
+    let device_can = f.open_batches < f.tuning.batches_in_flight.max(1);
     if !f.device.is_measured() {
         return if device_can && f.open_batches == 0 {
-            Decision::Device(cap.min(f.remaining.div_ceil(PROBE_SHARE)).max(1))
+            let probe = f.remaining.div_ceil(f.tuning.probe_share.max(1));
+            Decision::Device(cap.min(probe).max(1))
         } else {
             Decision::Cpu
         };
@@ -266,17 +264,19 @@ pub(crate) struct Tally {
 pub(crate) struct WorkQueue {
     split: Split,
     cpu_threads: usize,
+    tuning: Tuning,
     state: Mutex<State>,
     wake: Condvar,
 }
 
 impl WorkQueue {
     /// A queue of `units` units split as `split`, device batches of at most `max_batch`,
-    /// `cpu_threads` threads decoding.
+    /// `cpu_threads` threads decoding, and the default [`Tuning`] (see [`Self::with_tuning`]).
     pub(crate) fn new(units: usize, split: Split, max_batch: usize, cpu_threads: usize) -> Self {
         WorkQueue {
             split,
             cpu_threads: cpu_threads.max(1),
+            tuning: Tuning::DEFAULT,
             state: Mutex::new(State {
                 front: 0,
                 back: units,
@@ -292,6 +292,12 @@ impl WorkQueue {
             }),
             wake: Condvar::new(),
         }
+    }
+
+    /// The same queue with `tuning`'s batches in flight and probe share.
+    pub(crate) fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -324,7 +330,7 @@ impl WorkQueue {
             let now = Instant::now();
             let decision = match self.split {
                 Split::Cpu => Decision::Cpu,
-                Split::Device if s.open.len() < BATCHES_IN_FLIGHT => {
+                Split::Device if s.open.len() < self.tuning.batches_in_flight.max(1) => {
                     Decision::Device(s.max_batch.min(remaining))
                 }
                 Split::Device => Decision::Wait,
@@ -336,6 +342,7 @@ impl WorkQueue {
                     device: &s.device,
                     cpu_unit_secs: (s.cpu_units > 0).then(|| s.cpu_secs / s.cpu_units as f64),
                     cpu_threads: self.cpu_threads,
+                    tuning: self.tuning,
                 }),
             };
             match decision {
@@ -480,7 +487,36 @@ mod tests {
             device,
             cpu_unit_secs: cpu,
             cpu_threads: 2,
+            tuning: Tuning::DEFAULT,
         }
+    }
+
+    #[test]
+    fn the_tuning_sets_the_probe_and_the_batches_in_flight() {
+        let none = DeviceModel::default();
+        let tuned = |probe_share, batches_in_flight, open| Facts {
+            max_batch: 1000,
+            tuning: Tuning {
+                chunks_per_sm: 4,
+                batches_in_flight,
+                probe_share,
+            },
+            ..facts(400, open, 0.0, &none, None)
+        };
+        assert_eq!(decide(&tuned(8, 2, 0)), Decision::Device(50));
+        assert_eq!(decide(&tuned(2, 2, 0)), Decision::Device(200));
+        let m = model(&[(32, 0.020)]);
+        let measured = |batches_in_flight, open| Facts {
+            tuning: Tuning {
+                chunks_per_sm: 4,
+                batches_in_flight,
+                probe_share: 8,
+            },
+            ..facts(400, open, 0.02, &m, None)
+        };
+        // Two open batches: a third only when three may be in flight.
+        assert_eq!(decide(&measured(2, 2)), Decision::Cpu);
+        assert_eq!(decide(&measured(3, 2)), Decision::Device(32));
     }
 
     #[test]

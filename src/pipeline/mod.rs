@@ -29,6 +29,7 @@ mod slots;
 mod staged_read;
 mod staged_write;
 mod store_queue;
+mod tuning;
 mod write_batches;
 mod write_driver;
 
@@ -45,4 +46,5 @@ pub(crate) use slots::{allocate_slots, finish, largest_unit_bytes};
 pub(crate) use staged_read::{Produced, StagedRead};
 pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 pub(crate) use store_queue::StoreQueue;
+pub use tuning::{Tuning, tuning};
 pub(crate) use write_driver::write_staged;

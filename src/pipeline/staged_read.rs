@@ -22,6 +22,7 @@ use super::batch_plan::batch_plan;
 use super::device_batches::DeviceBatches;
 use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
+use super::tuning::Tuning;
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
 use crate::device::StridedCopy;
@@ -159,11 +160,11 @@ impl StagedRead<'_> {
             }
             None => None,
         };
-        let (split, max_batch) = match &device {
-            Some((split, d)) => (*split, d.chunks_per_batch()),
-            None => (Split::Cpu, 1),
+        let (split, max_batch, tuning) = match &device {
+            Some((split, d)) => (*split, d.chunks_per_batch(), d.plan_input.tuning),
+            None => (Split::Cpu, 1, Tuning::DEFAULT),
         };
-        let queue = WorkQueue::new(self.units.len(), split, max_batch, workers);
+        let queue = WorkQueue::new(self.units.len(), split, max_batch, workers).with_tuning(tuning);
         let mut device = device.map(|(_, d)| d);
 
         let outcome = std::thread::scope(|scope| {

@@ -21,12 +21,30 @@ pub(crate) struct Args {
     /// Timed repetitions per benchmark figure (the median is reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) reps: u64,
+    /// The benchmark's quick pass: zstd 1 at 64³ chunks and the GPU layout only.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Where the "device" reads go: cuda (a GPU, the real run) or host (a dry run of the
+    /// same sequence on the device trait's host twin, no GPU; refused under
+    /// ZARRBUF_REQUIRE_GPU=1).
+    #[arg(long, value_enum, default_value_t = Target::Cuda)]
+    pub(crate) device: Target,
     /// Internal: run as the importing child of the CUDA IPC check, with this descriptor (hex).
     #[arg(long, hide = true, value_name = "HEX")]
     pub(crate) ipc_child: Option<String>,
     /// Internal: what the IPC child checks and does.
     #[arg(long, hide = true, value_enum, default_value_t = IpcMode::Write, requires = "ipc_child")]
     pub(crate) ipc_child_mode: IpcMode,
+}
+
+/// Where a run's device reads and writes go.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// CUDA device 0 (and pinned memory): the run on a GPU machine.
+    Cuda,
+    /// The host twin of the device (host memory, the staged pipeline, the CPU codecs behind
+    /// the batch decoder and compressor): a dry run without a GPU.
+    Host,
 }
 
 /// What the importing child of the CUDA IPC check does.
@@ -100,6 +118,8 @@ mod tests {
                 root: ".".into(),
                 bench_bytes: 1 << 30,
                 reps: 5,
+                quick: false,
+                device: Target::Cuda,
                 ipc_child: None,
                 ipc_child_mode: IpcMode::Write,
             }
@@ -123,6 +143,17 @@ mod tests {
             let a = parse_args(["zarrbuf-gpucheck", word, "--reps", "2"]).unwrap();
             assert_eq!((a.what, a.reps), (what, 2));
         }
+        let a = parse_args(["zarrbuf-gpucheck", "bench", "--quick", "--device", "host"]).unwrap();
+        assert_eq!(
+            (a.what, a.quick, a.device),
+            (What::Bench, true, Target::Host)
+        );
+        assert_eq!(
+            parse_args(["zarrbuf-gpucheck", "--device", "tpu"])
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidValue
+        );
         // Flags before the subcommand, as well.
         let a = parse_args(["zarrbuf-gpucheck", "--root", "/r", "bench"]).unwrap();
         assert_eq!((a.what, a.root), (What::Bench, PathBuf::from("/r")));

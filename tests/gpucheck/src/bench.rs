@@ -1,161 +1,259 @@
-//! The read benchmark (zarrs vs zarrbuf on the CPU vs zarrbuf into the GPU) and the pinned
-//! host-device bandwidth.
+//! The read benchmark: for each (variant, layout) of [`FULL`] (or [`QUICK`] with `--quick`)
+//! whole-array reads into device memory with each decode choice, each result checked first,
+//! then one summary line, printed and flushed as soon as it is known so that a run cut
+//! short still reports what it measured:
+//!
+//! `gpu-decode: variant=zstd1 layout=chunks64 cpu=9.31 gpu=12.02 both=13.10 auto=9.30`
+//!
+//! (medians of `--reps` reads, decoded GB/s). The full pass adds, per line, zarrs' decode
+//! into a reused host buffer and zarrbuf's host read (the README table's columns), and the
+//! pinned host-device bandwidth at the start.
 
 use crate::Check;
+use crate::args::Target;
+use crate::arrays::{self, Layout};
 use crate::fixtures::same;
+use std::io::Write;
 use std::time::Instant;
 use zarrbuf::options::Decode;
-use zarrbuf::{
-    ArrayReadExt, Buffer, BufferPrototype, NDBuffer,
-    options::{PipelineMode, ReadOptions},
-};
-use zarrbuf_test_cases::variants;
+use zarrbuf::{ArrayReadExt, Buffer, BufferPrototype, NDBuffer};
+use zarrbuf_test_cases::variants::{self, Variant};
+use zarrs::array::Array;
+use zarrs::filesystem::FilesystemStore;
 
-/// Median GB/s of whole-array reads of `array` into cuda:0 with each (decode, staging
-/// bytes) choice, each result checked against `data` first.
-fn cuda_reads(
-    array: &zarrs::array::Array<zarrs::filesystem::FilesystemStore>,
-    name: &str,
-    data: &NDBuffer,
-    total: usize,
-    reps: usize,
-    choices: &[(Decode, usize)],
-) -> std::result::Result<Vec<f64>, String> {
-    let all = variants::full(array.shape());
-    let mut rates = Vec::with_capacity(choices.len());
-    for &(decode, staging) in choices {
-        let o = ReadOptions::default()
-            .with_decode(decode)
-            .with_staging_bytes(staging);
-        let check = array
-            .read_opt(&all, &BufferPrototype::cuda(0), &o)
-            .map_err(|e| e.to_string())?;
-        same(
-            &format!("bench {name} on cuda, decode {decode:?}"),
-            &check,
-            data,
-        )?;
-        drop(check);
-        rates.push(variants::median_gbps(total, reps, || {
-            drop(
-                array
-                    .read_opt(&all, &BufferPrototype::cuda(0), &o)
-                    .expect("cuda read"),
-            )
-        }));
-    }
-    Ok(rates)
+/// The summary lines of a full run, the headline ones first.
+pub(crate) const FULL: [(Variant, Layout); 6] = [
+    (Variant::Zstd1, Layout::Chunks(64)),
+    (Variant::Zstd1, Layout::Gpu),
+    (Variant::Zstd1, Layout::Chunks(128)),
+    (Variant::Zstd1Sharded, Layout::Chunks(64)),
+    (Variant::BloscLz4Shuffle, Layout::Chunks(64)),
+    (Variant::Gzip1, Layout::Chunks(64)),
+];
+
+/// The summary lines of `--quick`.
+pub(crate) const QUICK: [(Variant, Layout); 2] = [
+    (Variant::Zstd1, Layout::Chunks(64)),
+    (Variant::Zstd1, Layout::Gpu),
+];
+
+/// The decode choices of a line, in its order.
+const DECODES: [Decode; 4] = [Decode::Cpu, Decode::Gpu, Decode::Both, Decode::Auto];
+
+/// What the benchmark is asked to do.
+pub(crate) struct Bench {
+    /// Decoded bytes of each array (float32, about this many).
+    pub(crate) bytes: u64,
+    pub(crate) reps: usize,
+    pub(crate) quick: bool,
+    pub(crate) target: Target,
+    /// Every read's staging budget (`ZARRBUF_BENCH_STAGING_BYTES`).
+    pub(crate) staging_bytes: usize,
 }
 
-/// The pinned host-device bandwidth, then the read benchmark on every GPU variant at 64³ and
-/// 128³ chunks, each reader's result checked first; adds the figures to `table`.
-pub(crate) fn bench(bytes: u64, reps: usize, table: &mut Vec<(String, String)>) -> Check {
+/// Median decoded GB/s of `reps` calls of `f`.
+fn median_gbps(bytes: usize, reps: usize, mut f: impl FnMut() -> Check) -> Result<f64, String> {
+    let mut rates = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        f()?;
+        rates.push(bytes as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e9);
+    }
+    rates.sort_by(f64::total_cmp);
+    Ok(rates[rates.len() / 2])
+}
+
+/// The summary line of one (variant, layout).
+pub(crate) fn summary_line(variant: Variant, layout: Layout, rates: &[f64; 4]) -> String {
+    format!(
+        "gpu-decode: variant={} layout={} cpu={:.2} gpu={:.2} both={:.2} auto={:.2}",
+        arrays::variant_name(variant),
+        layout.name(),
+        rates[0],
+        rates[1],
+        rates[2],
+        rates[3]
+    )
+}
+
+impl Bench {
+    /// GB/s of whole-array reads of `array` into the device with each of [`DECODES`], each
+    /// read's result checked against `data` first (that read also warms up).
+    fn device_rates(
+        &self,
+        array: &Array<FilesystemStore>,
+        what: &str,
+        data: &NDBuffer,
+    ) -> Result<[f64; 4], String> {
+        let all = variants::full(array.shape());
+        let proto = self.target.device();
+        let total = data.nbytes();
+        let mut rates = [0.0; 4];
+        for (rate, decode) in rates.iter_mut().zip(DECODES) {
+            let o = self
+                .target
+                .read_options()
+                .with_decode(decode)
+                .with_staging_bytes(self.staging_bytes);
+            let read = || array.read_opt(&all, &proto, &o).map_err(|e| e.to_string());
+            let got = read()?;
+            same(
+                &format!(
+                    "bench {what} on {}, decode {decode:?}",
+                    self.target.device_name()
+                ),
+                &got,
+                data,
+            )?;
+            drop(got);
+            *rate = median_gbps(total, self.reps, || read().map(drop))?;
+        }
+        Ok(rates)
+    }
+
+    /// Host reads of `array` for comparison: zarrs into a reused buffer, zarrbuf into host
+    /// memory.
+    fn host_rates(
+        &self,
+        array: &Array<FilesystemStore>,
+        reused: &mut [u8],
+        total: usize,
+    ) -> Result<(f64, f64), String> {
+        let zarrs = median_gbps(total, self.reps, || {
+            variants::zarrs_into(array, reused);
+            Ok(())
+        })?;
+        let all = variants::full(array.shape());
+        let zarrbuf = median_gbps(total, self.reps, || {
+            array
+                .read(&all, &BufferPrototype::cpu())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })?;
+        Ok((zarrs, zarrbuf))
+    }
+
+    /// The pinned host-device bandwidth (CUDA only), then every line of the pass: each
+    /// array written, read with every decode choice, its `gpu-decode:` line printed, its
+    /// store removed. Adds the figures to `table`.
+    pub(crate) fn run(&self, table: &mut Vec<(String, String)>) -> Check {
+        if self.target == Target::Cuda && !self.quick {
+            table.push((
+                "pinned H2D / D2H (256 MiB)".into(),
+                pinned_bandwidth(self.reps)?,
+            ));
+        }
+        let shape = arrays::shape_for(self.bytes);
+        let t = Instant::now();
+        let data = arrays::data(&shape)?;
+        let total = data.nbytes();
+        table.push((
+            "bench array".into(),
+            format!(
+                "float32 {shape:?} = {total} bytes (generated in {:.1} s)",
+                t.elapsed().as_secs_f64()
+            ),
+        ));
+        let dir =
+            std::env::temp_dir().join(format!("zarrbuf-gpucheck-bench-{}", std::process::id()));
+        let mut reused = if self.quick {
+            Vec::new()
+        } else {
+            vec![0u8; total]
+        };
+        let lines: &[(Variant, Layout)] = if self.quick { &QUICK } else { &FULL };
+        for &(variant, layout) in lines {
+            let what = format!("{} {}", arrays::variant_name(variant), layout.name());
+            let t = Instant::now();
+            let array = arrays::create(&dir, variant, layout, &data)?;
+            let written = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let rates = self.device_rates(&array, &what, &data)?;
+            println!("{}", summary_line(variant, layout, &rates));
+            let _ = std::io::stdout().flush();
+            let best = rates[0].max(rates[1]);
+            let mut row = format!(
+                "decode cpu {:.2} / gpu {:.2} / both {:.2} ({:.2}x best) / auto {:.2} ({:.2}x best)",
+                rates[0],
+                rates[1],
+                rates[2],
+                rates[2] / best,
+                rates[3],
+                rates[3] / best
+            );
+            if !self.quick {
+                let (zarrs, host) = self.host_rates(&array, &mut reused, total)?;
+                row += &format!(" | host: zarrs into reused {zarrs:.2}, zarrbuf {host:.2}");
+            }
+            row += &format!(
+                " (written in {written:.1} s, measured in {:.1} s)",
+                t.elapsed().as_secs_f64()
+            );
+            table.push((
+                format!(
+                    "read {what} into {} (GB/s, median of {})",
+                    self.target.device_name(),
+                    self.reps
+                ),
+                row,
+            ));
+            drop(array);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Ok(())
+    }
+}
+
+/// Pinned → device and device → pinned copies of 256 MiB, median GB/s of `reps`.
+fn pinned_bandwidth(reps: usize) -> Result<String, String> {
     let e = |x: zarrbuf::Error| x.to_string();
-    // Pinned <-> device bandwidth, 256 MiB.
     let n = 256 << 20;
     let pinned = Buffer::empty(n, &BufferPrototype::pinned(0)).map_err(e)?;
     let mut device = Buffer::empty(n, &BufferPrototype::cuda(0)).map_err(e)?;
-    let h2d = variants::median_gbps(n, reps, || device.copy_from(&pinned).expect("h2d"));
+    let h2d = median_gbps(n, reps, || device.copy_from(&pinned).map_err(e))?;
     let mut back = pinned.clone();
-    let d2h = variants::median_gbps(n, reps, || back.copy_from(&device).expect("d2h"));
-    table.push((
-        "pinned H2D / D2H (256 MiB)".into(),
-        format!("{h2d:.1} / {d2h:.1} GB/s"),
-    ));
+    let d2h = median_gbps(n, reps, || back.copy_from(&device).map_err(e))?;
+    Ok(format!("{h2d:.1} / {d2h:.1} GB/s"))
+}
 
-    let shape = variants::shape_for(bytes);
-    let total = shape.iter().product::<u64>() as usize * 4;
-    let dir = std::env::temp_dir().join("zarrbuf-bench");
-    let t = Instant::now();
-    let data = variants::data(&shape);
-    table.push((
-        "bench array".into(),
-        format!(
-            "float32 {shape:?} = {total} bytes, 64³ chunks (generated in {:.1} s)",
-            t.elapsed().as_secs_f64()
-        ),
-    ));
-    let mut reused = vec![0u8; total];
-    let all = variants::full(&shape);
-    for v in variants::Variant::GPU {
-        let array = variants::create(&dir, v, &shape, &data);
-        let zi = variants::median_gbps(total, reps, || variants::zarrs_into(&array, &mut reused));
-        let za = variants::median_gbps(total, reps, || {
-            variants::zarrs_alloc(&array);
-        });
-        let cpu = variants::median_gbps(total, reps, || {
-            drop(variants::zarrbuf_read(&array, &BufferPrototype::cpu()))
-        });
-        let staged = ReadOptions::default().with_mode(PipelineMode::Staged);
-        let cpu_staged = variants::median_gbps(total, reps, || {
-            drop(
-                array
-                    .read_opt(&all, &BufferPrototype::cpu(), &staged)
-                    .expect("staged read"),
-            )
-        });
-        let pin = variants::median_gbps(total, reps, || {
-            drop(variants::zarrbuf_read(&array, &BufferPrototype::pinned(0)))
-        });
-        let cuda = cuda_reads(
-            &array,
-            v.name(),
-            &data,
-            total,
-            reps,
-            &[
-                (Decode::Cpu, 256usize << 20),
-                (Decode::Gpu, 256 << 20),
-                (Decode::Both, 256 << 20),
-                (Decode::Gpu, 1 << 30),
-                (Decode::Both, 1 << 30),
-            ],
-        )?;
-        let best = cuda.iter().copied().fold(0.0, f64::max);
-        table.push((
-            format!("read {} (GB/s, median of {reps})", v.name()),
-            format!(
-                "zarrs into reused {zi:.2} | zarrs alloc {za:.2} | zarrbuf cpu {cpu:.2} ({:.2}x) | zarrbuf cpu staged {cpu_staged:.2} | zarrbuf pinned {pin:.2} | zarrbuf cuda decode cpu {:.2} / gpu {:.2} / both {:.2}; 1 GiB staging: gpu {:.2} / both {:.2} (best {:.2}x cpu)",
-                cpu / zi,
-                cuda[0],
-                cuda[1],
-                cuda[2],
-                cuda[3],
-                cuda[4],
-                best / cpu
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_lines_name_the_variant_and_layout_and_every_rate() {
+        assert_eq!(
+            summary_line(
+                Variant::Zstd1,
+                Layout::Chunks(64),
+                &[9.3, 12.0, 13.104, 9.299]
             ),
-        ));
+            "gpu-decode: variant=zstd1 layout=chunks64 cpu=9.30 gpu=12.00 both=13.10 auto=9.30"
+        );
+        let names: Vec<String> = FULL
+            .iter()
+            .map(|&(v, l)| format!("{} {}", arrays::variant_name(v), l.name()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "zstd1 chunks64",
+                "zstd1 gpu",
+                "zstd1 chunks128",
+                "zstd1_sharded chunks64",
+                "blosc_lz4 chunks64",
+                "gzip1 chunks64"
+            ]
+        );
+        // --quick measures the headline lines, which a full run measures first.
+        assert_eq!(QUICK[..], FULL[..2]);
     }
-    // 128³ chunks: 8x fewer, 8 MiB each (the fewer, larger chunks GPU decoders prefer).
-    for v in variants::Variant::GPU {
-        let array = variants::create_chunked(&dir, v, &shape, &data, 128);
-        let zi = variants::median_gbps(total, reps, || variants::zarrs_into(&array, &mut reused));
-        let cpu = variants::median_gbps(total, reps, || {
-            drop(variants::zarrbuf_read(&array, &BufferPrototype::cpu()))
-        });
-        let name = format!("{} 128³", v.name());
-        let cuda = cuda_reads(
-            &array,
-            &name,
-            &data,
-            total,
-            reps,
-            &[
-                (Decode::Cpu, 1usize << 30),
-                (Decode::Gpu, 1 << 30),
-                (Decode::Both, 1 << 30),
-            ],
-        )?;
-        table.push((
-            format!("read {name} (GB/s, median of {reps})"),
-            format!(
-                "zarrs into reused {zi:.2} | zarrbuf cpu {cpu:.2} ({:.2}x) | zarrbuf cuda, 1 GiB staging, decode cpu {:.2} / gpu {:.2} / both {:.2}",
-                cpu / zi,
-                cuda[0],
-                cuda[1],
-                cuda[2],
-            ),
-        ));
+
+    #[test]
+    fn small_arrays_for_dry_runs_large_ones_as_the_cpu_benchmark() {
+        assert_eq!(arrays::shape_for(1 << 30), variants::shape_for(1 << 30));
+        assert_eq!(arrays::shape_for(64 << 20), vec![256, 256, 256]);
+        assert_eq!(arrays::shape_for(16 << 20), vec![128, 128, 256]);
+        assert_eq!(arrays::shape_for(1), vec![64, 64, 64]);
     }
-    Ok(())
 }

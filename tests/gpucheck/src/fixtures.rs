@@ -2,13 +2,14 @@
 //! reads; chains zarrs decodes whole.
 
 use crate::Check;
+use crate::args::Target;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use zarrbuf::multi::{MultiPrototype, Placement};
+use zarrbuf::multi::Placement;
 use zarrbuf::options::Decode;
 use zarrbuf::{
     ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
-    options::{PipelineMode, ReadOptions, WriteOptions},
+    options::{PipelineMode, ReadOptions},
 };
 
 /// (name, store, array path, npy) from fixtures/manifest.json.
@@ -53,12 +54,11 @@ pub(crate) fn same(what: &str, got: &NDBuffer, want: &NDBuffer) -> Check {
 
 /// Every fixture of the manifest into pinned and CUDA memory (whole, by subsets, staged,
 /// into a strided view, with each decode choice) and written back from CUDA memory, each
-/// compared exactly with its `.npy`; returns how many fixtures.
-pub(crate) fn fixtures(root: &Path) -> Result<usize, String> {
-    let protos = [
-        ("pinned", BufferPrototype::pinned(0)),
-        ("cuda", BufferPrototype::cuda(0)),
-    ];
+/// compared exactly with its `.npy`; returns how many fixtures. On the host twin
+/// (`target`), both prototypes are host memory and the device reads are staged.
+pub(crate) fn fixtures(root: &Path, target: Target) -> Result<usize, String> {
+    let dev = target.device_name();
+    let protos = [("pinned", target.pinned()), (dev, target.device())];
     let list = manifest(root)?;
     let scratch = std::env::temp_dir().join("zarrbuf-gpucheck");
     for (name, store, path, npy) in &list {
@@ -72,18 +72,17 @@ pub(crate) fn fixtures(root: &Path) -> Result<usize, String> {
         for decode in [Decode::Gpu, Decode::Both, Decode::Cpu] {
             let all: Vec<Range<u64>> = shape.iter().map(|&n| 0..n).collect();
             for (staging, subset) in [(256usize << 20, &all), (1, &mid), (256 << 20, &corner)] {
-                let o = ReadOptions::default()
+                let o = target
+                    .read_options()
                     .with_decode(decode)
                     .with_staging_bytes(staging);
-                let got = array
-                    .read_opt(subset, &BufferPrototype::cuda(0), &o)
-                    .map_err(e)?;
+                let got = array.read_opt(subset, &target.device(), &o).map_err(e)?;
                 let r: Vec<Range<usize>> = subset
                     .iter()
                     .map(|r| r.start as usize..r.end as usize)
                     .collect();
                 same(
-                    &format!("{name} {subset:?} on cuda, decode {decode:?}"),
+                    &format!("{name} {subset:?} on {dev}, decode {decode:?}"),
                     &got,
                     &want.get(&r).map_err(e)?,
                 )?;
@@ -127,15 +126,15 @@ pub(crate) fn fixtures(root: &Path) -> Result<usize, String> {
         let _ = std::fs::remove_dir_all(&dest);
         copy_metadata(Path::new(store), &dest).map_err(|x| format!("{name}: {x}"))?;
         let out = zarrbuf::open(dest.to_str().unwrap_or_default(), path).map_err(e)?;
-        let on_device = want.to_prototype(&BufferPrototype::cuda(0)).map_err(e)?;
+        let on_device = want.to_prototype(&target.device()).map_err(e)?;
         out.write_opt(
             &out.shape().iter().map(|&n| 0..n).collect::<Vec<_>>(),
             &on_device,
-            &WriteOptions::default(),
+            &target.write_options(),
         )
         .map_err(e)?;
         let back = out.read_all(&BufferPrototype::cpu()).map_err(e)?;
-        same(&format!("{name} written from cuda"), &back, &want)?;
+        same(&format!("{name} written from {dev}"), &back, &want)?;
     }
     Ok(list.len())
 }
@@ -143,18 +142,8 @@ pub(crate) fn fixtures(root: &Path) -> Result<usize, String> {
 /// `read_multi` on every fixture onto two parts on one GPU (the same ordinal twice, and
 /// pinned + device memory): split along the first and last axis, and replicated, each part
 /// in its own memory and the whole equal to the .npy written by zarr-python/tensorstore.
-pub(crate) fn multi_device(root: &Path) -> Result<usize, String> {
-    let multis = [
-        (
-            "cuda:0 x 2",
-            BufferPrototype::cuda_devices(&[0, 0]).map_err(|e| e.to_string())?,
-        ),
-        (
-            "pinned:0 + cuda:0",
-            MultiPrototype::new(vec![BufferPrototype::pinned(0), BufferPrototype::cuda(0)])
-                .map_err(|e| e.to_string())?,
-        ),
-    ];
+pub(crate) fn multi_device(root: &Path, target: Target) -> Result<usize, String> {
+    let multis = target.multis()?;
     let mut reads = 0;
     for (name, store, path, npy) in &manifest(root)? {
         let e = |x: zarrbuf::Error| format!("{name}: {x}");
@@ -198,7 +187,7 @@ pub(crate) fn multi_device(root: &Path) -> Result<usize, String> {
 }
 
 /// A transpose outside the sharding codec: chunks are decoded whole by zarrs, scattered on the device.
-pub(crate) fn zarrs_decoded_chains() -> Check {
+pub(crate) fn zarrs_decoded_chains(target: Target) -> Check {
     use std::sync::Arc;
     use zarrs::array::codec::{ShardingCodecBuilder, TransposeCodec, TransposeOrder, ZstdCodec};
     use zarrs::array::{ArrayBuilder, data_type};
@@ -206,7 +195,7 @@ pub(crate) fn zarrs_decoded_chains() -> Check {
     let n = 13 * 10 * 6;
     let values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 1000.0).collect();
     let data = NDBuffer::from_vec(values, &[13, 10, 6]).map_err(e)?;
-    for proto in [BufferPrototype::pinned(0), BufferPrototype::cuda(0)] {
+    for proto in [target.pinned(), target.device()] {
         let nz = |v: u64| std::num::NonZeroU64::new(v).expect("non-zero");
         let mut sharding =
             ShardingCodecBuilder::new(vec![nz(3), nz(2), nz(4)], &data_type::float32());

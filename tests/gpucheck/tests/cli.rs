@@ -18,6 +18,7 @@ fn gpucheck_rejects_mistyped_subcommands_and_flags() {
         &["al", "--root", "."],
         &["all", "--root", ".", "--bogus"],
         &["all", "--reps", "zero"],
+        &["bench", "--device", "gpu"],
     ] {
         let out = gpucheck(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
@@ -38,6 +39,8 @@ fn gpucheck_rejects_mistyped_subcommands_and_flags() {
         "--root",
         "--bench-bytes",
         "--reps",
+        "--quick",
+        "--device",
     ] {
         assert!(help.contains(word), "--help lacks {word}: {help}");
     }
