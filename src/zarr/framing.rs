@@ -242,9 +242,9 @@ impl DeviceCodec {
     }
 }
 
-/// Decodes one blosc frame into `out` (exactly its decoded size) with c-blosc, the library
-/// zarrs and numcodecs decode with, single-threaded (chunks are decoded in parallel).
-fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
+/// The decoded size a valid blosc frame's header declares; `Err` for a frame c-blosc does
+/// not accept (bad header, or a declared length other than the frame's).
+pub(crate) fn blosc_nbytes(frame: &[u8]) -> Result<usize, String> {
     use std::ffi::c_void;
     let mut nbytes = 0usize;
     // SAFETY: c-blosc reads the 16-byte header of `frame` after checking that `frame.len()`
@@ -258,6 +258,14 @@ fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
                 .into(),
         );
     }
+    Ok(nbytes)
+}
+
+/// Decodes one blosc frame into `out` (exactly its decoded size) with c-blosc, the library
+/// zarrs and numcodecs decode with, single-threaded (chunks are decoded in parallel).
+pub(crate) fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    use std::ffi::c_void;
+    let nbytes = blosc_nbytes(frame)?;
     if nbytes != out.len() {
         return Err(format!(
             "the blosc header declares {nbytes} decoded bytes, the chunk holds {}",

@@ -6,6 +6,7 @@ mod array;
 mod atomic_store;
 mod blocking_store;
 mod blosc_frame;
+mod bounded_decode;
 mod codec_plan;
 mod codec_spec;
 mod codecs;

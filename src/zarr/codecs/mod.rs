@@ -17,6 +17,7 @@ mod arith;
 mod astype;
 mod base64;
 mod bitround;
+mod bounded;
 mod cast_value;
 mod categorize;
 mod checksum32;
