@@ -233,6 +233,7 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
     let request = ArraySubset::new_with_ranges(subset);
     let codec_opts = opts.codec_options();
     check_shard_indexes(array, subset, elem, opts)?;
+    check_stored_sizes(array, subset)?;
     let result = region.with_host_mut(|bytes| {
         with_decode_target(
             bytes,
@@ -447,6 +448,63 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
             shards
                 .check(&index)
                 .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// zarrs reads the part of an uncompressed chunk a subset needs by byte range, without
+/// looking at the chunk's size, so a chunk stored one byte short (or a gigabyte long) gave
+/// bytes. Where the chain fixes a chunk's encoded size (no compression: `bytes`, `transpose`,
+/// checksums), each chunk the read cuts through must be stored at exactly that size; chunks
+/// read whole are decoded whole by zarrs, which checks their size. Shards are checked by
+/// their index ([`check_shard_indexes`]).
+fn check_stored_sizes<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+) -> Result<()> {
+    use zarrs::array::ArrayToBytesCodecTraits;
+    if array.is_sharded() {
+        return Ok(());
+    }
+    for chunk in plan_chunks(array, subset)? {
+        let whole = chunk
+            .region
+            .iter()
+            .zip(&chunk.origin)
+            .zip(&chunk.shape)
+            .all(|((r, &o), n)| r.start == o && r.end - o == n.get());
+        if whole {
+            continue;
+        }
+        let fixed = array
+            .codecs()
+            .encoded_representation(&chunk.shape, array.data_type(), array.fill_value())
+            .ok()
+            .and_then(|rep| match rep {
+                zarrs::array::BytesRepresentation::FixedSize(n) => Some(n),
+                _ => None,
+            });
+        let Some(expected) = fixed else {
+            // Compressed chunks are decoded whole, by the bounded decoders, which check.
+            return Ok(());
+        };
+        let key = array.chunk_key(&chunk.indices);
+        let stored = array
+            .storage()
+            .size_key(&key)
+            .map_err(|e| chunk_error(array, &chunk.indices, e))?;
+        if let Some(stored) = stored
+            && stored != expected
+        {
+            return Err(chunk_error(
+                array,
+                &chunk.indices,
+                format!(
+                    "stored as {stored} bytes, but its encoding takes exactly {expected}: the \
+                     chunk is damaged"
+                ),
+            ));
         }
     }
     Ok(())

@@ -10,6 +10,7 @@
 //! decoder produces and the decode stops one byte past the bound.
 
 use std::io::Read;
+use zarrs::array::BytesRepresentation;
 
 /// How many bytes a decode may produce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +23,25 @@ pub(crate) enum Bound {
 }
 
 impl Bound {
+    /// The bound zarrs' decoded representation gives a decode: exact for a fixed size, the
+    /// upper bound (at most the memory this process may still take) for a bounded one, and
+    /// that memory for an unbounded one.
+    pub(crate) fn of(rep: &BytesRepresentation) -> Result<Bound, String> {
+        let room = || {
+            crate::memory::available_bytes()
+                .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
+        };
+        Ok(match rep {
+            BytesRepresentation::FixedSize(n) => Bound::Exact(usize::try_from(*n).map_err(|_| {
+                format!("a chunk of {n} bytes does not fit this machine's address space")
+            })?),
+            BytesRepresentation::BoundedSize(n) => {
+                Bound::AtMost(usize::try_from(*n).unwrap_or(usize::MAX).min(room()))
+            }
+            BytesRepresentation::UnboundedSize => Bound::AtMost(room()),
+        })
+    }
+
     /// The most bytes the decode may produce.
     pub(crate) fn limit(self) -> usize {
         match self {

@@ -95,28 +95,6 @@ impl CodecTraits for Bounded {
     }
 }
 
-/// The bound zarrs' decoded representation gives a decode.
-fn bound_of(rep: &BytesRepresentation) -> Result<Bound, CodecError> {
-    let room = || {
-        crate::memory::available_bytes()
-            .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
-    };
-    let fits = |n: u64| {
-        usize::try_from(n).map_err(|_| {
-            CodecError::Other(format!(
-                "a chunk of {n} bytes does not fit this machine's address space"
-            ))
-        })
-    };
-    Ok(match rep {
-        BytesRepresentation::FixedSize(n) => Bound::Exact(fits(*n)?),
-        BytesRepresentation::BoundedSize(n) => {
-            Bound::AtMost(usize::try_from(*n).unwrap_or(usize::MAX).min(room()))
-        }
-        BytesRepresentation::UnboundedSize => Bound::AtMost(room()),
-    })
-}
-
 impl Bounded {
     fn decode_bounded(
         &self,
@@ -124,7 +102,7 @@ impl Bounded {
         rep: &BytesRepresentation,
         options: &CodecOptions,
     ) -> Result<Vec<u8>, CodecError> {
-        let bound = bound_of(rep)?;
+        let bound = Bound::of(rep).map_err(CodecError::Other)?;
         match self.kind {
             Kind::Stream(c) => bounded_decode::decode(c, encoded, bound).map_err(CodecError::Other),
             Kind::Blosc => blosc(encoded, bound).map_err(|e| CodecError::Other(format!("blosc: {e}"))),
