@@ -216,6 +216,7 @@ where
         .iter()
         .map(|n| n.get())
         .collect();
+    check_chunk_budget(dst, &unit, elem, opts.memory_bytes)?;
     let block = block_shape(&shape, &unit, elem, opts.memory_bytes);
     let (read_opts, write_opts) = block_options(opts);
     let mut progress = Progress {
@@ -257,6 +258,36 @@ where
                 Some(Box::new(e)),
             )
         })?;
+    }
+    Ok(())
+}
+
+/// Refuses destination chunks (shards) larger than the copy's block memory: each is encoded
+/// whole, so one chunk is the least a block holds, and a chunk shape of 2^40 elements
+/// would take terabytes however small the array.
+fn check_chunk_budget<D: ?Sized>(
+    dst: &Array<D>,
+    unit: &[u64],
+    elem: usize,
+    memory_bytes: usize,
+) -> Result<()> {
+    let bytes = unit
+        .iter()
+        .try_fold(elem as u64, |n, &d| n.checked_mul(d))
+        .unwrap_or(u64::MAX);
+    if bytes > memory_bytes as u64 {
+        return Err(Error::TooLarge {
+            what: format!(
+                "one chunk (shard) of shape {unit:?} of the destination {}",
+                dst.path()
+            ),
+            bytes,
+            limit: memory_bytes as u64,
+            limit_from: "the copy's block memory, --memory or CopyOptions::memory_bytes".into(),
+            advice: "choose smaller --chunks (--shards), or raise --memory if the memory is \
+                     there"
+                .into(),
+        });
     }
     Ok(())
 }
