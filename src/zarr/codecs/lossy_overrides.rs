@@ -151,6 +151,7 @@ pub(crate) fn register() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         super::bounded::register();
+        super::super::dtypes::register_size_guard();
         // The handles unregister on request only; the plugins live for the process. v3
         // chains name the codecs; v2 arrays build their chains from v2 ids.
         let _ = zarrs_codec::register_codec_v3(CodecRuntimePluginV3::new(
