@@ -32,6 +32,7 @@ mod store_runtime;
 mod subset;
 mod units;
 mod write_framing;
+mod zip_entry_bound;
 mod zip_store;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
