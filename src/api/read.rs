@@ -9,7 +9,8 @@ use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{check_output_size, InnerFetch, fetch_unit, run_staged};
 use crate::zarr::{
-    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
+    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs,
+    has_unbounded_codec, plan_chunks,
     plan_units, zarr_error,
 };
 use std::ops::Range;
@@ -151,9 +152,12 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         if out.is_empty() {
             return Ok(());
         }
+        // zarrs' own decode is bounded except for a v2 blosc compressor (see
+        // `has_unbounded_codec`): those chunks take the staged pipeline's decoders.
         let direct = opts.mode != PipelineMode::Staged
             && out.buffer().is_host_accessible()
-            && out.byte_order() == ByteOrder::native();
+            && out.byte_order() == ByteOrder::native()
+            && !has_unbounded_codec(&self.codecs());
         // zarrs' decode-into for Direct and for small Auto reads, realigned when the output
         // is off a cache line (see CACHE_LINE); the staged pipeline reads misaligned outputs
         // faster than the realigned slabs, so it takes them as they are.
@@ -433,7 +437,8 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
     elem: usize,
     opts: &ReadOptions,
 ) -> Result<()> {
-    if plan_units(array, subset, elem)?.source != UnitSource::Subchunk {
+    let plan = plan_units(array, subset, elem)?;
+    if plan.source != UnitSource::Subchunk {
         return Ok(());
     }
     let shards = ShardIndex::new(array, opts.validate_checksums)?;
@@ -449,6 +454,16 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
             shards
                 .check(&index)
                 .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        }
+    }
+    // The entries of the inner chunks the read touches: zarrs reads part of an
+    // uncompressed inner chunk by range, trusting its size.
+    for unit in &plan.units {
+        let (shard, within) = shards.split(&unit.indices);
+        if let Some(Some(index)) = shards.cached(&shard) {
+            shards
+                .inner_range(&index, &within)
+                .map_err(|e| chunk_error(array, &shard, e))?;
         }
     }
     Ok(())

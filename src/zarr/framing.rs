@@ -205,18 +205,26 @@ impl DeviceCodec {
         let body = &encoded[body];
         let want = out.len();
         let complete = |n: usize, trailing: bool| {
-            if n != want || trailing {
+            if trailing {
                 Err(format!(
-                    "decoded to a size other than the chunk's {want} bytes"
+                    "decodes to more than the chunk's {want} bytes (stopped there)"
                 ))
+            } else if n != want {
+                Err(format!("decodes to {n} bytes, the chunk holds {want}"))
             } else {
                 Ok(n)
             }
         };
         match self.framing {
             Framing::Zstd => {
-                let n = zstd::zstd_safe::decompress(&mut *out, body)
-                    .map_err(|code| zstd::zstd_safe::get_error_name(code).to_string())?;
+                let n = zstd::zstd_safe::decompress(&mut *out, body).map_err(|code| {
+                    let name = zstd::zstd_safe::get_error_name(code);
+                    if name.contains("too small") {
+                        format!("decodes to more than the chunk's {want} bytes (stopped there)")
+                    } else {
+                        name.to_string()
+                    }
+                })?;
                 complete(n, false)
             }
             Framing::Gzip => {

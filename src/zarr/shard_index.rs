@@ -32,7 +32,8 @@ pub(crate) struct ShardIndex {
     /// for the chunk's decoded size, so a damaged index cannot ask for an unbounded read.
     max_inner_bytes: u64,
     /// The encoded size every inner chunk has when the inner chain fixes it (no
-    /// compression): an index entry of another size is damage.
+    /// compression): an index entry of another size is damage to that inner chunk, which
+    /// [`Self::inner_range`] refuses.
     exact_inner_bytes: Option<u64>,
     /// Check the index's own checksum (the read's `validate_checksums`, as zarrs does).
     validate_checksums: bool,
@@ -230,7 +231,6 @@ impl ShardIndex {
                     self.max_inner_bytes
                 ));
             }
-            self.check_exact(size)?;
         }
         Ok(())
     }

@@ -70,9 +70,10 @@ impl ExtensionName for Bounded {
 }
 
 impl CodecTraits for Bounded {
-    // zarrbuf's codec plans look through to zarrs' codec (its type, name and configuration).
+    // The wrapper's own type: nothing downcasts compressors, and it tells a wrapped codec
+    // from one zarrs built outside its registry (`is_unbounded_blosc`).
     fn as_any(&self) -> &dyn std::any::Any {
-        self.inner.as_any()
+        self
     }
 
     fn configuration(
@@ -212,6 +213,67 @@ impl BytesToBytesCodecTraits for Bounded {
         self.decode_bounded(&encoded_value, decoded_representation, options)
             .map(Cow::Owned)
     }
+}
+
+/// Whether `codec` is zarrs' blosc codec unwrapped: zarrs builds a v2 array's blosc
+/// compressor itself, outside its registry, so [`register`] cannot bound it.
+pub(crate) fn is_unbounded_blosc(codec: &dyn BytesToBytesCodecTraits) -> bool {
+    codec.as_any().is::<zarrs::array::codec::BloscCodec>()
+}
+
+/// What the bounded blosc decoder checks before decoding, for a codec zarrs built outside
+/// its registry ([`is_unbounded_blosc`]): the size the frame's header declares against the
+/// size `rep` says it decodes to. Other codecs pass.
+pub(crate) fn precheck(
+    codec: &dyn BytesToBytesCodecTraits,
+    encoded: &[u8],
+    rep: &BytesRepresentation,
+) -> Result<(), String> {
+    if !is_unbounded_blosc(codec) {
+        return Ok(());
+    }
+    let bound = Bound::of(rep)?;
+    let nbytes = blosc_nbytes(encoded).map_err(|e| format!("blosc: {e}"))?;
+    bound
+        .check_declared("the blosc header", nbytes as u64)
+        .map_err(|e| format!("blosc: {e}"))
+}
+
+/// Whether `chain` holds a codec zarrs would decode unbounded ([`is_unbounded_blosc`]);
+/// such chunks are decoded by zarrbuf's own decoders (the staged pipeline) instead.
+pub(crate) fn has_unbounded_codec(chain: &zarrs::array::CodecChain) -> bool {
+    chain
+        .bytes_to_bytes_codecs()
+        .iter()
+        .any(|c| is_unbounded_blosc(c.as_ref()))
+}
+
+/// [`precheck`] of a stored chunk of decoded `shape` under `chain`'s outermost
+/// bytes-to-bytes codec (the one that decodes the stored bytes).
+pub(crate) fn precheck_chunk(
+    chain: &zarrs::array::CodecChain,
+    shape: &[std::num::NonZeroU64],
+    data_type: &zarrs::array::DataType,
+    fill_value: &zarrs::array::FillValue,
+    encoded: &[u8],
+) -> Result<(), String> {
+    let b2b = chain.bytes_to_bytes_codecs();
+    let Some(last) = b2b.last() else {
+        return Ok(());
+    };
+    // The representation the outermost codec decodes to: the chain's encoding without it.
+    let (mut s, mut d, mut f) = (shape.to_vec(), data_type.clone(), fill_value.clone());
+    for c in chain.array_to_array_codecs() {
+        (s, d, f) = c.encoded_representation(&s, &d, &f).map_err(|e| e.to_string())?;
+    }
+    let mut rep = chain
+        .array_to_bytes_codec()
+        .encoded_representation(&s, &d, &f)
+        .map_err(|e| e.to_string())?;
+    for c in &b2b[..b2b.len() - 1] {
+        rep = c.encoded_representation(&rep);
+    }
+    precheck(last.as_ref(), encoded, &rep)
 }
 
 /// Wraps `codec` when it is a bytes-to-bytes codec of `kind`.
