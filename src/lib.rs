@@ -76,9 +76,10 @@ pub use buffer::{dlpack, npy};
 struct ReadmeExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
-/// and the process-wide default prototype.
+/// the process-wide default prototype, and how much host memory is left.
 pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
+    pub use crate::memory::available_bytes as available_memory;
 }
 
 /// CUDA streams and devices, nvCOMP, and the memory zarrbuf keeps cached for reuse.

@@ -262,9 +262,10 @@ where
     Ok(())
 }
 
-/// Refuses destination chunks (shards) larger than the copy's block memory: each is encoded
-/// whole, so one chunk is the least a block holds, and a chunk shape of 2^40 elements
-/// would take terabytes however small the array.
+/// Refuses destination chunks (shards) that no block can hold: a block holds at least one
+/// whole chunk (it is encoded whole), also when that is more than the copy's block memory,
+/// but never more than the memory this process may still take — a chunk shape of 2^40
+/// elements would take terabytes however small the array.
 fn check_chunk_budget<D: ?Sized>(
     dst: &Array<D>,
     unit: &[u64],
@@ -275,18 +276,20 @@ fn check_chunk_budget<D: ?Sized>(
         .iter()
         .try_fold(elem as u64, |n, &d| n.checked_mul(d))
         .unwrap_or(u64::MAX);
-    if bytes > memory_bytes as u64 {
+    let room = crate::memory::available_bytes().unwrap_or(u64::MAX);
+    let limit = room.max(memory_bytes as u64);
+    if bytes > limit {
         return Err(Error::TooLarge {
             what: format!(
                 "one chunk (shard) of shape {unit:?} of the destination {}",
                 dst.path()
             ),
             bytes,
-            limit: memory_bytes as u64,
-            limit_from: "the copy's block memory, --memory or CopyOptions::memory_bytes".into(),
-            advice: "choose smaller --chunks (--shards), or raise --memory if the memory is \
-                     there"
+            limit,
+            limit_from: "the copy's block memory or the memory this process may still take, \
+                         whichever is more; a block holds at least one chunk"
                 .into(),
+            advice: "choose smaller --chunks (--shards)".into(),
         });
     }
     Ok(())

@@ -347,7 +347,7 @@ fn decode_all(
             .par_iter()
             .map(|chunk| {
                 let findings = match &shards {
-                    Some(shards) => shards.check(array, chunk),
+                    Some(shards) => shards.check(array, &chunk.key, chunk.bytes),
                     None => check_chunk(array, chunk),
                 };
                 report(done.fetch_add(1, Ordering::Relaxed) + 1);

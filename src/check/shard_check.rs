@@ -3,7 +3,6 @@
 //! never read whole, so a 16 GiB (sparse) shard file costs what its index and inner chunks
 //! cost, and an index entry claiming 2^63 bytes is a finding, not an allocation.
 
-use super::StoredChunk;
 use super::finding::{Finding, Problem, problem_of};
 use crate::zarr::{DynArray, ShardIndex, inner_chain};
 use std::borrow::Cow;
@@ -13,6 +12,12 @@ use zarrs::array::{
 };
 use zarrs::storage::StoreKey;
 use zarrs::storage::byte_range::ByteRange;
+
+/// The stored shard being checked.
+struct Shard<'a> {
+    key: &'a str,
+    bytes: u64,
+}
 
 /// What every shard of an array shares: the index's layout and the inner chunks' chain.
 pub(super) struct ShardCheck {
@@ -29,18 +34,25 @@ impl ShardCheck {
         })
     }
 
-    /// The findings of one stored shard: the whole shard when its index is unreadable or
-    /// damaged (or when every inner chunk is), else each damaged inner chunk.
-    pub(super) fn check(&self, array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
+    /// The findings of one stored shard (`key`, `bytes` long): the whole
+    /// shard when its index is unreadable or damaged (or when every inner chunk is), else
+    /// each damaged inner chunk.
+    pub(super) fn check(
+        &self,
+        array: &DynArray,
+        key: &str,
+        bytes: u64,
+    ) -> Vec<Finding> {
+        let chunk = Shard { key, bytes };
         let whole = |problem, detail: String| {
             vec![Finding {
-                key: chunk.key.clone(),
+                key: chunk.key.to_string(),
                 inner: None,
                 problem,
                 detail,
             }]
         };
-        let key = match StoreKey::new(chunk.key.as_str()) {
+        let key = match StoreKey::new(chunk.key) {
             Ok(k) => k,
             Err(e) => return whole(Problem::Undecodable, e.to_string()),
         };
@@ -82,9 +94,9 @@ impl ShardCheck {
                 local[d] = rest % per[d];
                 rest /= per[d];
             }
-            if let Err((problem, detail)) = self.check_inner(array, &key, chunk, &index, &local) {
+            if let Err((problem, detail)) = self.check_inner(array, &key, &chunk, &index, &local) {
                 found.push(Finding {
-                    key: chunk.key.clone(),
+                    key: chunk.key.to_string(),
                     inner: Some(local),
                     problem,
                     detail,
@@ -104,7 +116,7 @@ impl ShardCheck {
         &self,
         array: &DynArray,
         key: &StoreKey,
-        chunk: &StoredChunk,
+        chunk: &Shard<'_>,
         index: &[u64],
         local: &[u64],
     ) -> Result<(), (Problem, String)> {

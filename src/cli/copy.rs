@@ -85,7 +85,8 @@ pub(crate) fn copy_layout(
 }
 
 /// Refuses, before the destination is created, chunks (shards) that `--chunks`/`--shards`
-/// make larger than the block memory (`--memory`): each is encoded whole.
+/// make larger than any block can hold: a block holds at least one whole chunk, beyond
+/// `--memory` if need be, but never beyond the memory this process may still take.
 fn refuse_huge_chunks(layout: &zarrbuf::ArrayLayout, elem: usize, memory: usize) -> Result<()> {
     let Some(shape) = layout.shards.as_ref().or(layout.chunks.as_ref()) else {
         return Ok(());
@@ -94,16 +95,20 @@ fn refuse_huge_chunks(layout: &zarrbuf::ArrayLayout, elem: usize, memory: usize)
         .iter()
         .try_fold(elem as u64, |n, &d| n.checked_mul(d))
         .unwrap_or(u64::MAX);
-    if bytes <= memory as u64 {
+    let limit = zarrbuf::alloc::available_memory()
+        .unwrap_or(u64::MAX)
+        .max(memory as u64);
+    if bytes <= limit {
         return Ok(());
     }
     Err(Error::TooLarge {
         what: format!("one destination chunk (shard) of shape {shape:?}"),
         bytes,
-        limit: memory as u64,
-        limit_from: "--memory".into(),
-        advice: "choose smaller --chunks (--shards), or raise --memory if the memory is there"
+        limit,
+        limit_from: "--memory or the memory this process may still take, whichever is more; \
+                     a block holds at least one chunk"
             .into(),
+        advice: "choose smaller --chunks (--shards)".into(),
     })
 }
 

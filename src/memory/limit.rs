@@ -13,8 +13,17 @@ use std::time::{Duration, Instant};
 /// The answer is kept this long: reads and decodes ask often, and the inputs change slowly.
 const FRESH_FOR: Duration = Duration::from_secs(1);
 
-/// Bytes this process may still allocate (see the module docs), or `None` when unknown.
-pub(crate) fn available_bytes() -> Option<u64> {
+/// The host memory this process may still take, in bytes: the least of the system's
+/// available memory, the room under its cgroup's memory limit (and its parents') and under
+/// its address-space and data-segment limits; `None` where none of these can be read (off
+/// Linux). It is the default limit of a read's output (`ReadOptions::max_bytes`).
+///
+/// ```
+/// if cfg!(target_os = "linux") {
+///     assert!(zarrbuf::alloc::available_memory().unwrap() > 0);
+/// }
+/// ```
+pub fn available_bytes() -> Option<u64> {
     static LAST: Mutex<Option<(Instant, Option<u64>)>> = Mutex::new(None);
     if let Ok(last) = LAST.lock()
         && let Some((at, bytes)) = *last

@@ -35,7 +35,7 @@ pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host::HostAlloc;
-pub(crate) use limit::available_bytes;
+pub use limit::available_bytes;
 pub(crate) use pinned::PinnedAlloc;
 pub(crate) use region::{Init, Region};
 pub(crate) use shared_output::SharedHostOutput;
