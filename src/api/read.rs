@@ -7,11 +7,10 @@ use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
-use crate::pipeline::{check_output_size, InnerFetch, fetch_unit, run_staged};
+use crate::pipeline::{InnerFetch, check_output_size, fetch_unit, run_staged};
 use crate::zarr::{
     ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs,
-    has_unbounded_codec, plan_chunks,
-    plan_units, zarr_error,
+    has_unbounded_codec, plan_chunks, plan_units, zarr_error,
 };
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
@@ -124,7 +123,13 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
     ) -> Result<NDBuffer> {
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
-        check_output_size(&format!("array {}", self.path()), subset, dtype, proto, opts)?;
+        check_output_size(
+            &format!("array {}", self.path()),
+            subset,
+            dtype,
+            proto,
+            opts,
+        )?;
         let shape = subset_shape(subset);
         // Every element is written by the read; on an error `out` is dropped, never returned.
         let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;

@@ -19,10 +19,10 @@ use crate::zarr::{DynArray, OpenOptions, label, node_path, open_opt};
 use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
+use shard_check::ShardCheck;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use shard_check::ShardCheck;
 use zarrs::array::{ArrayBytes, ArrayShardedExt, ArrayToBytesCodecTraits, CodecOptions};
 
 /// Options for [`check_array`].
@@ -375,12 +375,18 @@ fn check_chunk(array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
     if crate::zarr::has_unbounded_codec(&array.codecs()) {
         // zarrs would decode this chunk unbounded: check its header against its size first.
         let checked = guarded(|| Ok(array.retrieve_encoded_chunk(&chunk.indices)?)).and_then(|e| {
-            let shape = array.chunk_shape(&chunk.indices).map_err(|e| {
-                (Problem::Undecodable, e.to_string())
-            })?;
+            let shape = array
+                .chunk_shape(&chunk.indices)
+                .map_err(|e| (Problem::Undecodable, e.to_string()))?;
             let (dt, fv) = (array.data_type(), array.fill_value());
-            crate::zarr::precheck_chunk(&array.codecs(), &shape, dt, fv, e.as_deref().unwrap_or(&[]))
-                .map_err(|why| (Problem::WrongSize, why))
+            crate::zarr::precheck_chunk(
+                &array.codecs(),
+                &shape,
+                dt,
+                fv,
+                e.as_deref().unwrap_or(&[]),
+            )
+            .map_err(|why| (Problem::WrongSize, why))
         });
         if let Err(e) = checked {
             return finding(e);

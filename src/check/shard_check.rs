@@ -37,12 +37,7 @@ impl ShardCheck {
     /// The findings of one stored shard (`key`, `bytes` long): the whole
     /// shard when its index is unreadable or damaged (or when every inner chunk is), else
     /// each damaged inner chunk.
-    pub(super) fn check(
-        &self,
-        array: &DynArray,
-        key: &str,
-        bytes: u64,
-    ) -> Vec<Finding> {
+    pub(super) fn check(&self, array: &DynArray, key: &str, bytes: u64) -> Vec<Finding> {
         let chunk = Shard { key, bytes };
         let whole = |problem, detail: String| {
             vec![Finding {

@@ -108,8 +108,12 @@ fn rlimit_room() -> Option<u64> {
         // SAFETY: getrlimit writes one `rlimit` into the struct it is given, which lives on
         // this stack frame for the call.
         let ok = unsafe { libc::getrlimit(resource, &mut limit) } == 0;
-        (ok && limit.rlim_cur != libc::RLIM_INFINITY)
-            .then(|| (limit.rlim_cur as u64).saturating_sub(used.unwrap_or(0)))
+        (ok && limit.rlim_cur != libc::RLIM_INFINITY).then(|| {
+            // rlim_t is u64 on the 64-bit Linux targets; the conversion is for the others.
+            #[allow(clippy::useless_conversion)]
+            let cur = u64::from(limit.rlim_cur);
+            cur.saturating_sub(used.unwrap_or(0))
+        })
     })
     .min()
 }

@@ -40,8 +40,8 @@ pub(crate) use atomic_store::SyncedWrites;
 pub use atomic_store::is_temporary_name;
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
-pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
 pub use codec_spec::CodecSpec;
+pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
 pub use create::{ArrayLayout, create_like, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use hierarchy::{

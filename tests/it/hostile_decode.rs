@@ -12,18 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer,
-    PipelineMode, ReadOptions,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, Error, NDBuffer, PipelineMode,
+    ReadOptions,
 };
 
 /// A fresh, empty directory for one store (removed first if a previous run left it).
 fn store_dir(tag: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!(
-        "zarrbuf-hostile-{}-{tag}-{n}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("zarrbuf-hostile-{}-{tag}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -99,7 +97,9 @@ fn reads(dir: &Path, subset: &[Range<u64>]) -> Vec<(String, Result<NDBuffer, Err
     let url = url::Url::from_directory_path(dir).unwrap().to_string();
     let r = rt.block_on(async {
         let array = zarrbuf::open_async(&url, "").await?;
-        array.read_opt_async(subset, &cpu, &ReadOptions::default()).await
+        array
+            .read_opt_async(subset, &cpu, &ReadOptions::default())
+            .await
     });
     out.push(("async".into(), r));
     out
@@ -115,7 +115,10 @@ fn assert_all_fail(dir: &Path, subset: &[Range<u64>], words: &[&str]) {
             ),
             Err(e) => e.to_string(),
         };
-        assert!(err.contains("c/0"), "{route}: the error names no chunk: {err}");
+        assert!(
+            err.contains("c/0"),
+            "{route}: the error names no chunk: {err}"
+        );
         assert!(
             words.iter().any(|w| err.contains(w)),
             "{route}: {err:?} says none of {words:?}"
@@ -187,9 +190,7 @@ fn every_compressor_stops_at_the_chunk_size() {
         ),
         (
             r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 1, "blocksize": 0}}"#,
-            Some(
-                r#"{"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 0, "blocksize": 0}"#,
-            ),
+            Some(r#"{"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 0, "blocksize": 0}"#),
         ),
         (
             r#"{"name": "numcodecs.lz4", "configuration": {"acceleration": 1}}"#,
@@ -314,7 +315,10 @@ fn shard_indexes_claiming_huge_or_wrong_sizes_are_findings_and_errors() {
         let opts = ReadOptions::default().with_mode(mode);
         let cpu = BufferPrototype::cpu();
         let err = array.read_opt(&[0..3], &cpu, &opts).unwrap_err();
-        assert!(err.to_string().contains("9223372036854775807"), "{mode:?}: {err}");
+        assert!(
+            err.to_string().contains("9223372036854775807"),
+            "{mode:?}: {err}"
+        );
         let err = array.read_opt(&[64..67], &cpu, &opts).unwrap_err();
         assert!(err.to_string().contains("exactly 8"), "{mode:?}: {err}");
         let good = array.read_opt(&[72..75], &cpu, &opts).unwrap();
@@ -341,7 +345,12 @@ fn check_never_reads_a_shard_whole() {
 #[test]
 fn a_whole_read_of_a_huge_fill_only_array_is_refused_and_subsets_read() {
     let dir = store_dir("huge");
-    v3_array(&dir, &[1_000_000_000_000], &[1_000_000], r#"[{"name": "bytes"}]"#);
+    v3_array(
+        &dir,
+        &[1_000_000_000_000],
+        &[1_000_000],
+        r#"[{"name": "bytes"}]"#,
+    );
     let array = zarrbuf::open(text(&dir), "").unwrap();
     let cpu = BufferPrototype::cpu();
     match array.read_all(&cpu) {
@@ -350,7 +359,9 @@ fn a_whole_read_of_a_huge_fill_only_array_is_refused_and_subsets_read() {
     }
     let err = array.read_all(&cpu).unwrap_err().to_string();
     assert!(err.contains("931.3 GiB") && err.contains("subset"), "{err}");
-    let part = array.read(&[999_999_999_990..1_000_000_000_000], &cpu).unwrap();
+    let part = array
+        .read(&[999_999_999_990..1_000_000_000_000], &cpu)
+        .unwrap();
     assert_eq!(part.to_vec::<u8>().unwrap(), vec![0u8; 10]);
     // An explicit limit, also on the async reader.
     let opts = ReadOptions::default().with_max_bytes(100);
@@ -402,17 +413,18 @@ fn the_cli_reads_within_memory_and_copies_refuse_huge_chunks() {
     let out = zarrbuf_cli(&["read", text(&dir), "--memory", "799"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("takes 800 bytes") && stderr.contains("799"), "{stderr}");
+    assert!(
+        stderr.contains("takes 800 bytes") && stderr.contains("799"),
+        "{stderr}"
+    );
     let ok = zarrbuf_cli(&["read", text(&dir), "--memory", "800"]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let dst = store_dir("copy").join("out.zarr");
-    let out = zarrbuf_cli(&[
-        "copy",
-        text(&dir),
-        text(&dst),
-        "--chunks",
-        "1099511627776",
-    ]);
+    let out = zarrbuf_cli(&["copy", text(&dir), text(&dst), "--chunks", "1099511627776"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -467,7 +479,11 @@ fn the_bounded_codecs_still_write_and_read_back() {
             assert_eq!(r.unwrap().to_vec::<u8>().unwrap(), data, "{chain} {route}");
         }
         for (route, r) in reads(&dir, &[301..305]) {
-            assert_eq!(r.unwrap().to_vec::<u8>().unwrap(), data[301..305], "{chain} {route}");
+            assert_eq!(
+                r.unwrap().to_vec::<u8>().unwrap(),
+                data[301..305],
+                "{chain} {route}"
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

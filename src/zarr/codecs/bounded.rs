@@ -21,10 +21,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use zarrs::array::{ArrayBytesRaw, BytesRepresentation};
 use zarrs_codec::{
-    BytesToBytesCodecTraits, Codec, CodecError, CodecMetadataOptions, CodecOptions,
-    CodecPluginV2, CodecPluginV3, CodecRuntimePluginV2, CodecRuntimePluginV3,
-    CodecSpecificOptions, CodecTraits, PartialDecoderCapability, PartialEncoderCapability,
-    RecommendedConcurrency,
+    BytesToBytesCodecTraits, Codec, CodecError, CodecMetadataOptions, CodecOptions, CodecPluginV2,
+    CodecPluginV3, CodecRuntimePluginV2, CodecRuntimePluginV3, CodecSpecificOptions, CodecTraits,
+    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
 };
 use zarrs_metadata::Configuration;
 use zarrs_metadata::v2::MetadataV2;
@@ -106,7 +105,9 @@ impl Bounded {
         let bound = Bound::of(rep).map_err(CodecError::Other)?;
         match self.kind {
             Kind::Stream(c) => bounded_decode::decode(c, encoded, bound).map_err(CodecError::Other),
-            Kind::Blosc => blosc(encoded, bound).map_err(|e| CodecError::Other(format!("blosc: {e}"))),
+            Kind::Blosc => {
+                blosc(encoded, bound).map_err(|e| CodecError::Other(format!("blosc: {e}")))
+            }
             Kind::GDeflate => {
                 gdeflate_header(encoded, bound)
                     .map_err(|e| CodecError::Other(format!("gdeflate: {e}")))?;
@@ -264,7 +265,9 @@ pub(crate) fn precheck_chunk(
     // The representation the outermost codec decodes to: the chain's encoding without it.
     let (mut s, mut d, mut f) = (shape.to_vec(), data_type.clone(), fill_value.clone());
     for c in chain.array_to_array_codecs() {
-        (s, d, f) = c.encoded_representation(&s, &d, &f).map_err(|e| e.to_string())?;
+        (s, d, f) = c
+            .encoded_representation(&s, &d, &f)
+            .map_err(|e| e.to_string())?;
     }
     let mut rep = chain
         .array_to_bytes_codec()
@@ -293,7 +296,9 @@ fn create_v3(metadata: &MetadataV3) -> Result<Codec, PluginCreateError> {
             return plugin.create(metadata).map(|c| wrap(c, kind));
         }
     }
-    Err(PluginCreateError::Other(format!("no codec plugin for {name}")))
+    Err(PluginCreateError::Other(format!(
+        "no codec plugin for {name}"
+    )))
 }
 
 /// The codec zarrs' compile-time plugins make of v2 metadata, wrapped.
@@ -305,7 +310,9 @@ fn create_v2(metadata: &MetadataV2) -> Result<Codec, PluginCreateError> {
             return plugin.create(metadata).map(|c| wrap(c, kind));
         }
     }
-    Err(PluginCreateError::Other(format!("no codec plugin for {id}")))
+    Err(PluginCreateError::Other(format!(
+        "no codec plugin for {id}"
+    )))
 }
 
 /// Puts the bounded codecs into zarrs' run-time registry (called once per process by

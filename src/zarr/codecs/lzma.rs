@@ -302,7 +302,11 @@ impl BytesToBytesCodecTraits for LzmaCodec {
         _options: &CodecOptions,
     ) -> Result<ArrayBytesRaw<'a>, CodecError> {
         let bound = Bound::of(decoded_representation).map_err(CodecError::Other)?;
-        Ok(Cow::Owned(run(self.decoder(bound)?, &encoded_value, bound)?))
+        Ok(Cow::Owned(run(
+            self.decoder(bound)?,
+            &encoded_value,
+            bound,
+        )?))
     }
 }
 
