@@ -33,3 +33,23 @@ pub(crate) fn check_entry(
          extract it and read the directory"
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_entries_beyond_the_file_and_the_memory_are_refused() {
+        let key = StoreKey::new("a/c/0").unwrap();
+        assert!(check_entry("x.zip", &key, None, 100).is_ok());
+        assert!(check_entry("x.zip", &key, Some(100), 100).is_ok());
+        assert!(check_entry("x.zip", &key, Some(4096), 100).is_ok());
+        let err = check_entry("x.zip", &key, Some(u64::MAX), 100)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("x.zip") && err.contains("a/c/0") && err.contains("18446744073709551615"),
+            "{err}"
+        );
+    }
+}

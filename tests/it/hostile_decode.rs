@@ -229,6 +229,14 @@ fn every_compressor_stops_at_the_chunk_size() {
                     "v2 {compressor} {mode:?}: {err}"
                 );
             }
+            let report = zarrbuf::check_array(text(&dir), "", &Default::default()).unwrap();
+            let problems: Vec<_> = report.findings.iter().map(|f| f.problem).collect();
+            assert_eq!(
+                problems,
+                vec![zarrbuf::check::Problem::WrongSize],
+                "v2 {compressor}: {:?}",
+                report.findings
+            );
             std::fs::remove_dir_all(&dir).unwrap();
         }
     }
