@@ -39,6 +39,26 @@ pub enum Error {
         "{0}: the memory lives on a device and cannot be read from the host; copy it first with `to_host()` or `to_bytes()`"
     )]
     NotHostAccessible(String),
+    /// An output (or a decode) larger than the memory it may take: a read's output over
+    /// [`ReadOptions::max_bytes`](crate::ReadOptions::max_bytes) (by default the memory this
+    /// process may still take), a copy's chunks over its block memory.
+    #[error(
+        "{what} takes {bytes} bytes ({}), more than the limit of {limit} bytes ({}, {limit_from}); {advice}",
+        human_bytes(*bytes),
+        human_bytes(*limit)
+    )]
+    TooLarge {
+        /// What would take the memory ("the read of array /x, subset [0..10]").
+        what: String,
+        /// Bytes it takes.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+        /// Where the limit comes from ("the memory available to this process", "--memory").
+        limit_from: String,
+        /// What to do ("read a subset of it ...").
+        advice: String,
+    },
     /// An index, range or subset outside the buffer or array.
     #[error("out of bounds: {0}")]
     OutOfBounds(String),
@@ -164,6 +184,22 @@ fn group_hint(arrays: &[String]) -> String {
          line, or as the array path of zarrbuf.open); `zarrbuf info` on the group shows the \
          whole hierarchy"
     )
+}
+
+/// `bytes` in binary units with one decimal (`8.0 TiB`), for messages.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }
 
 /// An underlying error kept as the [`std::error::Error::source`] of zarrbuf's [`Error`].

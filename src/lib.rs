@@ -30,7 +30,8 @@
 // bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
-//   `error`) and `options` (imports nothing from the crate);
+//   `error`), `options` and `memory_limit` (how much host memory this process may still
+//   take; both import nothing from the crate);
 // - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
 //   only the leaves, and its public face `zarrbuf::store` also re-exports the zarr floor's
 //   `open_store`, `open_store_opt` and `zarrs_safe_metadata`;
@@ -56,6 +57,7 @@ mod driver;
 pub mod dtype;
 pub mod error;
 mod memory;
+mod memory_limit;
 #[path = "options.rs"]
 mod option_types;
 mod pipeline;
@@ -120,10 +122,12 @@ pub use buffer::{dlpack, npy};
 struct ReadmeExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
-/// the process-wide default prototype, and the memory zarrbuf keeps cached for reuse.
+/// the process-wide default prototype, how much host memory is left, and the memory zarrbuf
+/// keeps cached for reuse.
 pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
     pub use crate::memory::release_cached_memory;
+    pub use crate::memory_limit::available_bytes as available_memory;
 }
 
 /// CUDA streams and devices, nvCOMP, and the device decoder's knobs.

@@ -10,7 +10,8 @@ use cli::bench_write::bench_write;
 use cli::check::check;
 use cli::copy::copy;
 use cli::names::label;
-use cli::read::{bench, info, read};
+use cli::parse::parse_bytes;
+use cli::read::{ReadChoices, bench, info, read};
 use cli::source::Opening;
 use zarrbuf::{
     Error, Result,
@@ -98,6 +99,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             out,
             decode,
             force_async,
+            memory,
             version,
         } => read(
             &store,
@@ -105,7 +107,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             subset.as_deref(),
             device.as_deref(),
             out,
-            decode,
+            ReadChoices {
+                decode,
+                max_bytes: memory
+                    .as_deref()
+                    .map(parse_bytes)
+                    .transpose()?
+                    .map(|n| n as u64),
+            },
             &Opening {
                 force_async,
                 options: version.options()?,

@@ -256,6 +256,12 @@ pub struct ReadOptions {
     pub progress: Option<ProgressFn>,
     /// Where the staged pipeline decompresses (default [`Decode::Auto`]).
     pub decode: Decode,
+    /// The largest output a read allocates, in bytes (default `None`: the host memory this
+    /// process may still take — the system's available memory, its cgroup's limit and its
+    /// address-space limit, whichever leaves least). A larger read is refused before
+    /// anything is allocated ([`crate::Error::TooLarge`]), naming its size; read a subset
+    /// instead. Outputs the caller passes in (`read_into`) are not limited.
+    pub max_bytes: Option<u64>,
 }
 
 impl Default for ReadOptions {
@@ -267,11 +273,31 @@ impl Default for ReadOptions {
             mode: PipelineMode::Auto,
             progress: None,
             decode: Decode::Auto,
+            max_bytes: None,
         }
     }
 }
 
 impl ReadOptions {
+    /// Limits a read's output to `bytes` (see [`ReadOptions::max_bytes`]).
+    ///
+    /// ```
+    /// use zarrbuf::{ArrayReadExt, BufferPrototype, options::ReadOptions};
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
+    /// let array = ArrayBuilder::new(vec![1_000_000], vec![1000], data_type::float64(), 0.0f64)
+    ///     .build(store, "/x").map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// let opts = ReadOptions::default().with_max_bytes(1 << 20);
+    /// let err = array.read_opt(&[0..1_000_000], &BufferPrototype::cpu(), &opts).unwrap_err();
+    /// assert!(matches!(err, zarrbuf::Error::TooLarge { bytes: 8_000_000, .. }));
+    /// assert!(array.read_opt(&[0..1000], &BufferPrototype::cpu(), &opts).is_ok());
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn with_max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = Some(bytes);
+        self
+    }
+
     /// Sets the number of decoding threads.
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));

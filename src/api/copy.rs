@@ -220,6 +220,7 @@ where
         .iter()
         .map(|n| n.get())
         .collect();
+    check_chunk_budget(dst, &unit, elem, opts.memory_bytes)?;
     let block = block_shape(&shape, &unit, elem, opts.memory_bytes);
     let (read_opts, write_opts) = block_options(opts);
     let mut progress = Progress {
@@ -261,6 +262,39 @@ where
                 Some(Box::new(e)),
             )
         })?;
+    }
+    Ok(())
+}
+
+/// Refuses destination chunks (shards) that no block can hold: a block holds at least one
+/// whole chunk (it is encoded whole), also when that is more than the copy's block memory,
+/// but never more than the memory this process may still take — a chunk shape of 2^40
+/// elements would take terabytes however small the array.
+fn check_chunk_budget<D: ?Sized>(
+    dst: &Array<D>,
+    unit: &[u64],
+    elem: usize,
+    memory_bytes: usize,
+) -> Result<()> {
+    let bytes = unit
+        .iter()
+        .try_fold(elem as u64, |n, &d| n.checked_mul(d))
+        .unwrap_or(u64::MAX);
+    let room = crate::memory_limit::available_bytes().unwrap_or(u64::MAX);
+    let limit = room.max(memory_bytes as u64);
+    if bytes > limit {
+        return Err(Error::TooLarge {
+            what: format!(
+                "one chunk (shard) of shape {unit:?} of the destination {}",
+                dst.path()
+            ),
+            bytes,
+            limit,
+            limit_from: "the copy's block memory or the memory this process may still take, \
+                         whichever is more; a block holds at least one chunk"
+                .into(),
+            advice: "choose smaller --chunks (--shards)".into(),
+        });
     }
     Ok(())
 }

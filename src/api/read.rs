@@ -7,10 +7,10 @@ use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
-use crate::pipeline::{InnerFetch, fetch_unit, run_staged};
+use crate::pipeline::{InnerFetch, check_output_size, fetch_unit, run_staged};
 use crate::zarr::{
-    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs, plan_chunks,
-    plan_units, zarr_error,
+    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs,
+    has_unbounded_codec, plan_chunks, plan_units, zarr_error,
 };
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
@@ -123,6 +123,13 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
     ) -> Result<NDBuffer> {
         check_subset(self.shape(), subset, self.path().as_str())?;
         let dtype = data_type_of(self)?;
+        check_output_size(
+            &format!("array {}", self.path()),
+            subset,
+            dtype,
+            proto,
+            opts,
+        )?;
         let shape = subset_shape(subset);
         // Every element is written by the read; on an error `out` is dropped, never returned.
         let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
@@ -150,9 +157,12 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         if out.is_empty() {
             return Ok(());
         }
+        // zarrs' own decode is bounded except for a v2 blosc compressor (see
+        // `has_unbounded_codec`): those chunks take the staged pipeline's decoders.
         let direct = opts.mode != PipelineMode::Staged
             && out.buffer().is_host_accessible()
-            && out.byte_order() == ByteOrder::native();
+            && out.byte_order() == ByteOrder::native()
+            && !has_unbounded_codec(&self.codecs());
         // zarrs' decode-into for Direct and for small Auto reads, realigned when the output
         // is off a cache line (see CACHE_LINE); the staged pipeline reads misaligned outputs
         // faster than the realigned slabs, so it takes them as they are.
@@ -233,6 +243,7 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
     let request = ArraySubset::new_with_ranges(subset);
     let codec_opts = opts.codec_options();
     check_shard_indexes(array, subset, elem, opts)?;
+    check_stored_sizes(array, subset)?;
     let result = region.with_host_mut(|bytes| {
         with_decode_target(
             bytes,
@@ -431,7 +442,8 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
     elem: usize,
     opts: &ReadOptions,
 ) -> Result<()> {
-    if plan_units(array, subset, elem)?.source != UnitSource::Subchunk {
+    let plan = plan_units(array, subset, elem)?;
+    if plan.source != UnitSource::Subchunk {
         return Ok(());
     }
     let shards = ShardIndex::new(array, opts.validate_checksums)?;
@@ -447,6 +459,73 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
             shards
                 .check(&index)
                 .map_err(|e| chunk_error(array, &shard.indices, e))?;
+        }
+    }
+    // The entries of the inner chunks the read touches: zarrs reads part of an
+    // uncompressed inner chunk by range, trusting its size.
+    for unit in &plan.units {
+        let (shard, within) = shards.split(&unit.indices);
+        if let Some(Some(index)) = shards.cached(&shard) {
+            shards
+                .inner_range(&index, &within)
+                .map_err(|e| chunk_error(array, &shard, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// zarrs reads the part of an uncompressed chunk a subset needs by byte range, without
+/// looking at the chunk's size, so a chunk stored one byte short (or a gigabyte long) gave
+/// bytes. Where the chain fixes a chunk's encoded size (no compression: `bytes`, `transpose`,
+/// checksums), each chunk the read cuts through must be stored at exactly that size; chunks
+/// read whole are decoded whole by zarrs, which checks their size. Shards are checked by
+/// their index ([`check_shard_indexes`]).
+fn check_stored_sizes<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+) -> Result<()> {
+    use zarrs::array::ArrayToBytesCodecTraits;
+    if array.is_sharded() {
+        return Ok(());
+    }
+    for chunk in plan_chunks(array, subset)? {
+        let whole = chunk
+            .region
+            .iter()
+            .zip(&chunk.origin)
+            .zip(&chunk.shape)
+            .all(|((r, &o), n)| r.start == o && r.end - o == n.get());
+        if whole {
+            continue;
+        }
+        let fixed = array
+            .codecs()
+            .encoded_representation(&chunk.shape, array.data_type(), array.fill_value())
+            .ok()
+            .and_then(|rep| match rep {
+                zarrs::array::BytesRepresentation::FixedSize(n) => Some(n),
+                _ => None,
+            });
+        let Some(expected) = fixed else {
+            // Compressed chunks are decoded whole, by the bounded decoders, which check.
+            return Ok(());
+        };
+        let key = array.chunk_key(&chunk.indices);
+        let stored = array
+            .storage()
+            .size_key(&key)
+            .map_err(|e| chunk_error(array, &chunk.indices, e))?;
+        if let Some(stored) = stored
+            && stored != expected
+        {
+            return Err(chunk_error(
+                array,
+                &chunk.indices,
+                format!(
+                    "stored as {stored} bytes, but its encoding takes exactly {expected}: the \
+                     chunk is damaged"
+                ),
+            ));
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{Cancel, InnerFetch, fetch_unit_async, run_staged};
+use crate::pipeline::{Cancel, InnerFetch, check_output_size, fetch_unit_async, run_staged};
 use crate::store::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
 use std::ops::Range;
@@ -142,6 +142,13 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         async move {
             check_subset(self.shape(), &subset, self.path().as_str())?;
             let dtype = data_type_of(self)?;
+            check_output_size(
+                &format!("array {}", self.path()),
+                &subset,
+                dtype,
+                &proto,
+                &opts,
+            )?;
             let shape = subset_shape(&subset);
             // Every element is written by the read; on an error `out` is dropped, never returned.
             let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, &proto)?;

@@ -120,10 +120,16 @@ pub(super) fn guarded<T>(
 }
 
 /// The problem a decode error shows.
-fn problem_of(e: &ArrayError) -> Problem {
+pub(super) fn problem_of(e: &ArrayError) -> Problem {
     use zarrs::array::CodecError as C;
     match e {
         ArrayError::CodecError(C::UnexpectedChunkDecodedSize(_)) => Problem::WrongSize,
+        // The bounded decoders' words for a chunk of the wrong decoded size.
+        ArrayError::CodecError(C::Other(m))
+            if m.contains("decodes to") || m.contains("decoded bytes, ") =>
+        {
+            Problem::WrongSize
+        }
         ArrayError::CodecError(C::InvalidChecksum) => Problem::Checksum,
         ArrayError::CodecError(C::Other(m)) if m.to_ascii_lowercase().contains("checksum") => {
             Problem::Checksum

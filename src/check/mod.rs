@@ -10,6 +10,7 @@
 
 mod finding;
 mod repair;
+mod shard_check;
 
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
@@ -19,13 +20,11 @@ use crate::zarr::open_opt;
 use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
+use shard_check::ShardCheck;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use zarrs::array::{
-    ArrayBytes, ArrayShardedExt, ArrayShardedReadableExt, ArrayShardedReadableExtCache,
-    CodecOptions,
-};
+use zarrs::array::{ArrayBytes, ArrayShardedExt, ArrayToBytesCodecTraits, CodecOptions};
 
 /// Options for [`check_array`].
 ///
@@ -341,14 +340,19 @@ fn decode_all(
         }
     };
     report(0);
-    let cache = array
-        .is_sharded()
-        .then(|| ArrayShardedReadableExtCache::new(array));
+    let shards = if array.is_sharded() {
+        Some(ShardCheck::new(array).map_err(|why| Error::zarr(array.path().as_str(), why, None))?)
+    } else {
+        None
+    };
     let found: Vec<Vec<Finding>> = pool.install(|| {
         chunks
             .par_iter()
             .map(|chunk| {
-                let findings = check_chunk(array, cache.as_ref(), chunk);
+                let findings = match &shards {
+                    Some(shards) => shards.check(array, &chunk.key, chunk.bytes),
+                    None => check_chunk(array, chunk),
+                };
                 report(done.fetch_add(1, Ordering::Relaxed) + 1);
                 findings
             })
@@ -357,78 +361,72 @@ fn decode_all(
     Ok(found.into_iter().flatten().collect())
 }
 
-/// Decodes one chunk; for a shard that fails, each inner chunk, to name the damaged ones.
-fn check_chunk(
-    array: &DynArray,
-    cache: Option<&ArrayShardedReadableExtCache>,
-    chunk: &StoredChunk,
-) -> Vec<Finding> {
-    let options = CodecOptions::default().with_concurrent_target(1);
-    let (problem, detail) =
-        match guarded(|| array.retrieve_chunk_opt::<ArrayBytes<'static>>(&chunk.indices, &options))
-        {
-            Ok(_) => return Vec::new(),
-            Err(e) => e,
-        };
-    let whole = || Finding {
-        key: chunk.key.clone(),
-        inner: None,
-        problem,
-        detail: detail.clone(),
+/// Decodes one (unsharded) chunk, unless it is stored larger than any encoding of it.
+fn check_chunk(array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
+    let finding = |(problem, detail)| {
+        vec![Finding {
+            key: chunk.key.clone(),
+            inner: None,
+            problem,
+            detail,
+        }]
     };
-    let Some(cache) = cache else {
-        return vec![whole()];
-    };
-    let inner = damaged_inner_chunks(array, cache, chunk, &options);
-    if inner.is_empty() || inner.len() == inner_chunks_per_shard(array) {
-        // The index (or the whole shard) is damaged: the shard is the finding.
-        return vec![whole()];
+    if let Some(why) = oversized(array, chunk) {
+        return finding((Problem::WrongSize, why));
     }
-    inner
+    let options = CodecOptions::default().with_concurrent_target(1);
+    if crate::zarr::has_unbounded_codec(&array.codecs()) {
+        // zarrs would decode this chunk unbounded: check its header against its size first.
+        let checked = guarded(|| Ok(array.retrieve_encoded_chunk(&chunk.indices)?)).and_then(|e| {
+            let shape = array
+                .chunk_shape(&chunk.indices)
+                .map_err(|e| (Problem::Undecodable, e.to_string()))?;
+            let (dt, fv) = (array.data_type(), array.fill_value());
+            crate::zarr::precheck_chunk(
+                &array.codecs(),
+                &shape,
+                dt,
+                fv,
+                e.as_deref().unwrap_or(&[]),
+            )
+            .map_err(|why| (Problem::WrongSize, why))
+        });
+        if let Err(e) = checked {
+            return finding(e);
+        }
+    }
+    match guarded(|| array.retrieve_chunk_opt::<ArrayBytes<'static>>(&chunk.indices, &options)) {
+        Ok(_) => Vec::new(),
+        Err(e) => finding(e),
+    }
 }
 
-/// The inner chunks of a shard that do not decode.
-fn damaged_inner_chunks(
-    array: &DynArray,
-    cache: &ArrayShardedReadableExtCache,
-    chunk: &StoredChunk,
-    options: &CodecOptions,
-) -> Vec<Finding> {
-    let (Some(inner_shape), Ok(shard_shape)) =
-        (array.subchunk_shape(), array.chunk_shape(&chunk.indices))
-    else {
-        return Vec::new();
-    };
-    let per: Vec<u64> = shard_shape
-        .iter()
-        .zip(inner_shape.iter())
-        .map(|(s, i)| s.get() / i.get())
-        .collect();
-    let count: u64 = per.iter().product();
-    let mut out = Vec::new();
-    for flat in 0..count {
-        let mut local = vec![0u64; per.len()];
-        let mut rest = flat;
-        for d in (0..per.len()).rev() {
-            local[d] = rest % per[d];
-            rest /= per[d];
-        }
-        let global: Vec<u64> = local
-            .iter()
-            .zip(&chunk.indices)
-            .zip(&per)
-            .map(|((l, s), p)| s * p + l)
-            .collect();
-        if let Err((problem, detail)) =
-            guarded(|| array.retrieve_subchunk_opt::<ArrayBytes<'static>>(cache, &global, options))
-        {
-            out.push(Finding {
-                key: chunk.key.clone(),
-                inner: Some(local),
-                problem,
-                detail,
-            });
+/// Why a stored chunk is not read at all: it is larger than its chain's encoded size (or
+/// bound), or than the memory this process may still take.
+fn oversized(array: &DynArray, chunk: &StoredChunk) -> Option<String> {
+    let shape = array.chunk_shape(&chunk.indices).ok()?;
+    let rep = array
+        .codecs()
+        .encoded_representation(&shape, array.data_type(), array.fill_value())
+        .ok()?;
+    use zarrs::array::BytesRepresentation as R;
+    match rep {
+        R::FixedSize(n) if chunk.bytes != n => Some(format!(
+            "stored as {} bytes, but its encoding takes exactly {n}",
+            chunk.bytes
+        )),
+        R::BoundedSize(n) if chunk.bytes > n => Some(format!(
+            "stored as {} bytes, more than any encoding of it takes ({n} at most)",
+            chunk.bytes
+        )),
+        _ => {
+            let room = crate::memory_limit::available_bytes()? / 2;
+            (chunk.bytes > room).then(|| {
+                format!(
+                    "stored as {} bytes, more than this process can read and decode ({room})",
+                    chunk.bytes
+                )
+            })
         }
     }
-    out
 }

@@ -58,6 +58,11 @@ pub(crate) enum Command {
         /// Use the async (object_store) reader also for a directory path.
         #[arg(long = "async")]
         force_async: bool,
+        /// The most memory the result may take, e.g. 512MiB, 2GiB or a byte count (default:
+        /// the memory available to this process); a larger read is refused before anything
+        /// is allocated: read a --subset of it instead.
+        #[arg(long)]
+        memory: Option<String>,
         #[command(flatten)]
         version: VersionArgs,
     },

@@ -85,6 +85,34 @@ pub(crate) fn copy_layout(
     })
 }
 
+/// Refuses, before the destination is created, chunks (shards) that `--chunks`/`--shards`
+/// make larger than any block can hold: a block holds at least one whole chunk, beyond
+/// `--memory` if need be, but never beyond the memory this process may still take.
+fn refuse_huge_chunks(layout: &zarrbuf::ArrayLayout, elem: usize, memory: usize) -> Result<()> {
+    let Some(shape) = layout.shards.as_ref().or(layout.chunks.as_ref()) else {
+        return Ok(());
+    };
+    let bytes = shape
+        .iter()
+        .try_fold(elem as u64, |n, &d| n.checked_mul(d))
+        .unwrap_or(u64::MAX);
+    let limit = zarrbuf::alloc::available_memory()
+        .unwrap_or(u64::MAX)
+        .max(memory as u64);
+    if bytes <= limit {
+        return Ok(());
+    }
+    Err(Error::TooLarge {
+        what: format!("one destination chunk (shard) of shape {shape:?}"),
+        bytes,
+        limit,
+        limit_from: "--memory or the memory this process may still take, whichever is more; \
+                     a block holds at least one chunk"
+            .into(),
+        advice: "choose smaller --chunks (--shards)".into(),
+    })
+}
+
 /// The branch a copy commits to when its destination is an icechunk repository (named by
 /// `--branch`/`--message`, or a directory laid out as one); `None` for a zarr store.
 pub(crate) fn icechunk_destination(a: &CopyCli) -> Result<Option<String>> {
@@ -186,7 +214,9 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
-    let layout = copy_layout(a, &new_shape, zarrbuf::describe(&src)?.data_type.size())?;
+    let elem = zarrbuf::describe(&src)?.data_type.size();
+    let layout = copy_layout(a, &new_shape, elem)?;
+    refuse_huge_chunks(&layout, elem, memory_bytes)?;
     let writer = branch
         .as_deref()
         .map(|b| open_writer(&a.dst, b))

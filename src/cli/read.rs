@@ -47,13 +47,20 @@ pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> R
     Ok(())
 }
 
+/// `read`'s choices of how to read: where to decompress, and the most memory the result may
+/// take (`--memory`).
+pub(crate) struct ReadChoices {
+    pub(crate) decode: Decode,
+    pub(crate) max_bytes: Option<u64>,
+}
+
 pub(crate) fn read(
     store: &str,
     path: &str,
     subset: Option<&str>,
     device: Option<&str>,
     out: Option<PathBuf>,
-    decode: Decode,
+    choices: ReadChoices,
     opening: &Opening,
 ) -> Result<()> {
     let proto = prototype(device)?;
@@ -64,7 +71,10 @@ pub(crate) fn read(
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let (opts, bar) = progress_options("reading");
-    let opts = opts.with_decode(decode);
+    let mut opts = opts.with_decode(choices.decode);
+    if let Some(n) = choices.max_bytes {
+        opts = opts.with_max_bytes(n);
+    }
     let start = Instant::now();
     let data = array.read(&ranges, &proto, &opts)?;
     let seconds = start.elapsed().as_secs_f64();

@@ -21,6 +21,7 @@ mod host_scatter;
 mod hybrid;
 #[cfg(test)]
 mod hybrid_tests;
+mod output_limit;
 mod read_driver;
 mod read_stream;
 mod shard_reads;
@@ -38,6 +39,7 @@ pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;
 pub(crate) use chunk_writer::ChunkWriter;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
+pub(crate) use output_limit::check_output_size;
 pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use read_stream::StreamReads;
 pub(crate) use shard_reads::ShardReads;

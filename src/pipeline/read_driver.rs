@@ -151,6 +151,18 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         }
         if stored_as_decoded {
             // Nothing to decompress: the fetched bytes are the decoded ones.
+            let expected = unit.num_elements() * elem;
+            if encoded.len() != expected {
+                return Err(chunk_error(
+                    array,
+                    &unit.indices,
+                    format!(
+                        "stored as {} bytes, but its encoding takes exactly {expected}: the \
+                         chunk is damaged",
+                        encoded.len()
+                    ),
+                ));
+            }
             return Ok(Produced::Stored(encoded));
         }
         if let Some(codec) = device_codec {

@@ -345,6 +345,7 @@ fn read_one(
     finish: &FinishOnDrop,
 ) -> Result<NDBuffer> {
     let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+    super::check_output_size("the stream's array", subset, dtype, proto, opts)?;
     // Every element is written by the read; on an error `out` is dropped, never returned.
     let out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
     if out.is_empty() {

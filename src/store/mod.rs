@@ -24,6 +24,7 @@ pub(crate) mod open_options;
 pub(crate) mod remote;
 mod remote_store;
 mod store_runtime;
+mod zip_entry_bound;
 mod zip_store;
 
 // The public face of `zarrbuf::store`.

@@ -2,10 +2,10 @@
 //! with `zip -r` (whose entries sit in one folder, which the store then starts in).
 //!
 //! zarrs_zip reads the archive (the central directory once, then each entry by byte range;
-//! stored entries are read in place, deflated ones are inflated whole) from zarrs' file
-//! system store over the zip file. [`ZipStore`] puts it behind the same trait object as
-//! directory stores, so every read path takes zip files unchanged, and answers every write
-//! with [`read_only_sentence`].
+//! stored entries are read in place, deflated ones are inflated whole, within the bound of
+//! `zip_entry_bound.rs`) from zarrs' file system store over the zip file. [`ZipStore`] puts
+//! it behind the same trait object as directory stores, so every read path takes zip files
+//! unchanged, and answers every write with [`read_only_sentence`].
 
 use super::location::Location;
 use crate::error::{Error, Result};
@@ -77,6 +77,8 @@ pub(crate) struct ZipStore {
     inner: ZipStorageAdapter<FilesystemStore>,
     /// The location as the user gave it, for messages.
     location: String,
+    /// The zip file's size: what bounds an entry's inflated size (`zip_entry_bound`).
+    file_bytes: u64,
 }
 
 impl ZipStore {
@@ -130,6 +132,7 @@ impl ZipStore {
         Ok(ZipStore {
             inner,
             location: location.to_string(),
+            file_bytes: std::fs::metadata(path).map_or(u64::MAX, |m| m.len()),
         })
     }
 
@@ -144,6 +147,8 @@ impl ReadableStorageTraits for ZipStore {
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
+        let declared = self.inner.size_key(key)?;
+        super::zip_entry_bound::check_entry(&self.location, key, declared, self.file_bytes)?;
         self.inner.get_partial_many(key, byte_ranges)
     }
 

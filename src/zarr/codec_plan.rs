@@ -148,6 +148,8 @@ impl ChainPlan {
         let reps = self.representations(shape, data_type, fill_value)?;
         let mut bytes = encoded;
         for (i, c) in b2b.iter().enumerate().rev() {
+            super::codecs::precheck(c.as_ref(), &bytes, &reps[i])
+                .map_err(zarrs::array::CodecError::Other)?;
             bytes = c.decode(bytes, &reps[i], options)?;
         }
         Ok(bytes.into_owned())

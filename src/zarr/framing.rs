@@ -205,18 +205,26 @@ impl DeviceCodec {
         let body = &encoded[body];
         let want = out.len();
         let complete = |n: usize, trailing: bool| {
-            if n != want || trailing {
+            if trailing {
                 Err(format!(
-                    "decoded to a size other than the chunk's {want} bytes"
+                    "decodes to more than the chunk's {want} bytes (stopped there)"
                 ))
+            } else if n != want {
+                Err(format!("decodes to {n} bytes, the chunk holds {want}"))
             } else {
                 Ok(n)
             }
         };
         match self.framing {
             Framing::Zstd => {
-                let n = zstd::zstd_safe::decompress(&mut *out, body)
-                    .map_err(|code| zstd::zstd_safe::get_error_name(code).to_string())?;
+                let n = zstd::zstd_safe::decompress(&mut *out, body).map_err(|code| {
+                    let name = zstd::zstd_safe::get_error_name(code);
+                    if name.contains("too small") {
+                        format!("decodes to more than the chunk's {want} bytes (stopped there)")
+                    } else {
+                        name.to_string()
+                    }
+                })?;
                 complete(n, false)
             }
             Framing::Gzip => {
@@ -242,9 +250,9 @@ impl DeviceCodec {
     }
 }
 
-/// Decodes one blosc frame into `out` (exactly its decoded size) with c-blosc, the library
-/// zarrs and numcodecs decode with, single-threaded (chunks are decoded in parallel).
-fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
+/// The decoded size a valid blosc frame's header declares; `Err` for a frame c-blosc does
+/// not accept (bad header, or a declared length other than the frame's).
+pub(crate) fn blosc_nbytes(frame: &[u8]) -> Result<usize, String> {
     use std::ffi::c_void;
     let mut nbytes = 0usize;
     // SAFETY: c-blosc reads the 16-byte header of `frame` after checking that `frame.len()`
@@ -258,6 +266,14 @@ fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
                 .into(),
         );
     }
+    Ok(nbytes)
+}
+
+/// Decodes one blosc frame into `out` (exactly its decoded size) with c-blosc, the library
+/// zarrs and numcodecs decode with, single-threaded (chunks are decoded in parallel).
+pub(crate) fn blosc_decode_into(frame: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    use std::ffi::c_void;
+    let nbytes = blosc_nbytes(frame)?;
     if nbytes != out.len() {
         return Err(format!(
             "the blosc header declares {nbytes} decoded bytes, the chunk holds {}",

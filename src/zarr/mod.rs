@@ -4,6 +4,7 @@
 
 mod array;
 mod blosc_frame;
+mod bounded_decode;
 mod codec_plan;
 mod codec_spec;
 pub(crate) mod codecs;
@@ -26,6 +27,7 @@ pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
+pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
 pub(crate) use create::refuse_overlap;
 pub use create::{ArrayLayout, create_like, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};

@@ -31,6 +31,10 @@ pub(crate) struct ShardIndex {
     /// The most encoded bytes an inner chunk may claim: far above what any codec produces
     /// for the chunk's decoded size, so a damaged index cannot ask for an unbounded read.
     max_inner_bytes: u64,
+    /// The encoded size every inner chunk has when the inner chain fixes it (no
+    /// compression): an index entry of another size is damage to that inner chunk, which
+    /// [`Self::inner_range`] refuses.
+    exact_inner_bytes: Option<u64>,
     /// Check the index's own checksum (the read's `validate_checksums`, as zarrs does).
     validate_checksums: bool,
     cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
@@ -100,8 +104,32 @@ impl ShardIndex {
                 ));
             }
         };
+        // The index is read by range and decoded to as many bytes again: refuse one that
+        // would not fit (metadata alone can ask for terabytes).
+        let room = crate::memory_limit::available_bytes().unwrap_or(u64::MAX) / 2;
+        if encoded_size > room {
+            return Err(bad(format!(
+                "its shards of {} inner chunks each have a shard index of {encoded_size} \
+                 bytes, more than the {room} bytes this process can hold twice (read and \
+                 decoded); the metadata is damaged, or the shards need fewer, larger inner \
+                 chunks",
+                chunks_per_shard.iter().product::<u64>()
+            )));
+        }
+        let exact_inner_bytes = CodecChain::from_metadata(&sc.codecs)
+            .ok()
+            .and_then(|inner| {
+                inner
+                    .encoded_representation(&sc.chunk_shape, array.data_type(), array.fill_value())
+                    .ok()
+            })
+            .and_then(|rep| match rep {
+                BytesRepresentation::FixedSize(n) => Some(n),
+                _ => None,
+            });
         Ok(ShardIndex {
             chain,
+            exact_inner_bytes,
             location: sc.index_location,
             chunks_per_shard,
             index_shape,
@@ -207,6 +235,17 @@ impl ShardIndex {
         Ok(())
     }
 
+    /// Refuses an entry of `size` bytes when the inner chain fixes another encoded size.
+    fn check_exact(&self, size: u64) -> std::result::Result<(), String> {
+        match self.exact_inner_bytes {
+            Some(exact) if size != exact => Err(format!(
+                "the shard index gives an inner chunk {size} bytes, but its encoding takes \
+                 exactly {exact}: the index or the shard is damaged"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The cached index of a shard, fetching it with `fetch(range)` on first use.
     pub(crate) fn index_of(
         &self,
@@ -276,6 +315,7 @@ impl ShardIndex {
                 self.max_inner_bytes
             ));
         }
+        self.check_exact(size)?;
         let end = offset
             .checked_add(size)
             .ok_or_else(|| format!("the shard index gives an impossible range {offset}+{size}"))?;

@@ -132,6 +132,15 @@ const CASES: &[(&str, &str, Expect)] = &[
     // gives zarrs C order for 0-d arrays (src/zarr/metadata_guard.rs). This input's compressor
     // id "zstdodec" is unknown, so it fails cleanly once past the transpose.
     ("metadata", "v2-zero-dim-fortran-order", Expect::Err),
+    // Decompression bombs: 16 MiB of zeros as a 256-byte chunk. zarrs' decoders inflated
+    // them whole before the size was checked (bz2 and lzma everywhere, zstd and gzip on the
+    // small-read route, v2 blosc compressors through zarrs' blosc codec). Fixed: every
+    // decoder is bounded by the chunk's decoded size (src/zarr/bounded_decode.rs).
+    ("bounded_decode", "zstd-bomb", Expect::Err),
+    ("bounded_decode", "gzip-bomb", Expect::Err),
+    ("bounded_decode", "bz2-bomb", Expect::Err),
+    ("bounded_decode", "xz-bomb", Expect::Err),
+    ("bounded_decode", "blosc-v2-bomb", Expect::Err),
 ];
 
 fn regressions() -> PathBuf {
@@ -147,6 +156,7 @@ fn replay(target: &str, data: &[u8]) -> Vec<Outcome> {
         "npy_read" => vec![harness::npy_read(data)],
         "subset_parser" => vec![harness::subset_parser(data)],
         "check_walk" => vec![harness::check_walk(data)],
+        "bounded_decode" => vec![harness::bounded_decode(data)],
         other => panic!("unknown fuzz target {other:?}"),
     }
 }

@@ -506,7 +506,7 @@ fn src_has_no_import_cycles() {
 const LAYERS: &[&[&str]] = &[
     &["place"],
     &["error"],
-    &["dtype", "options"],
+    &["dtype", "options", "memory_limit"],
     &["store"],
     &["driver"],
     &["memory"],

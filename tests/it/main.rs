@@ -26,6 +26,7 @@ mod device_decode;
 mod errors;
 mod fixtures;
 mod fuzz_regressions;
+mod hostile_decode;
 mod hostile_keys;
 #[cfg(feature = "icechunk")]
 mod icechunk;

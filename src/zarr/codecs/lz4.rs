@@ -4,6 +4,7 @@
 //! one LZ4 block (not the LZ4 frame format). Configuration: `{"acceleration": 1}`; it only
 //! changes how hard the encoder looks for matches.
 
+use super::super::bounded_decode::Bound;
 use super::{Config, codec_traits, int_field, register_codec};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -82,13 +83,9 @@ impl BytesToBytesCodecTraits for Lz4Codec {
             )));
         };
         let len = u32::from_le_bytes(*header) as usize;
-        let expected = decoded_representation.size();
-        if expected.is_some_and(|n| n != len as u64) {
-            let expected = expected.unwrap_or_default();
-            return Err(CodecError::Other(format!(
-                "numcodecs.lz4: the header says {len} decoded bytes, the chunk holds {expected}"
-            )));
-        }
+        Bound::of(decoded_representation)
+            .and_then(|bound| bound.check_declared("the header", len as u64))
+            .map_err(|e| CodecError::Other(format!("numcodecs.lz4: {e}")))?;
         let out = lz4_flex::block::decompress(block, len)
             .map_err(|e| CodecError::Other(format!("numcodecs.lz4: corrupt LZ4 block: {e}")))?;
         if out.len() != len {

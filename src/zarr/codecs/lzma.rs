@@ -7,6 +7,7 @@
 //! null is level 6. `filters` is Python's list of filter dictionaries (`{"id": 33,
 //! "preset": 6}` for LZMA2, `{"id": 3, "dist": 4}` for delta, ...).
 
+use super::super::bounded_decode::{Bound, read_bounded};
 use super::{Config, bad_config, codec_traits, field, int_field, register_codec};
 use liblzma::stream::{Check, Filters, LzmaOptions, MatchFinder, Mode, Stream};
 use serde_json::Value as Json;
@@ -25,6 +26,9 @@ const FILTER_LZMA1: u64 = 0x4000_0000_0000_0001;
 const FILTER_LZMA2: u64 = 0x21;
 const FILTER_DELTA: u64 = 0x03;
 const PRESET_DEFAULT: u32 = 6;
+/// The memory a decoder may take for chunks of up to half this size (see
+/// [`LzmaCodec::decoder`]).
+const DECODER_MEMORY: u64 = 256 << 20;
 
 /// The numcodecs LZMA codec.
 #[derive(Clone, Debug)]
@@ -133,17 +137,21 @@ impl LzmaCodec {
         }
     }
 
-    fn decoder(&self) -> Result<Stream, CodecError> {
+    /// A decoder for chunks of `bound` decoded bytes. Its memory (the dictionary a stream
+    /// asks for) is limited to [`DECODER_MEMORY`] or twice the bound, whichever is more:
+    /// room for any preset (preset 9 takes 65 MiB), none for a header asking for gigabytes.
+    fn decoder(&self, bound: Bound) -> Result<Stream, CodecError> {
         let lz = |e: liblzma::stream::Error| CodecError::Other(format!("numcodecs.lzma: {e}"));
+        let memlimit = DECODER_MEMORY.max((bound.limit() as u64).saturating_mul(2));
         match self.format {
-            FORMAT_XZ => Stream::new_stream_decoder(u64::MAX, liblzma::stream::CONCATENATED),
-            FORMAT_ALONE => Stream::new_lzma_decoder(u64::MAX),
+            FORMAT_XZ => Stream::new_stream_decoder(memlimit, liblzma::stream::CONCATENATED),
+            FORMAT_ALONE => Stream::new_lzma_decoder(memlimit),
             FORMAT_RAW => {
                 let chain = filter_chain(self.filters.as_deref().unwrap_or_default())
                     .map_err(|e| CodecError::Other(e.to_string()))?;
                 Stream::new_raw_decoder(&chain)
             }
-            _ => Stream::new_auto_decoder(u64::MAX, liblzma::stream::CONCATENATED),
+            _ => Stream::new_auto_decoder(memlimit, liblzma::stream::CONCATENATED),
         }
         .map_err(lz)
     }
@@ -249,12 +257,11 @@ fn filter_chain(list: &[Config]) -> Result<Filters, PluginCreateError> {
     Ok(chain)
 }
 
-fn run(stream: Stream, input: &[u8], what: &str) -> Result<Vec<u8>, CodecError> {
-    let mut out = Vec::new();
-    liblzma::read::XzDecoder::new_stream(input, stream)
-        .read_to_end(&mut out)
-        .map_err(|e| CodecError::Other(format!("numcodecs.lzma: {what}: {e}")))?;
-    Ok(out)
+/// Decodes `input` with `stream` into at most `bound` bytes (exactly, for an exact bound):
+/// the decoder stops one byte past the bound.
+fn run(stream: Stream, input: &[u8], bound: Bound) -> Result<Vec<u8>, CodecError> {
+    read_bounded(liblzma::read::XzDecoder::new_stream(input, stream), bound)
+        .map_err(|e| CodecError::Other(format!("numcodecs.lzma: {e}")))
 }
 
 impl BytesToBytesCodecTraits for LzmaCodec {
@@ -291,13 +298,14 @@ impl BytesToBytesCodecTraits for LzmaCodec {
     fn decode<'a>(
         &self,
         encoded_value: ArrayBytesRaw<'a>,
-        _decoded_representation: &BytesRepresentation,
+        decoded_representation: &BytesRepresentation,
         _options: &CodecOptions,
     ) -> Result<ArrayBytesRaw<'a>, CodecError> {
+        let bound = Bound::of(decoded_representation).map_err(CodecError::Other)?;
         Ok(Cow::Owned(run(
-            self.decoder()?,
+            self.decoder(bound)?,
             &encoded_value,
-            "corrupt or truncated stream",
+            bound,
         )?))
     }
 }
@@ -333,6 +341,19 @@ mod tests {
             bad.truncate(bad.len() - 3);
             assert!(c.decode(Cow::Owned(bad), &rep, &opts).is_err(), "{json}");
         }
+    }
+
+    #[test]
+    fn a_stream_decoding_past_the_chunk_stops_there() {
+        let c = codec(r#"{"format": 1}"#).unwrap();
+        let opts = CodecOptions::default();
+        let enc = c.encode(Cow::Owned(vec![0u8; 1 << 20]), &opts).unwrap();
+        let rep = BytesRepresentation::FixedSize(100);
+        let err = c.decode(enc.clone(), &rep, &opts).unwrap_err().to_string();
+        assert!(err.contains("more than the chunk's 100 bytes"), "{err}");
+        let rep = BytesRepresentation::FixedSize(2 << 20);
+        let err = c.decode(enc, &rep, &opts).unwrap_err().to_string();
+        assert!(err.contains("decodes to 1048576 bytes"), "{err}");
     }
 
     #[test]

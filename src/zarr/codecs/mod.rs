@@ -17,6 +17,7 @@ mod arith;
 mod astype;
 mod base64;
 mod bitround;
+mod bounded;
 mod cast_value;
 mod categorize;
 mod checksum32;
@@ -38,6 +39,7 @@ mod quantize;
 mod scale_offset;
 mod whole_chunk;
 
+pub(crate) use bounded::{has_unbounded_codec, precheck, precheck_chunk};
 pub(crate) use lossy_overrides::register as register_zarrs_overrides;
 pub(crate) use numpy_dtype::Scalar;
 

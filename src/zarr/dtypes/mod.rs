@@ -12,9 +12,11 @@
 mod null_terminated_bytes;
 mod numpy_time_v2;
 mod raw_bytes;
+mod size_guard;
 mod structure;
 mod v2_fallback;
 
 pub(crate) use null_terminated_bytes::NullTerminatedBytesDataType;
+pub(crate) use size_guard::register as register_size_guard;
 pub(crate) use structure::StructDataType;
 pub(crate) use v2_fallback::v2_metadata_fallback;

@@ -738,3 +738,75 @@ pub fn check_walk(data: &[u8]) -> Outcome {
     }
     Outcome::of(&report)
 }
+
+/// The decoded size of the one chunk target `bounded_decode` reads: every allocation its
+/// reads make must stay far below what an unbounded decoder takes for a bomb.
+pub const BOUNDED_CHUNK_BYTES: usize = 256;
+
+/// The compressors target `bounded_decode` feeds: a zarr v3 `codecs` list (after `bytes`),
+/// or a v2 `compressor` (as `v2:` JSON).
+pub const BOUNDED_CODECS: &[&str] = &[
+    r#"{"name": "zstd", "configuration": {"level": 1, "checksum": false}}"#,
+    r#"{"name": "gzip", "configuration": {"level": 1}}"#,
+    r#"{"name": "numcodecs.zlib", "configuration": {"level": 1}}"#,
+    r#"{"name": "numcodecs.bz2", "configuration": {"level": 1}}"#,
+    r#"{"name": "numcodecs.lzma", "configuration": {"format": 0}}"#,
+    r#"{"name": "numcodecs.lzma", "configuration": {"format": 2}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 1, "blocksize": 0}}"#,
+    r#"{"name": "numcodecs.lz4", "configuration": {"acceleration": 1}}"#,
+    r#"{"name": "zarrs.gdeflate", "configuration": {"level": 1}}"#,
+    r#"v2:{"id": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 0, "blocksize": 0}"#,
+    r#"v2:{"id": "bz2", "level": 1}"#,
+    r#"v2:{"id": "zlib", "level": 1}"#,
+];
+
+/// Target `bounded_decode`: byte 0 picks a compressor of [`BOUNDED_CODECS`]; the rest is
+/// the stored chunk of a uint8 array of [`BOUNDED_CHUNK_BYTES`] elements in one chunk, read
+/// whole and in part on both paths. The target itself checks, with a counting allocator,
+/// that no allocation exceeds the bound whatever the bytes claim; here the reads only must
+/// return, and both paths agree.
+pub fn bounded_decode(data: &[u8]) -> Outcome {
+    let Some((&sel, chunk)) = data.split_first() else {
+        return Outcome::Skipped;
+    };
+    let codec = BOUNDED_CODECS[usize::from(sel) % BOUNDED_CODECS.len()];
+    let dir = TempDir::new();
+    let n = BOUNDED_CHUNK_BYTES;
+    let key = match codec.strip_prefix("v2:") {
+        Some(compressor) => {
+            dir.put(
+                ".zarray",
+                format!(
+                    r#"{{"zarr_format": 2, "shape": [{n}], "chunks": [{n}], "dtype": "|u1",
+                        "compressor": {compressor}, "fill_value": 0, "order": "C",
+                        "filters": null}}"#
+                )
+                .as_bytes(),
+            );
+            "0"
+        }
+        None => {
+            dir.put(
+                "zarr.json",
+                format!(
+                    r#"{{"zarr_format": 3, "node_type": "array", "shape": [{n}],
+                        "data_type": "uint8", "fill_value": 0,
+                        "chunk_grid": {{"name": "regular", "configuration": {{"chunk_shape": [{n}]}}}},
+                        "chunk_key_encoding": {{"name": "default"}},
+                        "codecs": [{{"name": "bytes"}}, {codec}]}}"#
+                )
+                .as_bytes(),
+            );
+            "c/0"
+        }
+    };
+    dir.put(key, chunk);
+    let array = match zarrbuf::open(dir.location(), "") {
+        Ok(a) => a,
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    let n = n as u64;
+    let whole = read_both(&array, &[0..n], sel & 0x80 == 0, false).0;
+    let part = read_both(&array, &[n / 3..n / 3 + 3], sel & 0x80 == 0, false).0;
+    if whole.is_err() { whole } else { part }
+}

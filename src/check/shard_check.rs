@@ -1,0 +1,162 @@
+//! Checking one shard by byte range: its index first (read as the metadata sizes it, checked
+//! entry by entry), then each inner chunk it lists, read and decoded on its own. A shard is
+//! never read whole, so a 16 GiB (sparse) shard file costs what its index and inner chunks
+//! cost, and an index entry claiming 2^63 bytes is a finding, not an allocation.
+
+use super::finding::{Finding, Problem, problem_of};
+use crate::store::DynArray;
+use crate::zarr::{ShardIndex, inner_chain};
+use std::borrow::Cow;
+use std::sync::Arc;
+use zarrs::array::{
+    ArrayError, ArrayShardedExt, ArrayToBytesCodecTraits, CodecChain, CodecOptions,
+};
+use zarrs::storage::StoreKey;
+use zarrs::storage::byte_range::ByteRange;
+
+/// The stored shard being checked.
+struct Shard<'a> {
+    key: &'a str,
+    bytes: u64,
+}
+
+/// What every shard of an array shares: the index's layout and the inner chunks' chain.
+pub(super) struct ShardCheck {
+    index: ShardIndex,
+    chain: Arc<CodecChain>,
+}
+
+impl ShardCheck {
+    /// The shard layout of `array` (a sharded array), or why it cannot be checked.
+    pub(super) fn new(array: &DynArray) -> Result<Self, String> {
+        Ok(ShardCheck {
+            index: ShardIndex::new(array, true).map_err(|e| e.to_string())?,
+            chain: inner_chain(array)?,
+        })
+    }
+
+    /// The findings of one stored shard (`key`, `bytes` long): the whole
+    /// shard when its index is unreadable or damaged (or when every inner chunk is), else
+    /// each damaged inner chunk.
+    pub(super) fn check(&self, array: &DynArray, key: &str, bytes: u64) -> Vec<Finding> {
+        let chunk = Shard { key, bytes };
+        let whole = |problem, detail: String| {
+            vec![Finding {
+                key: chunk.key.to_string(),
+                inner: None,
+                problem,
+                detail,
+            }]
+        };
+        let key = match StoreKey::new(chunk.key) {
+            Ok(k) => k,
+            Err(e) => return whole(Problem::Undecodable, e.to_string()),
+        };
+        let storage = array.storage();
+        let size = self.index.encoded_size();
+        if chunk.bytes < size {
+            return whole(
+                Problem::WrongSize,
+                format!(
+                    "the shard is {} bytes, shorter than its {size}-byte index",
+                    chunk.bytes
+                ),
+            );
+        }
+        // Not through the index cache of reads: a check visits every shard once.
+        let index = storage
+            .get_partial(&key, self.index.index_range())
+            .map_err(|e| e.to_string())
+            .and_then(|encoded| match encoded {
+                None => Ok(None),
+                Some(encoded) => {
+                    let index = self.index.decode(&encoded)?;
+                    self.index.check(&index)?;
+                    Ok(Some(index))
+                }
+            });
+        let index = match index {
+            Ok(Some(index)) => index,
+            Ok(None) => return Vec::new(),
+            Err(why) => return whole(Problem::Undecodable, why),
+        };
+        let per = self.index.chunks_per_shard().to_vec();
+        let count: u64 = per.iter().product();
+        let mut found = Vec::new();
+        for flat in 0..count {
+            let mut local = vec![0u64; per.len()];
+            let mut rest = flat;
+            for d in (0..per.len()).rev() {
+                local[d] = rest % per[d];
+                rest /= per[d];
+            }
+            if let Err((problem, detail)) = self.check_inner(array, &key, &chunk, &index, &local) {
+                found.push(Finding {
+                    key: chunk.key.to_string(),
+                    inner: Some(local),
+                    problem,
+                    detail,
+                });
+            }
+        }
+        if count > 0 && found.len() as u64 == count {
+            // Nothing in the shard decodes: the shard is the finding.
+            let (problem, detail) = (found[0].problem, found[0].detail.clone());
+            return whole(problem, detail);
+        }
+        found
+    }
+
+    /// Reads inner chunk `local` by its range and decodes it.
+    fn check_inner(
+        &self,
+        array: &DynArray,
+        key: &StoreKey,
+        chunk: &Shard<'_>,
+        index: &[u64],
+        local: &[u64],
+    ) -> Result<(), (Problem, String)> {
+        let undecodable = |why: String| (Problem::Undecodable, why);
+        let Some(range) = self.index.inner_range(index, local).map_err(undecodable)? else {
+            return Ok(());
+        };
+        if range.end > chunk.bytes {
+            return Err((
+                Problem::WrongSize,
+                format!(
+                    "the shard index places it at bytes {}..{}, past the end of the {}-byte shard",
+                    range.start, range.end, chunk.bytes
+                ),
+            ));
+        }
+        let bytes = array
+            .storage()
+            .get_partial(
+                key,
+                ByteRange::FromStart(range.start, Some(range.end - range.start)),
+            )
+            .map_err(|e| undecodable(e.to_string()))?
+            .ok_or_else(|| undecodable("the shard disappeared while it was checked".into()))?;
+        let shape = array
+            .subchunk_shape()
+            .ok_or_else(|| undecodable("the array is not sharded".into()))?;
+        let options = CodecOptions::default().with_concurrent_target(1);
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.chain.decode(
+                Cow::Owned(bytes.to_vec()),
+                &shape,
+                array.data_type(),
+                array.fill_value(),
+                &options,
+            )
+        }));
+        match decoded {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                let e = ArrayError::CodecError(e);
+                Err((problem_of(&e), e.to_string()))
+            }
+            Err(_) => Err(undecodable("zarrs failed on damaged data".into())),
+        }
+    }
+}
