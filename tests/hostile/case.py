@@ -18,7 +18,7 @@ ERROR = "error"  # exit 1 with an `error:` line (or, for check, a damage report)
 #: Branches expected to fix what fails (issue 26's split).
 BOUNDED_DECODE = "bounded-decode"  # items 1-2: decode bounds and size checks
 SAFE_WRITES = "safe-writes"  # items 3-6: repair safety, check/read agreement, special files, lock, output
-STORE_FLOOR = "store-floor"  # copy overlap refusal, traversal keys, symlinks leaving the store
+STORE_FLOOR = "store-floor"  # copy overlap refusal, traversal keys
 
 MiB = 1 << 20
 

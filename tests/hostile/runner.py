@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +25,47 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 #: Worst first: the outcome a case gets when several apply.
 SEVERITY = ["deletion", "hang", "memory", "panic", "silent-wrong", "missed", "disagree", "refused", "other", ERROR, CORRECT]
+
+
+LAUNCH = Path(__file__).resolve().parent / "launch.py"
+
+
+class Launched:
+    """One command started through launch.py: its pid once known, and at the end its wait
+    status and peak resident set."""
+
+    def __init__(self, launcher: subprocess.Popen, report: Path):
+        self.launcher = launcher
+        self.report = report
+        self._pid = 0
+        self.done = False
+        self.status = 0
+        self.maxrss = 0
+
+    def pid(self) -> int:
+        if not self._pid:
+            try:
+                first = self.report.read_text().split("\n", 1)[0]
+                self._pid = int(first) if first else 0
+            except (OSError, ValueError):
+                pass
+        return self._pid
+
+    def finish(self) -> None:
+        self.done = True
+        lines = self.report.read_text().split() if self.report.exists() else []
+        if len(lines) >= 3:
+            self.status, self.maxrss = int(lines[1]), int(lines[2]) * 1024
+        else:
+            # The launcher died before its command ended (killed with it).
+            self.status = self.launcher.returncode if self.launcher.returncode >= 0 else (-self.launcher.returncode) & 0x7F
+
+    def kill(self) -> None:
+        if not self.done:
+            try:
+                os.killpg(self.launcher.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def rss(pid: int) -> int:
@@ -76,14 +118,9 @@ class Runner:
         return res
 
     def start(self, case: Case, slug: str, out: Path):
+        """Starts every command of the case through launch.py, each in its own session (so a
+        kill reaches the launcher and the command)."""
         files, helpers, procs = [], [], []
-        user = case.user
-
-        def drop():
-            if user is not None:
-                os.setgid(user)
-                os.setuid(user)
-
         commands = [case.args] + case.parallel
         for i, args in enumerate(commands):
             suffix = "" if i == 0 else f".{i}"
@@ -94,7 +131,9 @@ class Runner:
                 files.append(err)
             head = None
             if i == 0 and case.stdout == "head1":
-                head = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=open(self.outdir / f"{slug}.stdout", "wb"))
+                head_out = open(self.outdir / f"{slug}.stdout", "wb")
+                files.append(head_out)
+                head = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=head_out)
                 helpers.append(head)
                 stdout = head.stdin
             elif i == 0 and case.stdout == "devfull":
@@ -103,43 +142,43 @@ class Runner:
             else:
                 stdout = open(self.outdir / f"{slug}{suffix}.stdout", "wb")
                 files.append(stdout)
-            p = subprocess.Popen(self.argv(args, out if i == 0 else out.with_suffix(f".{i}.npy")), stdout=stdout, stderr=err, stdin=subprocess.DEVNULL, preexec_fn=drop, cwd=self.work)
+            report = self.outdir / f"{slug}{suffix}.launch"
+            report.unlink(missing_ok=True)
+            uid = "-" if case.user is None else str(case.user)
+            argv = [sys.executable, "-S", "-E", str(LAUNCH), str(report), uid] + self.argv(args, out if i == 0 else out.with_suffix(f".{i}.npy"))
+            p = subprocess.Popen(argv, stdout=stdout, stderr=err, stdin=subprocess.DEVNULL, cwd=self.work, start_new_session=True)
             if head is not None:
                 head.stdin.close()
-            procs.append(p)
+            procs.append(Launched(p, report))
         return procs, files, helpers
 
     def watch(self, case: Case, procs):
+        """Samples every command's resident set until all end; kills them all at the cap or
+        the timeout. Returns (wait statuses, peak bytes, why killed, seconds)."""
         cap = self.cap(case)
-        status: dict[int, int] = {}
         peak = 0
         killed = None
         t0 = time.monotonic()
-        while len(status) < len(procs):
-            for i, p in enumerate(procs):
-                if i in status:
+        while not all(lp.done for lp in procs):
+            for lp in procs:
+                if lp.done:
                     continue
-                pid, st, usage = os.wait4(p.pid, os.WNOHANG)
-                if pid:
-                    p.returncode = st  # keep Popen from waiting again
-                    status[i] = st
-                    peak = max(peak, usage.ru_maxrss * 1024)
+                if lp.launcher.poll() is not None:
+                    lp.finish()
+                    peak = max(peak, lp.maxrss)
                     continue
-                now = rss(p.pid)
+                now = rss(lp.pid()) if lp.pid() else 0
                 peak = max(peak, now)
-                if now > cap and killed is None:
+                if killed is None and now > cap:
                     killed = "memory"
-                elif time.monotonic() - t0 > case.timeout and killed is None:
+                elif killed is None and time.monotonic() - t0 > case.timeout:
                     killed = "hang"
                 if killed:
                     for q in procs:
-                        if q.returncode is None:
-                            try:
-                                q.kill()
-                            except ProcessLookupError:
-                                pass
+                        q.kill()
             time.sleep(0.003)
-        return status, peak, killed, time.monotonic() - t0
+        seconds = time.monotonic() - t0
+        return {i: lp.status for i, lp in enumerate(procs)}, peak, killed, seconds
 
     def classify(self, case: Case, res: Result, status, killed, gone, out: Path):
         if gone:

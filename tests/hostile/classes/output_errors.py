@@ -17,8 +17,9 @@ def cases(ctx):
     template = ctx.store("output-template")
     dense_1d(template, 3, "none")
     meta = (template / "zarr.json").read_bytes()
-    for i in range(400):
-        put(many / f"array_{i:04d}" / "zarr.json", meta)
+    # Enough output (hundreds of KiB) that `head -1` closes the pipe while zarrbuf writes.
+    for i in range(1000):
+        put(many / f"array_with_a_name_long_enough_to_fill_the_pipe_{i:04d}" / "zarr.json", meta)
     one = ctx.store("output-one")
     data = dense_1d(one, 3, "zstd")
     m, s = str(many), str(one)

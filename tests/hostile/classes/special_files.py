@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from case import CORRECT, ERROR, SAFE_WRITES, STORE_FLOOR, Case
+from case import CORRECT, ERROR, SAFE_WRITES, Case
 from stores import chunk_path, dense_1d, put
 
 CLS = "special-files"
@@ -28,7 +28,7 @@ def cases(ctx):
         "directory": (SAFE_WRITES, {ERROR}, lambda p: p.mkdir()),
         "fifo": (SAFE_WRITES, {ERROR}, lambda p: os.mkfifo(p)),
         "dangling-symlink": (SAFE_WRITES, {ERROR, CORRECT}, lambda p: os.symlink(str(outside / "nothing-here"), p)),
-        "symlink-out": (STORE_FLOOR, {ERROR}, lambda p: os.symlink(str(outside / "3"), p)),
+        "symlink-out": (SAFE_WRITES, {ERROR}, lambda p: os.symlink(str(outside / "3"), p)),
     }
     for name, (fixer, expect, make) in kinds.items():
         root = ctx.store(f"special-{name}")
@@ -47,7 +47,7 @@ def cases(ctx):
         p.unlink()
     c_dir.rmdir()
     os.symlink(str(outside_c), c_dir)
-    out += commands("c-symlink-out", root, c_dir, STORE_FLOOR, {ERROR}, None)
+    out += commands("c-symlink-out", root, c_dir, SAFE_WRITES, {ERROR}, None)
     return out
 
 
