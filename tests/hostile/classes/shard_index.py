@@ -6,7 +6,6 @@ a 16 GiB sparse file, which check must read by range, not whole."""
 from __future__ import annotations
 
 
-import numpy as np
 
 from case import BOUNDED_DECODE, CORRECT, ERROR, Case
 from stores import chunk_path, sharded_1d, v3_array, v3_codecs, write_shard

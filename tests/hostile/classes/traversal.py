@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 
 from case import ERROR, STORE_FLOOR, Case
 from stores import dense_1d, v3_group, v3_meta, write_json

@@ -9,7 +9,7 @@ import subprocess
 
 import numpy as np
 
-from case import CORRECT, ERROR, SAFE_WRITES, Case
+from case import CORRECT, SAFE_WRITES, Case
 from stores import put, v3_array, v3_codecs
 
 CLS = "two-writers"
