@@ -3,6 +3,7 @@
 //! Both the check (`mod.rs`) and the repair (`repair.rs`) use them.
 
 use zarrs::array::ArrayError;
+use zarrs::storage::StorageError;
 
 /// What is wrong with a stored key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -16,17 +17,39 @@ pub enum Problem {
     Checksum,
     /// A chunk key whose indices lie outside the chunk grid (left by a larger array).
     OutsideGrid,
-    /// A temporary file of a write that was killed.
+    /// A temporary file of a write that was killed (its writer is gone).
     Leftover,
+    /// A chunk or metadata key that cannot be read: an I/O error (permission denied, a
+    /// failing disk), a directory, FIFO, socket or device where a file belongs, or a
+    /// symbolic link out of the store. Never removed by a repair: nothing proves the data
+    /// behind it damaged.
+    Unreadable,
+    /// A temporary file whose writer still runs (a write in progress; reported as a note
+    /// and left alone).
+    InFlight,
     /// A file that is neither metadata, a chunk nor a temporary file (reported as a note:
     /// it does not make the check fail).
     Unknown,
 }
 
 impl Problem {
-    /// Whether this problem makes the check fail (everything but [`Problem::Unknown`]).
+    /// Whether this problem makes the check fail (everything but [`Problem::Unknown`] and
+    /// [`Problem::InFlight`]).
     pub fn is_damage(self) -> bool {
-        self != Problem::Unknown
+        !matches!(self, Problem::Unknown | Problem::InFlight)
+    }
+
+    /// Whether `check --repair` may act on it: chunks whose bytes were read and failed to
+    /// decode, chunk files outside the grid, and temporary files whose writer is gone.
+    pub fn is_repairable(self) -> bool {
+        matches!(
+            self,
+            Problem::Undecodable
+                | Problem::WrongSize
+                | Problem::Checksum
+                | Problem::OutsideGrid
+                | Problem::Leftover
+        )
     }
 
     /// A short name for the report (`undecodable`, `wrong-size`, …).
@@ -37,6 +60,8 @@ impl Problem {
             Problem::Checksum => "checksum",
             Problem::OutsideGrid => "outside-grid",
             Problem::Leftover => "leftover",
+            Problem::Unreadable => "unreadable",
+            Problem::InFlight => "in-flight",
             Problem::Unknown => "unknown",
         }
     }
@@ -119,10 +144,21 @@ pub(super) fn guarded<T>(
     }
 }
 
+/// Whether a store error means the bytes could not be read at all (an I/O error other than
+/// a file ending early, which is damage of the bytes read).
+fn unreadable(e: &StorageError) -> bool {
+    matches!(e, StorageError::IOError(io) if io.kind() != std::io::ErrorKind::UnexpectedEof)
+}
+
 /// The problem a decode error shows.
 fn problem_of(e: &ArrayError) -> Problem {
     use zarrs::array::CodecError as C;
     match e {
+        ArrayError::StorageError(s) | ArrayError::CodecError(C::StorageError(s))
+            if unreadable(s) =>
+        {
+            Problem::Unreadable
+        }
         ArrayError::CodecError(C::UnexpectedChunkDecodedSize(_)) => Problem::WrongSize,
         ArrayError::CodecError(C::InvalidChecksum) => Problem::Checksum,
         ArrayError::CodecError(C::Other(m)) if m.to_ascii_lowercase().contains("checksum") => {

@@ -33,8 +33,13 @@ pub(crate) fn check(
         };
         println!("{doc}");
     }
-    let damaged: usize = reports.iter().map(damage_count).sum();
-    if damaged == 0 || repair {
+    // A repair leaves what it may not touch (keys that could not be read): still damage.
+    let damaged: usize = reports
+        .iter()
+        .flat_map(|r| &r.findings)
+        .filter(|f| f.problem.is_damage() && !(repair && f.problem.is_repairable()))
+        .count();
+    if damaged == 0 {
         return Ok(());
     }
     Err(Error::Damaged {

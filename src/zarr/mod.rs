@@ -24,18 +24,21 @@ mod open_options;
 mod partition;
 mod remote;
 mod remote_store;
+mod safe_file;
 mod shard_encoder;
 mod shard_index;
 mod store;
 mod store_runtime;
 mod subset;
 mod units;
+mod write_lock;
 mod write_framing;
 mod zip_store;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use atomic_store::SyncedWrites;
 pub use atomic_store::is_temporary_name;
+pub(crate) use atomic_store::writer_is_gone;
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
@@ -54,6 +57,7 @@ pub use metadata_guard::zarrs_safe_metadata;
 pub use open::{open, open_async, open_opt, open_opt_async};
 pub use open_options::{IcechunkVersion, OpenOptions, is_icechunk_repository};
 pub(crate) use partition::chunk_aligned_partitions;
+pub(crate) use safe_file::kind_name;
 pub use remote::{AsyncArray, RemoteStore, object_store_for_url};
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
@@ -64,4 +68,5 @@ pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
 pub(crate) use write_framing::WriteCodec;
+pub(crate) use write_lock::{LOCK_NAME, lock_dir};
 pub(crate) use zip_store::{read_only_sentence, zip_path};
