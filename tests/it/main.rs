@@ -25,6 +25,7 @@ mod device_decode;
 mod errors;
 mod fixtures;
 mod fuzz_regressions;
+mod hostile_local;
 #[cfg(feature = "icechunk")]
 mod icechunk;
 mod import_cycles;
