@@ -15,7 +15,9 @@ pub enum Problem {
     WrongSize,
     /// A checksum codec (crc32c, adler32, fletcher32…) says the bytes changed.
     Checksum,
-    /// A chunk key whose indices lie outside the chunk grid (left by a larger array).
+    /// A chunk key whose indices lie outside the chunk grid (left by a larger array, or the
+    /// metadata's shape was changed). Reads never touch it, so it is a note, and a repair
+    /// leaves it: nothing but the metadata says it is not wanted.
     OutsideGrid,
     /// A temporary file of a write that was killed (its writer is gone).
     Leftover,
@@ -24,31 +26,34 @@ pub enum Problem {
     /// symbolic link out of the store. Never removed by a repair: nothing proves the data
     /// behind it damaged.
     Unreadable,
+    /// Metadata that zarrbuf's reads refuse (a data type they cannot hold, chunk shapes that
+    /// do not fit the array): nothing of the array reads, so its chunks are not checked.
+    Metadata,
     /// A temporary file whose writer still runs (a write in progress; reported as a note
     /// and left alone).
     InFlight,
-    /// A file that is neither metadata, a chunk nor a temporary file (reported as a note:
-    /// it does not make the check fail).
+    /// A file that is neither metadata, a chunk nor a temporary file (a note: it does not
+    /// make the check fail, and a repair leaves it).
     Unknown,
 }
 
 impl Problem {
-    /// Whether this problem makes the check fail (everything but [`Problem::Unknown`] and
-    /// [`Problem::InFlight`]).
+    /// Whether this problem makes the check fail (everything but the notes
+    /// [`Problem::Unknown`], [`Problem::InFlight`] and [`Problem::OutsideGrid`], which no
+    /// read touches).
     pub fn is_damage(self) -> bool {
-        !matches!(self, Problem::Unknown | Problem::InFlight)
+        !matches!(
+            self,
+            Problem::Unknown | Problem::InFlight | Problem::OutsideGrid
+        )
     }
 
     /// Whether `check --repair` may act on it: chunks whose bytes were read and failed to
-    /// decode, chunk files outside the grid, and temporary files whose writer is gone.
+    /// decode, and temporary files whose writer is gone.
     pub fn is_repairable(self) -> bool {
         matches!(
             self,
-            Problem::Undecodable
-                | Problem::WrongSize
-                | Problem::Checksum
-                | Problem::OutsideGrid
-                | Problem::Leftover
+            Problem::Undecodable | Problem::WrongSize | Problem::Checksum | Problem::Leftover
         )
     }
 
@@ -62,6 +67,7 @@ impl Problem {
             Problem::Leftover => "leftover",
             Problem::Unreadable => "unreadable",
             Problem::InFlight => "in-flight",
+            Problem::Metadata => "metadata",
             Problem::Unknown => "unknown",
         }
     }

@@ -166,12 +166,32 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         list_entries(&root, &root.join(&prefix))?
     };
     let dir_root = (!listed).then_some(root.as_path());
-    let chunks = classify(&array, &prefix, dir_root, entries, &mut report.findings);
-    report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
-    report.chunks_checked = chunks.len();
-    report.inner_chunks_checked = inner_chunks_per_shard(&array) * chunks.len();
-    let damaged = decode_all(&array, &chunks, opts)?;
-    report.findings.extend(damaged);
+    let mut chunks = classify(&array, &prefix, dir_root, entries, &mut report.findings);
+    if let Err(refused) = crate::zarr::describe(&array) {
+        // What `read` and `info` refuse is damage here too; the chunks of an array that
+        // does not read are not decoded (zarrs may not even build its shard grid).
+        let name = match array.metadata() {
+            zarrs::array::ArrayMetadata::V3(_) => "zarr.json",
+            zarrs::array::ArrayMetadata::V2(_) => ".zarray",
+        };
+        report.findings.push(Finding {
+            key: if prefix.is_empty() {
+                name.into()
+            } else {
+                format!("{prefix}/{name}")
+            },
+            inner: None,
+            problem: Problem::Metadata,
+            detail: format!("zarrbuf's reads refuse this array: {refused}"),
+        });
+        chunks.clear();
+    } else {
+        report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
+        report.chunks_checked = chunks.len();
+        report.inner_chunks_checked = inner_chunks_per_shard(&array) * chunks.len();
+        let damaged = decode_all(&array, &chunks, opts)?;
+        report.findings.extend(damaged);
+    }
     report
         .findings
         .sort_by(|a, b| (&a.key, &a.inner).cmp(&(&b.key, &b.inner)));

@@ -287,3 +287,26 @@ fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_error_line() {
     let o = command(&["info", &s]).stdout(full).output().unwrap();
     assert_error(&o, "standard output");
 }
+
+#[test]
+fn metadata_that_read_refuses_is_a_check_finding() {
+    let dir = scratch("metadata");
+    let store = fixture_copy(&dir, "v3_int8");
+    let s = store.to_string_lossy().into_owned();
+    // Inner chunks of another rank than the array: zarrbuf's reads refuse the array.
+    let meta = std::fs::read_to_string(store.join("zarr.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    doc["codecs"] = serde_json::json!([{
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [2],
+            "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+        }
+    }]);
+    std::fs::write(store.join("zarr.json"), doc.to_string()).unwrap();
+    let read = zarrbuf(&["read", &s]);
+    assert_eq!(read.status.code(), Some(1), "{}", text(&read));
+    let (ok, findings) = check_json(&s, false);
+    assert!(!ok && has(&findings, "zarr.json", "metadata"), "{findings:?}");
+}
