@@ -22,9 +22,9 @@ use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
-use walk::{Entry, Kind, list_entries};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use walk::{Entry, Kind, list_entries};
 use zarrs::array::{
     ArrayBytes, ArrayShardedExt, ArrayShardedReadableExt, ArrayShardedReadableExtCache,
     CodecOptions,
@@ -293,20 +293,40 @@ fn classify(
                 continue;
             }
             Kind::Special(what) if is_key => {
-                finding(Problem::Unreadable, format!("{what} where a file of the array belongs; reads of this key fail (remove it)"));
+                finding(
+                    Problem::Unreadable,
+                    format!(
+                        "{what} where a file of the array belongs; reads of this key fail (remove it)"
+                    ),
+                );
                 continue;
             }
             Kind::Outside { target, dir } if is_key || dir => {
-                finding(Problem::Unreadable, format!("a symbolic link out of the store (to {}); reads refuse every key through it (copy the data in instead)", target.display()));
+                finding(
+                    Problem::Unreadable,
+                    format!(
+                        "a symbolic link out of the store (to {}); reads refuse every key through it (copy the data in instead)",
+                        target.display()
+                    ),
+                );
                 continue;
             }
             Kind::Dir => continue,
             Kind::Special(what) => {
-                finding(Problem::Unknown, format!("{what}, not a file of this array"));
+                finding(
+                    Problem::Unknown,
+                    format!("{what}, not a file of this array"),
+                );
                 continue;
             }
             Kind::Outside { target, .. } => {
-                finding(Problem::Unknown, format!("a symbolic link out of the store (to {}), not a file of this array", target.display()));
+                finding(
+                    Problem::Unknown,
+                    format!(
+                        "a symbolic link out of the store (to {}), not a file of this array",
+                        target.display()
+                    ),
+                );
                 continue;
             }
         };

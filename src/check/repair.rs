@@ -76,11 +76,17 @@ fn remove_key(root: &Path, array_dir: &Path, f: &Finding) -> Result<Option<Strin
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(e)),
     };
-    let inside = match (path.parent().map(std::fs::canonicalize), std::fs::canonicalize(array_dir)) {
+    let inside = match (
+        path.parent().map(std::fs::canonicalize),
+        std::fs::canonicalize(array_dir),
+    ) {
         (Some(Ok(dir)), Ok(array)) => dir.starts_with(array),
         _ => false,
     };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     if !(meta.is_file() || meta.file_type().is_symlink()) || !inside {
         return Ok(Some(format!(
             "left {} alone: it is not a file inside the array's directory",

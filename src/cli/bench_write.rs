@@ -1,8 +1,8 @@
 //! `zarrbuf bench-write`: zarrs' writer, `write_all` and the staged pipeline timed against
 //! each other on the same data.
 
-use super::output::{outln};
 use super::args::BenchWriteCli;
+use super::output::outln;
 use super::parse::prototype;
 use std::ops::Range;
 use std::time::Instant;

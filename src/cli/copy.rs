@@ -1,9 +1,9 @@
 //! `zarrbuf copy`: copy an array (or a subset) into a new layout, a zarr store or a branch of
 //! an icechunk repository.
 
-use super::output::{errln};
 use super::args::{CopyCli, VersionArgs};
 use super::names::{label, local_dir, same_store};
+use super::output::errln;
 use super::parse::{parse_bytes, parse_shape, prototype};
 use super::progress::chunk_progress;
 use crate::relabel;

@@ -1,8 +1,8 @@
 //! `zarrbuf info`, `read` and `bench`: describe an array, read it (into a .npy file or a
 //! summary), and time repeated reads.
 
-use super::output::{errln, outln, out};
 use super::names::label;
+use super::output::{errln, out, outln};
 use super::parse::prototype;
 use super::progress::progress_options;
 use super::source::{Opening, Source};

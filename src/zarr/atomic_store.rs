@@ -102,7 +102,9 @@ pub fn is_temporary_name(name: &str) -> bool {
     {
         let mut parts = tail.rsplitn(3, '.');
         let (n, pid, host) = (parts.next(), parts.next(), parts.next());
-        let digits = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let digits = |p: Option<&str>| {
+            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        };
         return !stem.is_empty() && digits(n) && digits(pid) && host.is_some_and(|h| !h.is_empty());
     }
     match name.rsplit_once('#') {
@@ -439,7 +441,10 @@ impl AtomicDirectoryStore {
     /// Whether `key` is a node's metadata document.
     fn is_metadata_key(key: &StoreKey) -> bool {
         let name = key.as_str().rsplit('/').next().unwrap_or_default();
-        matches!(name, "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata")
+        matches!(
+            name,
+            "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata"
+        )
     }
 }
 
@@ -461,7 +466,11 @@ impl ReadableStorageTraits for AtomicDirectoryStore {
     }
 
     fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
-        Ok(self.safe.open_key(key.as_str()).map_err(io)?.map(|(_, size)| size))
+        Ok(self
+            .safe
+            .open_key(key.as_str())
+            .map_err(io)?
+            .map(|(_, size)| size))
     }
 
     fn supports_get_partial(&self) -> bool {
@@ -497,7 +506,8 @@ impl WritableStorageTraits for AtomicDirectoryStore {
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
-        self.lock_for(&dir, Self::is_metadata_key(key)).map_err(io)?;
+        self.lock_for(&dir, Self::is_metadata_key(key))
+            .map_err(io)?;
         self.inner.erase(key)
     }
 

@@ -10,10 +10,10 @@
 //! inside the store only: `safe_file.rs`), and writes, listing and metadata keep going
 //! through object_store.
 
+use super::safe_file::{SafeRoot, read_range};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use std::cell::Cell;
-use super::safe_file::{SafeRoot, read_range};
 use std::sync::Arc;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{MaybeBytes, StorageError, StoreKey};

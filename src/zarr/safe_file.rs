@@ -68,7 +68,9 @@ impl SafeRoot {
         {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
-                format!("the key {key:?} has an empty, '.' or '..' component; keys name files inside the store"),
+                format!(
+                    "the key {key:?} has an empty, '.' or '..' component; keys name files inside the store"
+                ),
             ));
         }
         self.open_path(&self.root.join(rel))

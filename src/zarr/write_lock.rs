@@ -55,7 +55,9 @@ pub(crate) fn node_dir(root: &Path, dir: &Path, metadata: bool) -> PathBuf {
 /// creating the lock file.
 pub(crate) fn lock_dir(dir: &Path) -> std::io::Result<Arc<WriteLock>> {
     let path = std::fs::canonicalize(dir)?.join(LOCK_NAME);
-    let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut held = HELD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let held = held.get_or_insert_with(HashMap::new);
     if let Some(lock) = held.get(&path).and_then(Weak::upgrade) {
         return Ok(lock);

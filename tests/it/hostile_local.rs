@@ -68,7 +68,10 @@ fn assert_error(o: &Output, want: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{}", text(o));
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("error: ") && err.contains(want), "{want:?} not in {err}");
+    assert!(
+        err.starts_with("error: ") && err.contains(want),
+        "{want:?} not in {err}"
+    );
 }
 
 /// The findings of `check --json` of `store` (key, problem) and whether it exited 0.
@@ -104,7 +107,12 @@ fn read_routes(store: &Path) -> Vec<Vec<String>> {
     let url = format!("file://{path}");
     vec![
         vec!["read".into(), path.clone()],
-        vec!["read".into(), path.clone(), "--subset".into(), "0:2,0:2".into()],
+        vec![
+            "read".into(),
+            path.clone(),
+            "--subset".into(),
+            "0:2,0:2".into(),
+        ],
         vec!["read".into(), url],
         vec!["read".into(), path, "--async".into()],
     ]
@@ -125,9 +133,18 @@ fn special_files_at_chunk_keys_are_read_errors_and_unreadable_findings_never_rem
     }
     for (repair, round) in [(false, "check"), (true, "check --repair")] {
         let (ok, findings) = check_json(&s, repair);
-        assert!(!ok, "{round} exits 1 while unreadable keys remain: {findings:?}");
-        assert!(has(&findings, "c/0/0", "unreadable"), "{round}: {findings:?}");
-        assert!(has(&findings, "c/0/1", "unreadable"), "{round}: {findings:?}");
+        assert!(
+            !ok,
+            "{round} exits 1 while unreadable keys remain: {findings:?}"
+        );
+        assert!(
+            has(&findings, "c/0/0", "unreadable"),
+            "{round}: {findings:?}"
+        );
+        assert!(
+            has(&findings, "c/0/1", "unreadable"),
+            "{round}: {findings:?}"
+        );
     }
     let kept = std::fs::symlink_metadata(store.join("c/0/0")).unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kept.file_type()));
@@ -184,7 +201,10 @@ fn a_chunk_that_cannot_be_opened_is_unreadable_and_kept() {
     let (ok, findings) = check_json(&s, true);
     mode(0o644);
     assert!(!ok && has(&findings, "c/2/1", "unreadable"), "{findings:?}");
-    assert!(chunk.is_file(), "check --repair removed a chunk it could not read");
+    assert!(
+        chunk.is_file(),
+        "check --repair removed a chunk it could not read"
+    );
 }
 
 #[test]
@@ -203,14 +223,20 @@ fn repair_removes_only_temporary_files_of_writers_that_are_gone() {
     writer.lock().unwrap();
     let (ok, findings) = check_json(&s, true);
     assert!(ok, "{findings:?}");
-    assert!(has(&findings, "c/0/.1.zarrbuf-tmp.elsewhere.1.0", "in-flight"), "{findings:?}");
+    assert!(
+        has(&findings, "c/0/.1.zarrbuf-tmp.elsewhere.1.0", "in-flight"),
+        "{findings:?}"
+    );
     assert!(has(&findings, "c/0/0#3", "in-flight"), "{findings:?}");
     assert!(has(&findings, "c/0/draft#2", "unknown"), "{findings:?}");
     assert!(user.exists() && staging.exists() && live.exists());
     // Its writer gone, the file is a leftover and the repair removes it; the others stay.
     drop(writer);
     let (ok, findings) = check_json(&s, false);
-    assert!(!ok && has(&findings, "c/0/.1.zarrbuf-tmp.elsewhere.1.0", "leftover"), "{findings:?}");
+    assert!(
+        !ok && has(&findings, "c/0/.1.zarrbuf-tmp.elsewhere.1.0", "leftover"),
+        "{findings:?}"
+    );
     let (ok, _) = check_json(&s, true);
     assert!(ok);
     assert!(!live.exists() && user.exists() && staging.exists());
@@ -228,7 +254,10 @@ fn a_second_writer_into_an_array_is_refused() {
     // Another writer holds the array's lock (as a running copy does).
     let other = std::fs::File::open(dst.join(".zarrbuf.lock")).unwrap();
     other.lock().unwrap();
-    assert_error(&zarrbuf(&["copy", &src, &d, "--overwrite"]), "another process is writing");
+    assert_error(
+        &zarrbuf(&["copy", &src, &d, "--overwrite"]),
+        "another process is writing",
+    );
     // The library refuses too.
     let array = zarrbuf::open(&d, "").unwrap();
     let data = NDBuffer::from_vec(vec![1f32; 24 * 32 * 20], &[24, 32, 20]).unwrap();
@@ -278,7 +307,10 @@ fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_error_line() {
         let o = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
-        assert!(!err.contains("internal error") && !err.contains("error:"), "{args:?}: {err}");
+        assert!(
+            !err.contains("internal error") && !err.contains("error:"),
+            "{args:?}: {err}"
+        );
     }
     let full = std::fs::OpenOptions::new()
         .write(true)
@@ -308,5 +340,8 @@ fn metadata_that_read_refuses_is_a_check_finding() {
     let read = zarrbuf(&["read", &s]);
     assert_eq!(read.status.code(), Some(1), "{}", text(&read));
     let (ok, findings) = check_json(&s, false);
-    assert!(!ok && has(&findings, "zarr.json", "metadata"), "{findings:?}");
+    assert!(
+        !ok && has(&findings, "zarr.json", "metadata"),
+        "{findings:?}"
+    );
 }
