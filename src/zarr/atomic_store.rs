@@ -420,7 +420,9 @@ impl AtomicDirectoryStore {
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
         let sync = syncing();
-        self.lock_for(&dir, Self::is_metadata_key(key))?;
+        if !Self::is_group_metadata(key, value, &dir) {
+            self.lock_for(&dir, Self::is_metadata_key(key))?;
+        }
         self.make_dirs(&dir, sync)?;
         self.sweep_once(&dir)?;
         if !unnamed::replace(&dir, &target, value, sync)? {
@@ -436,6 +438,21 @@ impl AtomicDirectoryStore {
     fn is_temporary_key(key: &StoreKey) -> bool {
         let name = key.as_str().rsplit('/').next().unwrap_or_default();
         is_temporary_name(name) || name == LOCK_NAME
+    }
+
+    /// Whether writing `value` at `key` (in `dir`) writes a group's metadata: a group is no
+    /// array to guard, and zarr-python would warn about a lock file among its members.
+    fn is_group_metadata(key: &StoreKey, value: &[u8], dir: &Path) -> bool {
+        let name = key.as_str().rsplit('/').next().unwrap_or_default();
+        match name {
+            ".zgroup" => true,
+            "zarr.json" => serde_json::from_slice::<serde_json::Value>(value)
+                .is_ok_and(|doc| doc.get("node_type").and_then(|t| t.as_str()) == Some("group")),
+            ".zattrs" | ".zmetadata" => {
+                dir.join(".zgroup").is_file() && !dir.join(".zarray").is_file()
+            }
+            _ => false,
+        }
     }
 
     /// Whether `key` is a node's metadata document.
@@ -618,6 +635,34 @@ mod tests {
             store.get(&key("zarr.json")).unwrap().unwrap().as_ref(),
             b"{}"
         );
+    }
+
+    #[test]
+    fn arrays_are_locked_for_writing_and_groups_are_not() {
+        let (dir, store) = store();
+        let group = br#"{"zarr_format":3,"node_type":"group"}"#;
+        store
+            .set(&key("g/zarr.json"), Bytes::from_static(group))
+            .unwrap();
+        store
+            .set(
+                &key("g/a/zarr.json"),
+                Bytes::from_static(br#"{"node_type":"array"}"#),
+            )
+            .unwrap();
+        store
+            .set(&key("g/a/c/0"), Bytes::from_static(b"x"))
+            .unwrap();
+        assert!(!dir.path().join("g").join(LOCK_NAME).exists());
+        assert!(dir.path().join("g/a").join(LOCK_NAME).exists());
+        assert!(!dir.path().join("g/a/c").join(LOCK_NAME).exists());
+        let listed: Vec<String> = store
+            .list()
+            .unwrap()
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        assert_eq!(listed, ["g/a/c/0", "g/a/zarr.json", "g/zarr.json"]);
     }
 
     #[test]
