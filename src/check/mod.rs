@@ -286,6 +286,11 @@ fn classify(
         };
         let indices = chunk_indices(array, &key);
         let is_key = indices.is_some() || METADATA_NAMES.contains(&rel.as_str());
+        // A directory that may hold chunk keys (`c`, `c/0`, `0` …).
+        let holds_keys = rel
+            .split('/')
+            .enumerate()
+            .all(|(i, p)| (i == 0 && p == "c") || p.bytes().all(|b| b.is_ascii_digit()));
         let bytes = match kind {
             Kind::File(bytes) => bytes,
             Kind::Dir if is_key => {
@@ -301,13 +306,20 @@ fn classify(
                 );
                 continue;
             }
-            Kind::Outside { target, dir } if is_key || dir => {
+            Kind::Outside { target, dir } if is_key || (dir && holds_keys) => {
                 finding(
                     Problem::Unreadable,
                     format!(
                         "a symbolic link out of the store (to {}); reads refuse every key through it (copy the data in instead)",
                         target.display()
                     ),
+                );
+                continue;
+            }
+            Kind::Unexamined(why) => {
+                finding(
+                    Problem::Unreadable,
+                    format!("cannot be examined ({why}); nothing in or behind it was checked"),
                 );
                 continue;
             }

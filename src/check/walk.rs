@@ -19,6 +19,9 @@ pub(super) enum Kind {
     Special(&'static str),
     /// A symbolic link leading out of the store, to this place (`dir`: a directory).
     Outside { target: PathBuf, dir: bool },
+    /// An entry that cannot be examined: a directory that cannot be listed, or an entry
+    /// whose type cannot be read (the reason).
+    Unexamined(String),
 }
 
 /// One entry under the walked directory: its path relative to it (`/` separators) and kind.
@@ -42,10 +45,25 @@ pub(super) fn list_entries(root: &Path, dir: &Path) -> Result<Vec<Entry>> {
         if !seen.insert(real) {
             continue;
         }
-        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+        let listing = match std::fs::read_dir(&d) {
+            Ok(listing) => listing,
+            // Below the array's directory, a directory that cannot be listed is a finding.
+            Err(e) if d != dir => {
+                if let Ok(rel) = d.strip_prefix(dir) {
+                    out.push(Entry {
+                        rel: rel.to_string_lossy().replace('\\', "/"),
+                        kind: Kind::Unexamined(e.to_string()),
+                    });
+                }
+                continue;
+            }
+            Err(e) => return Err(io(&d, e)),
+        };
+        for entry in listing {
             let entry = entry.map_err(|e| io(&d, e))?;
             let path = entry.path();
-            let kind = kind_of(&path, &real_root).map_err(|e| io(&path, e))?;
+            let kind =
+                kind_of(&path, &real_root).unwrap_or_else(|e| Kind::Unexamined(e.to_string()));
             if kind == Kind::Dir {
                 pending.push(path.clone());
             }

@@ -162,6 +162,8 @@ fn a_link_out_of_the_store_is_refused_on_read_and_reported_by_check() {
     let store = fixture_copy(&dir, "v3_int8");
     std::fs::rename(store.join("c"), dir.join("elsewhere")).unwrap();
     std::os::unix::fs::symlink("../elsewhere", store.join("c")).unwrap();
+    // A link out of the store where no key can be is a note: no read goes through it.
+    std::os::unix::fs::symlink("..", store.join("docs")).unwrap();
     for args in read_routes(&store) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert_error(&zarrbuf(&args), "leads out of the store");
@@ -169,6 +171,7 @@ fn a_link_out_of_the_store_is_refused_on_read_and_reported_by_check() {
     let s = store.to_string_lossy().into_owned();
     let (ok, findings) = check_json(&s, true);
     assert!(!ok && has(&findings, "c", "unreadable"), "{findings:?}");
+    assert!(has(&findings, "docs", "unknown"), "{findings:?}");
     assert!(dir.join("elsewhere/0/0").is_file() && store.join("c").is_symlink());
     // A link that stays inside the store reads.
     std::fs::remove_file(store.join("c")).unwrap();
@@ -198,9 +201,20 @@ fn a_chunk_that_cannot_be_opened_is_unreadable_and_kept() {
     }
     let s = store.to_string_lossy().into_owned();
     assert_error(&zarrbuf(&["read", &s]), "ermission denied");
+    // A directory of chunks that cannot be listed is a finding too.
+    let listing = |m| {
+        std::fs::set_permissions(
+            store.join("c/3"),
+            std::os::unix::fs::PermissionsExt::from_mode(m),
+        )
+        .unwrap()
+    };
+    listing(0o000);
     let (ok, findings) = check_json(&s, true);
     mode(0o644);
+    listing(0o755);
     assert!(!ok && has(&findings, "c/2/1", "unreadable"), "{findings:?}");
+    assert!(has(&findings, "c/3", "unreadable"), "{findings:?}");
     assert!(
         chunk.is_file(),
         "check --repair removed a chunk it could not read"
