@@ -1,12 +1,15 @@
 //! Checking a stored array for damage: the library side of `zarrbuf check`.
 //!
-//! Every file under the array's directory is classified (metadata, chunk, temporary file of
-//! a killed write, or something else), every chunk inside the chunk grid is decoded on all
-//! cores — the inner chunks of a shard one by one when the shard does not decode, so that
-//! the damaged ones are named — and each problem becomes one [`Finding`]. With
-//! [`CheckOptions::repair`] leftovers and undecodable chunks are removed; a shard with some
-//! damaged inner chunks is rewritten with those inner chunks missing (they then read as the
-//! fill value) and the good ones kept.
+//! Every entry under the array's directory is classified (metadata, chunk, temporary file of
+//! a killed write or of one in progress, a key that reads refuse — a directory, special file
+//! or link out of the store —, or something else), every chunk inside the chunk grid is
+//! decoded on all cores — the inner chunks of a shard one by one when the shard does not
+//! decode, so that the damaged ones are named — and each problem becomes one [`Finding`]; a
+//! chunk that cannot be read (an I/O error) is *unreadable*, not undecodable. With
+//! [`CheckOptions::repair`] temporary files whose writer is gone and chunks that were read and
+//! did not decode are removed; a shard with some damaged inner chunks is rewritten with those
+//! inner chunks missing (they then read as the fill value) and the good ones kept. Nothing
+//! unreadable, nothing outside the array's directory and no other file is ever removed.
 
 mod finding;
 mod repair;
@@ -38,8 +41,9 @@ use zarrs::array::{
 /// ```
 #[derive(Clone, Default)]
 pub struct CheckOptions {
-    /// Remove leftovers and undecodable chunks, and rewrite shards without their damaged
-    /// inner chunks (default false: only report).
+    /// Remove leftovers (of writers that are gone) and undecodable chunks, and rewrite
+    /// shards without their damaged inner chunks (default false: only report); holds the
+    /// array's write lock while it checks and repairs.
     pub repair: bool,
     /// Threads decoding chunks (default: all cores).
     pub concurrency: Option<usize>,
