@@ -28,7 +28,7 @@
 //! back. [`Durability::Sync`](crate::options::Durability) adds `fsync` of the file before the rename
 //! and of its directory after it (zarrs' own store syncs every file, without the rename).
 
-use super::safe_file::{SafeRoot, read_range};
+use super::safe_file::{SafeRoot, check_inside, read_range};
 use super::write_lock::{LOCK_NAME, WriteLock, lock_dir, node_dir};
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -417,6 +417,7 @@ impl AtomicDirectoryStore {
     /// Writes `value` as the whole new content of `key`: an unnamed or temporary file, then
     /// a link or rename into place.
     fn replace(&self, key: &StoreKey, value: &[u8]) -> std::io::Result<()> {
+        check_inside(key.as_str())?;
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
         let sync = syncing();
@@ -507,7 +508,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
         key: &StoreKey,
         offset_values: OffsetBytesIterator,
     ) -> Result<(), StorageError> {
-        let mut whole = self.inner.get(key)?.map(|b| b.to_vec()).unwrap_or_default();
+        let mut whole = self.get(key)?.map(|b| b.to_vec()).unwrap_or_default();
         for (offset, value) in offset_values {
             let start = usize::try_from(offset)
                 .map_err(|_| StorageError::Other(format!("offset {offset} is beyond memory")))?;
@@ -521,6 +522,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
     }
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
+        check_inside(key.as_str()).map_err(io)?;
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
         self.lock_for(&dir, Self::is_metadata_key(key))
@@ -529,6 +531,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
     }
 
     fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
+        check_inside(prefix.as_str()).map_err(io)?;
         let dir = self.inner.prefix_to_fs_path(prefix);
         if dir.is_dir() {
             self.lock_for(&dir, false).map_err(io)?;
@@ -550,12 +553,14 @@ impl ListableStorageTraits for AtomicDirectoryStore {
     }
 
     fn list_prefix(&self, prefix: &StorePrefix) -> Result<StoreKeys, StorageError> {
+        check_inside(prefix.as_str()).map_err(io)?;
         let mut keys = self.inner.list_prefix(prefix)?;
         keys.retain(|k| !Self::is_temporary_key(k));
         Ok(keys)
     }
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
+        check_inside(prefix.as_str()).map_err(io)?;
         let listed = self.inner.list_dir(prefix)?;
         let keys = listed
             .keys()
@@ -569,7 +574,7 @@ impl ListableStorageTraits for AtomicDirectoryStore {
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
         let mut size = 0;
         for key in self.list_prefix(prefix)? {
-            size += self.inner.size_key(&key)?.unwrap_or(0);
+            size += self.size_key(&key)?.unwrap_or(0);
         }
         Ok(size)
     }
@@ -656,6 +661,15 @@ mod tests {
         assert!(!dir.path().join("g").join(LOCK_NAME).exists());
         assert!(dir.path().join("g/a").join(LOCK_NAME).exists());
         assert!(!dir.path().join("g/a/c").join(LOCK_NAME).exists());
+        // Nothing is written, deleted or listed outside the store.
+        assert!(store.set(&key("../x"), Bytes::from_static(b"x")).is_err());
+        assert!(!dir.path().join("../x").exists());
+        assert!(store.erase(&key("g/../../x")).is_err());
+        assert!(
+            store
+                .list_prefix(&StorePrefix::new("../").unwrap())
+                .is_err()
+        );
         let listed: Vec<String> = store
             .list()
             .unwrap()

@@ -61,19 +61,8 @@ impl SafeRoot {
     /// Opens `key` (a store key, `/`-separated, relative to the root): see
     /// [`SafeRoot::open_path`].
     pub(crate) fn open_key(&self, key: &str) -> std::io::Result<Option<(File, u64)>> {
-        let rel = key.trim_start_matches('/');
-        if rel
-            .split('/')
-            .any(|p| p.is_empty() || p == "." || p == "..")
-        {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "the key {key:?} has an empty, '.' or '..' component; keys name files inside the store"
-                ),
-            ));
-        }
-        self.open_path(&self.root.join(rel))
+        check_inside(key)?;
+        self.open_path(&self.root.join(key.trim_start_matches('/')))
     }
 
     /// Opens the file at `path` (below the root) for reading, with its size; `None` when
@@ -122,6 +111,27 @@ impl SafeRoot {
         }
         Err(outside(path, &at))
     }
+}
+
+/// An error for a key or prefix (`/`-separated, a prefix ending in `/`) with an empty, `.` or
+/// `..` component, which could name a place outside the store (from consolidated metadata
+/// or a listing, say); the store's root (`""`) passes.
+pub(crate) fn check_inside(key: &str) -> std::io::Result<()> {
+    let rel = key.trim_start_matches('/');
+    let rel = rel.strip_suffix('/').unwrap_or(rel);
+    if rel.is_empty()
+        || !rel
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidInput,
+        format!(
+            "the key {key:?} has an empty, '.' or '..' component; keys name files inside the store"
+        ),
+    ))
 }
 
 /// The error for `path`, which leads to `at` outside the store.
@@ -206,6 +216,12 @@ mod tests {
         assert_eq!(out.kind(), ErrorKind::PermissionDenied);
         assert!(root.open_key("e/1").unwrap().is_some());
         assert!(root.open_key("c/../c/1").is_err());
+        for bad in ["../x", "a/../b", "./a", "a//b", "../"] {
+            assert!(check_inside(bad).is_err(), "{bad}");
+        }
+        for good in ["", "a", "a/b/", "c/0/0", "/a"] {
+            assert!(check_inside(good).is_ok(), "{good}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&outside_dir);
     }
