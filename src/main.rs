@@ -10,6 +10,7 @@ use cli::bench_write::bench_write;
 use cli::check::check;
 use cli::copy::copy;
 use cli::names::label;
+use cli::output::{errln, is_closed_stdout};
 use cli::parse::parse_bytes;
 use cli::read::{ReadChoices, bench, info, read};
 use cli::source::Opening;
@@ -36,14 +37,16 @@ fn main() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        eprintln!("error: internal error (please report): {msg}");
+        errln!("error: internal error (please report): {msg}");
     }));
     let cli = Cli::parse();
     let result = std::panic::catch_unwind(|| run(cli));
     match result {
         Ok(Ok(())) => {}
+        // Its reader has what it wanted (`| head`): nothing to report.
+        Ok(Err(e)) if is_closed_stdout(&e) => {}
         Ok(Err(e)) => {
-            eprintln!("error: {}", one_line(&e.to_string()));
+            errln!("error: {}", one_line(&e.to_string()));
             std::process::exit(1);
         }
         Err(_) => std::process::exit(101),

@@ -3,6 +3,7 @@
 //! Both the check (`mod.rs`) and the repair (`repair.rs`) use them.
 
 use zarrs::array::ArrayError;
+use zarrs::storage::StorageError;
 
 /// What is wrong with a stored key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -14,19 +15,46 @@ pub enum Problem {
     WrongSize,
     /// A checksum codec (crc32c, adler32, fletcher32…) says the bytes changed.
     Checksum,
-    /// A chunk key whose indices lie outside the chunk grid (left by a larger array).
+    /// A chunk key whose indices lie outside the chunk grid (left by a larger array, or the
+    /// metadata's shape was changed). Reads never touch it, so it is a note, and a repair
+    /// leaves it: nothing but the metadata says it is not wanted.
     OutsideGrid,
-    /// A temporary file of a write that was killed.
+    /// A temporary file of a write that was killed (its writer is gone).
     Leftover,
-    /// A file that is neither metadata, a chunk nor a temporary file (reported as a note:
-    /// it does not make the check fail).
+    /// A chunk or metadata key that cannot be read: an I/O error (permission denied, a
+    /// failing disk), a directory, FIFO, socket or device where a file belongs, or a
+    /// symbolic link out of the store. Never removed by a repair: nothing proves the data
+    /// behind it damaged.
+    Unreadable,
+    /// Metadata that zarrbuf's reads refuse (a data type they cannot hold, chunk shapes that
+    /// do not fit the array): nothing of the array reads, so its chunks are not checked.
+    Metadata,
+    /// A temporary file whose writer still runs (a write in progress; reported as a note
+    /// and left alone).
+    InFlight,
+    /// A file that is neither metadata, a chunk nor a temporary file (a note: it does not
+    /// make the check fail, and a repair leaves it).
     Unknown,
 }
 
 impl Problem {
-    /// Whether this problem makes the check fail (everything but [`Problem::Unknown`]).
+    /// Whether this problem makes the check fail (everything but the notes
+    /// [`Problem::Unknown`], [`Problem::InFlight`] and [`Problem::OutsideGrid`], which no
+    /// read touches).
     pub fn is_damage(self) -> bool {
-        self != Problem::Unknown
+        !matches!(
+            self,
+            Problem::Unknown | Problem::InFlight | Problem::OutsideGrid
+        )
+    }
+
+    /// Whether `check --repair` may act on it: chunks whose bytes were read and failed to
+    /// decode, and temporary files whose writer is gone.
+    pub fn is_repairable(self) -> bool {
+        matches!(
+            self,
+            Problem::Undecodable | Problem::WrongSize | Problem::Checksum | Problem::Leftover
+        )
     }
 
     /// A short name for the report (`undecodable`, `wrong-size`, …).
@@ -37,6 +65,9 @@ impl Problem {
             Problem::Checksum => "checksum",
             Problem::OutsideGrid => "outside-grid",
             Problem::Leftover => "leftover",
+            Problem::Unreadable => "unreadable",
+            Problem::InFlight => "in-flight",
+            Problem::Metadata => "metadata",
             Problem::Unknown => "unknown",
         }
     }
@@ -119,10 +150,32 @@ pub(super) fn guarded<T>(
     }
 }
 
+/// The problem a store error reading a chunk's (or a shard index's) bytes shows: unreadable
+/// for an I/O error (never removed by a repair), undecodable otherwise.
+pub(super) fn storage_problem(e: &StorageError) -> (Problem, String) {
+    let problem = if unreadable(e) {
+        Problem::Unreadable
+    } else {
+        Problem::Undecodable
+    };
+    (problem, e.to_string())
+}
+
+/// Whether a store error means the bytes could not be read at all (an I/O error other than
+/// a file ending early, which is damage of the bytes read).
+fn unreadable(e: &StorageError) -> bool {
+    matches!(e, StorageError::IOError(io) if io.kind() != std::io::ErrorKind::UnexpectedEof)
+}
+
 /// The problem a decode error shows.
 pub(super) fn problem_of(e: &ArrayError) -> Problem {
     use zarrs::array::CodecError as C;
     match e {
+        ArrayError::StorageError(s) | ArrayError::CodecError(C::StorageError(s))
+            if unreadable(s) =>
+        {
+            Problem::Unreadable
+        }
         ArrayError::CodecError(C::UnexpectedChunkDecodedSize(_)) => Problem::WrongSize,
         // The bounded decoders' words for a chunk of the wrong decoded size.
         ArrayError::CodecError(C::Other(m))

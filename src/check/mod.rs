@@ -1,21 +1,27 @@
 //! Checking a stored array for damage: the library side of `zarrbuf check`.
 //!
-//! Every file under the array's directory is classified (metadata, chunk, temporary file of
-//! a killed write, or something else), every chunk inside the chunk grid is decoded on all
-//! cores — the inner chunks of a shard one by one when the shard does not decode, so that
-//! the damaged ones are named — and each problem becomes one [`Finding`]. With
-//! [`CheckOptions::repair`] leftovers and undecodable chunks are removed; a shard with some
-//! damaged inner chunks is rewritten with those inner chunks missing (they then read as the
-//! fill value) and the good ones kept.
+//! Every entry under the array's directory is classified (metadata, chunk, temporary file of
+//! a killed write or of one in progress, a key that reads refuse — a directory, special file
+//! or link out of the store —, or something else), every chunk inside the chunk grid is
+//! decoded on all cores — the inner chunks of a shard one by one when the shard does not
+//! decode, so that the damaged ones are named — and each problem becomes one [`Finding`]; a
+//! chunk that cannot be read (an I/O error) is *unreadable*, not undecodable. With
+//! [`CheckOptions::repair`] temporary files whose writer is gone and chunks that were read and
+//! did not decode are removed; a shard with some damaged inner chunks is rewritten with those
+//! inner chunks missing (they then read as the fill value) and the good ones kept. Nothing
+//! unreadable, nothing outside the array's directory and no other file is ever removed.
 
 mod finding;
 mod repair;
 mod shard_check;
+mod walk;
 
 use crate::error::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 pub use crate::store::atomic_store::is_temporary_name;
-use crate::store::{DynArray, Location, OpenOptions, label, node_path};
+use crate::store::{
+    DynArray, LOCK_NAME, Location, OpenOptions, label, lock_dir, node_path, writer_is_gone,
+};
 use crate::zarr::open_opt;
 use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
@@ -24,6 +30,7 @@ use shard_check::ShardCheck;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use walk::{Entry, Kind, list_entries};
 use zarrs::array::{ArrayBytes, ArrayShardedExt, ArrayToBytesCodecTraits, CodecOptions};
 
 /// Options for [`check_array`].
@@ -34,8 +41,9 @@ use zarrs::array::{ArrayBytes, ArrayShardedExt, ArrayToBytesCodecTraits, CodecOp
 /// ```
 #[derive(Clone, Default)]
 pub struct CheckOptions {
-    /// Remove leftovers and undecodable chunks, and rewrite shards without their damaged
-    /// inner chunks (default false: only report).
+    /// Remove leftovers (of writers that are gone) and undecodable chunks, and rewrite
+    /// shards without their damaged inner chunks (default false: only report); holds the
+    /// array's write lock while it checks and repairs.
     pub repair: bool,
     /// Threads decoding chunks (default: all cores).
     pub concurrency: Option<usize>,
@@ -151,22 +159,49 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         array: label(location, array_path),
         ..Default::default()
     };
-    let files = if listed {
+    // A repair writes: it holds the array's write lock from the check on, so that no
+    // writer changes what was checked before it is repaired.
+    let _lock = (opts.repair && !listed)
+        .then(|| lock_dir(&root.join(&prefix)))
+        .transpose()
+        .map_err(|e| Error::store(location, e.to_string(), Some(Box::new(e))))?;
+    let entries = if listed {
         list_keys(&array, location, &prefix)?
     } else {
-        list_files(&root.join(&prefix))?
+        list_entries(&root, &root.join(&prefix))?
     };
-    let chunks = classify(&array, &prefix, files, &mut report.findings);
-    report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
-    report.chunks_checked = chunks.len();
-    report.inner_chunks_checked = inner_chunks_per_shard(&array) * chunks.len();
-    let damaged = decode_all(&array, &chunks, opts)?;
-    report.findings.extend(damaged);
+    let dir_root = (!listed).then_some(root.as_path());
+    let mut chunks = classify(&array, &prefix, dir_root, entries, &mut report.findings);
+    if let Err(refused) = crate::zarr::describe(&array) {
+        // What `read` and `info` refuse is damage here too; the chunks of an array that
+        // does not read are not decoded (zarrs may not even build its shard grid).
+        let name = match array.metadata() {
+            zarrs::array::ArrayMetadata::V3(_) => "zarr.json",
+            zarrs::array::ArrayMetadata::V2(_) => ".zarray",
+        };
+        report.findings.push(Finding {
+            key: if prefix.is_empty() {
+                name.into()
+            } else {
+                format!("{prefix}/{name}")
+            },
+            inner: None,
+            problem: Problem::Metadata,
+            detail: format!("zarrbuf's reads refuse this array: {refused}"),
+        });
+        chunks.clear();
+    } else {
+        report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
+        report.chunks_checked = chunks.len();
+        report.inner_chunks_checked = inner_chunks_per_shard(&array) * chunks.len();
+        let damaged = decode_all(&array, &chunks, opts)?;
+        report.findings.extend(damaged);
+    }
     report
         .findings
         .sort_by(|a, b| (&a.key, &a.inner).cmp(&(&b.key, &b.inner)));
     if opts.repair {
-        report.repaired = repair::repair(&array, &root, &report.findings)?;
+        report.repaired = repair::repair(&array, &root, &root.join(&prefix), &report.findings)?;
     }
     Ok(report)
 }
@@ -190,33 +225,9 @@ fn local_root(location: &Location) -> Result<PathBuf> {
     Ok(root.to_path_buf())
 }
 
-/// Every file under `dir`, as paths relative to it with `/` separators, and their sizes.
-fn list_files(dir: &Path) -> Result<Vec<(String, u64)>> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    let io = |path: &Path, e: std::io::Error| Error::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
-    while let Some(d) = pending.pop() {
-        for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
-            let entry = entry.map_err(|e| io(&d, e))?;
-            let kind = entry.file_type().map_err(|e| io(&entry.path(), e))?;
-            if kind.is_dir() {
-                pending.push(entry.path());
-            } else if let Ok(rel) = entry.path().strip_prefix(dir) {
-                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push((rel.to_string_lossy().replace('\\', "/"), size));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// Every key under `prefix` of the array's store (a zip file), as paths relative to it, and
 /// their sizes.
-fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<(String, u64)>> {
+fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<Entry>> {
     let store = array.storage();
     let failed = |e: zarrs::storage::StorageError| {
         Error::store(
@@ -240,52 +251,123 @@ fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<(Stri
             .as_str()
             .strip_prefix(dir.as_str())
             .unwrap_or(key.as_str());
-        out.push((rel.to_string(), size));
+        out.push(Entry {
+            rel: rel.to_string(),
+            kind: Kind::File(size),
+        });
     }
-    out.sort();
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(out)
 }
 
 /// The metadata file names a zarr node may hold.
 const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
 
-/// Sorts the array's files into chunks (returned) and findings (leftovers, keys outside the
-/// grid, unknown files).
+/// Sorts the array's entries into chunks (returned) and findings (leftovers and writes in
+/// flight, keys outside the grid, keys that reads refuse, unknown files). `root` is the
+/// directory store's root (`None` for a listed store).
 fn classify(
     array: &DynArray,
     prefix: &str,
-    files: Vec<(String, u64)>,
+    root: Option<&Path>,
+    entries: Vec<Entry>,
     findings: &mut Vec<Finding>,
 ) -> Vec<StoredChunk> {
     let grid = array.chunk_grid_shape().to_vec();
     let mut chunks = Vec::new();
-    for (rel, bytes) in files {
+    for Entry { rel, kind } in entries {
         let key = if prefix.is_empty() {
             rel.clone()
         } else {
             format!("{prefix}/{rel}")
         };
         let name = rel.rsplit('/').next().unwrap_or_default();
-        let finding = |problem, detail: String| Finding {
-            key: key.clone(),
-            inner: None,
-            problem,
-            detail,
+        let mut finding = |problem, detail: String| {
+            findings.push(Finding {
+                key: key.clone(),
+                inner: None,
+                problem,
+                detail,
+            });
         };
-        if METADATA_NAMES.contains(&rel.as_str()) {
+        let indices = chunk_indices(array, &key);
+        let is_key = indices.is_some() || METADATA_NAMES.contains(&rel.as_str());
+        // A directory that may hold chunk keys (`c`, `c/0`, `0` …).
+        let holds_keys = rel
+            .split('/')
+            .enumerate()
+            .all(|(i, p)| (i == 0 && p == "c") || p.bytes().all(|b| b.is_ascii_digit()));
+        let bytes = match kind {
+            Kind::File(bytes) => bytes,
+            Kind::Dir if is_key => {
+                finding(Problem::Unreadable, "a directory where a file of the array belongs; reads of this key fail (move the directory away)".into());
+                continue;
+            }
+            Kind::Special(what) if is_key => {
+                finding(
+                    Problem::Unreadable,
+                    format!(
+                        "{what} where a file of the array belongs; reads of this key fail (remove it)"
+                    ),
+                );
+                continue;
+            }
+            Kind::Outside { target, dir } if is_key || (dir && holds_keys) => {
+                finding(
+                    Problem::Unreadable,
+                    format!(
+                        "a symbolic link out of the store (to {}); reads refuse every key through it (copy the data in instead)",
+                        target.display()
+                    ),
+                );
+                continue;
+            }
+            Kind::Unexamined(why) => {
+                finding(
+                    Problem::Unreadable,
+                    format!("cannot be examined ({why}); nothing in or behind it was checked"),
+                );
+                continue;
+            }
+            Kind::Dir => continue,
+            Kind::Special(what) => {
+                finding(
+                    Problem::Unknown,
+                    format!("{what}, not a file of this array"),
+                );
+                continue;
+            }
+            Kind::Outside { target, .. } => {
+                finding(
+                    Problem::Unknown,
+                    format!(
+                        "a symbolic link out of the store (to {}), not a file of this array",
+                        target.display()
+                    ),
+                );
+                continue;
+            }
+        };
+        if METADATA_NAMES.contains(&rel.as_str()) || name == LOCK_NAME {
             continue;
         }
         if is_temporary_name(name) {
-            findings.push(finding(
-                Problem::Leftover,
-                format!("temporary file of a write that was killed ({bytes} bytes)"),
-            ));
-        } else if let Some(indices) = chunk_indices(array, &key) {
+            match root {
+                Some(root) if !writer_is_gone(name, &root.join(&key)) => finding(
+                    Problem::InFlight,
+                    format!("temporary file of a write in progress ({bytes} bytes); left alone"),
+                ),
+                _ => finding(
+                    Problem::Leftover,
+                    format!("temporary file of a write that was killed ({bytes} bytes)"),
+                ),
+            }
+        } else if let Some(indices) = indices {
             if indices.iter().zip(&grid).any(|(i, n)| i >= n) {
-                findings.push(finding(
+                finding(
                     Problem::OutsideGrid,
                     format!("chunk {indices:?} lies outside the chunk grid {grid:?}"),
-                ));
+                );
             } else {
                 chunks.push(StoredChunk {
                     key,
@@ -294,10 +376,10 @@ fn classify(
                 });
             }
         } else {
-            findings.push(finding(
+            finding(
                 Problem::Unknown,
                 "not a chunk, metadata or temporary file of this array".into(),
-            ));
+            );
         }
     }
     chunks

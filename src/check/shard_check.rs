@@ -3,7 +3,7 @@
 //! never read whole, so a 16 GiB (sparse) shard file costs what its index and inner chunks
 //! cost, and an index entry claiming 2^63 bytes is a finding, not an allocation.
 
-use super::finding::{Finding, Problem, problem_of};
+use super::finding::{Finding, Problem, problem_of, storage_problem};
 use crate::store::DynArray;
 use crate::zarr::{ShardIndex, inner_chain};
 use std::borrow::Cow;
@@ -66,19 +66,20 @@ impl ShardCheck {
         // Not through the index cache of reads: a check visits every shard once.
         let index = storage
             .get_partial(&key, self.index.index_range())
-            .map_err(|e| e.to_string())
+            .map_err(|e| storage_problem(&e))
             .and_then(|encoded| match encoded {
                 None => Ok(None),
                 Some(encoded) => {
-                    let index = self.index.decode(&encoded)?;
-                    self.index.check(&index)?;
+                    let undecodable = |why| (Problem::Undecodable, why);
+                    let index = self.index.decode(&encoded).map_err(undecodable)?;
+                    self.index.check(&index).map_err(undecodable)?;
                     Ok(Some(index))
                 }
             });
         let index = match index {
             Ok(Some(index)) => index,
             Ok(None) => return Vec::new(),
-            Err(why) => return whole(Problem::Undecodable, why),
+            Err((problem, why)) => return whole(problem, why),
         };
         let per = self.index.chunks_per_shard().to_vec();
         let count: u64 = per.iter().product();
@@ -135,7 +136,7 @@ impl ShardCheck {
                 key,
                 ByteRange::FromStart(range.start, Some(range.end - range.start)),
             )
-            .map_err(|e| undecodable(e.to_string()))?
+            .map_err(|e| storage_problem(&e))?
             .ok_or_else(|| undecodable("the shard disappeared while it was checked".into()))?;
         let shape = array
             .subchunk_shape()

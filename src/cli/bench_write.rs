@@ -2,6 +2,7 @@
 //! each other on the same data.
 
 use super::args::BenchWriteCli;
+use super::output::outln;
 use super::parse::prototype;
 use std::ops::Range;
 use std::time::Instant;
@@ -73,12 +74,12 @@ pub(crate) fn bench_write(a: &BenchWriteCli) -> Result<()> {
         durability,
         reps,
     };
-    println!(
+    outln!(
         "write benchmark: float32 {shape:?} ({bytes} bytes), 64³ chunks, median of {reps} writes (after a warm-up), GB/s of array data; staged pipeline from {}, compress {compress:?}, zarrbuf durability {durability:?}",
         staged_data.memory()
-    );
-    println!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |");
-    println!("|---|---|---|---|");
+    )?;
+    outln!("| codec | zarrs store_array_subset | zarrbuf write_all | zarrbuf staged pipeline |")?;
+    outln!("|---|---|---|---|")?;
     let variants = specs
         .iter()
         .flat_map(|spec| std::iter::once((spec, None)).chain(shards.map(|n| (spec, Some(n)))));
@@ -88,11 +89,11 @@ pub(crate) fn bench_write(a: &BenchWriteCli) -> Result<()> {
             Some(n) => format!("{spec}, sharded {n}³/64³"),
             None => spec.to_string(),
         };
-        println!(
+        outln!(
             "| {name} | {a:.3} | {b:.3} ({:.2}× zarrs) | {c:.3} ({:.2}× zarrs) |",
             b / a,
             c / a
-        );
+        )?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `zarrbuf check`: find (and with `--repair`, repair) damaged chunks.
 
+use super::output::{errln, outln};
 use super::progress::chunk_progress;
 use zarrbuf::{Error, Result, options::OpenOptions};
 
@@ -31,10 +32,15 @@ pub(crate) fn check(
             }),
             None => all.into_iter().next().unwrap_or_default(),
         };
-        println!("{doc}");
+        outln!("{doc}")?;
     }
-    let damaged: usize = reports.iter().map(damage_count).sum();
-    if damaged == 0 || repair {
+    // A repair leaves what it may not touch (keys that could not be read): still damage.
+    let damaged: usize = reports
+        .iter()
+        .flat_map(|r| &r.findings)
+        .filter(|f| f.problem.is_damage() && !(repair && f.problem.is_repairable()))
+        .count();
+    if damaged == 0 {
         return Ok(());
     }
     Err(Error::Damaged {
@@ -74,12 +80,12 @@ pub(crate) fn check_one(
     let report = report?;
     if !json {
         for f in &report.findings {
-            println!("{f}");
+            outln!("{f}")?;
         }
         for r in &report.repaired {
-            println!("repaired: {r}");
+            outln!("repaired: {r}")?;
         }
-        eprintln!(
+        errln!(
             "checked {}: {} chunks ({} inner chunks), {} stored bytes; {} damaged",
             report.array,
             report.chunks_checked,

@@ -3,6 +3,7 @@
 
 use super::args::{CopyCli, VersionArgs};
 use super::names::label;
+use super::output::errln;
 use super::parse::{parse_bytes, parse_shape, prototype};
 use super::progress::chunk_progress;
 use crate::relabel;
@@ -262,7 +263,7 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
             )
         });
         let id = commit(w, &message)?;
-        eprintln!("committed snapshot {id} to branch {b} of {}", a.dst);
+        errln!("committed snapshot {id} to branch {b} of {}", a.dst);
     }
     copy_summary(a, &dst, &new_shape, &proto, start)
 }
@@ -325,7 +326,7 @@ pub(crate) fn copy_summary(
     let info = zarrbuf::describe(dst)?;
     let seconds = start.elapsed().as_secs_f64();
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
-    eprintln!(
+    errln!(
         "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",
         label(&a.src, &a.src_path),
         new_shape,

@@ -1,5 +1,5 @@
 //! The command line's commands, one file each, and what they share: the arguments (`args`),
-//! names of stores and arrays (`names`), flag values (`parse`), the array a command reads
+//! names of stores and arrays (`names`), output that never panics (`output`), flag values (`parse`), the array a command reads
 //! (`source`) and progress bars (`progress`).
 
 pub(crate) mod args;
@@ -7,6 +7,7 @@ pub(crate) mod bench_write;
 pub(crate) mod check;
 pub(crate) mod copy;
 pub(crate) mod names;
+pub(crate) mod output;
 pub(crate) mod parse;
 pub(crate) mod progress;
 pub(crate) mod read;

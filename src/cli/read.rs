@@ -2,6 +2,7 @@
 //! summary), and time repeated reads.
 
 use super::names::label;
+use super::output::{errln, out, outln};
 use super::parse::prototype;
 use super::progress::progress_options;
 use super::source::{Opening, Source};
@@ -19,31 +20,31 @@ pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> R
         let hierarchy = zarrbuf::list_hierarchy_opt(store, path, opts)?;
         let text = serde_json::to_string_pretty(&hierarchy)
             .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
-        println!("{text}");
+        outln!("{text}")?;
         return Ok(());
     }
     let array = match Source::open(store, path, false, opts) {
         Ok(array) => array,
         Err(Error::IsGroup { .. }) => {
-            print!("{}", zarrbuf::list_hierarchy_opt(store, path, opts)?);
+            out!("{}", zarrbuf::list_hierarchy_opt(store, path, opts)?)?;
             return Ok(());
         }
         Err(e) => return Err(e),
     };
     let i = array.describe()?;
-    println!("array:      {}", label(store, path));
-    println!("zarr:       v{}", i.zarr_format);
-    println!("shape:      {:?}", i.shape);
+    outln!("array:      {}", label(store, path))?;
+    outln!("zarr:       v{}", i.zarr_format)?;
+    outln!("shape:      {:?}", i.shape)?;
     match &i.inner_chunks {
         Some(inner) => {
-            println!("shards:     {:?}", i.chunks);
-            println!("chunks:     {inner:?} (inside each shard)");
+            outln!("shards:     {:?}", i.chunks)?;
+            outln!("chunks:     {inner:?} (inside each shard)")?;
         }
-        None => println!("chunks:     {:?}", i.chunks),
+        None => outln!("chunks:     {:?}", i.chunks)?,
     }
-    println!("data type:  {}", i.data_type);
-    println!("codecs:     {}", i.codecs.join(", "));
-    println!("fill value: {}", i.fill_value);
+    outln!("data type:  {}", i.data_type)?;
+    outln!("codecs:     {}", i.codecs.join(", "))?;
+    outln!("fill value: {}", i.fill_value)?;
     Ok(())
 }
 
@@ -84,7 +85,7 @@ pub(crate) fn read(
     match out {
         Some(file) => {
             zarrbuf::npy::write(&file, &data)?;
-            eprintln!(
+            errln!(
                 "wrote {} ({:?} {}) read in {:.3} s",
                 file.display(),
                 data.shape(),
@@ -109,16 +110,16 @@ pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
     } else {
         crc32fast::hash(&data.to_native_bytes()?)
     };
-    println!("shape:      {:?}", data.shape());
-    println!("dtype:      {}", data.dtype());
-    println!("memory:     {}", data.memory());
-    println!("checksum:   crc32 {crc:08x} (C order, little-endian)");
-    println!(
+    outln!("shape:      {:?}", data.shape())?;
+    outln!("dtype:      {}", data.dtype())?;
+    outln!("memory:     {}", data.memory())?;
+    outln!("checksum:   crc32 {crc:08x} (C order, little-endian)")?;
+    outln!(
         "throughput: {:.3} GB/s ({} bytes in {:.4} s)",
         data.nbytes() as f64 / seconds.max(1e-9) / 1e9,
         data.nbytes(),
         seconds
-    );
+    )?;
     Ok(())
 }
 
@@ -154,12 +155,12 @@ pub(crate) fn bench(
     }
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
-    println!(
+    outln!(
         "{}: {bytes} bytes into {}: median {median:.3} GB/s over {reps} reads (min {:.3}, max {:.3})",
         label(store, path),
         proto.memory(),
         rates[0],
         rates[rates.len() - 1]
-    );
+    )?;
     Ok(())
 }

@@ -28,8 +28,10 @@
 //! back. [`Durability::Sync`](crate::options::Durability) adds `fsync` of the file before the rename
 //! and of its directory after it (zarrs' own store syncs every file, without the rename).
 
-use super::key::check_storage_key;
-use std::collections::HashSet;
+use super::key::{check_io_key, check_storage_key};
+use super::safe_file::{SafeRoot, read_range};
+use super::write_lock::{LOCK_NAME, WriteLock, lock_dir, node_dir};
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -83,24 +85,49 @@ fn syncing() -> bool {
 
 /// Whether a file name is a temporary file of a write in progress or killed: zarrbuf's own
 /// (`.<name>.zarrbuf-tmp.<host>.<pid>.<n>`) or object_store's local staging files
-/// (`<name>#<n>`, left by a killed async write to a `file://` store).
+/// (`<key name>#<n>`, left by a killed async write to a `file://` store), where the key name
+/// is one a zarr key can end in (chunk indices, `c`, a metadata file name). Other names
+/// (`draft#2`, `.a.zarrbuf-tmp.x`) are the user's.
 ///
 /// ```
 /// # use zarrbuf::check::is_temporary_name;
 /// assert!(is_temporary_name(".0.zarrbuf-tmp.node1.42.7"));
-/// assert!(is_temporary_name("0#3"));
+/// assert!(is_temporary_name("0#3") && is_temporary_name("zarr.json#1") && is_temporary_name("c.1.2#0"));
+/// assert!(!is_temporary_name("draft#2") && !is_temporary_name(".a.zarrbuf-tmp.x"));
 /// assert!(!is_temporary_name("0.0") && !is_temporary_name("zarr.json") && !is_temporary_name(".zarray"));
 /// ```
 pub fn is_temporary_name(name: &str) -> bool {
-    if name.starts_with('.') && name.contains(TMP_MARKER) {
-        return true;
+    if let Some((stem, tail)) = name
+        .strip_prefix('.')
+        .and_then(|n| n.split_once(TMP_MARKER))
+    {
+        let mut parts = tail.rsplitn(3, '.');
+        let (n, pid, host) = (parts.next(), parts.next(), parts.next());
+        let digits = |p: Option<&str>| {
+            p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        };
+        return !stem.is_empty() && digits(n) && digits(pid) && host.is_some_and(|h| !h.is_empty());
     }
     match name.rsplit_once('#') {
         Some((stem, n)) => {
-            !stem.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+            is_key_name(stem) && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
         }
         None => false,
     }
+}
+
+/// Whether `name` is a name a zarr key can end in: a metadata file name, `c`, or chunk
+/// indices separated by `.` (after `c.` for v3's dot separator).
+fn is_key_name(name: &str) -> bool {
+    const METADATA: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
+    if METADATA.contains(&name) || name == "c" {
+        return true;
+    }
+    let indices = name.strip_prefix("c.").unwrap_or(name);
+    !indices.is_empty()
+        && indices
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// This machine's host name, as temporary names carry it ('.' and '/' replaced).
@@ -142,31 +169,50 @@ fn temporary_path(target: &Path) -> PathBuf {
     target.with_file_name(tmp)
 }
 
-/// Whether the writer of leftover `name` can no longer be writing it: a process of this
-/// host that is gone, or a file older than a day. Files of live processes (this one
-/// included) and of other hosts are left alone.
-fn writer_is_gone(name: &str, path: &Path) -> bool {
-    let old = std::fs::metadata(path)
-        .and_then(|m| m.modified())
+/// Whether the writer of the temporary file `name` (at `path`) can no longer be writing it.
+/// zarrbuf's writers hold an advisory lock (`flock`) on their temporary file until it has
+/// its key's name: a locked file is a live write. An unlocked one is a dead writer's unless
+/// its name says it is of a process of this host that still runs (a write in the instant
+/// between creating and locking its file) and it is younger than a day. object_store's
+/// staging files carry no writer and take no lock: only an age over a day tells.
+pub(crate) fn writer_is_gone(name: &str, path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    else {
+        return false;
+    };
+    let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) else {
+        return false;
+    };
+    let old = meta
+        .modified()
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .is_some_and(|age| age > LEFTOVER_AGE);
-    if old {
-        return true;
-    }
     let Some((_, tail)) = name.split_once(TMP_MARKER) else {
-        // object_store's staging files carry no writer: only their age tells.
-        return false;
+        return old;
     };
+    if matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)) {
+        return false;
+    }
     let mut parts = tail.rsplitn(3, '.');
     let (_n, pid, host) = (parts.next(), parts.next(), parts.next());
-    let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
-        return false;
-    };
-    host == Some(host_name())
-        && pid != std::process::id()
-        && !Path::new(&format!("/proc/{pid}")).exists()
-        && Path::new("/proc/self").exists()
+    let runs = host == Some(host_name())
+        && pid.is_some_and(|p| {
+            p == std::process::id().to_string()
+                || !Path::new("/proc/self").exists()
+                || Path::new(&format!("/proc/{p}")).exists()
+        });
+    old || !runs
+}
+
+/// Holds `file`'s advisory lock, marking it as a live write's (see [`writer_is_gone`]); a
+/// file system without locks marks nothing.
+fn mark_live(file: &File) {
+    let _ = file.try_lock();
 }
 
 /// Removes the temporary files in `dir` (not below it) whose writer is gone; returns the
@@ -201,11 +247,12 @@ fn replace_through_named(target: &Path, value: &[u8], sync: bool) -> std::io::Re
     let tmp = temporary_path(target);
     let written = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        mark_live(&file);
         file.write_all(value)?;
         if sync {
             file.sync_all()?;
         }
-        drop(file);
+        // The lock is held (the file open) until the file has its key's name.
         std::fs::rename(&tmp, target)
     })();
     if written.is_err() {
@@ -254,6 +301,7 @@ mod unnamed {
         else {
             return Ok(false);
         };
+        super::mark_live(&file);
         file.write_all(value)?;
         if sync {
             file.sync_all()?;
@@ -289,8 +337,12 @@ mod unnamed {
 #[derive(Debug)]
 pub(crate) struct AtomicDirectoryStore {
     inner: FilesystemStore,
+    /// The root, for reads that open regular files inside it only.
+    safe: SafeRoot,
     /// Directories whose leftovers this store has already removed.
     swept: Mutex<HashSet<PathBuf>>,
+    /// The write lock held for each directory written (see `write_lock.rs`).
+    locks: Mutex<HashMap<PathBuf, Arc<WriteLock>>>,
 }
 
 fn io(e: std::io::Error) -> StorageError {
@@ -302,8 +354,29 @@ impl AtomicDirectoryStore {
     pub(crate) fn new(root: &Path) -> Result<Self, zarrs::filesystem::FilesystemStoreCreateError> {
         Ok(AtomicDirectoryStore {
             inner: FilesystemStore::new(root)?,
+            safe: SafeRoot::new(root),
             swept: Mutex::new(HashSet::new()),
+            locks: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Holds the write lock of the array that a write at `dir` (a key's directory, or a
+    /// deleted prefix's; `metadata`: the key is a node's metadata) belongs to, for the
+    /// store's lifetime.
+    fn lock_for(&self, dir: &Path, metadata: bool) -> std::io::Result<()> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if locks.contains_key(dir) {
+            return Ok(());
+        }
+        let root = self.inner.prefix_to_fs_path(&StorePrefix::root());
+        let node = node_dir(&root, dir, metadata);
+        self.make_dirs(&node, syncing())?;
+        let lock = lock_dir(&node)?;
+        locks.insert(dir.to_path_buf(), lock);
+        Ok(())
     }
 
     /// Creates `dir` and the directories above it that are missing; with `sync`, syncs the
@@ -345,9 +418,13 @@ impl AtomicDirectoryStore {
     /// Writes `value` as the whole new content of `key`: an unnamed or temporary file, then
     /// a link or rename into place.
     fn replace(&self, key: &StoreKey, value: &[u8]) -> std::io::Result<()> {
+        check_io_key(key.as_str())?;
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
         let sync = syncing();
+        if !Self::is_group_metadata(key, value, &dir) {
+            self.lock_for(&dir, Self::is_metadata_key(key))?;
+        }
         self.make_dirs(&dir, sync)?;
         self.sweep_once(&dir)?;
         if !unnamed::replace(&dir, &target, value, sync)? {
@@ -359,26 +436,62 @@ impl AtomicDirectoryStore {
         Ok(())
     }
 
-    /// Whether a listed key is one of the temporary files.
+    /// Whether a listed key is one of the temporary files or a lock file.
     fn is_temporary_key(key: &StoreKey) -> bool {
         let name = key.as_str().rsplit('/').next().unwrap_or_default();
-        is_temporary_name(name)
+        is_temporary_name(name) || name == LOCK_NAME
+    }
+
+    /// Whether writing `value` at `key` (in `dir`) writes a group's metadata: a group is no
+    /// array to guard, and zarr-python would warn about a lock file among its members.
+    fn is_group_metadata(key: &StoreKey, value: &[u8], dir: &Path) -> bool {
+        let name = key.as_str().rsplit('/').next().unwrap_or_default();
+        match name {
+            ".zgroup" => true,
+            "zarr.json" => serde_json::from_slice::<serde_json::Value>(value)
+                .is_ok_and(|doc| doc.get("node_type").and_then(|t| t.as_str()) == Some("group")),
+            ".zattrs" | ".zmetadata" => {
+                dir.join(".zgroup").is_file() && !dir.join(".zarray").is_file()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `key` is a node's metadata document.
+    fn is_metadata_key(key: &StoreKey) -> bool {
+        let name = key.as_str().rsplit('/').next().unwrap_or_default();
+        matches!(
+            name,
+            "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata"
+        )
     }
 }
 
 impl ReadableStorageTraits for AtomicDirectoryStore {
+    /// Reads regular files inside the store only: a directory, FIFO, socket or device at
+    /// `key`, or a link out of the store, is an error (`safe_file.rs`).
     fn get_partial_many<'a>(
         &'a self,
         key: &StoreKey,
         byte_ranges: ByteRangeIterator<'a>,
     ) -> Result<MaybeBytesIterator<'a>, StorageError> {
         check_storage_key(key.as_str())?;
-        self.inner.get_partial_many(key, byte_ranges)
+        let Some((file, size)) = self.safe.open_key(key.as_str()).map_err(io)? else {
+            return Ok(None);
+        };
+        let out: Vec<_> = byte_ranges
+            .map(|r| read_range(&file, size, key.as_str(), Some(r)))
+            .collect();
+        Ok(Some(Box::new(out.into_iter())))
     }
 
     fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
         check_storage_key(key.as_str())?;
-        self.inner.size_key(key)
+        Ok(self
+            .safe
+            .open_key(key.as_str())
+            .map_err(io)?
+            .map(|(_, size)| size))
     }
 
     fn supports_get_partial(&self) -> bool {
@@ -400,7 +513,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
         offset_values: OffsetBytesIterator,
     ) -> Result<(), StorageError> {
         check_storage_key(key.as_str())?;
-        let mut whole = self.inner.get(key)?.map(|b| b.to_vec()).unwrap_or_default();
+        let mut whole = self.get(key)?.map(|b| b.to_vec()).unwrap_or_default();
         for (offset, value) in offset_values {
             let start = usize::try_from(offset)
                 .map_err(|_| StorageError::Other(format!("offset {offset} is beyond memory")))?;
@@ -415,11 +528,19 @@ impl WritableStorageTraits for AtomicDirectoryStore {
 
     fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
         check_storage_key(key.as_str())?;
+        let target = self.inner.key_to_fspath(key);
+        let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.lock_for(&dir, Self::is_metadata_key(key))
+            .map_err(io)?;
         self.inner.erase(key)
     }
 
     fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
         check_storage_key(prefix.as_str())?;
+        let dir = self.inner.prefix_to_fs_path(prefix);
+        if dir.is_dir() {
+            self.lock_for(&dir, false).map_err(io)?;
+        }
         self.inner.erase_prefix(prefix)
     }
 
@@ -458,7 +579,7 @@ impl ListableStorageTraits for AtomicDirectoryStore {
     fn size_prefix(&self, prefix: &StorePrefix) -> Result<u64, StorageError> {
         let mut size = 0;
         for key in self.list_prefix(prefix)? {
-            size += self.inner.size_key(&key)?.unwrap_or(0);
+            size += self.size_key(&key)?.unwrap_or(0);
         }
         Ok(size)
     }
@@ -547,6 +668,43 @@ mod tests {
             store.get(&key("zarr.json")).unwrap().unwrap().as_ref(),
             b"{}"
         );
+    }
+
+    #[test]
+    fn arrays_are_locked_for_writing_and_groups_are_not() {
+        let (dir, store) = store();
+        let group = br#"{"zarr_format":3,"node_type":"group"}"#;
+        store
+            .set(&key("g/zarr.json"), Bytes::from_static(group))
+            .unwrap();
+        store
+            .set(
+                &key("g/a/zarr.json"),
+                Bytes::from_static(br#"{"node_type":"array"}"#),
+            )
+            .unwrap();
+        store
+            .set(&key("g/a/c/0"), Bytes::from_static(b"x"))
+            .unwrap();
+        assert!(!dir.path().join("g").join(LOCK_NAME).exists());
+        assert!(dir.path().join("g/a").join(LOCK_NAME).exists());
+        assert!(!dir.path().join("g/a/c").join(LOCK_NAME).exists());
+        // Nothing is written, deleted or listed outside the store.
+        assert!(store.set(&key("../x"), Bytes::from_static(b"x")).is_err());
+        assert!(!dir.path().join("../x").exists());
+        assert!(store.erase(&key("g/../../x")).is_err());
+        assert!(
+            store
+                .list_prefix(&StorePrefix::new("../").unwrap())
+                .is_err()
+        );
+        let listed: Vec<String> = store
+            .list()
+            .unwrap()
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        assert_eq!(listed, ["g/a/c/0", "g/a/zarr.json", "g/zarr.json"]);
     }
 
     #[test]

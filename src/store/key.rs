@@ -15,6 +15,14 @@ pub(crate) fn escape(key: &str) -> Option<&'static str> {
         Some("it is absolute")
     } else if key.split('/').any(|c| c == ".." || c == ".") {
         Some("it has a '.' or '..' component")
+    } else if key
+        .strip_suffix('/')
+        .unwrap_or(key)
+        .split('/')
+        .any(str::is_empty)
+        && !key.is_empty()
+    {
+        Some("it has an empty component")
     } else if key.contains('\0') {
         Some("it holds a NUL byte")
     } else {
@@ -51,6 +59,13 @@ pub(crate) fn check_storage_key(
     }
 }
 
+/// [`check_key`] for the file-level code of the directory store: the error is an
+/// `std::io::Error` of kind `InvalidInput`.
+pub(crate) fn check_io_key(key: &str) -> std::io::Result<()> {
+    check_storage_key(key)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +80,8 @@ mod tests {
             "a/.zattrs",
             "x..y",
             "..a",
+            "a/b/",
+            "",
         ] {
             assert!(escape(ok).is_none(), "{ok}");
             assert!(check_key(ok, "test").is_ok());
@@ -78,6 +95,7 @@ mod tests {
             "a/..",
             "\\x",
             "a\0b",
+            "a//b",
         ] {
             assert!(escape(bad).is_some(), "{bad}");
             let err = check_key(bad, "the listing").unwrap_err().to_string();

@@ -6,16 +6,17 @@
 //! and stat, then the read) and zero-fills every buffer before reading into it; for 1 MiB
 //! chunks of a 256 MiB array that was a tenth of an async read's CPU time (plus the page
 //! faults of the zero-fill). Paths are still resolved by `LocalFileSystem` (its escaping
-//! and its checks), and writes, listing and metadata keep going through object_store.
+//! and its checks), files are opened as the directory store opens them (regular files
+//! inside the store only: `safe_file.rs`), and writes, listing and metadata keep going
+//! through object_store.
 
+use super::safe_file::{SafeRoot, read_range};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use std::cell::Cell;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
 use std::sync::Arc;
 use zarrs::storage::byte_range::ByteRange;
-use zarrs::storage::{Bytes, MaybeBytes, StorageError, StoreKey};
+use zarrs::storage::{MaybeBytes, StorageError, StoreKey};
 
 thread_local! {
     /// Set while this thread may block on file reads (see [`reading_inline`]).
@@ -40,6 +41,7 @@ pub(crate) fn reading_inline<R>(f: impl FnOnce() -> R) -> R {
 /// The files under one local root.
 pub(crate) struct LocalReads {
     fs: LocalFileSystem,
+    root: Arc<SafeRoot>,
 }
 
 impl LocalReads {
@@ -53,9 +55,10 @@ impl LocalReads {
             Ok(root) => root,
             Err(()) => return Some(Err("not a local path".into())),
         };
+        let safe = Arc::new(SafeRoot::new(&root));
         Some(
             LocalFileSystem::new_with_prefix(root)
-                .map(|fs| LocalReads { fs })
+                .map(|fs| LocalReads { fs, root: safe })
                 .map_err(|e| e.to_string()),
         )
     }
@@ -71,65 +74,29 @@ impl LocalReads {
             .path_to_filesystem(&ObjectPath::from(key.as_str()))
             .map_err(|e| StorageError::Other(e.to_string()))?;
         if INLINE.with(Cell::get) {
-            return read(&path, key, range);
+            return read(&self.root, &path, key, range);
         }
         let owned = key.clone();
-        tokio::task::spawn_blocking(move || read(&path, &owned, range))
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || read(&root, &path, &owned, range))
             .await
             .map_err(|e| StorageError::Other(format!("{key}: the read stopped: {e}")))?
     }
 }
 
-fn io(e: std::io::Error) -> StorageError {
-    StorageError::IOError(Arc::new(e))
-}
-
-/// Reads `range` (or all) of the file at `path` into a buffer of exactly that length.
+/// Reads `range` (or all) of the file at `path` into a buffer of exactly that length; a
+/// key that is not a regular file inside the store is an error ([`SafeRoot::open_path`]).
 fn read(
-    path: &PathBuf,
+    root: &SafeRoot,
+    path: &std::path::Path,
     key: &StoreKey,
     range: Option<ByteRange>,
 ) -> Result<MaybeBytes, StorageError> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    let meta = file.metadata().map_err(io)?;
-    if meta.is_dir() {
-        // A directory is a prefix, not an object.
-        return Ok(None);
+    match root.open_path(path) {
+        Ok(Some((file, size))) => read_range(&file, size, key.as_str(), range).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(StorageError::IOError(Arc::new(e))),
     }
-    let size = meta.len();
-    let wanted = match range {
-        None => 0..size,
-        Some(r) => {
-            let (start, len) = match r {
-                ByteRange::FromStart(offset, Some(len)) => (offset, len),
-                ByteRange::FromStart(offset, None) => (offset, size.saturating_sub(offset)),
-                ByteRange::Suffix(len) => (size.saturating_sub(len), len.min(size)),
-            };
-            let end = start.checked_add(len).filter(|&end| end <= size).ok_or_else(|| {
-                StorageError::Other(format!(
-                    "{key}: bytes {start}..+{len} were requested but the object holds {size} (the object is shorter than the range)"
-                ))
-            })?;
-            start..end
-        }
-    };
-    let len = usize::try_from(wanted.end - wanted.start)
-        .map_err(|_| StorageError::Other(format!("{key}: {size} bytes do not fit in memory")))?;
-    file.seek(SeekFrom::Start(wanted.start)).map_err(io)?;
-    // read_to_end fills the spare capacity without zeroing it first.
-    let mut buf = Vec::with_capacity(len);
-    file.take(len as u64).read_to_end(&mut buf).map_err(io)?;
-    if buf.len() != len {
-        return Err(StorageError::Other(format!(
-            "{key}: {len} bytes were expected but {} could be read (the file changed while it was read)",
-            buf.len()
-        )));
-    }
-    Ok(Some(Bytes::from(buf)))
 }
 
 #[cfg(test)]
@@ -158,8 +125,9 @@ mod tests {
         assert!(get(Some(ByteRange::FromStart(8, Some(5)))).is_err());
         let missing = StoreKey::new("c/1").unwrap();
         assert!(rt.block_on(local.get(&missing, None)).unwrap().is_none());
+        // A directory at a key is an error, never an empty value.
         let prefix = StoreKey::new("c").unwrap();
-        assert!(rt.block_on(local.get(&prefix, None)).unwrap().is_none());
+        assert!(rt.block_on(local.get(&prefix, None)).is_err());
         assert!(LocalReads::for_url("s3://bucket/x").is_none());
         // Inline (on a thread that may block): the same bytes, and the flag is restored.
         let inline = reading_inline(|| rt.block_on(local.get(&key, None)));

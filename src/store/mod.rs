@@ -23,7 +23,9 @@ pub(crate) mod open;
 pub(crate) mod open_options;
 pub(crate) mod remote;
 mod remote_store;
+mod safe_file;
 mod store_runtime;
+mod write_lock;
 mod zip_entry_bound;
 mod zip_store;
 
@@ -34,7 +36,7 @@ pub use open::node_path;
 pub use remote::object_store_for_url;
 pub use remote_store::RemoteStore;
 
-pub(crate) use atomic_store::SyncedWrites;
+pub(crate) use atomic_store::{SyncedWrites, writer_is_gone};
 #[cfg(feature = "icechunk")]
 pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
 pub(crate) use key::check_key;
@@ -48,4 +50,6 @@ pub(crate) use open::{
 pub(crate) use open_options::no_icechunk_support;
 pub(crate) use open_options::{OpenOptions, url_holds_repository};
 pub(crate) use remote::AsyncArray;
+pub(crate) use safe_file::kind_name;
+pub(crate) use write_lock::{LOCK_NAME, lock_dir};
 pub(crate) use zip_store::{read_only_sentence, zip_path};

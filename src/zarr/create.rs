@@ -409,8 +409,8 @@ fn store_metadata(array: &DynArray, node: &str) -> Result<()> {
 }
 
 /// Replaces whatever is at `node` with `array`, in an order that leaves a readable array
-/// whenever the process is killed: every key under `node` but its own metadata is deleted
-/// first (the old array then reads as its fill value), then the new metadata replaces the
+/// whenever the process is killed: every key and directory under `node` but its own
+/// metadata is deleted first (the old array then reads as its fill value), then the new metadata replaces the
 /// old in one atomic write, then metadata of the other zarr format is deleted.
 fn replace_node(
     store: &dyn ReadableWritableListableStorageTraits,
@@ -428,10 +428,17 @@ fn replace_node(
     let prefix =
         StorePrefix::new(format!("{}/", node.trim_start_matches('/')).trim_start_matches('/'))
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    for key in store.list_prefix(&prefix).map_err(gone)? {
-        if !meta.contains(&key) {
-            store.erase(&key).map_err(gone)?;
+    // Keys beside the metadata one by one, and every directory below the node whole (with
+    // whatever else it holds), so that no directory of the old array stays where a key of
+    // the new one belongs.
+    let listed = store.list_dir(&prefix).map_err(gone)?;
+    for key in listed.keys() {
+        if !meta.contains(key) {
+            store.erase(key).map_err(gone)?;
         }
+    }
+    for below in listed.prefixes() {
+        store.erase_prefix(below).map_err(gone)?;
     }
     store_metadata(array, node)?;
     for key in &meta[1..] {

@@ -28,6 +28,7 @@ mod fixtures;
 mod fuzz_regressions;
 mod hostile_decode;
 mod hostile_keys;
+mod hostile_local;
 #[cfg(feature = "icechunk")]
 mod icechunk;
 mod import_cycles;

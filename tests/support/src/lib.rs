@@ -48,6 +48,9 @@ pub enum Need {
     /// NVRTC, the CUDA run-time compiler (a plain library: `scripts/nvrtc-check.sh` fetches
     /// it); `ZARRBUF_REQUIRE_NVRTC=1` turns the skip into a failure.
     Nvrtc,
+    /// A user whom file permissions bind (root reads a file whatever its mode);
+    /// `ZARRBUF_REQUIRE_UNPRIVILEGED=1` turns the skip into a failure.
+    Unprivileged,
 }
 
 impl Need {
@@ -58,6 +61,7 @@ impl Need {
             Need::Servers => "ZARRBUF_REQUIRE_SERVERS",
             Need::Nvcomp => "ZARRBUF_REQUIRE_NVCOMP",
             Need::Nvrtc => "ZARRBUF_REQUIRE_NVRTC",
+            Need::Unprivileged => "ZARRBUF_REQUIRE_UNPRIVILEGED",
         }
     }
 

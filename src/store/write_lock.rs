@@ -1,0 +1,116 @@
+//! One writer at a time per array of a directory store: before its first write into an
+//! array (its metadata, a chunk, a deletion), a process takes an advisory lock (`flock`) on
+//! the file `.zarrbuf.lock` in the array's directory and keeps it while its store is open.
+//! A second process that writes there gets an error naming the array instead of mixing its
+//! chunks and metadata with the first one's. The lock goes with the process (a killed
+//! writer holds none); the file stays, and listings and `zarrbuf check` skip it.
+//!
+//! Within one process, every store over the same directory shares the one lock: threads of
+//! a program coordinate themselves.
+
+use std::collections::HashMap;
+use std::fs::{File, TryLockError};
+use std::io::{Error, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+/// The name of the lock file in an array's directory.
+pub(crate) const LOCK_NAME: &str = ".zarrbuf.lock";
+
+/// The metadata file names that make a directory a zarr node.
+const NODE_FILES: [&str; 3] = ["zarr.json", ".zarray", ".zgroup"];
+
+/// A held lock; released when the last handle drops.
+#[derive(Debug)]
+pub(crate) struct WriteLock {
+    _file: File,
+}
+
+/// The locks this process holds, by lock file path (resolved).
+static HELD: Mutex<Option<HashMap<PathBuf, Weak<WriteLock>>>> = Mutex::new(None);
+
+/// The directory of the zarr node that a write at `dir` (a key's directory) belongs to:
+/// `dir` itself for a metadata key, else the nearest directory from `dir` up to `root` that
+/// holds node metadata, else `root`.
+pub(crate) fn node_dir(root: &Path, dir: &Path, metadata: bool) -> PathBuf {
+    if metadata {
+        return dir.to_path_buf();
+    }
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| d.starts_with(root)) {
+        if NODE_FILES.iter().any(|n| d.join(n).is_file()) {
+            return d.to_path_buf();
+        }
+        at = d.parent();
+    }
+    root.to_path_buf()
+}
+
+/// Takes (or shares, within this process) the write lock of the array directory `dir`,
+/// which must exist. A file system without `flock` gives a lock that excludes no one.
+///
+/// # Errors
+///
+/// `ResourceBusy` naming `dir` when another process holds the lock; the I/O error of
+/// creating the lock file.
+pub(crate) fn lock_dir(dir: &Path) -> std::io::Result<Arc<WriteLock>> {
+    let path = std::fs::canonicalize(dir)?.join(LOCK_NAME);
+    let mut held = HELD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let held = held.get_or_insert_with(HashMap::new);
+    if let Some(lock) = held.get(&path).and_then(Weak::upgrade) {
+        return Ok(lock);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            return Err(Error::new(
+                ErrorKind::ResourceBusy,
+                format!(
+                    "another process is writing the array in {} (it holds the lock file {}); \
+                     two writers into one array would mix their chunks and metadata, so wait \
+                     for that write to finish (or stop it) and run this one again",
+                    dir.display(),
+                    path.display()
+                ),
+            ));
+        }
+        // No flock on this file system: nothing to exclude with.
+        Err(TryLockError::Error(_)) => {}
+    }
+    let lock = Arc::new(WriteLock { _file: file });
+    held.retain(|_, w| w.strong_count() > 0);
+    held.insert(path, Arc::downgrade(&lock));
+    Ok(lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_shares_its_lock_and_finds_the_node_directory() {
+        let dir = std::env::temp_dir().join(format!("zarrbuf-write-lock-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("a/c/0")).unwrap();
+        std::fs::write(dir.join("a/zarr.json"), b"{}").unwrap();
+        assert_eq!(node_dir(&dir, &dir.join("a/c/0"), false), dir.join("a"));
+        assert_eq!(node_dir(&dir, &dir.join("b/c"), false), dir);
+        assert_eq!(node_dir(&dir, &dir.join("b"), true), dir.join("b"));
+        let one = lock_dir(&dir.join("a")).unwrap();
+        let two = lock_dir(&dir.join("a")).unwrap();
+        assert!(Arc::ptr_eq(&one, &two));
+        // Another open file description (as another process has) is refused while held.
+        let other = File::open(dir.join("a").join(LOCK_NAME)).unwrap();
+        assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
+        drop((one, two));
+        assert!(other.try_lock().is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
