@@ -446,7 +446,7 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
     if plan.source != UnitSource::Subchunk {
         return Ok(());
     }
-    let shards = ShardIndex::new(array, opts.validate_checksums)?;
+    let shards = ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?;
     let storage = array.storage();
     for shard in plan_chunks(array, subset)? {
         let key = array.chunk_key(&shard.indices);

@@ -669,3 +669,49 @@ fn a_chunk_stored_larger_than_any_encoding_is_refused_before_it_is_read() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&sparse).unwrap();
 }
+
+#[test]
+fn a_shard_index_over_the_limit_is_refused_by_read_and_check_alike() {
+    // 2^25 inner chunks of one byte per shard: a 512 MiB index (with its checksum), in a
+    // sparse file long enough to hold it.
+    let dir = store_dir("index-limit");
+    let n: u64 = 1 << 25;
+    v3_array(
+        &dir,
+        &[n],
+        &[n],
+        r#"[{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [1], "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                             {"name": "crc32c"}],
+            "index_location": "end"}}]"#,
+    );
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    std::fs::File::create(dir.join("c/0"))
+        .unwrap()
+        .set_len(n * 16 + 4)
+        .unwrap();
+    let array = zarrbuf::open(text(&dir), "").unwrap();
+    for mode in [PipelineMode::Direct, PipelineMode::Staged] {
+        let err = array
+            .read_opt(
+                &[0..10],
+                &BufferPrototype::cpu(),
+                &ReadOptions::default().with_mode(mode),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("key c/0") && err.contains(&(n * 16 + 4).to_string()),
+            "{mode:?}: {err}"
+        );
+    }
+    let err = zarrbuf::check::check_array(text(&dir), "", &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("key c/0") && err.contains("shard index"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
