@@ -9,8 +9,8 @@ use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{InnerFetch, check_output_size, fetch_unit, run_staged};
 use crate::zarr::{
-    ShardIndex, UnitSource, check_subset, chunk_error, data_type_of, guard_zarrs,
-    has_unbounded_codec, plan_chunks, plan_units, zarr_error,
+    ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
+    guard_zarrs, has_unbounded_codec, plan_chunks, plan_units, zarr_error,
 };
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
@@ -446,7 +446,7 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
     if plan.source != UnitSource::Subchunk {
         return Ok(());
     }
-    let shards = ShardIndex::new(array, opts.validate_checksums)?;
+    let shards = ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?;
     let storage = array.storage();
     for shard in plan_chunks(array, subset)? {
         let key = array.chunk_key(&shard.indices);
@@ -478,8 +478,9 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
 /// looking at the chunk's size, so a chunk stored one byte short (or a gigabyte long) gave
 /// bytes. Where the chain fixes a chunk's encoded size (no compression: `bytes`, `transpose`,
 /// checksums), each chunk the read cuts through must be stored at exactly that size; chunks
-/// read whole are decoded whole by zarrs, which checks their size. Shards are checked by
-/// their index ([`check_shard_indexes`]).
+/// read whole are decoded whole by zarrs, which checks their size. Every chunk is first
+/// refused when its store tells its size cheaply and no encoding of it is that large
+/// (`check_stored_size`). Shards are checked by their index ([`check_shard_indexes`]).
 fn check_stored_sizes<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
@@ -489,6 +490,8 @@ fn check_stored_sizes<S: ?Sized + ReadableStorageTraits + 'static>(
         return Ok(());
     }
     for chunk in plan_chunks(array, subset)? {
+        // Any chunk larger than any encoding of it, before zarrs reads it whole.
+        check_stored_size(array, &chunk.indices)?;
         let whole = chunk
             .region
             .iter()
@@ -508,7 +511,7 @@ fn check_stored_sizes<S: ?Sized + ReadableStorageTraits + 'static>(
             });
         let Some(expected) = fixed else {
             // Compressed chunks are decoded whole, by the bounded decoders, which check.
-            return Ok(());
+            continue;
         };
         let key = array.chunk_key(&chunk.indices);
         let stored = array

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use walk::{Entry, Kind, list_entries};
-use zarrs::array::{ArrayBytes, ArrayShardedExt, ArrayToBytesCodecTraits, CodecOptions};
+use zarrs::array::{ArrayBytes, ArrayShardedExt, CodecOptions};
 
 /// Options for [`check_array`].
 ///
@@ -484,31 +484,8 @@ fn check_chunk(array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
 }
 
 /// Why a stored chunk is not read at all: it is larger than its chain's encoded size (or
-/// bound), or than the memory this process may still take.
+/// bound), or than the memory this process may still take (the rule reads share,
+/// `zarr::stored_size_problem`).
 fn oversized(array: &DynArray, chunk: &StoredChunk) -> Option<String> {
-    let shape = array.chunk_shape(&chunk.indices).ok()?;
-    let rep = array
-        .codecs()
-        .encoded_representation(&shape, array.data_type(), array.fill_value())
-        .ok()?;
-    use zarrs::array::BytesRepresentation as R;
-    match rep {
-        R::FixedSize(n) if chunk.bytes != n => Some(format!(
-            "stored as {} bytes, but its encoding takes exactly {n}",
-            chunk.bytes
-        )),
-        R::BoundedSize(n) if chunk.bytes > n => Some(format!(
-            "stored as {} bytes, more than any encoding of it takes ({n} at most)",
-            chunk.bytes
-        )),
-        _ => {
-            let room = crate::memory_limit::available_bytes()? / 2;
-            (chunk.bytes > room).then(|| {
-                format!(
-                    "stored as {} bytes, more than this process can read and decode ({room})",
-                    chunk.bytes
-                )
-            })
-        }
-    }
+    crate::zarr::stored_size_problem(array, &chunk.indices, chunk.bytes)
 }

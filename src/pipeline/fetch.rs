@@ -1,11 +1,14 @@
 //! The fetch stage: one unit's encoded bytes from a sync or an async store — a whole chunk,
 //! or an inner chunk's byte range through its shard's (cached) index. `None`: not stored,
-//! reads as the fill value.
+//! reads as the fill value. A whole chunk stored larger than any encoding of it is refused
+//! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
 
 use super::ShardReads;
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, inner_chunk_sync};
 use crate::error::{Error, Result};
-use crate::zarr::{Unit, UnitPlan, UnitSource, chunk_error};
+use crate::zarr::{
+    Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
+};
 use std::ops::Range;
 use zarrs::array::Array;
 use zarrs::storage::byte_range::ByteRange;
@@ -58,9 +61,12 @@ pub(crate) fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     unit: &Unit,
 ) -> Result<Option<Vec<u8>>> {
     match plan.source {
-        UnitSource::Chunk | UnitSource::ZarrsDecoded => array
-            .retrieve_encoded_chunk(&unit.indices)
-            .map_err(|e| chunk_error(array, &unit.indices, e)),
+        UnitSource::Chunk | UnitSource::ZarrsDecoded => {
+            check_stored_size(array, &unit.indices)?;
+            array
+                .retrieve_encoded_chunk(&unit.indices)
+                .map_err(|e| chunk_error(array, &unit.indices, e))
+        }
         UnitSource::Subchunk => {
             let shards = shards.expect("sharded plans carry their index");
             fetch_inner_chunk(array, shards, &unit.indices)
@@ -76,12 +82,15 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
     unit: &Unit,
 ) -> Result<Option<Vec<u8>>> {
     match plan.source {
-        UnitSource::Chunk | UnitSource::ZarrsDecoded => Ok(array
-            .async_retrieve_encoded_chunk(&unit.indices)
-            .await
-            .map_err(|e| chunk_error(array, &unit.indices, e))?
-            // Stores hand over the buffer they read into: taken as it is, not copied.
-            .map(Vec::from)),
+        UnitSource::Chunk | UnitSource::ZarrsDecoded => {
+            check_stored_size_async(array, &unit.indices).await?;
+            Ok(array
+                .async_retrieve_encoded_chunk(&unit.indices)
+                .await
+                .map_err(|e| chunk_error(array, &unit.indices, e))?
+                // Stores hand over the buffer they read into: taken as it is, not copied.
+                .map(Vec::from))
+        }
         UnitSource::Subchunk => {
             let shards = shards.expect("sharded plans carry their index");
             fetch_inner_chunk_async(array, shards, &unit.indices).await

@@ -65,7 +65,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     // few requests as possible.
     let shards = match plan.source {
         UnitSource::Subchunk => Some(ShardReads::new(
-            ShardIndex::new(array, opts.validate_checksums)?,
+            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
             &mut plan.units,
             inner_fetch == InnerFetch::Merged,
             opts.staging_bytes as u64,

@@ -52,6 +52,14 @@ fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
         .map(|e| e.location.clone())
 }
 
+/// Whether `store` tells a key's size cheaply: zarrbuf opened it on a local path (a
+/// directory, a zip file or a `file://` URL: a file's metadata, or the zip's central
+/// directory). An object store would need one request per key; a store zarrbuf did not
+/// open is not asked either.
+pub(crate) fn sizes_are_cheap<T: ?Sized>(store: &T) -> bool {
+    location_of(store).is_some_and(|l| l.is_local())
+}
+
 /// Whether node path `a` holds node path `b` or the reverse (`/`, `/x`, `/x/y`; by
 /// components).
 fn nodes_overlap(a: &str, b: &str) -> bool {

@@ -19,6 +19,7 @@ mod partition;
 mod shard_encoder;
 mod shard_index;
 mod store_open;
+mod stored_size;
 mod subset;
 mod units;
 mod write_framing;
@@ -42,6 +43,7 @@ pub(crate) use partition::chunk_aligned_partitions;
 pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
 pub use store_open::{open_store, open_store_opt};
+pub(crate) use stored_size::{check_stored_size, check_stored_size_async, stored_size_problem};
 pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,

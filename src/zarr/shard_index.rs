@@ -40,9 +40,60 @@ pub(crate) struct ShardIndex {
     cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
 }
 
+/// The most bytes a shard index may take unless a read allows more: 2^24 inner chunks per
+/// shard, far more than any layout that reads well needs (zarr writers default to a few
+/// thousand), and within the issue's 256 MiB of memory a command may take beyond its chunks.
+/// The index's size follows from the metadata alone (16 bytes per inner chunk, and its
+/// checksum), so metadata asking for more is damaged or hostile: a shard file of that size
+/// (sparse, or a 4 GiB index in a 4 GiB file) would otherwise be read and decoded whole.
+pub(crate) const MAX_INDEX_BYTES: u64 = 256 << 20;
+
+/// Refuses a shard index of `encoded_size` bytes (shards of `chunks_per_shard` inner
+/// chunks) larger than [`MAX_INDEX_BYTES`] (or `max_bytes`, when a read allows more), or
+/// than half the memory this process may still take: it is read by range and decoded to as
+/// many bytes again.
+fn check_index_size<S: ?Sized>(
+    array: &Array<S>,
+    encoded_size: u64,
+    chunks_per_shard: &[u64],
+    max_bytes: Option<u64>,
+) -> std::result::Result<(), String> {
+    let limit = max_bytes.map_or(MAX_INDEX_BYTES, |m| m.max(MAX_INDEX_BYTES));
+    let room = crate::memory_limit::available_bytes().unwrap_or(u64::MAX) / 2;
+    let bound = limit.min(room);
+    if encoded_size <= bound {
+        return Ok(());
+    }
+    let first = array.chunk_key(&vec![0; chunks_per_shard.len()]);
+    Err(format!(
+        "its shards (the first at key {first}) hold {} inner chunks each, so each shard's \
+         index takes {encoded_size} bytes, more than the {bound} bytes a shard index may \
+         take ({}); the metadata is damaged, or the shards need fewer, larger inner chunks \
+         (a read may allow a larger index with --memory or ReadOptions::with_max_bytes)",
+        chunks_per_shard.iter().product::<u64>(),
+        if bound == limit {
+            "the limit on shard indexes"
+        } else {
+            "half the memory this process may still take"
+        }
+    ))
+}
+
 impl ShardIndex {
-    /// Reads the sharding configuration of an exclusively sharded array.
+    /// Reads the sharding configuration of an exclusively sharded array; its shard index
+    /// may take at most [`MAX_INDEX_BYTES`] (see [`check_index_size`]).
     pub(crate) fn new<S: ?Sized>(array: &Array<S>, validate_checksums: bool) -> Result<Self> {
+        Self::with_limit(array, validate_checksums, None)
+    }
+
+    /// [`Self::new`] for a read whose output may take `max_bytes` (`ReadOptions::max_bytes`,
+    /// the CLI's `--memory`): the shard index may take that much too when it is more than
+    /// [`MAX_INDEX_BYTES`].
+    pub(crate) fn with_limit<S: ?Sized>(
+        array: &Array<S>,
+        validate_checksums: bool,
+        max_bytes: Option<u64>,
+    ) -> Result<Self> {
         let bad = |m: String| Error::zarr(array.path().as_str(), m, None);
         let cfg = array
             .codecs()
@@ -104,18 +155,7 @@ impl ShardIndex {
                 ));
             }
         };
-        // The index is read by range and decoded to as many bytes again: refuse one that
-        // would not fit (metadata alone can ask for terabytes).
-        let room = crate::memory_limit::available_bytes().unwrap_or(u64::MAX) / 2;
-        if encoded_size > room {
-            return Err(bad(format!(
-                "its shards of {} inner chunks each have a shard index of {encoded_size} \
-                 bytes, more than the {room} bytes this process can hold twice (read and \
-                 decoded); the metadata is damaged, or the shards need fewer, larger inner \
-                 chunks",
-                chunks_per_shard.iter().product::<u64>()
-            )));
-        }
+        check_index_size(array, encoded_size, &chunks_per_shard, max_bytes).map_err(bad)?;
         let exact_inner_bytes = CodecChain::from_metadata(&sc.codecs)
             .ok()
             .and_then(|inner| {

@@ -128,6 +128,29 @@ fn assert_all_fail(dir: &Path, subset: &[Range<u64>], words: &[&str]) {
 
 const SUBSETS: [Range<u64>; 2] = [300..303, 0..800];
 
+/// What a read says of a chunk stored larger than any encoding of it, refused from its
+/// stored size before it is read (the stores zarrbuf opens on local paths).
+const SIZE_WORDS: &str = "more than any encoding of it takes";
+
+/// Asserts that reads of `subset` through a store the caller built (zarrs' own directory
+/// store, whose sizes zarrbuf does not ask) fail in the bounded decoders, saying one of
+/// `words`, on zarrs' decode-into and on the staged pipeline.
+fn assert_decoders_stop(dir: &Path, subset: &[Range<u64>], words: &[&str]) {
+    let store = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(dir).unwrap());
+    let array = zarrs::array::Array::open(store, "/").unwrap();
+    for mode in [PipelineMode::Direct, PipelineMode::Staged] {
+        let opts = ReadOptions::default().with_mode(mode);
+        let err = array
+            .read_opt(subset, &BufferPrototype::cpu(), &opts)
+            .expect_err("a damaged chunk read through a caller's store")
+            .to_string();
+        assert!(
+            words.iter().any(|w| err.contains(w)),
+            "{mode:?} {subset:?}: {err:?} says none of {words:?}"
+        );
+    }
+}
+
 #[test]
 fn an_uncompressed_chunk_of_the_wrong_size_is_an_error_on_every_route() {
     for stored in [799usize, 801, 1 << 20] {
@@ -155,8 +178,11 @@ fn a_zstd_chunk_inflating_to_a_gibibyte_stops_at_the_chunk_size() {
         std::fs::create_dir_all(dir.join("c")).unwrap();
         std::fs::write(dir.join("c/0"), zstd_zeros(1 << 30, content_size)).unwrap();
         for subset in SUBSETS {
-            // Declared sizes are refused before decoding; streams stop one byte past 800.
-            assert_all_fail(
+            // zarrbuf's stores tell the chunk's size: refused before it is read.
+            assert_all_fail(&dir, std::slice::from_ref(&subset), &[SIZE_WORDS]);
+            // A caller's store is not asked: declared sizes are refused before decoding,
+            // streams stop one byte past 800.
+            assert_decoders_stop(
                 &dir,
                 &[subset],
                 &["declares 1073741824 decoded bytes", "stopped there"],
@@ -201,7 +227,7 @@ fn every_compressor_stops_at_the_chunk_size() {
             Some(r#"{"id": "zstd", "level": 1}"#),
         ),
     ];
-    let words = ["stopped there", "declares", "decodes to"];
+    let words = ["stopped there", "declares", "decodes to", SIZE_WORDS];
     for (codec, v2) in cases {
         let chunk = encoded_ones(&v3(codec), BIG);
         let dir = store_dir("v3");
@@ -209,7 +235,8 @@ fn every_compressor_stops_at_the_chunk_size() {
         std::fs::create_dir_all(dir.join("c")).unwrap();
         std::fs::write(dir.join("c/0"), &chunk).unwrap();
         for subset in SUBSETS {
-            assert_all_fail(&dir, &[subset], &words);
+            assert_all_fail(&dir, std::slice::from_ref(&subset), &words);
+            assert_decoders_stop(&dir, &[subset], &words[..3]);
         }
         std::fs::remove_dir_all(&dir).unwrap();
         if let Some(compressor) = v2 {
@@ -495,4 +522,196 @@ fn the_bounded_codecs_still_write_and_read_back() {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// A zip file of `entries`, each deflated (method 8), as `zip` writes one: the central
+/// directory declares each entry's true inflated size.
+fn write_deflated_zip(path: &Path, entries: &[(&str, Vec<u8>)]) {
+    use std::io::Write as _;
+    let mut out: Vec<u8> = Vec::new();
+    let mut central: Vec<u8> = Vec::new();
+    let u16le = |v: &mut Vec<u8>, x: u16| v.extend_from_slice(&x.to_le_bytes());
+    let u32le = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&x.to_le_bytes());
+    for (name, data) in entries {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(data).unwrap();
+        let packed = z.finish().unwrap();
+        let offset = out.len() as u32;
+        let crc = crc32fast::hash(data);
+        let (n, clen, len) = (name.len() as u16, packed.len() as u32, data.len() as u32);
+        u32le(&mut out, 0x0403_4b50);
+        for x in [20, 0, 8, 0, 33] {
+            u16le(&mut out, x);
+        }
+        for x in [crc, clen, len] {
+            u32le(&mut out, x);
+        }
+        u16le(&mut out, n);
+        u16le(&mut out, 0);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&packed);
+        u32le(&mut central, 0x0201_4b50);
+        for x in [20, 20, 0, 8, 0, 33] {
+            u16le(&mut central, x);
+        }
+        for x in [crc, clen, len] {
+            u32le(&mut central, x);
+        }
+        for x in [n, 0, 0, 0, 0] {
+            u16le(&mut central, x);
+        }
+        u32le(&mut central, 0);
+        u32le(&mut central, offset);
+        central.extend_from_slice(name.as_bytes());
+    }
+    let (cd_offset, cd_size, count) =
+        (out.len() as u32, central.len() as u32, entries.len() as u16);
+    out.extend_from_slice(&central);
+    u32le(&mut out, 0x0605_4b50);
+    for x in [0, 0, count, count] {
+        u16le(&mut out, x);
+    }
+    u32le(&mut out, cd_size);
+    u32le(&mut out, cd_offset);
+    u16le(&mut out, 0);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Asserts that every sync route's read of `subset` of the array at `location` fails
+/// naming chunk `key` and its stored size.
+fn assert_refused_by_size(location: &str, subset: &[Range<u64>], key: &str, stored: u64) {
+    let array = zarrbuf::open(location, "").unwrap();
+    for mode in [
+        PipelineMode::Auto,
+        PipelineMode::Direct,
+        PipelineMode::Staged,
+    ] {
+        let opts = ReadOptions::default().with_mode(mode);
+        let err = array
+            .read_opt(subset, &BufferPrototype::cpu(), &opts)
+            .expect_err("a chunk stored larger than any encoding of it read")
+            .to_string();
+        assert!(
+            err.contains(key) && err.contains(&format!("stored as {stored} bytes")),
+            "{mode:?} {subset:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_chunk_stored_larger_than_any_encoding_is_refused_before_it_is_read() {
+    // A zip whose entry `c/0` honestly declares 64 MiB inflated, for a chunk of 800 bytes:
+    // refused from the central directory's size, before anything is inflated.
+    let dir = store_dir("zip-size");
+    let meta = dir.join("meta");
+    std::fs::create_dir_all(&meta).unwrap();
+    v3_array(&meta, &[1600], &[800], r#"[{"name": "bytes"}]"#);
+    let zarr_json = std::fs::read(meta.join("zarr.json")).unwrap();
+    let zip = dir.join("bomb.zip");
+    write_deflated_zip(
+        &zip,
+        &[
+            ("zarr.json", zarr_json),
+            ("c/0", vec![0u8; 64 << 20]),
+            ("c/1", vec![7u8; 800]),
+        ],
+    );
+    for subset in [0..1600, 0..800, 300..303] {
+        assert_refused_by_size(text(&zip), &[subset], "c/0", 64 << 20);
+    }
+    let beside = zarrbuf::open(text(&zip), "")
+        .unwrap()
+        .read(&[800..810], &BufferPrototype::cpu())
+        .unwrap();
+    assert_eq!(beside.to_vec::<u8>().unwrap(), vec![7u8; 10]);
+    // A sparse 16 GiB chunk file under a compressor: no encoding of 800 bytes is that large,
+    // so no route reads the file before refusing it (`check` neither).
+    let sparse = store_dir("sparse-chunk");
+    v3_array(
+        &sparse,
+        &[800],
+        &[800],
+        r#"[{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "checksum": false}}]"#,
+    );
+    std::fs::create_dir_all(sparse.join("c")).unwrap();
+    std::fs::File::create(sparse.join("c/0"))
+        .unwrap()
+        .set_len(16 << 30)
+        .unwrap();
+    for subset in [0..800, 300..303] {
+        assert_refused_by_size(text(&sparse), &[subset], "c/0", 16 << 30);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = url::Url::from_directory_path(&sparse).unwrap().to_string();
+    let err = rt
+        .block_on(async {
+            let array = zarrbuf::open_async(&url, "").await?;
+            array.read_all_async(&BufferPrototype::cpu()).await
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("c/0") && err.contains("stored as 17179869184 bytes"),
+        "{err}"
+    );
+    let report = zarrbuf::check::check_array(text(&sparse), "", &Default::default()).unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.key == "c/0" && f.detail.contains("more than any encoding")),
+        "{:?}",
+        report.findings
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&sparse).unwrap();
+}
+
+#[test]
+fn a_shard_index_over_the_limit_is_refused_by_read_and_check_alike() {
+    // 2^25 inner chunks of one byte per shard: a 512 MiB index (with its checksum), in a
+    // sparse file long enough to hold it.
+    let dir = store_dir("index-limit");
+    let n: u64 = 1 << 25;
+    v3_array(
+        &dir,
+        &[n],
+        &[n],
+        r#"[{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [1], "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                             {"name": "crc32c"}],
+            "index_location": "end"}}]"#,
+    );
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    std::fs::File::create(dir.join("c/0"))
+        .unwrap()
+        .set_len(n * 16 + 4)
+        .unwrap();
+    let array = zarrbuf::open(text(&dir), "").unwrap();
+    for mode in [PipelineMode::Direct, PipelineMode::Staged] {
+        let err = array
+            .read_opt(
+                &[0..10],
+                &BufferPrototype::cpu(),
+                &ReadOptions::default().with_mode(mode),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("key c/0") && err.contains(&(n * 16 + 4).to_string()),
+            "{mode:?}: {err}"
+        );
+    }
+    let err = zarrbuf::check::check_array(text(&dir), "", &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("key c/0") && err.contains("shard index"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

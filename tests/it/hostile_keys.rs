@@ -84,3 +84,60 @@ fn a_directory_store_refuses_keys_leaving_it() {
     assert!(err.to_string().contains("outside the store"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A v3 group whose inline consolidated metadata names an array under `key`.
+fn v3_group_naming(store: &std::path::Path, key: &str) {
+    std::fs::create_dir_all(store).unwrap();
+    let array = r#"{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"int32",
+        "chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},
+        "chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},
+        "fill_value":0,"codecs":[{"name":"bytes","configuration":{"endian":"little"}}],
+        "attributes":{}}"#;
+    let zarr_json = format!(
+        r#"{{"zarr_format":3,"node_type":"group","attributes":{{}},
+        "consolidated_metadata":{{"kind":"inline","must_understand":false,"metadata":{{
+        {key:?}:{array}}}}}}}"#
+    );
+    std::fs::write(store.join("zarr.json"), zarr_json).unwrap();
+}
+
+#[test]
+fn check_and_info_refuse_consolidated_keys_leaving_the_store_alike() {
+    let d = dir("check-agrees");
+    let outside = d.join("victim");
+    std::fs::create_dir_all(&outside).unwrap();
+    let absolute = format!("{}/victim", d.display());
+    for (name, key) in [
+        ("dotdot", "../victim"),
+        ("inner-dotdot", "a/../../victim"),
+        ("absolute", absolute.as_str()),
+        ("absolute-short", "/abs/key"),
+    ] {
+        let store = d.join(format!("{name}.zarr"));
+        v3_group_naming(&store, key);
+        let s = store.to_str().unwrap();
+        let err = zarrbuf::list_hierarchy(s, "").unwrap_err().to_string();
+        assert!(err.contains("outside the store"), "{name}: {err}");
+        for args in [vec!["info", s], vec!["check", s]] {
+            let o = Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
+                .args(&args)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{name} {args:?}: {stderr}");
+            assert!(
+                stderr.starts_with("error: ")
+                    && stderr.contains("outside the store")
+                    && stderr.contains(key),
+                "{name} {args:?}: {stderr}"
+            );
+        }
+        // The library's check says so too, rather than checking a group of no arrays.
+        let err = zarrbuf::check::check_array(s, "", &Default::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("outside the store"),
+            "{name}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -114,7 +114,8 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
 }
 
 /// When the node at `path` is a group: the error [`open`](crate::open) returns for it,
-/// naming the arrays under it. `None` when it is not a group (or cannot be listed).
+/// naming the arrays under it, or the error listing them met. `None` when it is not a
+/// group.
 pub(crate) fn group_error_sync<S>(store: &S, location: &str, path: &str) -> Option<Error>
 where
     S: ?Sized + ReadableStorageTraits + ListableStorageTraits,
@@ -153,13 +154,15 @@ async fn group_error(source: &dyn Source, location: &str, path: &str) -> Option<
     if !is_group {
         return None;
     }
+    // A group whose listing fails (consolidated metadata naming a key outside the store)
+    // is that error, not a group of no arrays: `check` would pass it clean.
     let arrays = match walk(source, location, &base, false).await {
         Ok((_, nodes)) => nodes
             .into_iter()
             .filter(|n| n.array().is_some())
             .map(|n| n.path)
             .collect(),
-        Err(_) => Vec::new(),
+        Err(e) => return Some(e),
     };
     Some(Error::IsGroup {
         group: label(location, path),

@@ -92,8 +92,9 @@ async fn base_nodes(
         if let Some(map) = doc["consolidated_metadata"]["metadata"].as_object() {
             consolidated = true;
             for (rel, child) in map {
+                // Checked before any '/' is trimmed: `/abs/key` is absolute, not `abs/key`.
+                check_key(rel.trim_end_matches('/'), &consolidated_in(base))?;
                 let rel = rel.trim_matches('/');
-                check_key(rel, &consolidated_in(base))?;
                 if !rel.is_empty() {
                     nodes.insert(meta_key(base, rel), Meta::V3(child.clone()));
                 }
