@@ -84,6 +84,28 @@ impl LocalReads {
     }
 }
 
+impl LocalReads {
+    /// The size of `key`'s file; `None` when it does not exist. A key that is not a regular
+    /// file inside the store is an error, as for [`LocalReads::get`].
+    pub(crate) async fn size(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        let path = self
+            .fs
+            .path_to_filesystem(&ObjectPath::from(key.as_str()))
+            .map_err(|e| StorageError::Other(e.to_string()))?;
+        let size = move |root: &SafeRoot| match root.open_path(&path) {
+            Ok(found) => Ok(found.map(|(_, size)| size)),
+            Err(e) => Err(StorageError::IOError(Arc::new(e))),
+        };
+        if INLINE.with(Cell::get) {
+            return size(&self.root);
+        }
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || size(&root))
+            .await
+            .map_err(|e| StorageError::Other(format!("{key}: the size query stopped: {e}")))?
+    }
+}
+
 /// Reads `range` (or all) of the file at `path` into a buffer of exactly that length; a
 /// key that is not a regular file inside the store is an error ([`SafeRoot::open_path`]).
 fn read(

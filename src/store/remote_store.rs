@@ -204,6 +204,11 @@ impl AsyncReadableStorageTraits for RemoteStore {
     }
 
     async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        // Local files are sized through the same safe open as their reads: object_store's
+        // `head` opens blocking, and a FIFO at a key would hang it.
+        if let Some(local) = &self.local {
+            return local.size(key).await;
+        }
         forward!(self, size_key(key))
     }
 

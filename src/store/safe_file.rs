@@ -78,6 +78,18 @@ impl SafeRoot {
         {
             Ok(file) => file,
             Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                // A link whose target is gone is not a missing chunk (which would read as the
+                // fill value): the data it named is lost, as `check` reports.
+                if let Ok(link) = std::fs::read_link(path) {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!(
+                            "{} is a symbolic link to {}, which does not exist; the chunk it                              named is lost (restore the target, or remove the link to read the                              fill value there)",
+                            path.display(),
+                            link.display()
+                        ),
+                    ));
+                }
                 return Ok(None);
             }
             Err(e) => return Err(e),

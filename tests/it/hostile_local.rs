@@ -367,3 +367,28 @@ fn metadata_that_read_refuses_is_a_check_finding() {
         "{findings:?}"
     );
 }
+
+#[test]
+fn a_fifo_alone_and_a_dangling_link_at_chunk_keys_are_errors_on_every_read_route() {
+    let dir = scratch("fifo-alone");
+    let store = fixture_copy(&dir, "v3_int8");
+    std::fs::remove_file(store.join("c/0/0")).unwrap();
+    nix::unistd::mkfifo(&store.join("c/0/0"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    // The async route sizes a chunk before it fetches it: that must not open the FIFO
+    // blocking either.
+    for args in read_routes(&store) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_error(&zarrbuf(&args), "FIFO");
+    }
+    let dir = scratch("dangling");
+    let store = fixture_copy(&dir, "v3_int8");
+    let s = store.to_string_lossy().into_owned();
+    std::fs::remove_file(store.join("c/0/0")).unwrap();
+    std::os::unix::fs::symlink(dir.join("gone"), store.join("c/0/0")).unwrap();
+    for args in read_routes(&store) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_error(&zarrbuf(&args), "does not exist");
+    }
+    let (ok, findings) = check_json(&s, false);
+    assert!(!ok, "check exits 1 on a dangling link: {findings:?}");
+}
