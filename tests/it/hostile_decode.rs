@@ -715,3 +715,124 @@ fn a_shard_index_over_the_limit_is_refused_by_read_and_check_alike() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A uint16 array of 512 elements in chunks of 256 under zarrs' pcodec: v3
+/// (`numcodecs.pcodec`, keys `c/0`) or v2 (compressor `pcodec`, keys `0`).
+fn pcodec_array(dir: &Path, v2: bool) {
+    if v2 {
+        let meta = r#"{"zarr_format": 2, "shape": [512], "chunks": [256], "dtype": "<u2",
+            "compressor": {"id": "pcodec", "level": 8}, "fill_value": 0, "order": "C",
+            "filters": null}"#;
+        std::fs::write(dir.join(".zarray"), meta).unwrap();
+    } else {
+        let meta = r#"{"zarr_format": 3, "node_type": "array", "shape": [512],
+            "data_type": "uint16", "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [256]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "codecs": [{"name": "numcodecs.pcodec", "configuration": {"level": 8}}]}"#;
+        std::fs::write(dir.join("zarr.json"), meta).unwrap();
+    }
+}
+
+/// A valid pco file of `chunks` pco chunks of 2^20 u16 zeros each: a few hundred bytes
+/// that decode to `chunks` × 2 MiB.
+fn pcodec_bomb(chunks: usize) -> Vec<u8> {
+    let fc = pco::standalone::FileCompressor::default();
+    let zeros = vec![0u16; 1 << 20];
+    let mut one = Vec::new();
+    fc.chunk_compressor(&zeros, &pco::ChunkConfig::default())
+        .unwrap()
+        .write(&mut one)
+        .unwrap();
+    let mut file = fc.write_header(Vec::new()).unwrap();
+    for _ in 0..chunks {
+        file.extend_from_slice(&one);
+    }
+    fc.write_footer(file).unwrap()
+}
+
+#[test]
+fn a_pcodec_chunk_decoding_to_gigabytes_stops_at_the_chunk_size() {
+    // 512 pco chunks: 2^29 numbers, a GiB of u16, in the bytes of a 256-element chunk.
+    let bomb = pcodec_bomb(512);
+    let words = ["decodes to more than the chunk's 256 numbers", SIZE_WORDS];
+    let dir = store_dir("pcodec");
+    pcodec_array(&dir, false);
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    std::fs::write(dir.join("c/0"), &bomb).unwrap();
+    for subset in [3..7, 0..512] {
+        assert_all_fail(&dir, std::slice::from_ref(&subset), &words);
+        // A caller's store is not asked its sizes: the bounded decoder stops.
+        assert_decoders_stop(&dir, &[subset], &words[..1]);
+    }
+    let report = zarrbuf::check::check_array(text(&dir), "", &Default::default()).unwrap();
+    let problems: Vec<_> = report.findings.iter().map(|f| f.problem).collect();
+    assert_eq!(
+        problems,
+        vec![zarrbuf::check::Problem::WrongSize],
+        "{:?}",
+        report.findings
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let dir = store_dir("pcodec-v2");
+    pcodec_array(&dir, true);
+    std::fs::write(dir.join("0"), &bomb).unwrap();
+    let store = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(&dir).unwrap());
+    let array = zarrs::array::Array::open(store, "/").unwrap();
+    for mode in [PipelineMode::Direct, PipelineMode::Staged] {
+        let opts = ReadOptions::default().with_mode(mode);
+        for subset in [3..7, 0..512] {
+            let err = array
+                .read_opt(&[subset.clone()], &BufferPrototype::cpu(), &opts)
+                .expect_err("a v2 pcodec bomb")
+                .to_string();
+            assert!(err.contains(words[0]), "v2 {mode:?} {subset:?}: {err}");
+        }
+    }
+    let report = zarrbuf::check::check_array(text(&dir), "", &Default::default()).unwrap();
+    let problems: Vec<_> = report.findings.iter().map(|f| f.problem).collect();
+    assert_eq!(problems, vec![zarrbuf::check::Problem::WrongSize]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_pcodec_chunk_of_too_few_numbers_is_an_error() {
+    let few = pco::standalone::simple_compress(&[5u16; 200], &pco::ChunkConfig::default()).unwrap();
+    let dir = store_dir("pcodec-few");
+    pcodec_array(&dir, false);
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    std::fs::write(dir.join("c/0"), &few).unwrap();
+    for subset in [3..7, 0..512] {
+        assert_all_fail(
+            &dir,
+            &[subset],
+            &["decodes to 400 bytes, the chunk holds 512"],
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn pcodec_still_writes_and_reads_back() {
+    for v2 in [false, true] {
+        let dir = store_dir("pcodec-roundtrip");
+        pcodec_array(&dir, v2);
+        let array = zarrbuf::open(text(&dir), "").unwrap();
+        let data: Vec<u16> = (0..512u32).map(|i| (i * 37 % 1000) as u16).collect();
+        array
+            .write_all(&NDBuffer::from_vec(data.clone(), &[512]).unwrap())
+            .unwrap();
+        for (route, r) in reads(&dir, &[0..512]) {
+            assert_eq!(r.unwrap().to_vec::<u16>().unwrap(), data, "v2 {v2} {route}");
+        }
+        for (route, r) in reads(&dir, &[250..260]) {
+            assert_eq!(
+                r.unwrap().to_vec::<u16>().unwrap(),
+                data[250..260],
+                "v2 {v2} {route}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -144,13 +144,15 @@ fn bitround(
     )))
 }
 
-/// Puts the wrapped codecs, and the bounded decoders of [`super::bounded`], into zarrs'
+/// Puts the wrapped codecs, and the bounded decoders of [`super::bounded`] and
+/// [`super::bounded_pcodec`], into zarrs'
 /// run-time registry (once per process). Arrays opened afterwards, by zarrbuf or by zarrs
 /// directly, use them.
 pub(crate) fn register() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         super::bounded::register();
+        super::bounded_pcodec::register();
         super::super::dtypes::register_size_guard();
         // The handles unregister on request only; the plugins live for the process. v3
         // chains name the codecs; v2 arrays build their chains from v2 ids.

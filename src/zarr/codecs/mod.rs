@@ -18,6 +18,7 @@ mod astype;
 mod base64;
 mod bitround;
 mod bounded;
+mod bounded_pcodec;
 mod cast_value;
 mod categorize;
 mod checksum32;
