@@ -784,7 +784,11 @@ fn a_pcodec_chunk_decoding_to_gigabytes_stops_at_the_chunk_size() {
         let opts = ReadOptions::default().with_mode(mode);
         for subset in [3..7, 0..512] {
             let err = array
-                .read_opt(&[subset.clone()], &BufferPrototype::cpu(), &opts)
+                .read_opt(
+                    std::slice::from_ref(&subset),
+                    &BufferPrototype::cpu(),
+                    &opts,
+                )
                 .expect_err("a v2 pcodec bomb")
                 .to_string();
             assert!(err.contains(words[0]), "v2 {mode:?} {subset:?}: {err}");
