@@ -21,14 +21,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use zarrs::array::{ArrayBytesRaw, BytesRepresentation};
 use zarrs_codec::{
-    BytesToBytesCodecTraits, Codec, CodecError, CodecMetadataOptions, CodecOptions, CodecPluginV2,
-    CodecPluginV3, CodecRuntimePluginV2, CodecRuntimePluginV3, CodecSpecificOptions, CodecTraits,
-    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+    BytesToBytesCodecTraits, Codec, CodecError, CodecOptions, CodecPluginV2, CodecPluginV3,
+    CodecRuntimePluginV2, CodecRuntimePluginV3, CodecSpecificOptions, RecommendedConcurrency,
 };
-use zarrs_metadata::Configuration;
 use zarrs_metadata::v2::MetadataV2;
 use zarrs_metadata::v3::MetadataV3;
-use zarrs_plugin::{ExtensionName, PluginCreateError, ZarrVersion};
+use zarrs_plugin::PluginCreateError;
 
 /// How a wrapped codec decodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,38 +60,9 @@ struct Bounded {
     kind: Kind,
 }
 
-impl ExtensionName for Bounded {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.inner.name(version)
-    }
-}
-
-impl CodecTraits for Bounded {
-    // The wrapper's own type: nothing downcasts compressors, and it tells a wrapped codec
-    // from one zarrs built outside its registry (`is_unbounded_blosc`).
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.inner.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.inner.partial_encoder_capability()
-    }
-}
+// `as_any` is the wrapper's own type: nothing downcasts compressors, and it tells a wrapped
+// codec from one zarrs built outside its registry (`is_unbounded_blosc`).
+super::wrapper_codec_traits!(Bounded, as_any: self);
 
 impl Bounded {
     fn decode_bounded(

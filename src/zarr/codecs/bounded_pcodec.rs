@@ -19,14 +19,12 @@ use zarrs::array::codec::{
 };
 use zarrs::array::{ArrayBytes, ArrayBytesRaw, BytesRepresentation, DataType, FillValue};
 use zarrs_codec::{
-    ArrayCodecTraits, ArrayToBytesCodecTraits, Codec, CodecError, CodecMetadataOptions,
-    CodecOptions, CodecRuntimePluginV2, CodecRuntimePluginV3, CodecSpecificOptions, CodecTraits,
-    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+    ArrayCodecTraits, ArrayToBytesCodecTraits, Codec, CodecError, CodecOptions,
+    CodecRuntimePluginV2, CodecRuntimePluginV3, CodecSpecificOptions, RecommendedConcurrency,
 };
-use zarrs_metadata::Configuration;
 use zarrs_metadata::v2::MetadataV2;
 use zarrs_metadata::v3::MetadataV3;
-use zarrs_plugin::{ExtensionName, PluginCreateError, ZarrVersion};
+use zarrs_plugin::PluginCreateError;
 
 /// zarrs' pcodec codec with a bounded decoder.
 #[derive(Debug)]
@@ -34,36 +32,7 @@ struct BoundedPcodec {
     inner: Arc<PcodecCodec>,
 }
 
-impl ExtensionName for BoundedPcodec {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.inner.name(version)
-    }
-}
-
-impl CodecTraits for BoundedPcodec {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.inner.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.inner.partial_encoder_capability()
-    }
-}
+super::wrapper_codec_traits!(BoundedPcodec, as_any: self);
 
 impl ArrayCodecTraits for BoundedPcodec {
     fn recommended_concurrency(

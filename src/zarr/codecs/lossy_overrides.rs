@@ -9,7 +9,6 @@
 //! which it consults first; [`register`] does that once per process (every zarrbuf `open`
 //! calls it).
 
-use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Once};
 use zarrs::array::codec::{
@@ -18,14 +17,12 @@ use zarrs::array::codec::{
 };
 use zarrs::array::{ArrayBytes, ChunkShape, DataType, FillValue};
 use zarrs_codec::{
-    ArrayCodecTraits, ArrayToArrayCodecTraits, Codec, CodecError, CodecMetadataOptions,
-    CodecOptions, CodecRuntimePluginV2, CodecRuntimePluginV3, CodecTraits,
-    PartialDecoderCapability, PartialEncoderCapability, RecommendedConcurrency,
+    ArrayCodecTraits, ArrayToArrayCodecTraits, Codec, CodecError, CodecOptions,
+    CodecRuntimePluginV2, CodecRuntimePluginV3, RecommendedConcurrency,
 };
-use zarrs_metadata::Configuration;
 use zarrs_metadata::v2::MetadataV2;
 use zarrs_metadata::v3::MetadataV3;
-use zarrs_plugin::{ExtensionName, PluginCreateError, ZarrVersion};
+use zarrs_plugin::PluginCreateError;
 
 /// A zarrs array-to-array codec with the whole-chunk partial decoder.
 #[derive(Debug)]
@@ -33,36 +30,7 @@ struct WholeChunk {
     inner: Arc<dyn ArrayToArrayCodecTraits>,
 }
 
-impl ExtensionName for WholeChunk {
-    fn name(&self, version: ZarrVersion) -> Option<Cow<'static, str>> {
-        self.inner.name(version)
-    }
-}
-
-impl CodecTraits for WholeChunk {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self.inner.as_any()
-    }
-
-    fn configuration(
-        &self,
-        version: ZarrVersion,
-        options: &CodecMetadataOptions,
-    ) -> Option<Configuration> {
-        self.inner.configuration(version, options)
-    }
-
-    fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
-        }
-    }
-
-    fn partial_encoder_capability(&self) -> PartialEncoderCapability {
-        self.inner.partial_encoder_capability()
-    }
-}
+super::wrapper_codec_traits!(WholeChunk, as_any: inner);
 
 impl ArrayCodecTraits for WholeChunk {
     fn recommended_concurrency(

@@ -126,6 +126,56 @@ macro_rules! codec_traits {
 }
 pub(crate) use codec_traits;
 
+/// Implements zarrs' `ExtensionName` and `CodecTraits` for a wrapper of a zarrs codec held in
+/// an `inner` field: name, configuration and partial encoding are the inner codec's, and
+/// partial decoding is off, so a subset of a chunk is decoded (and checked) whole. `as_any`
+/// answers with the wrapper itself (`self`) or with the codec it wraps (`inner`).
+macro_rules! wrapper_codec_traits {
+    ($t:ident, as_any: self) => {
+        $crate::zarr::codecs::wrapper_codec_traits!($t, |w: &$t| w as &dyn std::any::Any);
+    };
+    ($t:ident, as_any: inner) => {
+        $crate::zarr::codecs::wrapper_codec_traits!($t, |w: &$t| w.inner.as_any());
+    };
+    ($t:ident, $any:expr) => {
+        impl zarrs_plugin::ExtensionName for $t {
+            fn name(
+                &self,
+                version: zarrs_plugin::ZarrVersion,
+            ) -> Option<std::borrow::Cow<'static, str>> {
+                self.inner.name(version)
+            }
+        }
+
+        impl zarrs_codec::CodecTraits for $t {
+            fn as_any(&self) -> &dyn std::any::Any {
+                let any: fn(&$t) -> &dyn std::any::Any = $any;
+                any(self)
+            }
+
+            fn configuration(
+                &self,
+                version: zarrs_plugin::ZarrVersion,
+                options: &zarrs_codec::CodecMetadataOptions,
+            ) -> Option<zarrs_metadata::Configuration> {
+                self.inner.configuration(version, options)
+            }
+
+            fn partial_decoder_capability(&self) -> zarrs_codec::PartialDecoderCapability {
+                zarrs_codec::PartialDecoderCapability {
+                    partial_read: false,
+                    partial_decode: false,
+                }
+            }
+
+            fn partial_encoder_capability(&self) -> zarrs_codec::PartialEncoderCapability {
+                self.inner.partial_encoder_capability()
+            }
+        }
+    };
+}
+pub(crate) use wrapper_codec_traits;
+
 /// Registers codec `$t` (built by `$t::new(config, ZarrVersion)`) as a zarrs plugin of kind
 /// `$kind` (`ArrayToArray`, `ArrayToBytes`, `BytesToBytes`): for v3 only, or for v2 and v3.
 macro_rules! register_codec {
