@@ -68,7 +68,7 @@ mod zarr;
 // The everyday types, at the root.
 pub use api::copy_array;
 pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
-pub use buffer::{Buffer, BufferPrototype, NDBuffer};
+pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer, VarLenKind};
 pub use dtype::{DataType, Element, Order};
 pub use error::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
