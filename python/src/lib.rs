@@ -19,7 +19,10 @@ use std::sync::{Arc, OnceLock};
 use zarrbuf::{BufferPrototype, NDBuffer};
 
 mod array;
+mod arrow;
 mod ndarray;
+mod numpy_strings;
+mod varlen;
 
 use array::{Array, Inner, ReadStream};
 use ndarray::{NDArray, from_dlpack};
@@ -299,6 +302,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
+    varlen::register(m)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(list_hierarchy, m)?)?;
