@@ -68,8 +68,9 @@ mod zarr;
 // The everyday types, at the root.
 pub use api::copy_array;
 pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
-pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer, VarLenKind};
-pub use dtype::{DataType, Element, Order};
+pub use api::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt};
+pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer};
+pub use dtype::{DataType, Element, Order, VarLenKind};
 pub use error::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
 pub use store::open::DynArray;

@@ -22,4 +22,4 @@ pub(crate) use ndbuffer::CWindow;
 pub use ndbuffer::{HostArrayView, HostArrayViewMut, NDBuffer};
 pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};
 pub use resource::MemoryResource;
-pub use varlen_buffer::{VarLenBuffer, VarLenKind};
+pub use varlen_buffer::VarLenBuffer;
