@@ -45,5 +45,6 @@ mod shard_encode;
 mod soundness;
 mod store_conformance;
 mod stores;
+mod varlen_read;
 mod write;
 mod zarrs_decoded;
