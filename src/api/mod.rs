@@ -19,6 +19,7 @@ mod read_varlen_async;
 mod target;
 mod write;
 mod write_async;
+mod write_varlen;
 
 pub use copy::{CopyOptions, copy_array};
 pub use read::ArrayReadExt;
@@ -28,3 +29,4 @@ pub use read_varlen::ArrayReadVarLenExt;
 pub use read_varlen_async::ArrayReadVarLenAsyncExt;
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
+pub use write_varlen::ArrayWriteVarLenExt;

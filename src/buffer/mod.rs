@@ -13,6 +13,7 @@ pub mod npy;
 mod prototype;
 mod resource;
 mod varlen_buffer;
+mod varlen_fixed;
 
 pub use flat_buffer::{Buffer, HostBytes};
 pub use ipc::IpcDescriptor;
