@@ -13,6 +13,7 @@ pub mod npy;
 mod prototype;
 mod resource;
 mod varlen_buffer;
+mod varlen_fixed;
 
 pub use flat_buffer::{Buffer, HostBytes};
 pub use ipc::IpcDescriptor;
@@ -22,4 +23,4 @@ pub(crate) use ndbuffer::CWindow;
 pub use ndbuffer::{HostArrayView, HostArrayViewMut, NDBuffer};
 pub use prototype::{Allocator, BufferPrototype, default_prototype, set_default_prototype};
 pub use resource::MemoryResource;
-pub use varlen_buffer::{VarLenBuffer, VarLenKind};
+pub use varlen_buffer::VarLenBuffer;

@@ -22,6 +22,9 @@ mod store_open;
 mod stored_size;
 mod subset;
 mod units;
+mod vlen;
+mod vlen_encode;
+mod vlen_type;
 mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
@@ -48,4 +51,8 @@ pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
+pub(crate) use vlen::{VlenIndex, VlenPlan, plan_vlen, scan as scan_vlen, vlen_kind};
+pub(crate) use vlen_encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
+pub use vlen_type::{VarLenInfo, describe_varlen};
+pub(crate) use vlen_type::{require_vlen, zarr_name as varlen_zarr_name};
 pub(crate) use write_framing::WriteCodec;

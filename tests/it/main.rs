@@ -45,5 +45,8 @@ mod shard_encode;
 mod soundness;
 mod store_conformance;
 mod stores;
+mod varlen_copy;
+mod varlen_read;
+mod varlen_write;
 mod write;
 mod zarrs_decoded;
