@@ -7,6 +7,8 @@
 //! layout: a u32 count, then a u32 length and the bytes of each element) — so the tests need
 //! no Python; one sharded array is written by zarrs' own encoder as a cross-check.
 
+#![allow(clippy::single_range_in_vec_init)] // 1-d subsets: one range per dimension
+
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
