@@ -340,6 +340,7 @@ fn short_repr(item: &Bound<'_, PyAny>) -> String {
 /// Adds `VarLenArray` and `varlen_from` to the extension module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<VarLenArray>()?;
+    m.add_class::<crate::varlen_handle::VarLenHandle>()?;
     m.add_function(wrap_pyfunction!(varlen_from, m)?)?;
     Ok(())
 }
