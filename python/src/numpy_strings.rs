@@ -213,7 +213,7 @@ pub(crate) fn load(
             )));
         }
         if rc == 1 {
-            return Err(ZarrbufError::new_err(format!(
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "element {i} is missing (the StringDType's na_object); zarr string arrays \
                  have no missing elements: fill them first"
             )));

@@ -35,6 +35,18 @@ impl Opened {
         };
         match described {
             Ok(info) => {
+                // An empty read checks the codec chain now (zarrbuf.open raises, and the
+                // codec pipeline hands the array to zarr-python) rather than at each read.
+                if !info.shape.is_empty() {
+                    let none = vec![0..0; info.shape.len()];
+                    let cpu = zarrbuf::BufferPrototype::cpu();
+                    match &inner {
+                        Inner::Sync(a) => a.read_varlen(&none, &cpu)?,
+                        Inner::Async(a) => {
+                            runtime()?.block_on(a.read_varlen_async(&none, &cpu))?
+                        }
+                    };
+                }
                 let kind = if info.data_type == "string" {
                     VarLenKind::Utf8
                 } else {
