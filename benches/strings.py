@@ -6,6 +6,8 @@ strings per chunk, written once by zarr-python into ``--dir``. Readers, each in 
 Python process (so that peak memory is its own), data in the page cache:
 
 - ``zarr-python``: ``zarr.open_array(...)[:]`` (NumPy ``StringDType``),
+- ``zarrbuf-pipeline``: the same with ``zarrbuf.ZarrbufCodecPipeline`` (strings packed
+  straight into zarr-python's output),
 - ``zarrbuf numpy``: ``numpy.asarray(zarrbuf.open(...).read())`` (NumPy ``StringDType``),
 - ``zarrbuf arrow``: ``pyarrow.array(zarrbuf.open(...).read())`` — the result's
   ``__arrow_c_array__`` hands Arrow its offsets and values without a copy.
@@ -17,7 +19,7 @@ first read) over its RSS before it; "result" is the Arrow size of the strings (8
 offsets + UTF-8 values), the measure of the target "peak ≤ 2 × result + staging budget".
 
     .venv/bin/python benches/strings.py [--n 1000000] [--chunk 65536] [--reps 3]
-        [--dir target/bench-strings] [--readers zarr-python,zarrbuf-numpy,zarrbuf-arrow]
+        [--dir target/bench-strings] [--readers zarr-python,zarrbuf-pipeline,zarrbuf-numpy,zarrbuf-arrow]
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import sys
 import time
 from pathlib import Path
 
-READERS = ("zarr-python", "zarrbuf-numpy", "zarrbuf-arrow")
+READERS = ("zarr-python", "zarrbuf-pipeline", "zarrbuf-numpy", "zarrbuf-arrow")
 LABELS = {
     "zarr-python": "zarr-python arr[:]",
+    "zarrbuf-pipeline": "zarr-python arr[:], zarrbuf's pipeline",
     "zarrbuf-numpy": "zarrbuf read() -> numpy StringDType",
     "zarrbuf-arrow": "zarrbuf read() -> pyarrow.array",
 }
@@ -75,9 +78,11 @@ def child(reader: str, path: str, reps: int) -> dict:
     """Runs in a fresh process: imports, opens, reads `reps` + 1 times, checks the result."""
     import numpy as np
 
-    if reader == "zarr-python":
+    if reader in ("zarr-python", "zarrbuf-pipeline"):
         import zarr
 
+        if reader == "zarrbuf-pipeline":
+            zarr.config.set({"codec_pipeline.path": "zarrbuf.ZarrbufCodecPipeline"})
         arr = zarr.open_array(path, mode="r")
 
         def read():
@@ -110,6 +115,11 @@ def child(reader: str, path: str, reps: int) -> dict:
         bad = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
         raise SystemExit(f"{reader}: element {bad} is {got[bad]!r}, expected {expected[bad]!r}")
     kind = type(result).__name__ + ("" if reader == "zarrbuf-arrow" else f" {result.dtype}")
+    if reader == "zarrbuf-pipeline":
+        from zarrbuf import pipeline
+
+        if pipeline.STATS["fallback"] or not pipeline.STATS["zarrbuf"]:
+            raise SystemExit(f"zarrbuf's pipeline fell back: {pipeline.STATS_REASONS}")
     del result, got, expected
     times = []
     for _ in range(reps):

@@ -9,6 +9,7 @@ use crate::{ZarrbufError, arrow, numpy_strings, py_err};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyList, PySlice, PyString, PyTuple};
+use zarrbuf::host::HostBytes;
 use zarrbuf::{Buffer, DataType, NDBuffer, Order, VarLenBuffer, VarLenKind};
 
 /// Strings (`kind == "utf8"`) or byte strings (`kind == "bytes"`) of an n-d shape, in
@@ -49,6 +50,21 @@ pub(crate) fn reshape(v: VarLenBuffer, shape: Vec<u64>) -> zarrbuf::Result<VarLe
     VarLenBuffer::from_parts(shape, kind, offsets, values)
 }
 
+/// Element `i` of host offsets and values (checked by `VarLenBuffer`'s invariants; an
+/// offset outside them is an error, never a panic).
+pub(crate) fn element<'a>(offsets: &[u8], values: &'a [u8], i: usize) -> PyResult<&'a [u8]> {
+    let offset = |k: usize| {
+        offsets
+            .get(8 * k..8 * k + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(|b| i64::from_le_bytes(b) as usize)
+    };
+    offset(i)
+        .zip(offset(i + 1))
+        .and_then(|(a, b)| values.get(a..b))
+        .ok_or_else(|| ZarrbufError::new_err(format!("string {i} lies outside the values")))
+}
+
 /// A flat NDArray over all of `b`.
 fn flat(b: &Buffer, dtype: DataType) -> PyResult<NDArray> {
     let n = b.len() / dtype.size();
@@ -57,8 +73,8 @@ fn flat(b: &Buffer, dtype: DataType) -> PyResult<NDArray> {
 }
 
 impl VarLenArray {
-    /// The host offsets (as i64s) and values; device results are refused.
-    fn host_parts(&self, what: &str) -> PyResult<(Vec<i64>, zarrbuf::host::HostBytes<'_>)> {
+    /// The host offsets and values bytes; device results are refused.
+    fn host_parts(&self, what: &str) -> PyResult<(HostBytes<'_>, HostBytes<'_>)> {
         if !self.v.memory().is_host_accessible() {
             return Err(ZarrbufError::new_err(format!(
                 "{what} needs the strings on the host; they are in {} (call .to_host() \
@@ -66,23 +82,14 @@ impl VarLenArray {
                 self.v.memory()
             )));
         }
-        let ob = self.v.offsets().as_host_bytes().map_err(py_err)?;
-        let offsets = ob
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect();
+        let offsets = self.v.offsets().as_host_bytes().map_err(py_err)?;
         Ok((offsets, self.v.values().as_host_bytes().map_err(py_err)?))
     }
 
     /// The NumPy array (`StringDType` or object of `bytes`), shaped as the result.
     fn to_numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (offsets, values) = self.host_parts("a NumPy array")?;
-        let element = |i: usize| -> PyResult<&[u8]> {
-            let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
-            values.get(a..b).ok_or_else(|| {
-                ZarrbufError::new_err(format!("string {i} lies outside the values ({a}..{b})"))
-            })
-        };
+        let element = |i: usize| element(&offsets, &values, i);
         let np = py.import("numpy")?;
         let shape = PyTuple::new(py, self.v.shape())?;
         match self.v.kind() {

@@ -4,7 +4,7 @@
 //! other (see [`Opened`]).
 
 use crate::array::{Array, Inner, to_ranges};
-use crate::varlen::{VarLenArray, kind_name, reshape};
+use crate::varlen::{VarLenArray, element, kind_name, reshape};
 use crate::{ZarrbufError, numpy_strings, py_err, run, runtime};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
@@ -181,15 +181,7 @@ impl VarLenHandle {
         }
         let offsets = v.offsets().as_host_bytes().map_err(py_err)?;
         let values = v.values().as_host_bytes().map_err(py_err)?;
-        let offset = |i: usize| -> usize {
-            let b = &offsets[8 * i..8 * i + 8];
-            i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as usize
-        };
-        let element = |i: usize| -> PyResult<&[u8]> {
-            values.get(offset(i)..offset(i + 1)).ok_or_else(|| {
-                ZarrbufError::new_err(format!("string {i} lies outside the values"))
-            })
-        };
+        let element = |i: usize| element(&offsets, &values, i);
         match self.kind {
             VarLenKind::Utf8 => numpy_strings::fill(out, v.len(), element),
             VarLenKind::Bytes => {
