@@ -91,8 +91,15 @@ fn layout(arr: &Bound<'_, PyAny>, writing: bool) -> PyResult<Layout> {
             dtype.str()?
         )));
     }
-    if writing && !arr.getattr("flags")?.getattr("writeable")?.extract::<bool>()? {
-        return Err(ZarrbufError::new_err("the StringDType output array is read-only"));
+    if writing
+        && !arr
+            .getattr("flags")?
+            .getattr("writeable")?
+            .extract::<bool>()?
+    {
+        return Err(ZarrbufError::new_err(
+            "the StringDType output array is read-only",
+        ));
     }
     let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
     let strides: Vec<isize> = arr.getattr("strides")?.extract()?;

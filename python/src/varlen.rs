@@ -298,16 +298,20 @@ fn contiguous(nd: NDBuffer, what: &str) -> PyResult<Buffer> {
 
 /// A flat list of `str` (utf8) or `bytes` as a VarLenBuffer; anything else is an error
 /// naming the element.
-fn from_objects(kind: VarLenKind, shape: Vec<u64>, items: &Bound<'_, PyList>) -> PyResult<VarLenBuffer> {
+fn from_objects(
+    kind: VarLenKind,
+    shape: Vec<u64>,
+    items: &Bound<'_, PyList>,
+) -> PyResult<VarLenBuffer> {
     let mut offsets = Vec::with_capacity(8 * (items.len() + 1));
     offsets.extend_from_slice(&0i64.to_le_bytes());
     let mut values = Vec::new();
     for (i, item) in items.iter().enumerate() {
         match kind {
             VarLenKind::Utf8 => {
-                let s = item.cast::<PyString>().map_err(|_| {
-                    wrong_element(i, &item, "a string array takes str elements")
-                })?;
+                let s = item
+                    .cast::<PyString>()
+                    .map_err(|_| wrong_element(i, &item, "a string array takes str elements"))?;
                 let s = s.to_cow().map_err(|e| {
                     PyValueError::new_err(format!("element {i} is not valid UTF-8: {e}"))
                 })?;
@@ -315,15 +319,24 @@ fn from_objects(kind: VarLenKind, shape: Vec<u64>, items: &Bound<'_, PyList>) ->
             }
             VarLenKind::Bytes => {
                 let b = item.cast::<PyBytes>().map_err(|_| {
-                    wrong_element(i, &item, "a variable_length_bytes array takes bytes elements")
+                    wrong_element(
+                        i,
+                        &item,
+                        "a variable_length_bytes array takes bytes elements",
+                    )
                 })?;
                 values.extend_from_slice(b.as_bytes());
             }
         }
         offsets.extend_from_slice(&(values.len() as i64).to_le_bytes());
     }
-    VarLenBuffer::from_parts(shape, kind, Buffer::from_vec(offsets), Buffer::from_vec(values))
-        .map_err(py_err)
+    VarLenBuffer::from_parts(
+        shape,
+        kind,
+        Buffer::from_vec(offsets),
+        Buffer::from_vec(values),
+    )
+    .map_err(py_err)
 }
 
 fn wrong_element(i: usize, item: &Bound<'_, PyAny>, want: &str) -> PyErr {
@@ -332,7 +345,10 @@ fn wrong_element(i: usize, item: &Bound<'_, PyAny>, want: &str) -> PyErr {
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into());
-    PyTypeError::new_err(format!("element {i} is {ty} ({}); {want}", short_repr(item)))
+    PyTypeError::new_err(format!(
+        "element {i} is {ty} ({}); {want}",
+        short_repr(item)
+    ))
 }
 
 fn short_repr(item: &Bound<'_, PyAny>) -> String {

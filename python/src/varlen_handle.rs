@@ -42,9 +42,7 @@ impl Opened {
                     let cpu = zarrbuf::BufferPrototype::cpu();
                     match &inner {
                         Inner::Sync(a) => a.read_varlen(&none, &cpu)?,
-                        Inner::Async(a) => {
-                            runtime()?.block_on(a.read_varlen_async(&none, &cpu))?
-                        }
+                        Inner::Async(a) => runtime()?.block_on(a.read_varlen_async(&none, &cpu))?,
                     };
                 }
                 let kind = if info.data_type == "string" {
