@@ -143,7 +143,10 @@ def test_order_f_strings_are_refused_clearly():
     with zarr.config.set(PIPELINE):
         z = zarr.open_array(store, mode="r")
         assert flat(z[...]) == want  # zarr-python's own pipeline reads them
-        assert z._async_array.codec_pipeline.stats["zarrbuf"] == 0
+        pipeline = z._async_array.codec_pipeline
+        assert pipeline.stats["zarrbuf"] == 0
+        assert pipeline.reasons == {"an encoding zarrbuf does not read": 1}, pipeline.reasons
+        assert "transpose" in pipeline.open_errors[""]
 
 
 def test_arrow_buffers_outlive_the_result():

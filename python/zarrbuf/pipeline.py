@@ -525,7 +525,13 @@ class ZarrbufCodecPipeline(CodecPipeline):
                 # Metadata zarrs cannot use (a codec or type it lacks), or a store zarrbuf
                 # cannot open with these options: zarr-python reads it.
                 self.open_errors[prefix] = str(e)
-                what = "array metadata zarrs cannot use" if "metadata" in str(e) else "a store zarrbuf cannot open"
+                msg = str(e)
+                if "metadata" in msg:
+                    what = "array metadata zarrs cannot use"
+                elif msg.startswith("unsupported"):
+                    what = "an encoding zarrbuf does not read"
+                else:
+                    what = "a store zarrbuf cannot open"
                 self._arrays[prefix] = (None, what)
         return self._arrays[prefix]
 
