@@ -57,7 +57,7 @@ fn api(py: Python<'_>) -> PyResult<&'static Api> {
         // signatures above, when that version is at least NPY_2_0_API_VERSION (checked before
         // they are read). Function pointers are the table's entries.
         unsafe {
-            let version: FeatureVersion = std::mem::transmute(*table.add(211));
+            let version = std::mem::transmute::<*const c_void, FeatureVersion>(*table.add(211));
             if version() < NPY_2_0_API_VERSION {
                 return Err(ZarrbufError::new_err(
                     "strings as NumPy arrays need NumPy 2 (StringDType); this NumPy is older",

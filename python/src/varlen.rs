@@ -141,7 +141,7 @@ impl VarLenArray {
         }
     }
 
-    /// The total length of the values in bytes.
+    /// The bytes of the offsets and the values together (Arrow's size of the array).
     #[getter]
     fn nbytes(&self) -> usize {
         self.v.offsets().len() + self.v.values().len()

@@ -45,6 +45,7 @@ mod shard_encode;
 mod soundness;
 mod store_conformance;
 mod stores;
+mod string_fixtures;
 mod varlen_copy;
 mod varlen_read;
 mod varlen_write;
