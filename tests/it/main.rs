@@ -45,6 +45,7 @@ mod shard_encode;
 mod soundness;
 mod store_conformance;
 mod stores;
+mod varlen_cli;
 mod varlen_copy;
 mod varlen_read;
 mod varlen_write;

@@ -60,7 +60,8 @@ fn v2_object_strings_copy_rechunked_recompressed_and_sharded() {
         let opts = CopyOptions::default().with_memory_bytes(1);
         zarrbuf::copy_array(&src, &dst, &opts).unwrap();
         let info = zarrbuf::describe_varlen(&dst).unwrap();
-        assert_eq!(info.data_type, "string");
+        assert_eq!(info.data_type, zarrbuf::VarLenKind::Utf8);
+        assert_eq!(info.stored_type, "string");
         assert_eq!(info.zarr_format, 3);
         let back: Vec<String> = dst
             .retrieve_array_subset(&ArraySubset::new_with_ranges(&[0..11]))
