@@ -49,8 +49,10 @@ pub trait ArrayReadVarLenExt {
     }
 
     /// [`read_varlen`](Self::read_varlen) with options: `validate_checksums`, `max_bytes`
-    /// (the limit on the result's offsets and values together), `progress`; the others
-    /// are for fixed-size reads and do not change this one.
+    /// (the limit on the result's offsets and values together), `progress` (once per chunk
+    /// decoded), `concurrency` (the decoding threads: a pool of that size for this read;
+    /// rayon's global pool by default); the others are for fixed-size reads and do not
+    /// change this one.
     fn read_varlen_opt(
         &self,
         subset: &[Range<u64>],

@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::options::{Progress, ReadOptions};
 use crate::place::Memory;
 use crate::zarr::{
-    ShardIndex, Unit, UnitSource, VlenIndex, VlenPlan, chunk_error, plan_vlen, scan_vlen,
+    EncodedLayout, ShardIndex, Unit, UnitSource, VlenIndex, VlenPlan, chunk_error, plan_vlen,
+    scan_vlen,
 };
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -50,11 +51,13 @@ impl Decoded {
 }
 
 /// A unit's part of one row of the request along the last axis: `count` elements that are
-/// contiguous both in the unit (from element `at`) and in the output (from element `out`).
+/// contiguous in the output (from element `out`) and `step` apart in the unit's stored order
+/// (from element `at`; `step` is 1 unless the chunk is stored transposed).
 #[derive(Clone, Copy)]
 struct Run {
     unit: usize,
     at: usize,
+    step: usize,
     out: usize,
     count: usize,
 }
@@ -91,6 +94,8 @@ pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
     opts: &ReadOptions,
     fetch: &VarLenFetch<'_>,
 ) -> Result<VarLenBuffer> {
+    // A device that is not there is an error before anything is read.
+    crate::device::ops_for(proto.memory())?;
     let mut plan = plan_vlen(array, subset)?;
     let shards = match plan.units.source {
         UnitSource::Subchunk => Some(ShardReads::new(
@@ -101,9 +106,17 @@ pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
         )),
         _ => None,
     };
-    let decoded = decode_units(array, &plan, shards.as_ref(), opts, fetch)?;
+    let decoded = match opts.concurrency {
+        // A pool of the asked size, for this read only; rayon's global pool otherwise.
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}")))?
+            .install(|| decode_units(array, &plan, shards.as_ref(), opts, fetch))?,
+        None => decode_units(array, &plan, shards.as_ref(), opts, fetch)?,
+    };
     let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
-    let runs = runs_of(&plan.units.units, subset);
+    let runs = runs_of(&plan.units.units, &plan.units.layout(), subset);
     assemble(array, &plan, &decoded, &runs, shape, proto, opts)
 }
 
@@ -127,7 +140,18 @@ fn decode_units<S: ?Sized + Send + Sync>(
         .units
         .par_iter()
         .map(|unit| {
+            let report = |decoded: usize| {
+                if let Some(progress) = &opts.progress {
+                    progress(Progress {
+                        chunks_done: done.fetch_add(1, Ordering::Relaxed) + 1,
+                        chunks_total: total,
+                        bytes_done: bytes_done.fetch_add(decoded as u64, Ordering::Relaxed)
+                            + decoded as u64,
+                    });
+                }
+            };
             let Some(encoded) = fetch(&plan.units, shards, unit)? else {
+                report(0);
                 return Ok(Decoded::Missing);
             };
             let bytes = chain
@@ -141,21 +165,14 @@ fn decode_units<S: ?Sized + Send + Sync>(
                 .map_err(|e| unit_error(array, shards, unit, e.to_string()))?;
             let index = scan_vlen(&bytes, unit.num_elements(), plan.kind)
                 .map_err(|why| unit_error(array, shards, unit, why))?;
-            if let Some(progress) = &opts.progress {
-                progress(Progress {
-                    chunks_done: done.fetch_add(1, Ordering::Relaxed) + 1,
-                    chunks_total: total,
-                    bytes_done: bytes_done.fetch_add(bytes.len() as u64, Ordering::Relaxed)
-                        + bytes.len() as u64,
-                });
-            }
+            report(bytes.len());
             Ok(Decoded::Stored { bytes, index })
         })
         .collect()
 }
 
 /// The runs of every unit, in output order (see [`Run`]).
-fn runs_of(units: &[Unit], subset: &[Range<u64>]) -> Vec<Run> {
+fn runs_of(units: &[Unit], layout: &EncodedLayout, subset: &[Range<u64>]) -> Vec<Run> {
     let dims = subset.len();
     let mut runs = Vec::new();
     for (u, unit) in units.iter().enumerate() {
@@ -163,11 +180,14 @@ fn runs_of(units: &[Unit], subset: &[Range<u64>]) -> Vec<Run> {
             runs.push(Run {
                 unit: u,
                 at: 0,
+                step: 1,
                 out: 0,
                 count: 1,
             });
             continue;
         }
+        // Where each axis steps in the unit's stored order (C order unless transposed).
+        let strides = layout.decoded_strides(&unit.shape_usize(), 1);
         let last = &unit.region[dims - 1];
         let count = (last.end - last.start) as usize;
         // Every row of the region: all index combinations of the leading axes.
@@ -175,14 +195,14 @@ fn runs_of(units: &[Unit], subset: &[Range<u64>]) -> Vec<Run> {
         'rows: loop {
             let (mut at, mut out) = (0usize, 0usize);
             for d in 0..dims {
-                let extent = unit.shape[d].get() as usize;
                 let width = (subset[d].end - subset[d].start) as usize;
-                at = at * extent + (row[d] - unit.origin[d]) as usize;
+                at += (row[d] - unit.origin[d]) as usize * strides[d] as usize;
                 out = out * width + (row[d] - subset[d].start) as usize;
             }
             runs.push(Run {
                 unit: u,
                 at,
+                step: strides[dims - 1] as usize,
                 out,
                 count,
             });
@@ -275,7 +295,7 @@ fn assemble<S: ?Sized>(
         let start = total;
         let unit = &decoded[r.unit];
         for k in 0..r.count {
-            total += unit.element(r.at + k, fill).len();
+            total += unit.element(r.at + k * r.step, fill).len();
             offsets.extend_from_slice(&(total as i64).to_le_bytes());
         }
         run_bytes.push(total - start);
@@ -296,7 +316,7 @@ fn assemble<S: ?Sized>(
             let unit = &decoded[r.unit];
             let mut pos = 0;
             for k in 0..r.count {
-                let src = unit.element(r.at + k, fill);
+                let src = unit.element(r.at + k * r.step, fill);
                 piece[pos..pos + src.len()].copy_from_slice(src);
                 pos += src.len();
             }

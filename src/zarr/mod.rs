@@ -29,7 +29,7 @@ mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
-pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
+pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names, transpose_order};
 pub use codec_spec::CodecSpec;
 pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
 pub(crate) use create::refuse_overlap;

@@ -5,7 +5,5 @@
 mod format;
 mod plan;
 
-#[cfg(test)]
-pub(crate) use format::encode;
 pub(crate) use format::{VlenIndex, scan};
 pub(crate) use plan::{VlenPlan, plan_vlen, vlen_kind};

@@ -1,11 +1,14 @@
 //! Which arrays hold variable-length elements zarrbuf reads, and the units of a read of
 //! them: zarr v3 `string` (`vlen-utf8`) and `variable_length_bytes` (`vlen-bytes`), v2 `|O`
 //! object arrays with the `VLenUTF8` or `VLenBytes` filter, sharded or not, behind any
-//! bytes-to-bytes codecs (compressors, checksums).
+//! bytes-to-bytes codecs (compressors, checksums), after transposes (v2 F order).
 
+use crate::dtype::ByteOrder;
 use crate::dtype::VarLenKind;
 use crate::error::{Error, Result};
-use crate::zarr::{ChainPlan, EncodedLayout, UnitPlan, UnitSource, codec_names, inner_chain};
+use crate::zarr::{
+    ChainPlan, EncodedLayout, UnitPlan, UnitSource, codec_names, inner_chain, transpose_order,
+};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::codec::{VlenBytesCodec, VlenUtf8Codec, VlenV2Codec};
@@ -18,7 +21,8 @@ pub(crate) struct VlenPlan {
     /// UTF-8 strings or byte strings.
     pub kind: VarLenKind,
     /// The chunks (or inner chunks) of the request; their chain runs the bytes-to-bytes
-    /// codecs, and [`super::scan`] does the rest.
+    /// codecs, and [`super::scan`] does the rest. Its layout's `order` says where each
+    /// element of a chunk is stored (transposed chunks, e.g. v2 arrays in F order).
     pub units: UnitPlan,
     /// What a missing chunk's elements read as: the array's fill value (`""` for a v3
     /// `string` array by default; a v2 object array's `null` or `0` read as `""` too).
@@ -75,15 +79,17 @@ pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> R
     let numcodecs = a2b.as_any().is::<VlenUtf8Codec>()
         || a2b.as_any().is::<VlenBytesCodec>()
         || a2b.as_any().is::<VlenV2Codec>();
-    if !numcodecs || !chain.array_to_array_codecs().is_empty() {
+    // Transposes (v2 object arrays in F order) only reorder the elements of a chunk.
+    let order = transpose_order(&chain, array.dimensionality())?;
+    let Some(order) = order.filter(|_| numcodecs) else {
         return Err(Error::Unsupported(format!(
             "array {path} encodes its variable-length elements with the codecs {:?}; zarrbuf \
-             reads the vlen-utf8 and vlen-bytes encodings (numcodecs' VLenUTF8 and VLenBytes) \
-             with only bytes-to-bytes codecs (compressors, checksums) after them. Read it \
-             with zarrs or zarr-python",
+             reads the vlen-utf8 and vlen-bytes encodings (numcodecs' VLenUTF8 and VLenBytes), \
+             after transposes only and with only bytes-to-bytes codecs (compressors, \
+             checksums) after them. Read it with zarrs or zarr-python",
             codec_names(&chain)
         )));
-    }
+    };
     let (source, grid) = if array.is_exclusively_sharded() {
         (UnitSource::Subchunk, array.subchunk_grid())
     } else {
@@ -97,7 +103,11 @@ pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> R
             source,
             chain: Some(ChainPlan {
                 chain,
-                layout: EncodedLayout::native(),
+                // Elements have no byte order; the order is where each one is stored.
+                layout: EncodedLayout {
+                    order,
+                    endian: ByteOrder::native(),
+                },
             }),
             units,
         },
