@@ -1,3 +1,4 @@
+#![allow(clippy::single_range_in_vec_init)] // 1-d subsets: one range per dimension, on purpose
 //! The command line on arrays of variable-length strings and bytes: `info`, `read` (count,
 //! value bytes, checksum; `--out` fixed-width `.npy` and its size rule), `check` (damaged
 //! string chunks) and `copy` (rechunk, recompress; left for CI's zarr-python readback).

@@ -1,3 +1,4 @@
+#![allow(clippy::single_range_in_vec_init)] // 1-d subsets: one range per dimension, on purpose
 //! Copies of variable-length strings and bytes (`copy_array`, `create_like`): rechunked,
 //! recompressed, into shards, from v2 object arrays to v3; checked with zarrs here and left
 //! under `target/tmp/written/` for CI's zarr-python readback.

@@ -1,3 +1,4 @@
+#![allow(clippy::single_range_in_vec_init)] // 1-d subsets: one range per dimension, on purpose
 //! Writes of variable-length strings and bytes (`write_varlen`): v3 `string` and
 //! `variable_length_bytes` arrays, v2 object arrays with `vlen-utf8`, sharded arrays, partial
 //! writes merged into stored chunks, chunks of only the fill value, and the errors. What is
