@@ -280,3 +280,34 @@ fn bad_writes_are_clear_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn writes_from_device_memory_copy_to_the_host_first() {
+    let dest = fresh("varlen-v3-string-from-device");
+    let mut b = ArrayBuilder::new(vec![12], vec![5], data_type::string(), "");
+    create(&dest, &mut b);
+    let a = open(&dest);
+    let want = strings(12, 9);
+    let host = VarLenBuffer::from_strings(vec![12], &want).unwrap();
+    let cuda = BufferPrototype::cuda(0);
+    let on_device = host
+        .offsets()
+        .copy_to_new(&cuda)
+        .and_then(|o| Ok((o, host.values().copy_to_new(&cuda)?)));
+    match on_device {
+        Ok((offsets, values)) => {
+            let dev = VarLenBuffer::from_parts(vec![12], host.kind(), offsets, values).unwrap();
+            a.write_varlen_all(&dev).unwrap();
+            assert_eq!(all_strings(&a), want);
+            expect(&dest, "", &host);
+        }
+        Err(e) => {
+            assert!(matches!(e, Error::DeviceUnavailable(_)), "{e:?}");
+            zarrbuf_test_support::skip(
+                zarrbuf_test_support::Need::Gpu,
+                "variable-length writes from CUDA memory",
+                &e.to_string(),
+            );
+        }
+    }
+}
