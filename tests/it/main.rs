@@ -47,6 +47,7 @@ mod store_conformance;
 mod stores;
 mod varlen_cli;
 mod varlen_copy;
+mod varlen_crash;
 mod varlen_read;
 mod varlen_write;
 mod write;
