@@ -186,3 +186,25 @@ fn copy_rechunks_and_recompresses_string_arrays() {
     assert_eq!(back, want);
     expect(&dest, "", &data);
 }
+
+#[test]
+fn group_listings_name_string_arrays_as_readable() {
+    let dest = fresh("varlen-cli-group");
+    std::fs::write(
+        dest.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(dest.join("station")).unwrap();
+    std::fs::write(dest.join("station").join("zarr.json"), v3_plain(4, 2)).unwrap();
+    let a = zarrbuf::open(dest.to_str().unwrap(), "station").unwrap();
+    a.write_varlen_all(&VarLenBuffer::from_strings(vec![4], ["a", "b", "c", "d"]).unwrap())
+        .unwrap();
+    let o = zarrbuf(&["info", dest.to_str().unwrap(), "--json"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let text = doc.to_string();
+    assert!(text.contains(r#""data_type":"string""#), "{text}");
+    assert!(!text.contains("variable-length data type"), "{text}");
+}
