@@ -228,7 +228,9 @@ where
         )
     })?;
     let fill = array.fill_value().as_ne_bytes();
-    let hint = source.values.len().min(1 << 26);
+    // The chunk's share of the data's values, as a capacity hint.
+    let elements = source.offsets.len().saturating_sub(1).max(1);
+    let hint = (source.values.len() as u128 * count as u128 / elements as u128) as usize;
     let stored = if encodes_vlen_itself(array) {
         let mut sink = VlenEncoder::new(count, hint, fill).map_err(failed)?;
         gather(&mut sink, &chunk, source, old_parts).map_err(failed)?;

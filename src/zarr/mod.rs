@@ -54,5 +54,5 @@ pub(crate) use units::{
 pub(crate) use vlen::{VlenIndex, VlenPlan, plan_vlen, scan as scan_vlen, vlen_kind};
 pub(crate) use vlen_encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
 pub use vlen_type::{VarLenInfo, describe_varlen};
-pub(crate) use vlen_type::{require_vlen, zarr_name as varlen_zarr_name};
+pub(crate) use vlen_type::{invalid_utf8, require_vlen, zarr_name as varlen_zarr_name};
 pub(crate) use write_framing::WriteCodec;

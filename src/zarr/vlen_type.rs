@@ -44,7 +44,7 @@ pub(crate) fn require_vlen<S: ?Sized>(array: &Array<S>) -> Result<VarLenKind> {
 ///     .build(Arc::new(MemoryStore::new()), "/names")
 ///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
 /// let info = zarrbuf::describe_varlen(&array)?;
-/// assert_eq!(info.data_type, "string");
+/// assert_eq!(info.data_type, zarrbuf::VarLenKind::Utf8);
 /// assert_eq!(info.chunks, vec![4]);
 /// assert_eq!(info.codecs, vec!["vlen-utf8"]);
 /// # Ok::<(), zarrbuf::Error>(())
@@ -59,9 +59,8 @@ pub struct VarLenInfo {
     pub chunks: Vec<u64>,
     /// Inner chunk shape of sharded arrays.
     pub inner_chunks: Option<Vec<u64>>,
-    /// `string` (UTF-8 strings) or `variable_length_bytes` (byte strings), whatever name
-    /// the metadata uses.
-    pub data_type: String,
+    /// UTF-8 strings (zarr `string`) or byte strings (zarr `variable_length_bytes`).
+    pub data_type: VarLenKind,
     /// The data type as the metadata names it: `string`, `variable_length_bytes` (zarrs
     /// also writes `bytes`), or for v2 `|O` with its filter (`|O vlen-utf8`).
     pub stored_type: String,
@@ -101,7 +100,7 @@ pub fn describe_varlen<S: ?Sized>(array: &Array<S>) -> Result<VarLenInfo> {
         shape: array.shape().to_vec(),
         chunks,
         inner_chunks,
-        data_type: zarr_name(data_type).into(),
+        data_type,
         stored_type,
         codecs: codec_list(array),
         fill_value: format_fill(array.fill_value().as_ne_bytes()),
@@ -137,4 +136,25 @@ pub(crate) fn zarr_python_bytes_metadata<S: ?Sized>(
     m.data_type = MetadataV3::new("variable_length_bytes");
     m.fill_value = FillValueMetadataV3::from(fill.as_str());
     Some(ArrayMetadata::V3(m))
+}
+
+/// Why a decoded chunk of a `string` array is damaged: an element that is not valid UTF-8
+/// (zarrs' decoder does not look). `None` for valid chunks and for other arrays.
+pub(crate) fn invalid_utf8<S: ?Sized>(
+    array: &Array<S>,
+    decoded: &zarrs::array::ArrayBytes<'_>,
+) -> Option<String> {
+    if vlen_kind(array) != Some(VarLenKind::Utf8) {
+        return None;
+    }
+    let zarrs::array::ArrayBytes::Variable(v) = decoded else {
+        return None;
+    };
+    let (offsets, values) = (&**v.offsets(), &v.bytes()[..]);
+    offsets.windows(2).enumerate().find_map(|(i, w)| {
+        let e = std::str::from_utf8(values.get(w[0]..w[1])?).err()?;
+        Some(format!(
+            "element {i} is not valid UTF-8 ({e}); the array holds UTF-8 strings"
+        ))
+    })
 }
