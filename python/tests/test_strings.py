@@ -19,10 +19,7 @@ from zarr.core.dtype import VariableLengthBytes
 STRINGS = json.loads((FIXTURES / "strings.json").read_text())
 PIPELINE = {"codec_pipeline.path": "zarrbuf.ZarrbufCodecPipeline"}
 DEFAULT = {"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}
-# zarrbuf refuses v2 strings stored in order F (a transpose before vlen-utf8) with a clear
-# error; zarr-python's pipeline reads them (test_order_f_strings_are_refused_clearly).
-ORDER_F = {"v2_vlen_utf8_F"}
-READABLE = [e for e in STRINGS if e["name"] not in ORDER_F]
+READABLE = STRINGS  # v2 strings in order F (v2_vlen_utf8_F) included
 
 pytestmark = pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
 
@@ -54,7 +51,7 @@ def test_the_fixtures_cover_every_layout():
                      (2, "variable_length_bytes")}
     assert any(e["inner_chunks"] for e in STRINGS if e["data_type"] == "string")
     assert any(e["chunks_present"] < e["chunks_total"] for e in STRINGS)
-    assert {"xr_v3_stations", "xr_v2_stations"} <= names
+    assert {"xr_v3_stations", "xr_v2_stations", "v2_vlen_utf8_F"} <= names
 
 
 @pytest.mark.parametrize("entry", READABLE, ids=fixture_ids(READABLE))
@@ -132,21 +129,6 @@ def test_xarray_reads_the_string_coordinate_through_the_pipeline(name):
     assert temp.shape == (len(want), 3)
     assert p.STATS["fallback"] == before["fallback"], p.STATS_REASONS
     assert p.STATS["zarrbuf"] > before["zarrbuf"]
-
-
-def test_order_f_strings_are_refused_clearly():
-    (entry,) = [e for e in STRINGS if e["name"] in ORDER_F]
-    store = str(FIXTURES / entry["store"])
-    with pytest.raises(zarrbuf.ZarrbufError, match="transpose"):
-        zarrbuf.open(store)
-    _, want, _ = expected(entry)
-    with zarr.config.set(PIPELINE):
-        z = zarr.open_array(store, mode="r")
-        assert flat(z[...]) == want  # zarr-python's own pipeline reads them
-        pipeline = z._async_array.codec_pipeline
-        assert pipeline.stats["zarrbuf"] == 0
-        assert pipeline.reasons == {"an encoding zarrbuf does not read": 1}, pipeline.reasons
-        assert "transpose" in pipeline.open_errors[""]
 
 
 def test_arrow_buffers_outlive_the_result():

@@ -1,7 +1,7 @@
 //! The string and bytes fixtures written by zarr-python and xarray
 //! (`fixtures/strings.json`, each with a JSON expectation of its elements in C order): every
 //! one reads exactly through `read_varlen` (whole, sync and async, and subsets against the
-//! whole), except v2 strings stored in order F, which zarrbuf refuses naming the codecs.
+//! whole), v2 strings stored in order F included.
 
 use serde_json::Value;
 use std::ops::Range;
@@ -10,9 +10,6 @@ use zarrbuf::{
 };
 
 use crate::common::root;
-
-/// Refused with a clear error (a transpose before vlen-utf8); zarr-python reads them.
-const ORDER_F: &[&str] = &["v2_vlen_utf8_F"];
 
 struct Entry {
     name: String,
@@ -113,7 +110,8 @@ fn every_string_fixture_reads_exactly() {
     let all = entries();
     assert!(all.len() >= 10, "strings.json lists {} fixtures", all.len());
     let cpu = BufferPrototype::cpu();
-    for e in all.iter().filter(|e| !ORDER_F.contains(&e.name.as_str())) {
+    assert!(all.iter().any(|e| e.name == "v2_vlen_utf8_F"));
+    for e in &all {
         let array =
             zarrbuf::open(&e.store, &e.path).unwrap_or_else(|err| panic!("{}: {err}", e.name));
         assert_eq!(array.varlen_kind(), Some(e.kind), "{}", e.name);
@@ -141,10 +139,7 @@ fn every_string_fixture_reads_exactly() {
 fn every_string_fixture_reads_exactly_async() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let cpu = BufferPrototype::cpu();
-    for e in entries()
-        .iter()
-        .filter(|e| !ORDER_F.contains(&e.name.as_str()))
-    {
+    for e in &entries() {
         let whole = rt
             .block_on(async {
                 let array = zarrbuf::open_async(&e.store, &e.path).await?;
@@ -152,24 +147,5 @@ fn every_string_fixture_reads_exactly_async() {
             })
             .unwrap_or_else(|err| panic!("{}: {err}", e.name));
         assert_eq!(elements(&whole), e.values, "{}", e.name);
-    }
-}
-
-#[test]
-fn strings_stored_in_order_f_are_refused_naming_the_codecs() {
-    for e in entries()
-        .iter()
-        .filter(|e| ORDER_F.contains(&e.name.as_str()))
-    {
-        let array = zarrbuf::open(&e.store, &e.path).expect("opens");
-        let err = array
-            .read_varlen_all(&BufferPrototype::cpu())
-            .expect_err("order F strings are not read");
-        let text = err.to_string();
-        assert!(
-            text.contains("transpose") && text.contains("vlen-utf8"),
-            "{}: {text}",
-            e.name
-        );
     }
 }
