@@ -45,11 +45,7 @@ impl Opened {
                         Inner::Async(a) => runtime()?.block_on(a.read_varlen_async(&none, &cpu))?,
                     };
                 }
-                let kind = if info.data_type == "string" {
-                    VarLenKind::Utf8
-                } else {
-                    VarLenKind::Bytes
-                };
+                let kind = info.data_type;
                 Ok(Opened::VarLen(VarLenHandle {
                     inner,
                     info,
@@ -126,8 +122,11 @@ impl VarLenHandle {
 
     /// The zarr data type (`string` or `variable_length_bytes`).
     #[getter]
-    fn data_type(&self) -> &str {
-        &self.info.data_type
+    fn data_type(&self) -> &'static str {
+        match self.kind {
+            VarLenKind::Utf8 => "string",
+            VarLenKind::Bytes => "variable_length_bytes",
+        }
     }
 
     /// The chunk shape (the shard shape of sharded arrays).
@@ -255,7 +254,10 @@ impl VarLenHandle {
     fn __repr__(&self) -> String {
         format!(
             "<zarrbuf.Array {} shape={:?} dtype={} chunks={:?}>",
-            self.label, self.info.shape, self.info.data_type, self.info.chunks
+            self.label,
+            self.info.shape,
+            self.data_type(),
+            self.info.chunks
         )
     }
 }
