@@ -129,6 +129,12 @@ impl VarLenHandle {
         }
     }
 
+    /// Whether `write` works here: local stores yes, object stores not yet.
+    #[getter]
+    fn writable(&self) -> bool {
+        matches!(self.inner, Inner::Sync(_))
+    }
+
     /// The chunk shape (the shard shape of sharded arrays).
     #[getter]
     fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

@@ -283,3 +283,31 @@ def test_wrong_elements_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="strings decode on the CPU"):
         a.read(decode="gpu")
     assert _back(path).tolist() == ["", "", ""]  # nothing was written by the failures
+
+
+def test_strings_on_s3_read_through_zarrbuf_and_writes_fall_back(monkeypatch):
+    import uuid
+
+    from conftest import server_url
+    from test_pipeline_stores import _s3
+
+    endpoint = server_url("ZARRBUF_TEST_S3_ENDPOINT")
+    prefix = f"{uuid.uuid4().hex}/s.zarr"
+    store = zarr.storage.ObjectStore(_s3(endpoint, prefix))
+    with zarr.config.set(PIPELINE):
+        z = zarr.create_array(store, shape=(9,), chunks=(4,), dtype=str, zarr_format=3)
+        z[...] = WORDS  # zarrbuf writes strings to local stores only: zarr-python does this
+        assert flat(z[...]) == WORDS
+        assert flat(z[2:7]) == WORDS[2:7]
+        p = z._async_array.codec_pipeline
+        assert p.stats == {"zarrbuf": 2, "fallback": 1}, (p.stats, p.reasons, p.open_errors)
+        assert p.reasons == {
+            "strings written to an object store (zarrbuf writes them to local stores)": 1
+        }
+    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(k, v)
+    a = zarrbuf.open(f"s3://zarrbuf-obstore/{prefix}")  # the async route, directly
+    assert a.read().tolist() == WORDS
+    with pytest.raises(zarrbuf.ZarrbufError, match="not supported yet"):
+        a[0:1] = ["x"]

@@ -658,6 +658,8 @@ class ZarrbufCodecPipeline(CodecPipeline):
             return why or "an array zarrbuf cannot open"
         if getattr(array, "kind", None) != varlen:
             return "an output whose NumPy type does not match the array's elements"
+        if writing and varlen is not None and not array.writable:
+            return "strings written to an object store (zarrbuf writes them to local stores)"
         return _Plan(array, ranges, drop, target)
 
     async def read(
