@@ -9,7 +9,8 @@ opens ``ARRAY_PATH`` ('' for the store root) in ``STORE`` with zarr-python, read
 array and compares it with ``EXPECTED.npy``: same shape, same dtype up to byte order, and
 the same bytes element by element (so NaN payloads and the sign of -0.0 count). Structured
 records compare with raw records of the same size (``|V<n>``, how zarrbuf stores them) byte
-for byte. Prints
+for byte. Variable-length strings and bytes (``string``, ``variable_length_bytes``, v2
+object arrays) compare element by element with a fixed-width ``<U`` / ``|S`` .npy. Prints
 ``ok STORE SHAPE DTYPE`` and exits 0 on a match; otherwise prints what differs and exits 1.
 
 Many arrays in one process (CI reads back every store the tests wrote)::
@@ -72,8 +73,29 @@ def _fmt_elem(x: np.ndarray) -> str:
     return repr(v)
 
 
+def compare_strings(got, expected, max_report: int = 10) -> list[str]:
+    """Variable-length strings or bytes (NumPy StringDType or object arrays, as zarr-python
+    reads ``string`` / ``variable_length_bytes`` arrays) against the fixed-width ``<U`` /
+    ``|S`` array zarrbuf's .npy files hold them in: element by element, as Python values
+    (fixed-width types drop trailing NULs, so elements ending in NUL cannot be compared)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.shape != expected.shape:
+        return [f"shape mismatch: read {got.shape}, expected {expected.shape}"]
+    g, e = got.reshape(-1).tolist(), expected.reshape(-1).tolist()
+    diff = [i for i, (a, b) in enumerate(zip(g, e)) if a != b or type(a) is not type(b)]
+    problems = []
+    if diff:
+        problems.append(f"{len(diff)} of {len(g)} elements differ")
+        for flat in diff[:max_report]:
+            idx = tuple(int(i) for i in np.unravel_index(flat, got.shape)) if got.ndim else ()
+            problems.append(f"  at {idx}: read {g[flat]!r}, expected {e[flat]!r}")
+    return problems
+
+
 def compare_arrays(got, expected, max_report: int = 10) -> list[str]:
     """Return a list of human-readable differences; empty when equal bit for bit."""
+    if np.asarray(got).dtype.kind in "OT" and np.asarray(expected).dtype.kind in "US":
+        return compare_strings(got, expected, max_report)
     got = canonical(got)
     expected = canonical(expected)
     problems: list[str] = []

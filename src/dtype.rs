@@ -635,6 +635,33 @@ element!(
     Complex<f64> => DataType::Complex128,
 );
 
+/// What the elements of a variable-length array (a [`crate::VarLenBuffer`]) are: UTF-8 strings or
+/// arbitrary bytes.
+///
+/// ```
+/// use zarrbuf::{VarLenBuffer, VarLenKind};
+/// let s = VarLenBuffer::from_strings(vec![2], ["a", "b"])?;
+/// assert_eq!(s.kind(), VarLenKind::Utf8);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VarLenKind {
+    /// UTF-8 strings (zarr v3 `string`, v2 `|O` with `vlen-utf8`; Arrow `large_utf8`).
+    Utf8,
+    /// Byte strings (zarr v3 `variable_length_bytes`, v2 `|O` with `vlen-bytes`; Arrow
+    /// `large_binary`).
+    Bytes,
+}
+
+impl std::fmt::Display for VarLenKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VarLenKind::Utf8 => "UTF-8 strings",
+            VarLenKind::Bytes => "byte strings",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

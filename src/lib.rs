@@ -66,16 +66,19 @@ pub mod store;
 mod zarr;
 
 // The everyday types, at the root.
+pub use api::ArrayWriteVarLenExt;
 pub use api::copy_array;
 pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
-pub use buffer::{Buffer, BufferPrototype, NDBuffer};
-pub use dtype::{DataType, Element, Order};
+pub use api::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt};
+pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer};
+pub use dtype::{DataType, Element, Order, VarLenKind};
 pub use error::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
 pub use store::open::DynArray;
 pub use store::remote::AsyncArray;
 pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, create_like, describe, resume_like};
 pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
+pub use zarr::{VarLenInfo, describe_varlen};
 pub use zarr::{open, open_async, open_opt, open_opt_async};
 
 // Names that had a second public path: each now has one (docs/api-changes.md), and the

@@ -19,10 +19,15 @@ use std::sync::{Arc, OnceLock};
 use zarrbuf::{BufferPrototype, NDBuffer};
 
 mod array;
+mod arrow;
 mod ndarray;
+mod numpy_strings;
+mod varlen;
+mod varlen_handle;
 
 use array::{Array, Inner, ReadStream};
 use ndarray::{NDArray, from_dlpack};
+use varlen_handle::Opened;
 
 /// The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
 /// come from mimalloc, which keeps freed memory for reuse. With glibc's malloc every small
@@ -126,7 +131,7 @@ fn open(
     tag: Option<&str>,
     snapshot: Option<&str>,
     virtual_access: Option<Vec<String>>,
-) -> PyResult<Array> {
+) -> PyResult<Py<PyAny>> {
     let label = label(location, path);
     run(py, || {
         let opts = open_options(branch, tag, snapshot, virtual_access)?;
@@ -138,8 +143,9 @@ fn open(
                 runtime()?.block_on(zarrbuf::open_opt_async(location, path, &opts))?,
             ))
         };
-        Array::from_inner(inner, label)
-    })
+        Opened::new(inner, label)
+    })?
+    .into_py(py)
 }
 
 /// Opens the array at `path` inside the store at `root` with the metadata zarr-python holds
@@ -158,7 +164,7 @@ fn open_with_metadata(
     metadata: &str,
     options: Option<Vec<(String, String)>>,
     session: Option<Vec<u8>>,
-) -> PyResult<Array> {
+) -> PyResult<Py<PyAny>> {
     let label = label(root, path);
     run(py, || {
         let local = zarrbuf::store::Location::parse(root)?.is_local();
@@ -193,8 +199,9 @@ fn open_with_metadata(
                 .map_err(refused)?;
             Inner::Async(Arc::new(array))
         };
-        Array::from_inner(inner, label)
-    })
+        Opened::new(inner, label)
+    })?
+    .into_py(py)
 }
 
 /// `nbytes` zeroed bytes of page-locked (pinned) host memory registered with CUDA device
@@ -299,6 +306,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
+    varlen::register(m)?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(list_hierarchy, m)?)?;

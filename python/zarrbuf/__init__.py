@@ -8,7 +8,9 @@
 
 Results are :class:`NDArray` objects: they implement ``__dlpack__`` /
 ``__dlpack_device__`` and ``__array_interface__`` (host) or ``__cuda_array_interface__``
-(device), so numpy, torch, CuPy and JAX take them without copying.
+(device), so numpy, torch, CuPy and JAX take them without copying. Arrays of
+variable-length strings or bytes read into :class:`VarLenArray` objects (Arrow's layout:
+``numpy.asarray`` gives ``StringDType``, ``pyarrow.array`` takes them without a copy).
 
 zarr-python uses zarrbuf for its reads and writes with::
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from ._zarrbuf import (
     NDArray,
+    VarLenArray,
     ZarrbufError,
     check,
     cuda_device_count,
@@ -39,6 +42,7 @@ from ._zarrbuf import open as _open
 __all__ = [
     "Array",
     "NDArray",
+    "VarLenArray",
     "ZarrbufCodecPipeline",
     "ZarrbufError",
     "check",
@@ -135,7 +139,8 @@ class Array:
 
     @property
     def dtype(self) -> str:
-        """numpy's type string (``"<f4"``); ``numpy.dtype(a.dtype)`` is the numpy dtype."""
+        """numpy's type string (``"<f4"``); ``numpy.dtype(a.dtype)`` is the numpy dtype.
+        Strings are ``"T"`` (``StringDType``), variable-length bytes ``"O"`` (``bytes``)."""
         return self._inner.dtype
 
     @property
@@ -148,11 +153,11 @@ class Array:
 
     def read(
         self, selection: Any = Ellipsis, device: str = "cpu", decode: str = "auto"
-    ) -> NDArray:
+    ) -> NDArray | VarLenArray:
         """Reads ``selection`` (basic slicing) into new memory on ``device`` (``"cpu"``,
         ``"cuda"``, ``"cuda:N"``). ``decode`` says where reads into a GPU decompress:
         ``"auto"`` (the CPU today), ``"cpu"``, ``"gpu"`` (nvCOMP, when it is installed) or
-        ``"both"``."""
+        ``"both"``. Arrays of strings or bytes give a :class:`VarLenArray`."""
         ranges, drop = normalize_selection(selection, self.shape)
         return self._inner.read(ranges, drop, device, decode)
 
@@ -186,9 +191,17 @@ class Array:
     def write(self, selection: Any, data: Any) -> None:
         """Writes ``data`` into ``selection``: numpy arrays and anything numpy.asarray takes
         (cast to the array's dtype and broadcast as numpy would), or device arrays (torch,
-        CuPy, JAX) of exactly the selection's shape and dtype, read in place."""
+        CuPy, JAX) of exactly the selection's shape and dtype, read in place. Arrays of
+        strings or bytes take what :func:`zarrbuf.strings.to_varlen` takes (``str`` lists,
+        ``StringDType``, ``<U`` and object arrays, pyarrow arrays; ``bytes`` likewise)."""
         ranges, drop = normalize_selection(selection, self.shape)
         shape = tuple(b - a for k, (a, b) in enumerate(ranges) if k not in drop)
+        kind = getattr(self._inner, "kind", None)
+        if kind is not None:
+            from .strings import to_varlen
+
+            self._inner.write(ranges, drop, to_varlen(data, kind, shape))
+            return
         device = _dlpack_device(data)
         if device is not None and device[0] not in _CPU_DEVICES:
             self._inner.write(ranges, drop, data)

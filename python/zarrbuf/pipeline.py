@@ -34,8 +34,11 @@ other stores (memory, obstore's ``MemoryStore``, zip files open for writing, wri
 icechunk sessions, other fsspec
 filesystems, wrapped or mocked stores), settings zarrbuf cannot honour exactly (a Python
 ``credential_provider``, default headers, a retry backoff of one's own, s3fs's extra
-request arguments...), fancy and strided indexing, variable-length and other types,
+request arguments...), fancy and strided indexing, other types (objects that are not variable-length bytes, non-native byte order),
 ``array.read_missing_chunks = False``, processes forked after zarrbuf started its threads.
+Variable-length strings (``StringDType`` outputs) and bytes (object outputs) of v3
+``string`` / ``variable_length_bytes`` and v2 ``vlen-utf8`` / ``vlen-bytes`` arrays go
+through zarrbuf: strings are packed straight into zarr-python's output.
 Modelled on zarrs-python's ``ZarrsCodecPipeline``.
 """
 
@@ -71,6 +74,9 @@ if TYPE_CHECKING:
 
 # Element kinds DLPack carries: bool, signed, unsigned, float, complex.
 _KINDS = frozenset("biufc")
+# NumPy kinds of variable-length outputs → zarrbuf's element kind: StringDType holds
+# strings, object arrays hold variable-length bytes.
+_VARLEN_KINDS = {"T": "utf8", "O": "bytes"}
 
 #: Batches zarrbuf handled and batches handed to zarr-python, over every pipeline of this
 #: process (``stats`` on a pipeline counts its own). Tests read it to check that zarrbuf's
@@ -519,7 +525,13 @@ class ZarrbufCodecPipeline(CodecPipeline):
                 # Metadata zarrs cannot use (a codec or type it lacks), or a store zarrbuf
                 # cannot open with these options: zarr-python reads it.
                 self.open_errors[prefix] = str(e)
-                what = "array metadata zarrs cannot use" if "metadata" in str(e) else "a store zarrbuf cannot open"
+                msg = str(e)
+                if "metadata" in msg:
+                    what = "array metadata zarrs cannot use"
+                elif msg.startswith("unsupported"):
+                    what = "an encoding zarrbuf does not read"
+                else:
+                    what = "a store zarrbuf cannot open"
                 self._arrays[prefix] = (None, what)
         return self._arrays[prefix]
 
@@ -546,8 +558,14 @@ class ZarrbufCodecPipeline(CodecPipeline):
         if type(arr) is not np.ndarray and not on_gpu:
             return "a buffer that is neither a NumPy nor a CuPy array"
         md_dtype = self.metadata.dtype.to_native_dtype()
-        if arr.dtype.kind not in _KINDS or not arr.dtype.isnative or arr.dtype != md_dtype:
-            return "a data type zarrbuf does not decode (variable-length, non-native order, ...)"
+        # Strings (StringDType) and variable-length bytes (objects) decode on the host.
+        varlen = _VARLEN_KINDS.get(arr.dtype.kind) if not on_gpu else None
+        if varlen is not None and arr.dtype != md_dtype:
+            varlen = None
+        if varlen is None and (
+            arr.dtype.kind not in _KINDS or not arr.dtype.isnative or arr.dtype != md_dtype
+        ):
+            return "a data type zarrbuf does not decode (non-native order, objects, ...)"
         if not writing and not on_gpu and not arr.flags.writeable:
             return "a read-only output array"
         try:
@@ -638,6 +656,10 @@ class ZarrbufCodecPipeline(CodecPipeline):
         array, why = self._array(prefix or "")
         if array is None:
             return why or "an array zarrbuf cannot open"
+        if getattr(array, "kind", None) != varlen:
+            return "an output whose NumPy type does not match the array's elements"
+        if writing and varlen is not None and not array.writable:
+            return "strings written to an object store (zarrbuf writes them to local stores)"
         return _Plan(array, ranges, drop, target)
 
     async def read(
@@ -677,7 +699,13 @@ class ZarrbufCodecPipeline(CodecPipeline):
         _count(self, "zarrbuf")
         if _is_cupy(plan.target):
             _cupy().cuda.get_current_stream().synchronize()  # the values are written
-        await asyncio.to_thread(plan.array.write, plan.ranges, plan.drop, plan.target)
+        data = plan.target
+        kind = getattr(plan.array, "kind", None)
+        if kind is not None:
+            from .strings import to_varlen
+
+            data = to_varlen(data, kind, data.shape)
+        await asyncio.to_thread(plan.array.write, plan.ranges, plan.drop, data)
 
 
 def _register() -> None:

@@ -2,14 +2,18 @@
 //! `zarrbuf copy`, for rechunking and recompressing.
 
 use super::read::ArrayReadExt;
+use super::read_varlen::ArrayReadVarLenExt;
 use super::write::ArrayWriteExt;
+use super::write_varlen::ArrayWriteVarLenExt;
 use crate::buffer::BufferPrototype;
 use crate::error::{Error, Result};
 use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };
 use crate::store::SyncedWrites;
-use crate::zarr::{check_subset, data_type_of, refuse_overlap};
+use crate::zarr::{
+    check_subset, data_type_of, refuse_overlap, require_vlen, varlen_zarr_name, vlen_kind,
+};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -208,6 +212,9 @@ where
         Some(s) => s.clone(),
         None => src.shape().iter().map(|&n| 0..n).collect(),
     };
+    if vlen_kind(src).is_some() || vlen_kind(dst).is_some() {
+        return copy_varlen(src, dst, &subset, opts);
+    }
     let elem = check_destination(src, dst, &subset)?;
     let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
     if shape.contains(&0) {
@@ -252,9 +259,16 @@ where
             cb(progress);
         }
     }
+    sync_metadata(dst, opts)
+}
+
+/// With [`Durability::Sync`], stores `dst`'s metadata again: it was stored before the copy
+/// began (create_like), and under the sync the whole array is on disk when the copy returns.
+fn sync_metadata<D>(dst: &Array<D>, opts: &CopyOptions) -> Result<()>
+where
+    D: ?Sized + ReadableWritableStorageTraits + 'static,
+{
     if opts.durability == Durability::Sync {
-        // The metadata was stored before this copy began (create_like); store it again
-        // under the sync so that the whole array is on disk when the copy returns.
         dst.store_metadata().map_err(|e| {
             Error::zarr(
                 dst.path().as_str(),
@@ -264,6 +278,84 @@ where
         })?;
     }
     Ok(())
+}
+
+/// The bytes a block of a variable-length copy plans for each element (its offset and
+/// about 56 bytes of value): blocks of whole destination chunks are sized by it.
+const VARLEN_ELEMENT_BYTES: usize = 64;
+
+/// [`copy_array`] of variable-length strings or bytes: block by block (whole destination
+/// chunks, sized as if each element took [`VARLEN_ELEMENT_BYTES`]), each read from `src`
+/// into a [`VarLenBuffer`](crate::VarLenBuffer) on the host and written to `dst` before
+/// the next is read. Both arrays must hold variable-length elements of the same kind.
+fn copy_varlen<S, D>(
+    src: &Array<S>,
+    dst: &Array<D>,
+    subset: &[Range<u64>],
+    opts: &CopyOptions,
+) -> Result<()>
+where
+    S: ?Sized + ReadableStorageTraits + 'static,
+    D: ?Sized + ReadableWritableStorageTraits + 'static,
+{
+    check_subset(src.shape(), subset, src.path().as_str())?;
+    let (sk, dk) = (require_vlen(src)?, require_vlen(dst)?);
+    if sk != dk {
+        return Err(Error::DataType(format!(
+            "the source holds {} but the destination {} holds {}; a copy keeps the data type",
+            varlen_zarr_name(sk),
+            dst.path(),
+            varlen_zarr_name(dk)
+        )));
+    }
+    let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
+    if dst.shape() != shape.as_slice() {
+        return Err(Error::ShapeMismatch(format!(
+            "the destination {} has shape {:?} but the copied part of the source has shape {shape:?}; create it with that shape (zarrbuf::create_like)",
+            dst.path(),
+            dst.shape()
+        )));
+    }
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let unit: Vec<u64> = dst
+        .chunk_shape(&vec![0u64; shape.len()])
+        .map_err(|e| crate::zarr::zarr_error(dst, e))?
+        .iter()
+        .map(|n| n.get())
+        .collect();
+    check_chunk_budget(dst, &unit, VARLEN_ELEMENT_BYTES, opts.memory_bytes)?;
+    let block = block_shape(&shape, &unit, VARLEN_ELEMENT_BYTES, opts.memory_bytes);
+    let (read_opts, write_opts) = block_options(opts);
+    let mut progress = Progress {
+        chunks_done: 0,
+        chunks_total: chunks_in(&unit, &shape.iter().map(|&n| 0..n).collect::<Vec<_>>()),
+        bytes_done: 0,
+    };
+    if let Some(cb) = &opts.progress {
+        cb(progress);
+    }
+    for region in blocks(&shape, &block) {
+        if !(opts.resume && block_is_stored(dst, &region, &unit)?) {
+            let from: Vec<Range<u64>> = region
+                .iter()
+                .zip(subset)
+                .map(|(r, s)| s.start + r.start..s.start + r.end)
+                .collect();
+            let data = src
+                .read_varlen_opt(&from, &BufferPrototype::cpu(), &read_opts)
+                .map_err(|e| tag(e, "source"))?;
+            dst.write_varlen_opt(&region, &data, &write_opts)
+                .map_err(|e| tag(e, "destination"))?;
+            progress.bytes_done += (data.offsets().len() + data.values().len()) as u64;
+        }
+        progress.chunks_done += chunks_in(&unit, &region);
+        if let Some(cb) = &opts.progress {
+            cb(progress);
+        }
+    }
+    sync_metadata(dst, opts)
 }
 
 /// Refuses destination chunks (shards) that no block can hold: a block holds at least one

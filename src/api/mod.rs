@@ -6,20 +6,27 @@
 //! Within the folder: `target` is the one check of a read's output or a write's data, used
 //! by the four traits; `read_stream` is the public face of `pipeline::StreamReads`; `read`
 //! and `read_async` make streams; `multi` reads through `read`; `write` and `write_async`
-//! stand alone; `copy` uses `read` and `write`.
+//! stand alone; `copy` uses `read` and `write`; `read_varlen` and `read_varlen_async` read
+//! variable-length arrays into `VarLenBuffer`s through `pipeline::read_varlen`.
 
 mod copy;
 pub(crate) mod multi;
 mod read;
 mod read_async;
 mod read_stream;
+mod read_varlen;
+mod read_varlen_async;
 mod target;
 mod write;
 mod write_async;
+mod write_varlen;
 
 pub use copy::{CopyOptions, copy_array};
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
 pub use read_stream::{BlockingReadStream, ReadStream};
+pub use read_varlen::ArrayReadVarLenExt;
+pub use read_varlen_async::ArrayReadVarLenAsyncExt;
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
+pub use write_varlen::ArrayWriteVarLenExt;

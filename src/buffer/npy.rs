@@ -7,6 +7,8 @@ use crate::error::{Error, Result};
 use std::io::{Read, Write};
 use std::path::Path;
 
+pub use super::varlen_fixed::{fixed_width_type, to_fixed_width};
+
 const MAGIC: &[u8] = b"\x93NUMPY";
 
 fn io_err(path: &Path, source: std::io::Error) -> Error {

@@ -172,7 +172,14 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
     };
     let dir_root = (!listed).then_some(root.as_path());
     let mut chunks = classify(&array, &prefix, dir_root, entries, &mut report.findings);
-    if let Err(refused) = crate::zarr::describe(&array) {
+    let readable = match crate::zarr::describe(&array) {
+        // Variable-length strings and bytes read through their own route.
+        Err(_) if crate::zarr::vlen_kind(&array).is_some() => {
+            crate::zarr::describe_varlen(&array).map(|_| ())
+        }
+        other => other.map(|_| ()),
+    };
+    if let Err(refused) = readable {
         // What `read` and `info` refuse is damage here too; the chunks of an array that
         // does not read are not decoded (zarrs may not even build its shard grid).
         let name = match array.metadata() {
@@ -478,7 +485,10 @@ fn check_chunk(array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
         }
     }
     match guarded(|| array.retrieve_chunk_opt::<ArrayBytes<'static>>(&chunk.indices, &options)) {
-        Ok(_) => Vec::new(),
+        Ok(decoded) => match crate::zarr::invalid_utf8(array, &decoded) {
+            Some(why) => finding((Problem::Undecodable, why)),
+            None => Vec::new(),
+        },
         Err(e) => finding(e),
     }
 }

@@ -152,7 +152,10 @@ impl ShardCheck {
             )
         }));
         match decoded {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(decoded)) => match crate::zarr::invalid_utf8(array, &decoded) {
+                Some(why) => Err((Problem::Undecodable, why)),
+                None => Ok(()),
+            },
             Ok(Err(e)) => {
                 let e = ArrayError::CodecError(e);
                 Err((problem_of(&e), e.to_string()))

@@ -215,7 +215,12 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         None => shape.iter().map(|&n| 0..n).collect(),
     };
     let new_shape: Vec<u64> = ranges.iter().map(|r| r.end - r.start).collect();
-    let elem = zarrbuf::describe(&src)?.data_type.size();
+    // Variable-length elements are sized as 64 bytes for --layout gpu and --memory checks.
+    let elem = match zarrbuf::describe(&src) {
+        Ok(info) => info.data_type.size(),
+        Err(_) if zarrbuf::describe_varlen(&src).is_ok() => 64,
+        Err(e) => return Err(e),
+    };
     let layout = copy_layout(a, &new_shape, elem)?;
     refuse_huge_chunks(&layout, elem, memory_bytes)?;
     let writer = branch
@@ -323,8 +328,26 @@ pub(crate) fn copy_summary(
     proto: &BufferPrototype,
     start: Instant,
 ) -> Result<()> {
-    let info = zarrbuf::describe(dst)?;
     let seconds = start.elapsed().as_secs_f64();
+    if let Ok(v) = zarrbuf::describe_varlen(dst) {
+        errln!(
+            "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) in {:.3} s ({:.0} elements/s)",
+            label(&a.src, &a.src_path),
+            new_shape,
+            v.stored_type,
+            label(&a.dst, &a.dst_path),
+            v.inner_chunks.as_ref().unwrap_or(&v.chunks),
+            match &v.inner_chunks {
+                Some(_) => format!(" in shards {:?}", v.chunks),
+                None => String::new(),
+            },
+            v.codecs.join(", "),
+            seconds,
+            new_shape.iter().product::<u64>() as f64 / seconds.max(1e-9)
+        );
+        return Ok(());
+    }
+    let info = zarrbuf::describe(dst)?;
     let bytes = new_shape.iter().product::<u64>() * info.data_type.size() as u64;
     errln!(
         "copied {} {:?} {} into {} (chunks {:?}{}, codecs {}) via {} in {:.3} s ({:.3} GB/s)",

@@ -11,4 +11,5 @@ pub(crate) mod output;
 pub(crate) mod parse;
 pub(crate) mod progress;
 pub(crate) mod read;
+pub(crate) mod read_varlen;
 pub(crate) mod source;

@@ -31,6 +31,9 @@ pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> R
         }
         Err(e) => return Err(e),
     };
+    if array.varlen_kind().is_some() {
+        return super::read_varlen::info(store, path, &array.describe_varlen()?);
+    }
     let i = array.describe()?;
     outln!("array:      {}", label(store, path))?;
     outln!("zarr:       v{}", i.zarr_format)?;
@@ -75,6 +78,13 @@ pub(crate) fn read(
     let mut opts = opts.with_decode(choices.decode);
     if let Some(n) = choices.max_bytes {
         opts = opts.with_max_bytes(n);
+    }
+    if array.varlen_kind().is_some() {
+        let read = super::read_varlen::read(&array, &ranges, &proto, &opts, out.as_deref());
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        return read;
     }
     let start = Instant::now();
     let data = array.read(&ranges, &proto, &opts)?;

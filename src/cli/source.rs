@@ -55,6 +55,38 @@ impl Source {
         }
     }
 
+    /// What the array's elements are when they are of variable length (strings or byte
+    /// strings), `None` for fixed-size elements.
+    pub(crate) fn varlen_kind(&self) -> Option<zarrbuf::VarLenKind> {
+        use zarrbuf::ArrayReadVarLenExt;
+        match self {
+            Source::Local(a) => a.varlen_kind(),
+            Source::Remote(a, _) => zarrbuf::describe_varlen(a.as_ref())
+                .ok()
+                .map(|i| i.data_type),
+        }
+    }
+
+    pub(crate) fn describe_varlen(&self) -> Result<zarrbuf::VarLenInfo> {
+        match self {
+            Source::Local(a) => zarrbuf::describe_varlen(a.as_ref()),
+            Source::Remote(a, _) => zarrbuf::describe_varlen(a.as_ref()),
+        }
+    }
+
+    pub(crate) fn read_varlen(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<zarrbuf::VarLenBuffer> {
+        use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt};
+        match self {
+            Source::Local(a) => a.read_varlen_opt(subset, proto, opts),
+            Source::Remote(a, rt) => rt.block_on(a.read_varlen_opt_async(subset, proto, opts)),
+        }
+    }
+
     pub(crate) fn read(
         &self,
         subset: &[Range<u64>],

@@ -74,39 +74,9 @@ impl ChainPlan {
         dims: usize,
     ) -> Result<Option<Self>> {
         let opts = CodecMetadataOptions::default();
-        let mut order: Option<Vec<usize>> = None;
-        for c in chain.array_to_array_codecs() {
-            if !c.as_any().is::<TransposeCodec>() {
-                return Ok(None);
-            }
-            let cfg = c.configuration_v3(&opts).ok_or_else(|| {
-                Error::Unsupported("a transpose codec without configuration".into())
-            })?;
-            let TransposeCodecConfiguration::V1(v1) =
-                TransposeCodecConfiguration::try_from_configuration(cfg).map_err(|e| {
-                    Error::Unsupported(format!("transpose codec configuration: {e}"))
-                })?
-            else {
-                return Ok(None);
-            };
-            let next = v1.order.0.clone();
-            let mut seen = vec![false; dims];
-            let permutes = next.len() == dims
-                && next
-                    .iter()
-                    .all(|&a| a < dims && !std::mem::replace(&mut seen[a], true));
-            if !permutes {
-                return Err(Error::InvalidArgument(format!(
-                    "the transpose codec's order {next:?} is not a permutation of the {dims} \
-                     axes of the array's chunks; fix the array's metadata"
-                )));
-            }
-            // Encoding applies transposes in sequence: e2[i] = e1[next[i]] = d[prev[next[i]]].
-            order = Some(match order {
-                None => next,
-                Some(prev) => next.iter().map(|&i| prev[i]).collect(),
-            });
-        }
+        let Some(order) = transpose_order(&chain, dims)? else {
+            return Ok(None);
+        };
         let a2b = chain.array_to_bytes_codec();
         if !a2b.as_any().is::<BytesCodec>() {
             return Ok(None);
@@ -124,7 +94,6 @@ impl ChainPlan {
             None if elem_size <= 1 => ByteOrder::native(),
             None => return Ok(None),
         };
-        let order = order.filter(|o| o.iter().enumerate().any(|(i, &a)| i != a));
         Ok(Some(ChainPlan {
             chain,
             layout: EncodedLayout { order, endian },
@@ -191,6 +160,53 @@ impl ChainPlan {
         }
         Ok(reps)
     }
+}
+
+/// The permutation a chain's array-to-array codecs apply when they are all `transpose`
+/// codecs: `Some(None)` for none (or the identity), `Some(Some(order))` where `order[i]` is
+/// the decoded axis stored as encoded axis `i`, `None` when another array-to-array codec is
+/// in the chain. A transpose whose order is not a permutation of the `dims` axes is an
+/// error, as in zarrs: the inner chain of a shard is not checked when the array opens.
+pub(crate) fn transpose_order(
+    chain: &CodecChain,
+    dims: usize,
+) -> Result<Option<Option<Vec<usize>>>> {
+    let opts = CodecMetadataOptions::default();
+    let mut order: Option<Vec<usize>> = None;
+    for c in chain.array_to_array_codecs() {
+        if !c.as_any().is::<TransposeCodec>() {
+            return Ok(None);
+        }
+        let cfg = c
+            .configuration_v3(&opts)
+            .ok_or_else(|| Error::Unsupported("a transpose codec without configuration".into()))?;
+        let TransposeCodecConfiguration::V1(v1) =
+            TransposeCodecConfiguration::try_from_configuration(cfg)
+                .map_err(|e| Error::Unsupported(format!("transpose codec configuration: {e}")))?
+        else {
+            return Ok(None);
+        };
+        let next = v1.order.0.clone();
+        let mut seen = vec![false; dims];
+        let permutes = next.len() == dims
+            && next
+                .iter()
+                .all(|&a| a < dims && !std::mem::replace(&mut seen[a], true));
+        if !permutes {
+            return Err(Error::InvalidArgument(format!(
+                "the transpose codec's order {next:?} is not a permutation of the {dims} \
+                 axes of the array's chunks; fix the array's metadata"
+            )));
+        }
+        // Encoding applies transposes in sequence: e2[i] = e1[next[i]] = d[prev[next[i]]].
+        order = Some(match order {
+            None => next,
+            Some(prev) => next.iter().map(|&i| prev[i]).collect(),
+        });
+    }
+    Ok(Some(
+        order.filter(|o| o.iter().enumerate().any(|(i, &a)| i != a)),
+    ))
 }
 
 /// The names of a chain's codecs, for `info` and error messages.

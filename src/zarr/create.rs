@@ -1,6 +1,8 @@
 //! Creating an array shaped like another one, with new chunks, shards and codecs: the
 //! destination of a copy.
 
+use super::vlen::vlen_kind;
+use super::vlen_type::{describe_varlen, zarr_python_bytes_metadata};
 use super::{CodecSpec, data_type_of, describe, inner_chain};
 use crate::error::{Error, Result};
 use crate::store::{DynArray, label};
@@ -113,7 +115,9 @@ fn check_shape(what: &str, v: &[u64], shape: &[u64]) -> Result<()> {
 
 /// Creates a new array at `path` of `store` with `src`'s data type, fill value, attributes and
 /// dimension names, the given `shape` (the source's, or a subset's) and `layout`, and stores
-/// its metadata. Array-to-array codecs (transpose, numcodecs filters) are not carried over;
+/// its metadata. Sources of variable-length strings or bytes (v3 `string`,
+/// `variable_length_bytes`, v2 `|O` with `VLenUTF8` / `VLenBytes`) make v3 `string` /
+/// `bytes` arrays with the `vlen-utf8` / `vlen-bytes` codec, which zarr-python reads. Array-to-array codecs (transpose, numcodecs filters) are not carried over;
 /// the array-to-bytes codec is kept unless it is `bytes` or sharding (then `bytes`,
 /// little-endian).
 ///
@@ -299,18 +303,26 @@ fn build_like<S: ?Sized>(
             src.shape().len()
         )));
     }
-    let dtype = data_type_of(src)?;
-    let info = describe(src)?;
+    // Variable-length strings and bytes have no element size: compressors that ask for
+    // one (blosc's typesize) get 1.
+    let (elem_size, src_chunks, src_inner) = if vlen_kind(src).is_some() {
+        let info = describe_varlen(src)?;
+        (1, info.chunks, info.inner_chunks)
+    } else {
+        let dtype = data_type_of(src)?;
+        let info = describe(src)?;
+        (dtype.size(), info.chunks, info.inner_chunks)
+    };
     let (chunks, shards) = match (&layout.chunks, &layout.shards) {
-        (None, None) => match &info.inner_chunks {
-            Some(inner) => (inner.clone(), Some(info.chunks.clone())),
-            None => (info.chunks.clone(), None),
+        (None, None) => match &src_inner {
+            Some(inner) => (inner.clone(), Some(src_chunks.clone())),
+            None => (src_chunks.clone(), None),
         },
         (Some(c), None) => (c.clone(), None),
         (c, Some(s)) => (
             c.clone()
-                .or_else(|| info.inner_chunks.clone())
-                .unwrap_or_else(|| info.chunks.clone()),
+                .or_else(|| src_inner.clone())
+                .unwrap_or_else(|| src_chunks.clone()),
             Some(s.clone()),
         ),
     };
@@ -336,7 +348,7 @@ fn build_like<S: ?Sized>(
         src.codecs().clone()
     };
     let b2b = match &layout.codecs {
-        Some(spec) => spec.bytes_to_bytes_codecs(dtype.size())?,
+        Some(spec) => spec.bytes_to_bytes_codecs(elem_size)?,
         None => src_chain.bytes_to_bytes_codecs().to_vec(),
     };
     let a2b = src_chain.array_to_bytes_codec();
@@ -361,13 +373,18 @@ fn build_like<S: ?Sized>(
     if shards.is_some() {
         builder.subchunk_shape(chunks.clone());
     }
-    builder.build(store, node).map_err(|e| {
+    let refused = |e: zarrs::array::ArrayCreateError| {
         Error::zarr(
-            name,
+            name.clone(),
             format!("cannot create the array: {e}"),
             Some(Box::new(e)),
         )
-    })
+    };
+    let array = builder.build(store.clone(), node).map_err(refused)?;
+    match zarr_python_bytes_metadata(&array) {
+        Some(meta) => super::new_array(store, node, meta).map_err(refused),
+        None => Ok(array),
+    }
 }
 
 /// The metadata keys a node may have: v3's, then v2's array and group documents.

@@ -22,11 +22,14 @@ mod store_open;
 mod stored_size;
 mod subset;
 mod units;
+mod vlen;
+mod vlen_encode;
+mod vlen_type;
 mod write_framing;
 
 pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
-pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
+pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names, transpose_order};
 pub use codec_spec::CodecSpec;
 pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
 pub(crate) use create::refuse_overlap;
@@ -48,4 +51,8 @@ pub use subset::parse_subset;
 pub(crate) use units::{
     Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
 };
+pub(crate) use vlen::{VlenIndex, VlenPlan, plan_vlen, scan as scan_vlen, vlen_kind};
+pub(crate) use vlen_encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
+pub use vlen_type::{VarLenInfo, describe_varlen};
+pub(crate) use vlen_type::{invalid_utf8, require_vlen, zarr_name as varlen_zarr_name};
 pub(crate) use write_framing::WriteCodec;

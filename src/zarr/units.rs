@@ -188,7 +188,12 @@ pub(crate) fn inner_chain<S: ?Sized>(
         .map_err(|e| format!("inner codecs of the shards: {e}"))
 }
 
-fn units_in(grid: &ChunkGrid, subset: &[Range<u64>]) -> std::result::Result<Vec<Unit>, String> {
+/// The units of `grid` (chunks, or the array-wide inner chunks) that intersect `subset`,
+/// each clipped to it.
+pub(crate) fn units_in(
+    grid: &ChunkGrid,
+    subset: &[Range<u64>],
+) -> std::result::Result<Vec<Unit>, String> {
     let request = ArraySubset::new_with_ranges(subset);
     if request.is_empty() {
         return Ok(Vec::new());

@@ -8,6 +8,7 @@ Each seed has the input layout its target reads (src/lib.rs):
   npy_read       a .npy file
   subset_parser  [ndim] + ndim little-endian u16 lengths + --subset text
   check_walk     [layout] + [0] + a stored chunk, or [layout] + [1] + a store key
+  vlen_decode    [layout] + a stored chunk (the shard, for the sharded layout)
 
 Run from anywhere: python3 tests/fuzz/make_corpus.py (stdlib only). The fixture order of
 chunk_decode and shard_index must match CHUNK_FIXTURES and SHARD_FIXTURES in src/lib.rs.
@@ -102,6 +103,39 @@ def check_walk_chunks() -> list[bytes]:
     ]
 
 
+def vlen(items: list[bytes]) -> bytes:
+    """numcodecs' vlen encoding: a u32 count, then a u32 length and the bytes of each item."""
+    return struct.pack("<I", len(items)) + b"".join(struct.pack("<I", len(x)) + x for x in items)
+
+
+def vlen_decode_seeds() -> None:
+    """vlen_decode: a valid chunk 0 for each of VLEN_LAYOUTS (src/lib.rs), and damaged ones."""
+    items = ["", "ab", "\u00df\u2202\U0001F600", "x" * 9]
+    utf8 = vlen([s.encode() for s in items])
+    binary = vlen([b"\0", b"a\0b", b"", b"\xff\xfe"])
+    inner = [vlen([s.encode() for s in items]), vlen([b"q", b"", b"rs", b"\xc3\xa9"])]
+    body, index = b"", b""
+    for c in inner:
+        index += struct.pack("<QQ", len(body), len(c))
+        body += c
+    shard = body + index
+    shard_missing = inner[0] + struct.pack("<QQ", 0, len(inner[0])) + b"\xff" * 16
+    valid = [utf8, binary, utf8, binary, zstd_raw_frame(utf8), shard]
+    for layout, chunk in enumerate(valid):
+        put("vlen_decode", bytes([layout]) + chunk)
+    # The malformations, on the plain string layout.
+    for bad in [
+        utf8[:3],
+        struct.pack("<I", 5) + utf8[4:],
+        struct.pack("<I", 0xFFFFFFFF) + b"\0" * 6,
+        utf8[:-3],
+        utf8 + b"tail",
+        vlen([b"\xe2\x82"] + [b""] * 3),
+    ]:
+        put("vlen_decode", bytes([0]) + bad)
+    put("vlen_decode", bytes([5]) + shard_missing)
+
+
 def put(target: str, data: bytes) -> None:
     d = CORPUS / target
     d.mkdir(parents=True, exist_ok=True)
@@ -171,6 +205,8 @@ def main() -> None:
         put("check_walk", bytes([i, 0]) + bytes(flipped))
         for key in ["c/0/0", "c/1/1", "c/7/0", "c.1.0", "1.1", "9.9", "c/0", "zarr.json", "c/00/1"]:
             put("check_walk", bytes([i, 1]) + key.encode())
+
+    vlen_decode_seeds()
 
 
 if __name__ == "__main__":

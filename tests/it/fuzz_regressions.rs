@@ -157,6 +157,7 @@ fn replay(target: &str, data: &[u8]) -> Vec<Outcome> {
         "subset_parser" => vec![harness::subset_parser(data)],
         "check_walk" => vec![harness::check_walk(data)],
         "bounded_decode" => vec![harness::bounded_decode(data)],
+        "vlen_decode" => vec![harness::vlen_decode(data)],
         other => panic!("unknown fuzz target {other:?}"),
     }
 }
@@ -273,6 +274,7 @@ fn seed_corpora_run_cleanly() {
         "npy_read",
         "subset_parser",
         "check_walk",
+        "vlen_decode",
     ] {
         for input in std::fs::read_dir(corpus.join(target)).expect("a seed corpus") {
             let data = std::fs::read(input.expect("an entry").path()).expect("readable");

@@ -59,9 +59,16 @@ fn from_array<S: ?Sized>(array: &Array<S>, doc: &Json) -> ArraySummary {
         Some(inner) => (dims(&inner), Some(outer)),
         None => (outer, None),
     };
-    let (data_type, fill_value, unreadable) = match data_type_of(array) {
-        Ok(t) => (t.to_string(), t.format_value(&fill_bytes(array)), None),
-        Err(e) => (
+    let varlen = crate::zarr::describe_varlen(array).ok();
+    let (data_type, fill_value, unreadable) = match (data_type_of(array), varlen) {
+        (Ok(t), _) => (t.to_string(), t.format_value(&fill_bytes(array)), None),
+        // Variable-length strings and bytes read through their own route.
+        (Err(_), Some(v)) => (
+            crate::zarr::varlen_zarr_name(v.data_type).to_string(),
+            v.fill_value,
+            None,
+        ),
+        (Err(e), None) => (
             array
                 .data_type()
                 .name_v3()

@@ -810,3 +810,134 @@ pub fn bounded_decode(data: &[u8]) -> Outcome {
     let part = read_both(&array, &[n / 3..n / 3 + 3], sel & 0x80 == 0, false).0;
     if whole.is_err() { whole } else { part }
 }
+
+/// The layouts target `vlen_decode` stores its input in (byte 0's low 3 bits, modulo their
+/// count): the array, the key of its chunk 0 and whether the chunk is compressed.
+pub const VLEN_LAYOUTS: &[(&str, &str)] = &[
+    ("v3 string", "c/0"),
+    ("v3 variable_length_bytes", "c/0"),
+    ("v2 |O VLenUTF8", "0"),
+    ("v2 |O VLenBytes", "0"),
+    ("v3 string + zstd", "c/0"),
+    ("v3 string, sharded", "c/0"),
+];
+
+/// The elements of the arrays of target `vlen_decode`, and of its chunks (shards).
+pub const VLEN_ELEMENTS: u64 = 8;
+/// Elements per chunk (per inner chunk of the sharded layout, whose shards hold all 8).
+pub const VLEN_CHUNK: u64 = 4;
+
+/// Whether layout `sel` of [`VLEN_LAYOUTS`] decompresses its chunk (a compressed chunk may
+/// decode to as much as the memory limit allows; the other layouts hand the input to the
+/// vlen decoder as it is, so what they allocate is bounded by the input).
+pub fn vlen_layout_is_compressed(data: &[u8]) -> bool {
+    data.first()
+        .is_some_and(|&b| usize::from(b & 7) % VLEN_LAYOUTS.len() == 4)
+}
+
+/// Writes the metadata of layout `layout` of [`VLEN_LAYOUTS`] into `dir`.
+fn vlen_metadata(dir: &TempDir, layout: usize) {
+    let (n, c) = (VLEN_ELEMENTS, VLEN_CHUNK);
+    let v3 = |dtype: &str, fill: &str, codecs: &str, chunk: u64| {
+        format!(
+            r#"{{"zarr_format": 3, "node_type": "array", "shape": [{n}],
+                "data_type": "{dtype}", "fill_value": {fill},
+                "chunk_grid": {{"name": "regular", "configuration": {{"chunk_shape": [{chunk}]}}}},
+                "chunk_key_encoding": {{"name": "default"}}, "codecs": {codecs}}}"#
+        )
+    };
+    let v2 = |filter: &str| {
+        format!(
+            r#"{{"zarr_format": 2, "shape": [{n}], "chunks": [{c}], "dtype": "|O",
+                "compressor": null, "fill_value": null, "order": "C",
+                "filters": [{{"id": "{filter}"}}]}}"#
+        )
+    };
+    let utf8 = r#"[{"name": "vlen-utf8"}]"#;
+    let (key, doc) = match layout {
+        0 => ("zarr.json", v3("string", r#""""#, utf8, c)),
+        1 => (
+            "zarr.json",
+            v3(
+                "variable_length_bytes",
+                "[]",
+                r#"[{"name": "vlen-bytes"}]"#,
+                c,
+            ),
+        ),
+        2 => (".zarray", v2("vlen-utf8")),
+        3 => (".zarray", v2("vlen-bytes")),
+        4 => (
+            "zarr.json",
+            v3(
+                "string",
+                r#""""#,
+                r#"[{"name": "vlen-utf8"}, {"name": "zstd", "configuration": {"level": 1, "checksum": false}}]"#,
+                c,
+            ),
+        ),
+        _ => (
+            "zarr.json",
+            v3(
+                "string",
+                r#""""#,
+                &format!(
+                    r#"[{{"name": "sharding_indexed", "configuration": {{"chunk_shape": [{c}],
+                        "codecs": {utf8},
+                        "index_codecs": [{{"name": "bytes", "configuration": {{"endian": "little"}}}}],
+                        "index_location": "end"}}}}]"#
+                ),
+                n,
+            ),
+        ),
+    };
+    dir.put(key, doc.as_bytes());
+}
+
+/// Target `vlen_decode`: byte 0 picks a layout of [`VLEN_LAYOUTS`] (low 3 bits); the rest
+/// is its chunk 0 (the shard, for the sharded layout), read with
+/// `ArrayReadVarLenExt::read_varlen` whole and in part. Checks: a failed read names the
+/// chunk (its key) in its error; a whole read that succeeds has a subset read that succeeds
+/// with the same elements; the result's layout holds its invariants. The target itself
+/// counts allocations for the uncompressed layouts: none may exceed its limit whatever the
+/// counts and lengths in the input claim.
+pub fn vlen_decode(data: &[u8]) -> Outcome {
+    use zarrbuf::ArrayReadVarLenExt;
+    let Some((&sel, chunk)) = data.split_first() else {
+        return Outcome::Skipped;
+    };
+    let layout = usize::from(sel & 7) % VLEN_LAYOUTS.len();
+    let key = VLEN_LAYOUTS[layout].1;
+    let dir = TempDir::new();
+    vlen_metadata(&dir, layout);
+    dir.put(key, chunk);
+    let array = match zarrbuf::open(dir.location(), "") {
+        Ok(a) => a,
+        Err(e) => panic!("the fixed metadata of layout {layout} does not open: {e}"),
+    };
+    let proto = BufferPrototype::cpu();
+    let whole = array.read_varlen(&[0..VLEN_ELEMENTS], &proto);
+    let part = array.read_varlen(&[1..VLEN_ELEMENTS - 1], &proto);
+    match (&whole, &part) {
+        (Ok(w), Ok(p)) => {
+            let bytes = |v: &zarrbuf::VarLenBuffer| -> Vec<Vec<u8>> {
+                v.iter_bytes()
+                    .expect("a host result")
+                    .map(|b| b.expect("an element"))
+                    .collect()
+            };
+            let (w, p) = (bytes(w), bytes(p));
+            assert_eq!(w.len(), VLEN_ELEMENTS as usize);
+            assert_eq!(p, w[1..w.len() - 1], "a subset read differs from the whole");
+        }
+        (Ok(_), Err(e)) => panic!("the whole array reads but its subset fails: {e}"),
+        (Err(e), _) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("key {key}")),
+                "the error does not name the chunk (key {key}): {msg}"
+            );
+        }
+    }
+    Outcome::of(&whole)
+}

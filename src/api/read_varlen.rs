@@ -1,0 +1,105 @@
+//! Reading variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
+
+use crate::buffer::{BufferPrototype, VarLenBuffer};
+use crate::dtype::VarLenKind;
+use crate::error::Result;
+use crate::options::ReadOptions;
+use crate::pipeline::{fetch_unit, read_varlen};
+use crate::zarr::{check_subset, vlen_kind};
+use std::ops::Range;
+use zarrs::array::Array;
+use zarrs::storage::ReadableStorageTraits;
+
+/// Reading variable-length arrays into [`VarLenBuffer`]s (Arrow's large string/binary
+/// layout): an extension trait on `zarrs::array::Array`, beside [`crate::ArrayReadExt`]
+/// (which reads fixed-size elements into `NDBuffer`s).
+///
+/// It reads zarr v3 `string` and `variable_length_bytes` arrays (codecs `vlen-utf8`,
+/// `vlen-bytes`) and v2 object arrays (`|O`) with the `VLenUTF8` or `VLenBytes` filter,
+/// sharded or not, with any bytes-to-bytes codecs (compressors, checksums). Chunks are
+/// decoded in parallel straight into the result (see docs/strings.md); a chunk that is not
+/// stored reads as the array's fill value (`""` unless the metadata says otherwise; a v2
+/// object array's `null` or `0` fill value reads as `""`). A damaged chunk is an error
+/// naming it. Into CUDA memory the result is built in pinned host memory and crosses in two
+/// copies (offsets, values).
+///
+/// ```
+/// use std::sync::Arc;
+/// use zarrbuf::{ArrayReadVarLenExt, BufferPrototype};
+/// use zarrs::array::{ArrayBuilder, data_type};
+/// use zarrs::storage::store::MemoryStore;
+///
+/// let store = Arc::new(MemoryStore::new());
+/// let array = ArrayBuilder::new(vec![4], vec![2], data_type::string(), "")
+///     .build(store, "/names").map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+/// array.store_chunk(&[0], vec!["ab", "αβ"])
+///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+/// // Chunk 1 is not stored: it reads as the fill value "".
+/// let names = array.read_varlen(&[1..4], &BufferPrototype::cpu())?;
+/// assert_eq!(names.shape(), &[3]);
+/// let all: Vec<String> = names.iter_str()?.collect::<zarrbuf::Result<_>>()?;
+/// assert_eq!(all, ["αβ", "", ""]);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub trait ArrayReadVarLenExt {
+    /// Reads `subset` into a new [`VarLenBuffer`] made by `proto` (elements in C order of
+    /// the subset).
+    fn read_varlen(&self, subset: &[Range<u64>], proto: &BufferPrototype) -> Result<VarLenBuffer> {
+        self.read_varlen_opt(subset, proto, &ReadOptions::default())
+    }
+
+    /// [`read_varlen`](Self::read_varlen) with options: `validate_checksums`, `max_bytes`
+    /// (the limit on the result's offsets and values together), `progress` (once per chunk
+    /// decoded), `concurrency` (the decoding threads: a pool of that size for this read;
+    /// rayon's global pool by default); the others are for fixed-size reads and do not
+    /// change this one.
+    fn read_varlen_opt(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<VarLenBuffer>;
+
+    /// Reads the whole array into a new [`VarLenBuffer`] made by `proto`.
+    fn read_varlen_all(&self, proto: &BufferPrototype) -> Result<VarLenBuffer> {
+        self.read_varlen_all_opt(proto, &ReadOptions::default())
+    }
+
+    /// [`read_varlen_all`](Self::read_varlen_all) with options.
+    fn read_varlen_all_opt(
+        &self,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<VarLenBuffer>;
+
+    /// What the array's elements are when they are of variable length (strings or byte
+    /// strings), `None` for arrays of fixed-size elements: tells which trait reads it.
+    fn varlen_kind(&self) -> Option<VarLenKind>;
+}
+
+impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S> {
+    fn read_varlen_opt(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<VarLenBuffer> {
+        check_subset(self.shape(), subset, self.path().as_str())?;
+        read_varlen(self, subset, proto, opts, &|plan, shards, unit| {
+            fetch_unit(self, plan, shards, unit)
+        })
+    }
+
+    fn read_varlen_all_opt(
+        &self,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<VarLenBuffer> {
+        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
+        self.read_varlen_opt(&subset, proto, opts)
+    }
+
+    fn varlen_kind(&self) -> Option<VarLenKind> {
+        vlen_kind(self)
+    }
+}

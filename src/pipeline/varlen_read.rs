@@ -1,0 +1,335 @@
+//! Reads of variable-length arrays into a [`VarLenBuffer`] (Arrow's large layout).
+//!
+//! Two passes over the units (chunks, or a shard's inner chunks) of a request, each in
+//! parallel on rayon's pool:
+//! 1. every unit is fetched, its bytes-to-bytes codecs run (bounded decoders), and its
+//!    encoded elements checked by [`scan_vlen`], which records where each element starts;
+//!    a missing unit reads as the fill value;
+//! 2. the element lengths, gathered in C order of the request, give the offsets (a prefix
+//!    sum); the request is cut into *runs* (a unit's part of one row along the last axis,
+//!    contiguous in the unit and in the output) and each run copies its elements straight
+//!    into its own, disjoint, slice of the values.
+//!
+//! Nothing is allocated per element: one offsets buffer, one values buffer, and per unit its
+//! decoded bytes and one start position per element. Into a device the buffers are built in
+//! pinned host memory and cross in two copies (offsets, values).
+
+use super::ShardReads;
+use crate::buffer::{Buffer, BufferPrototype, VarLenBuffer};
+use crate::error::{Error, Result};
+use crate::options::{Progress, ReadOptions};
+use crate::place::Memory;
+use crate::zarr::{
+    EncodedLayout, ShardIndex, Unit, UnitSource, VlenIndex, VlenPlan, chunk_error, plan_vlen,
+    scan_vlen,
+};
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use zarrs::array::{Array, CodecOptions};
+
+/// Fetches the encoded bytes of a unit of the plan (`None`: not stored).
+pub(crate) type VarLenFetch<'a> = dyn Fn(&crate::zarr::UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>>
+    + Sync
+    + 'a;
+
+/// One unit after pass 1: its decoded bytes and where each element starts, or missing.
+enum Decoded {
+    Stored { bytes: Vec<u8>, index: VlenIndex },
+    Missing,
+}
+
+impl Decoded {
+    /// The bytes of element `i` of the unit (C order of the unit); `fill` when missing.
+    fn element<'a>(&'a self, i: usize, fill: &'a [u8]) -> &'a [u8] {
+        match self {
+            Decoded::Stored { bytes, index } => &bytes[index.range(bytes, i)],
+            Decoded::Missing => fill,
+        }
+    }
+}
+
+/// A unit's part of one row of the request along the last axis: `count` elements that are
+/// contiguous in the output (from element `out`) and `step` apart in the unit's stored order
+/// (from element `at`; `step` is 1 unless the chunk is stored transposed).
+#[derive(Clone, Copy)]
+struct Run {
+    unit: usize,
+    at: usize,
+    step: usize,
+    out: usize,
+    count: usize,
+}
+
+/// An error about `unit` of a read: it names the chunk, or the shard and the inner chunk.
+fn unit_error<S: ?Sized>(
+    array: &Array<S>,
+    shards: Option<&ShardReads>,
+    unit: &Unit,
+    why: String,
+) -> Error {
+    match shards {
+        Some(s) => {
+            let (shard, within) = s.index().split(&unit.indices);
+            Error::zarr(
+                array.path().as_str(),
+                format!(
+                    "shard {shard:?} (key {}), inner chunk {within:?}: {why}",
+                    array.chunk_key(&shard)
+                ),
+                None,
+            )
+        }
+        None => chunk_error(array, &unit.indices, why),
+    }
+}
+
+/// Reads `subset` (checked by the caller) of a variable-length array into a new
+/// [`VarLenBuffer`] made by `proto`, fetching each unit with `fetch`.
+pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    proto: &BufferPrototype,
+    opts: &ReadOptions,
+    fetch: &VarLenFetch<'_>,
+) -> Result<VarLenBuffer> {
+    // A device that is not there is an error before anything is read.
+    crate::device::ops_for(proto.memory())?;
+    let mut plan = plan_vlen(array, subset)?;
+    let shards = match plan.units.source {
+        UnitSource::Subchunk => Some(ShardReads::new(
+            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
+            &mut plan.units.units,
+            false,
+            opts.staging_bytes as u64,
+        )),
+        _ => None,
+    };
+    let decoded = match opts.concurrency {
+        // A pool of the asked size, for this read only; rayon's global pool otherwise.
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}")))?
+            .install(|| decode_units(array, &plan, shards.as_ref(), opts, fetch))?,
+        None => decode_units(array, &plan, shards.as_ref(), opts, fetch)?,
+    };
+    let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
+    let runs = runs_of(&plan.units.units, &plan.units.layout(), subset);
+    assemble(array, &plan, &decoded, &runs, shape, proto, opts)
+}
+
+/// Pass 1: fetches, decompresses and checks every unit, in parallel.
+fn decode_units<S: ?Sized + Send + Sync>(
+    array: &Array<S>,
+    plan: &VlenPlan,
+    shards: Option<&ShardReads>,
+    opts: &ReadOptions,
+    fetch: &VarLenFetch<'_>,
+) -> Result<Vec<Decoded>> {
+    let codec_opts = CodecOptions::default().with_validate_checksums(opts.validate_checksums);
+    let chain = plan
+        .units
+        .chain
+        .as_ref()
+        .ok_or_else(|| Error::zarr(array.path().as_str(), "no codec plan", None))?;
+    let total = plan.units.units.len();
+    let (done, bytes_done) = (AtomicUsize::new(0), AtomicU64::new(0));
+    plan.units
+        .units
+        .par_iter()
+        .map(|unit| {
+            let report = |decoded: usize| {
+                if let Some(progress) = &opts.progress {
+                    progress(Progress {
+                        chunks_done: done.fetch_add(1, Ordering::Relaxed) + 1,
+                        chunks_total: total,
+                        bytes_done: bytes_done.fetch_add(decoded as u64, Ordering::Relaxed)
+                            + decoded as u64,
+                    });
+                }
+            };
+            let Some(encoded) = fetch(&plan.units, shards, unit)? else {
+                report(0);
+                return Ok(Decoded::Missing);
+            };
+            let bytes = chain
+                .decode_bytes(
+                    Cow::Owned(encoded),
+                    &unit.shape,
+                    array.data_type(),
+                    array.fill_value(),
+                    &codec_opts,
+                )
+                .map_err(|e| unit_error(array, shards, unit, e.to_string()))?;
+            let index = scan_vlen(&bytes, unit.num_elements(), plan.kind)
+                .map_err(|why| unit_error(array, shards, unit, why))?;
+            report(bytes.len());
+            Ok(Decoded::Stored { bytes, index })
+        })
+        .collect()
+}
+
+/// The runs of every unit, in output order (see [`Run`]).
+fn runs_of(units: &[Unit], layout: &EncodedLayout, subset: &[Range<u64>]) -> Vec<Run> {
+    let dims = subset.len();
+    let mut runs = Vec::new();
+    for (u, unit) in units.iter().enumerate() {
+        if dims == 0 {
+            runs.push(Run {
+                unit: u,
+                at: 0,
+                step: 1,
+                out: 0,
+                count: 1,
+            });
+            continue;
+        }
+        // Where each axis steps in the unit's stored order (C order unless transposed).
+        let strides = layout.decoded_strides(&unit.shape_usize(), 1);
+        let last = &unit.region[dims - 1];
+        let count = (last.end - last.start) as usize;
+        // Every row of the region: all index combinations of the leading axes.
+        let mut row: Vec<u64> = unit.region.iter().map(|r| r.start).collect();
+        'rows: loop {
+            let (mut at, mut out) = (0usize, 0usize);
+            for d in 0..dims {
+                let width = (subset[d].end - subset[d].start) as usize;
+                at += (row[d] - unit.origin[d]) as usize * strides[d] as usize;
+                out = out * width + (row[d] - subset[d].start) as usize;
+            }
+            runs.push(Run {
+                unit: u,
+                at,
+                step: strides[dims - 1] as usize,
+                out,
+                count,
+            });
+            // The next row: the leading axes advance like an odometer.
+            let mut d = dims - 1;
+            loop {
+                if d == 0 {
+                    break 'rows;
+                }
+                d -= 1;
+                row[d] += 1;
+                if row[d] < unit.region[d].end {
+                    continue 'rows;
+                }
+                row[d] = unit.region[d].start;
+            }
+        }
+    }
+    runs.sort_unstable_by_key(|r| r.out);
+    runs
+}
+
+/// Where the result is built: in the prototype's own memory when the host can write it,
+/// else (a device) in pinned host memory of that device, falling back to ordinary host
+/// memory where pinning is not available.
+fn build_prototype(proto: &BufferPrototype) -> BufferPrototype {
+    match proto.memory() {
+        Memory::Cuda(n) => {
+            let pinned = BufferPrototype::pinned(n);
+            if Buffer::empty(1, &pinned).is_ok() {
+                pinned
+            } else {
+                BufferPrototype::cpu()
+            }
+        }
+        _ => proto.clone(),
+    }
+}
+
+/// Refuses a result larger than the read's memory limit before its values are allocated.
+fn check_result_size<S: ?Sized>(
+    array: &Array<S>,
+    bytes: u64,
+    proto: &BufferPrototype,
+    opts: &ReadOptions,
+) -> Result<()> {
+    let (limit, from) = match opts.max_bytes {
+        Some(n) => (n, "the read's max_bytes"),
+        None if proto.memory().is_host_accessible() => {
+            match crate::memory_limit::available_bytes() {
+                Some(n) => (n, "the memory this process may still take"),
+                None => return Ok(()),
+            }
+        }
+        None => return Ok(()),
+    };
+    if bytes > limit {
+        return Err(Error::TooLarge {
+            what: format!("the variable-length read of array {}", array.path()),
+            bytes,
+            limit,
+            limit_from: from.into(),
+            advice: "read a subset of it, or raise the limit (--memory, \
+                     ReadOptions::with_max_bytes) if the memory is there"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Pass 2: offsets from the lengths (prefix sums in output order), then each run's values
+/// copied into its own slice of the values, in parallel.
+fn assemble<S: ?Sized>(
+    array: &Array<S>,
+    plan: &VlenPlan,
+    decoded: &[Decoded],
+    runs: &[Run],
+    shape: Vec<u64>,
+    proto: &BufferPrototype,
+    opts: &ReadOptions,
+) -> Result<VarLenBuffer> {
+    let n: usize = runs.iter().map(|r| r.count).sum();
+    let fill = plan.fill.as_slice();
+    // Offsets, and each run's byte count.
+    let mut offsets = Vec::with_capacity(8 * (n + 1));
+    offsets.extend_from_slice(&0i64.to_le_bytes());
+    let mut run_bytes = Vec::with_capacity(runs.len());
+    let mut total = 0usize;
+    for r in runs {
+        let start = total;
+        let unit = &decoded[r.unit];
+        for k in 0..r.count {
+            total += unit.element(r.at + k * r.step, fill).len();
+            offsets.extend_from_slice(&(total as i64).to_le_bytes());
+        }
+        run_bytes.push(total - start);
+    }
+    let build = build_prototype(proto);
+    check_result_size(array, (total + offsets.len()) as u64, &build, opts)?;
+    // Every byte is written below (the runs tile the values); an error drops the buffer.
+    let values = Buffer::empty_unwritten(total, &build)?;
+    values.with_host_mut(|dst| {
+        let mut pieces = Vec::with_capacity(runs.len());
+        let mut rest = dst;
+        for (r, &len) in runs.iter().zip(&run_bytes) {
+            let (piece, tail) = rest.split_at_mut(len);
+            pieces.push((r, piece));
+            rest = tail;
+        }
+        pieces.into_par_iter().for_each(|(r, piece)| {
+            let unit = &decoded[r.unit];
+            let mut pos = 0;
+            for k in 0..r.count {
+                let src = unit.element(r.at + k * r.step, fill);
+                piece[pos..pos + src.len()].copy_from_slice(src);
+                pos += src.len();
+            }
+        });
+        Ok(())
+    })?;
+    let offsets = Buffer::from_buffer(&Buffer::from_vec(offsets), &build)?;
+    let (offsets, values) = if build.memory() == proto.memory() {
+        (offsets, values)
+    } else {
+        (offsets.copy_to_new(proto)?, values.copy_to_new(proto)?)
+    };
+    Ok(VarLenBuffer::from_checked(
+        shape, plan.kind, offsets, values,
+    ))
+}
