@@ -19,8 +19,8 @@ use zarrbuf_codecs::host::Shuffle;
 
 /// What follows a device batch for one of its chunks.
 enum After<'f> {
-    /// Decoded straight into the output.
-    Done,
+    /// Unit `.0` decoded straight into its place: the output, or its cache buffer.
+    Done(usize),
     /// Scatter unit `.0`'s decoded bytes into the output.
     Scatter(usize, Region),
     /// Undo blosc's shuffle from `.2` into `.3`, then (when `.5`) scatter unit `.0` from there.
@@ -185,10 +185,19 @@ impl StagedRead<'_> {
         let align = d.compression.required_alignment();
         let mut places = Vec::with_capacity(g.chunks.len());
         let mut scratch_bytes = [0, 0];
+        let mut keeps = Vec::with_capacity(g.chunks.len());
         for (i, _, chunk) in &g.chunks {
             let unit = &self.units[*i];
             let expected = unit.num_elements() * s.elem;
-            let direct = self.direct_target(unit, s, align)?;
+            // With a cache, each chunk decodes into a buffer of its own: straight into it
+            // when the decoded layout is the cache's, else into scratch and copied there.
+            let kept = self.new_kept(unit, s.elem)?;
+            let direct = match &kept {
+                Some(k) if self.decoded_is_cache_layout(s.out) => Some(k.region()?.clone()),
+                Some(_) => None,
+                None => self.direct_target(unit, s, align)?,
+            };
+            keeps.push(kept);
             let shuffled = matches!(&chunk.parts, DeviceParts::Blosc(f) if f.shuffle.is_some());
             let areas = match (direct.is_some(), shuffled) {
                 (true, false) => 0,
@@ -222,7 +231,7 @@ impl StagedRead<'_> {
                     });
                     item_units.push((*i, expected));
                     after.push(match direct {
-                        Some(_) => After::Done,
+                        Some(_) => After::Done(*i),
                         None => After::Scatter(*i, output),
                     });
                 }
@@ -238,7 +247,7 @@ impl StagedRead<'_> {
                             area(0),
                             After::Unshuffle(*i, shuffle, area(0), area(1), frame, true),
                         ),
-                        (None, Some(target)) => (target, After::Done),
+                        (None, Some(target)) => (target, After::Done(*i)),
                         (None, None) => (area(0), After::Scatter(*i, area(0))),
                     };
                     for stream in &frame.streams {
@@ -265,11 +274,16 @@ impl StagedRead<'_> {
             self.ops
                 .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
         }
-        for next in &after {
+        let mut kept_all = Vec::new();
+        for (next, kept) in after.iter().zip(keeps) {
             match next {
-                After::Done => {}
+                After::Done(i) => {
+                    if let Some(k) = &kept {
+                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, s.out)?;
+                    }
+                }
                 After::Scatter(i, decoded) => {
-                    self.scatter(&d.queue, &self.units[*i], decoded, s)?
+                    self.place_decoded(&d.queue, &self.units[*i], decoded, kept.as_ref(), s)?
                 }
                 After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
                     self.ops.blosc_unshuffle(
@@ -284,11 +298,18 @@ impl StagedRead<'_> {
                         },
                     )?;
                     if *scatter {
-                        self.scatter(&d.queue, &self.units[*i], to, s)?;
+                        self.place_decoded(&d.queue, &self.units[*i], to, kept.as_ref(), s)?;
+                    } else if let Some(k) = &kept {
+                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, s.out)?;
                     }
                 }
             }
+            let i = match next {
+                After::Done(i) | After::Scatter(i, _) | After::Unshuffle(i, ..) => *i,
+            };
+            kept_all.extend(kept.map(|k| (i, k)));
         }
+        self.fence_kept(&d.queue, &kept_all)?;
         let event = self.ops.record(&d.queue)?;
         for (i, _, _) in &g.chunks {
             self.report(progress, &self.units[*i].region_shape(), s.elem);
@@ -299,6 +320,7 @@ impl StagedRead<'_> {
         entry.chunks = g.chunks.len();
         entry.batch = Some(g.batch.id);
         entry.submitted = submitted;
+        entry.kept = kept_all;
         Ok(())
     }
 
@@ -345,6 +367,8 @@ impl StagedRead<'_> {
         d.last_done = Some(now);
         let items = std::mem::take(&mut entry.items);
         let chunks = std::mem::take(&mut entry.chunks);
+        // Cached only once every chunk of the batch has been checked.
+        let kept = std::mem::take(&mut entry.kept);
         let outcomes = entry
             .desc
             .outcomes(items.len(), &|st| self.ops.describe_status(st))?;
@@ -369,6 +393,7 @@ impl StagedRead<'_> {
                 }
             }
         }
+        self.insert_kept(kept);
         if let Some(id) = entry.batch.take() {
             queue.device_done(id, chunks, now.saturating_duration_since(started));
         }

@@ -108,6 +108,7 @@ fn read(
             blosc: false,
         }),
         unit_error: &unit_error,
+        cache: None,
     };
     let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
         let k = unit.indices[0] as usize;

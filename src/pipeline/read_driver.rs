@@ -103,6 +103,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         progress: opts.progress.clone(),
         device_decode,
         unit_error: &unit_error,
+        cache: None,
     };
     // Chunks are decoded in parallel, so each codec runs single-threaded.
     let codec_opts = CodecOptions::default()

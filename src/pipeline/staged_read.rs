@@ -19,6 +19,7 @@
 //! on the host, which is how CI exercises this logic without a GPU.
 
 use super::batch_plan::batch_plan;
+use super::cached_read::DeviceChunkStore;
 use super::device_batches::DeviceBatches;
 use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
@@ -93,6 +94,9 @@ pub(crate) struct StagedRead<'a> {
     pub device_decode: Option<DeviceDecode>,
     /// The error for a unit the device decoder rejected (names the array and chunk).
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
+    /// The decoded-chunk cache in the device's memory, when the read has one
+    /// ([`super::cached_read`]).
+    pub cache: Option<&'a dyn DeviceChunkStore>,
 }
 
 /// What a worker hands the coordinator for one unit.
@@ -107,6 +111,14 @@ struct Ready {
 impl StagedRead<'_> {
     /// Runs the pipeline, writing every unit's region of the request into `out`.
     pub(crate) fn run(&self, out: &NDBuffer, produce: &Producer<'_>) -> Result<()> {
+        match self.cache {
+            Some(cache) if !self.units.is_empty() => self.run_cached(cache, out, produce),
+            _ => self.run_staged(out, produce),
+        }
+    }
+
+    /// Runs the pipeline over every unit (with a cache: over its misses).
+    pub(super) fn run_staged(&self, out: &NDBuffer, produce: &Producer<'_>) -> Result<()> {
         if self.units.is_empty() {
             return Ok(());
         }
@@ -343,9 +355,20 @@ impl StagedRead<'_> {
                         slot.staging.try_slice(..len)?,
                         slot.scratch.try_slice(..len)?,
                     );
-                    self.ops
-                        .copy(&slot.queue, staged.region()?, scratch.region()?)?;
-                    self.scatter(&slot.queue, unit, scratch.region()?, &scatter)?;
+                    match self.new_kept(unit, elem)? {
+                        None => {
+                            self.ops
+                                .copy(&slot.queue, staged.region()?, scratch.region()?)?;
+                            self.scatter(&slot.queue, unit, scratch.region()?, &scatter)?;
+                        }
+                        Some(kept) => {
+                            // Decoded on the CPU, so it succeeded: kept at once.
+                            self.stage_kept(&slot.queue, unit, &staged, &scratch, &kept, out)?;
+                            let kept = vec![(i, kept)];
+                            self.fence_kept(&slot.queue, &kept)?;
+                            self.insert_kept(kept);
+                        }
+                    }
                 }
             }
             let event = self.ops.record(&slot.queue)?;

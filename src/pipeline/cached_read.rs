@@ -1,0 +1,285 @@
+//! A staged read with a decoded-chunk cache on its device.
+//!
+//! Hits — units whose decoded bytes the cache already holds in the device's memory — are
+//! placed into the output on the device by the strided-copy kernel, straight from the
+//! cached buffer: nothing is fetched, decoded, staged or copied from the host. The misses
+//! go through the staged pipeline as without a cache, except that each one is decoded into
+//! a device buffer of its own, of the unit's full size, in the cache's layout (C order,
+//! native byte order: the layout the host routes cache too), which the pipeline then
+//! scatters into the output and hands to the cache. A buffer reaches the cache with a
+//! completion fence covering the work that wrote it (and the scatter that read it) —
+//! [`track`] — so a later read on another stream is ordered after that work; the device
+//! decoder's chunks reach it only once their batch has finished and every chunk of it was
+//! checked, so a chunk the decoder rejected is never cached.
+//!
+//! Without a cache nothing here runs: [`StagedRead::run`] takes its usual route.
+
+use super::StagedRead;
+use super::device_parts::Scatter;
+use super::staged_read::Producer;
+use crate::buffer::{Buffer, NDBuffer};
+use crate::device::{Queue, StridedCopy, track};
+use crate::dtype::{ByteOrder, Order};
+use crate::error::Result;
+use crate::memory::Region;
+use crate::options::{Progress, ProgressFn};
+use crate::zarr::Unit;
+use std::sync::Arc;
+use zarrbuf_codecs::Strided;
+
+/// What a staged read needs of a decoded-chunk cache: the decoded units of one array held
+/// in one memory (the memory the read's device computes on). Keys are the units' indices
+/// (chunk indices, or inner-chunk indices of a sharded array); values hold a unit's
+/// decoded bytes in C order and native byte order, of its full shape.
+pub(crate) trait DeviceChunkStore: Send + Sync {
+    /// The cached decoded unit at `indices`, if any (counted as a hit or a miss).
+    fn get(&self, indices: &[u64]) -> Option<Buffer>;
+    /// Keeps `decoded` as the unit at `indices` (the cache may evict it, or others for it).
+    fn insert(&self, indices: &[u64], decoded: Buffer);
+    /// Whether a unit of `bytes` decoded bytes may be kept at all (a unit larger than the
+    /// whole cache is not decoded into a buffer of its own).
+    fn admits(&self, bytes: usize) -> bool;
+}
+
+impl StagedRead<'_> {
+    /// Runs the read with `cache`: hits placed from it on the device, misses through the
+    /// staged pipeline, which decodes each into a buffer of its own for the cache.
+    pub(super) fn run_cached(
+        &self,
+        cache: &dyn DeviceChunkStore,
+        out: &NDBuffer,
+        produce: &Producer<'_>,
+    ) -> Result<()> {
+        let elem = out.dtype().size();
+        let memory = self.ops.memory();
+        let mut hits: Vec<(&Unit, Buffer)> = Vec::new();
+        let mut misses: Vec<Unit> = Vec::new();
+        for unit in self.units {
+            // A buffer of another size or memory is not this unit's (never the case for
+            // what zarrbuf inserts): it is read again.
+            match cache.get(&unit.indices).filter(|b| {
+                b.len() == unit.num_elements() * elem && b.memory() == memory && b.is_allocated()
+            }) {
+                Some(b) => hits.push((unit, b)),
+                None => misses.push(unit.clone()),
+            }
+        }
+        let mut progress = Progress {
+            chunks_done: 0,
+            chunks_total: self.units.len(),
+            bytes_done: 0,
+        };
+        let q = match hits.is_empty() {
+            true => None,
+            false => Some(self.ops.new_queue()?),
+        };
+        let placed = q.as_ref().map_or(Ok(()), |q| {
+            hits.iter().try_for_each(|(unit, b)| {
+                self.scatter_cached(q, unit, b.region()?, out)?;
+                self.report(&mut progress, &unit.region_shape(), elem);
+                Ok(())
+            })
+        });
+        let missed = placed.and_then(|()| {
+            if misses.is_empty() {
+                return Ok(());
+            }
+            let rest = StagedRead {
+                ops: self.ops.clone(),
+                units: &misses,
+                layout: self.layout.clone(),
+                request_start: self.request_start.clone(),
+                fill_value: self.fill_value.clone(),
+                staging_bytes: self.staging_bytes,
+                threads: self.threads,
+                progress: self.progress.clone().map(|cb| after(cb, progress)),
+                device_decode: self.device_decode,
+                unit_error: self.unit_error,
+                cache: Some(cache),
+            };
+            rest.run_staged(out, produce)
+        });
+        // The hits' copies are done before the read returns (and before the buffers the
+        // cache may evict meanwhile are let go here).
+        let drained = q.as_ref().map_or(Ok(()), |q| self.ops.synchronize(q));
+        drop(hits);
+        missed.and(drained)
+    }
+
+    /// The byte-swap unit from native byte order to the output's (0: none).
+    fn native_to_out_swap(out: &NDBuffer) -> usize {
+        if out.byte_order() == ByteOrder::native() {
+            0
+        } else {
+            out.dtype().swap_unit()
+        }
+    }
+
+    /// True when a unit's decoded bytes (the chain's encoded layout) are already the cache's
+    /// layout: C order, native byte order.
+    pub(super) fn decoded_is_cache_layout(&self, out: &NDBuffer) -> bool {
+        self.layout.order.is_none()
+            && (self.layout.endian == ByteOrder::native() || out.dtype().swap_unit() == 0)
+    }
+
+    /// Enqueues the copy of a whole decoded unit (`decoded`, in the chain's encoded layout)
+    /// into `kept`, in the cache's layout: transposed to C order, swapped to native order.
+    pub(super) fn to_cache_layout(
+        &self,
+        q: &Queue,
+        unit: &Unit,
+        decoded: &Region,
+        kept: &Region,
+        out: &NDBuffer,
+    ) -> Result<()> {
+        let elem = out.dtype().size();
+        let shape = unit.shape_usize();
+        let src_strides = self.layout.decoded_strides(&shape, elem);
+        let c = Order::C.strides(&shape, elem);
+        let swap = if self.layout.endian == ByteOrder::native() {
+            0
+        } else {
+            out.dtype().swap_unit()
+        };
+        self.ops.strided_copy(
+            q,
+            StridedCopy {
+                src: decoded,
+                src_view: Strided {
+                    offset: 0,
+                    strides: &src_strides,
+                },
+                dst: kept,
+                dst_view: Strided {
+                    offset: 0,
+                    strides: &c,
+                },
+                shape: &shape,
+                elem_size: elem,
+                swap_unit: swap,
+            },
+        )
+    }
+
+    /// Enqueues the scatter of a unit's region from its cached buffer (the cache's layout)
+    /// into its place in the output.
+    pub(super) fn scatter_cached(
+        &self,
+        q: &Queue,
+        unit: &Unit,
+        kept: &Region,
+        out: &NDBuffer,
+    ) -> Result<()> {
+        let elem = out.dtype().size();
+        let c = Order::C.strides(&unit.shape_usize(), elem);
+        self.ops.strided_copy(
+            q,
+            StridedCopy {
+                src: kept,
+                src_view: Strided {
+                    offset: unit.offset_in_unit(&c),
+                    strides: &c,
+                },
+                dst: out.buffer().region()?,
+                dst_view: Strided {
+                    offset: unit.offset_in_request(&self.request_start, out.offset(), out.strides()),
+                    strides: out.strides(),
+                },
+                shape: &unit.region_shape(),
+                elem_size: elem,
+                swap_unit: Self::native_to_out_swap(out),
+            },
+        )
+    }
+
+    /// A device buffer for unit `unit`'s decoded bytes, to be kept in the cache; `None`
+    /// without a cache, or when the cache would not keep a unit of this size.
+    pub(super) fn new_kept(&self, unit: &Unit, elem: usize) -> Result<Option<Buffer>> {
+        let bytes = unit.num_elements() * elem;
+        match self.cache {
+            Some(cache) if cache.admits(bytes) => {
+                // Every byte is written by the device work enqueued right after (a copy of
+                // the whole decoded unit, the decoder's output of exactly its size, or the
+                // layout copy over its full shape) before anything reads it, and a unit
+                // whose work failed is never inserted.
+                let region = self.ops.alloc(bytes)?;
+                Ok(Some(Buffer::from_region(region)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Copies a unit the CPU decoded (`staged`: its decoded bytes in the slot) to the device,
+    /// into `kept` in the cache's layout (through the slot's `scratch` when the layout
+    /// differs), and scatters it from there into the output.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn stage_kept(
+        &self,
+        q: &Queue,
+        unit: &Unit,
+        staged: &Buffer,
+        scratch: &Buffer,
+        kept: &Buffer,
+        out: &NDBuffer,
+    ) -> Result<()> {
+        let kept = kept.region()?;
+        if self.decoded_is_cache_layout(out) {
+            self.ops.copy(q, staged.region()?, kept)?;
+        } else {
+            self.ops.copy(q, staged.region()?, scratch.region()?)?;
+            self.to_cache_layout(q, unit, scratch.region()?, kept, out)?;
+        }
+        self.scatter_cached(q, unit, kept, out)
+    }
+
+    /// Places a decoded unit (`decoded`: the whole unit in the chain's encoded layout) into
+    /// the output through `kept`, its cache buffer: into the cache's layout, then scattered
+    /// from there; or, without one, scattered straight from `decoded`.
+    pub(super) fn place_decoded(
+        &self,
+        q: &Queue,
+        unit: &Unit,
+        decoded: &Region,
+        kept: Option<&Buffer>,
+        s: &Scatter<'_>,
+    ) -> Result<()> {
+        let Some(kept) = kept else {
+            return self.scatter(q, unit, decoded, s);
+        };
+        let kept = kept.region()?;
+        self.to_cache_layout(q, unit, decoded, kept, s.out)?;
+        self.scatter_cached(q, unit, kept, s.out)
+    }
+
+    /// Leaves a fence at the current end of `q` — after the work that wrote the kept
+    /// buffers and the scatters that read them — on each of them: whoever uses one next (a
+    /// later read on another stream, the allocator once the cache lets it go) waits for it.
+    pub(super) fn fence_kept(&self, q: &Queue, kept: &[(usize, Buffer)]) -> Result<()> {
+        let regions = kept
+            .iter()
+            .map(|(_, b)| b.region())
+            .collect::<Result<Vec<_>>>()?;
+        track(q, &regions)
+    }
+
+    /// Hands fenced decoded units (unit index, buffer) to the cache; call only once the
+    /// work that wrote them is known to have succeeded.
+    pub(super) fn insert_kept(&self, kept: Vec<(usize, Buffer)>) {
+        if let Some(cache) = self.cache {
+            for (i, b) in kept {
+                cache.insert(&self.units[i].indices, b);
+            }
+        }
+    }
+}
+
+/// `cb`, reporting the units of a run that follows `base` as part of the whole read.
+fn after(cb: ProgressFn, base: Progress) -> ProgressFn {
+    Arc::new(move |p: Progress| {
+        cb(Progress {
+            chunks_done: base.chunks_done + p.chunks_done,
+            chunks_total: base.chunks_total,
+            bytes_done: base.bytes_done + p.bytes_done,
+        })
+    })
+}
