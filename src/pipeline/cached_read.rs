@@ -30,15 +30,49 @@ use zarrbuf_codecs::Strided;
 /// What a staged read needs of a decoded-chunk cache: the decoded units of one array held
 /// in one memory (the memory the read's device computes on). Keys are the units' indices
 /// (chunk indices, or inner-chunk indices of a sharded array); values hold a unit's
-/// decoded bytes in C order and native byte order, of its full shape.
+/// elements inside the array (an edge unit cut at the array's end) in C order and native
+/// byte order ([`ReadCache::kept_shape`]).
 pub(crate) trait DeviceChunkStore: Send + Sync {
     /// The cached decoded unit at `indices`, if any (counted as a hit or a miss).
     fn get(&self, indices: &[u64]) -> Option<Buffer>;
-    /// Keeps `decoded` as the unit at `indices` (the cache may evict it, or others for it).
+    /// Keeps `decoded` as the unit at `indices` (the cache may evict it, or others for it),
+    /// unless the array was written since the read began.
     fn insert(&self, indices: &[u64], decoded: Buffer);
     /// Whether a unit of `bytes` decoded bytes may be kept at all (a unit larger than the
     /// whole cache is not decoded into a buffer of its own).
     fn admits(&self, bytes: usize) -> bool;
+}
+
+/// A staged read's cache: where units are kept, and the array's shape (which cuts edge
+/// units).
+#[derive(Clone, Copy)]
+pub(crate) struct ReadCache<'a> {
+    pub store: &'a dyn DeviceChunkStore,
+    pub array_shape: &'a [u64],
+}
+
+impl ReadCache<'_> {
+    /// The shape a unit is kept in: its elements inside the array.
+    pub(super) fn kept_shape(&self, unit: &Unit) -> Vec<usize> {
+        unit.shape
+            .iter()
+            .zip(&unit.origin)
+            .zip(self.array_shape)
+            .map(|((n, &o), &len)| n.get().min(len.saturating_sub(o)) as usize)
+            .collect()
+    }
+}
+
+/// A unit's cache buffer, made by the read that missed it, and the shape it is kept in.
+pub(super) struct Kept {
+    pub(super) buffer: Buffer,
+    pub(super) shape: Vec<usize>,
+}
+
+impl Kept {
+    pub(super) fn region(&self) -> Result<&Region> {
+        self.buffer.region()
+    }
 }
 
 impl StagedRead<'_> {
@@ -46,21 +80,23 @@ impl StagedRead<'_> {
     /// staged pipeline, which decodes each into a buffer of its own for the cache.
     pub(super) fn run_cached(
         &self,
-        cache: &dyn DeviceChunkStore,
+        cache: ReadCache<'_>,
         out: &NDBuffer,
         produce: &Producer<'_>,
     ) -> Result<()> {
         let elem = out.dtype().size();
         let memory = self.ops.memory();
-        let mut hits: Vec<(&Unit, Buffer)> = Vec::new();
+        let mut hits: Vec<(&Unit, Buffer, Vec<usize>)> = Vec::new();
         let mut misses: Vec<Unit> = Vec::new();
         for unit in self.units {
+            let shape = cache.kept_shape(unit);
+            let bytes = shape.iter().product::<usize>() * elem;
             // A buffer of another size or memory is not this unit's (never the case for
-            // what zarrbuf inserts): it is read again.
-            match cache.get(&unit.indices).filter(|b| {
-                b.len() == unit.num_elements() * elem && b.memory() == memory && b.is_allocated()
+            // what zarrbuf inserts): the unit is read again.
+            match cache.store.get(&unit.indices).filter(|b| {
+                b.len() == bytes && b.memory() == memory && b.is_allocated()
             }) {
-                Some(b) => hits.push((unit, b)),
+                Some(b) => hits.push((unit, b, shape)),
                 None => misses.push(unit.clone()),
             }
         }
@@ -74,8 +110,8 @@ impl StagedRead<'_> {
             false => Some(self.ops.new_queue()?),
         };
         let placed = q.as_ref().map_or(Ok(()), |q| {
-            hits.iter().try_for_each(|(unit, b)| {
-                self.scatter_cached(q, unit, b.region()?, out)?;
+            hits.iter().try_for_each(|(unit, b, shape)| {
+                self.scatter_cached(q, unit, b.region()?, shape, out)?;
                 self.report(&mut progress, &unit.region_shape(), elem);
                 Ok(())
             })
@@ -115,27 +151,27 @@ impl StagedRead<'_> {
         }
     }
 
-    /// True when a unit's decoded bytes (the chain's encoded layout) are already the cache's
-    /// layout: C order, native byte order.
-    pub(super) fn decoded_is_cache_layout(&self, out: &NDBuffer) -> bool {
+    /// True when a unit's decoded bytes (the chain's encoded layout) are already the way the
+    /// cache keeps it: C order, native byte order, and the unit whole inside the array.
+    pub(super) fn decoded_is_kept_layout(&self, unit: &Unit, kept: &Kept, out: &NDBuffer) -> bool {
         self.layout.order.is_none()
             && (self.layout.endian == ByteOrder::native() || out.dtype().swap_unit() == 0)
+            && kept.shape == unit.shape_usize()
     }
 
     /// Enqueues the copy of a whole decoded unit (`decoded`, in the chain's encoded layout)
-    /// into `kept`, in the cache's layout: transposed to C order, swapped to native order.
-    pub(super) fn to_cache_layout(
+    /// into its cache buffer: its elements inside the array, in C order and native order.
+    pub(super) fn to_kept_layout(
         &self,
         q: &Queue,
         unit: &Unit,
         decoded: &Region,
-        kept: &Region,
+        kept: &Kept,
         out: &NDBuffer,
     ) -> Result<()> {
         let elem = out.dtype().size();
-        let shape = unit.shape_usize();
-        let src_strides = self.layout.decoded_strides(&shape, elem);
-        let c = Order::C.strides(&shape, elem);
+        let src_strides = self.layout.decoded_strides(&unit.shape_usize(), elem);
+        let c = Order::C.strides(&kept.shape, elem);
         let swap = if self.layout.endian == ByteOrder::native() {
             0
         } else {
@@ -149,29 +185,30 @@ impl StagedRead<'_> {
                     offset: 0,
                     strides: &src_strides,
                 },
-                dst: kept,
+                dst: kept.region()?,
                 dst_view: Strided {
                     offset: 0,
                     strides: &c,
                 },
-                shape: &shape,
+                shape: &kept.shape,
                 elem_size: elem,
                 swap_unit: swap,
             },
         )
     }
 
-    /// Enqueues the scatter of a unit's region from its cached buffer (the cache's layout)
-    /// into its place in the output.
+    /// Enqueues the scatter of a unit's region from its cached buffer (`kept`, of shape
+    /// `shape` in C order and native byte order) into its place in the output.
     pub(super) fn scatter_cached(
         &self,
         q: &Queue,
         unit: &Unit,
         kept: &Region,
+        shape: &[usize],
         out: &NDBuffer,
     ) -> Result<()> {
         let elem = out.dtype().size();
-        let c = Order::C.strides(&unit.shape_usize(), elem);
+        let c = Order::C.strides(shape, elem);
         self.ops.strided_copy(
             q,
             StridedCopy {
@@ -182,7 +219,11 @@ impl StagedRead<'_> {
                 },
                 dst: out.buffer().region()?,
                 dst_view: Strided {
-                    offset: unit.offset_in_request(&self.request_start, out.offset(), out.strides()),
+                    offset: unit.offset_in_request(
+                        &self.request_start,
+                        out.offset(),
+                        out.strides(),
+                    ),
                     strides: out.strides(),
                 },
                 shape: &unit.region_shape(),
@@ -192,44 +233,62 @@ impl StagedRead<'_> {
         )
     }
 
-    /// A device buffer for unit `unit`'s decoded bytes, to be kept in the cache; `None`
+    /// A device buffer for `unit`'s decoded elements, to be kept in the cache; `None`
     /// without a cache, or when the cache would not keep a unit of this size.
-    pub(super) fn new_kept(&self, unit: &Unit, elem: usize) -> Result<Option<Buffer>> {
-        let bytes = unit.num_elements() * elem;
-        match self.cache {
-            Some(cache) if cache.admits(bytes) => {
-                // Every byte is written by the device work enqueued right after (a copy of
-                // the whole decoded unit, the decoder's output of exactly its size, or the
-                // layout copy over its full shape) before anything reads it, and a unit
-                // whose work failed is never inserted.
-                let region = self.ops.alloc(bytes)?;
-                Ok(Some(Buffer::from_region(region)))
-            }
-            _ => Ok(None),
+    pub(super) fn new_kept(&self, unit: &Unit, elem: usize) -> Result<Option<Kept>> {
+        let Some(cache) = self.cache else {
+            return Ok(None);
+        };
+        let shape = cache.kept_shape(unit);
+        let bytes = shape.iter().product::<usize>() * elem;
+        if !cache.store.admits(bytes) {
+            return Ok(None);
         }
+        // Every byte is written by the device work enqueued right after (a copy of the
+        // whole decoded unit, the decoder's output of exactly its size, the layout copy or
+        // fill over its whole shape) before anything reads it, and a unit whose work failed
+        // is never inserted.
+        let buffer = Buffer::from_region(self.ops.alloc(bytes)?);
+        Ok(Some(Kept { buffer, shape }))
     }
 
     /// Copies a unit the CPU decoded (`staged`: its decoded bytes in the slot) to the device,
     /// into `kept` in the cache's layout (through the slot's `scratch` when the layout
     /// differs), and scatters it from there into the output.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn stage_kept(
         &self,
         q: &Queue,
         unit: &Unit,
-        staged: &Buffer,
-        scratch: &Buffer,
-        kept: &Buffer,
+        (staged, scratch): (&Buffer, &Buffer),
+        kept: &Kept,
         out: &NDBuffer,
     ) -> Result<()> {
-        let kept = kept.region()?;
-        if self.decoded_is_cache_layout(out) {
-            self.ops.copy(q, staged.region()?, kept)?;
+        if self.decoded_is_kept_layout(unit, kept, out) {
+            self.ops.copy(q, staged.region()?, kept.region()?)?;
         } else {
             self.ops.copy(q, staged.region()?, scratch.region()?)?;
-            self.to_cache_layout(q, unit, scratch.region()?, kept, out)?;
+            self.to_kept_layout(q, unit, scratch.region()?, kept, out)?;
         }
-        self.scatter_cached(q, unit, kept, out)
+        self.scatter_cached(q, unit, kept.region()?, &kept.shape, out)
+    }
+
+    /// A missing unit (it reads as the fill value), kept too: `kept` filled with `fill`
+    /// (one element, native byte order) and scattered from there.
+    pub(super) fn fill_kept(
+        &self,
+        q: &Queue,
+        unit: &Unit,
+        kept: &Kept,
+        out: &NDBuffer,
+    ) -> Result<()> {
+        let c = Order::C.strides(&kept.shape, out.dtype().size());
+        let view = Strided {
+            offset: 0,
+            strides: &c,
+        };
+        self.ops
+            .fill(q, kept.region()?, view, &kept.shape, &self.fill_value)?;
+        self.scatter_cached(q, unit, kept.region()?, &kept.shape, out)
     }
 
     /// Places a decoded unit (`decoded`: the whole unit in the chain's encoded layout) into
@@ -240,34 +299,42 @@ impl StagedRead<'_> {
         q: &Queue,
         unit: &Unit,
         decoded: &Region,
-        kept: Option<&Buffer>,
+        kept: Option<&Kept>,
         s: &Scatter<'_>,
     ) -> Result<()> {
         let Some(kept) = kept else {
             return self.scatter(q, unit, decoded, s);
         };
-        let kept = kept.region()?;
-        self.to_cache_layout(q, unit, decoded, kept, s.out)?;
-        self.scatter_cached(q, unit, kept, s.out)
+        self.to_kept_layout(q, unit, decoded, kept, s.out)?;
+        self.scatter_cached(q, unit, kept.region()?, &kept.shape, s.out)
     }
 
     /// Leaves a fence at the current end of `q` — after the work that wrote the kept
     /// buffers and the scatters that read them — on each of them: whoever uses one next (a
     /// later read on another stream, the allocator once the cache lets it go) waits for it.
-    pub(super) fn fence_kept(&self, q: &Queue, kept: &[(usize, Buffer)]) -> Result<()> {
+    pub(super) fn fence_kept(&self, q: &Queue, kept: &[(usize, Kept)]) -> Result<()> {
         let regions = kept
             .iter()
-            .map(|(_, b)| b.region())
+            .map(|(_, k)| k.region())
             .collect::<Result<Vec<_>>>()?;
         track(q, &regions)
     }
 
+    /// Fences and caches one unit at once (its work cannot fail on the device: the CPU
+    /// decoded it, or it is missing).
+    pub(super) fn keep_now(&self, q: &Queue, unit: usize, kept: Kept) -> Result<()> {
+        let kept = vec![(unit, kept)];
+        self.fence_kept(q, &kept)?;
+        self.insert_kept(kept);
+        Ok(())
+    }
+
     /// Hands fenced decoded units (unit index, buffer) to the cache; call only once the
     /// work that wrote them is known to have succeeded.
-    pub(super) fn insert_kept(&self, kept: Vec<(usize, Buffer)>) {
+    pub(super) fn insert_kept(&self, kept: Vec<(usize, Kept)>) {
         if let Some(cache) = self.cache {
-            for (i, b) in kept {
-                cache.insert(&self.units[i].indices, b);
+            for (i, k) in kept {
+                cache.store.insert(&self.units[i].indices, k.buffer);
             }
         }
     }

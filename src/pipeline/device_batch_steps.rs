@@ -193,7 +193,7 @@ impl StagedRead<'_> {
             // when the decoded layout is the cache's, else into scratch and copied there.
             let kept = self.new_kept(unit, s.elem)?;
             let direct = match &kept {
-                Some(k) if self.decoded_is_cache_layout(s.out) => Some(k.region()?.clone()),
+                Some(k) if self.decoded_is_kept_layout(unit, k, s.out) => Some(k.region()?.clone()),
                 Some(_) => None,
                 None => self.direct_target(unit, s, align)?,
             };
@@ -279,7 +279,7 @@ impl StagedRead<'_> {
             match next {
                 After::Done(i) => {
                     if let Some(k) = &kept {
-                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, s.out)?;
+                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, &k.shape, s.out)?;
                     }
                 }
                 After::Scatter(i, decoded) => {
@@ -300,7 +300,7 @@ impl StagedRead<'_> {
                     if *scatter {
                         self.place_decoded(&d.queue, &self.units[*i], to, kept.as_ref(), s)?;
                     } else if let Some(k) = &kept {
-                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, s.out)?;
+                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, &k.shape, s.out)?;
                     }
                 }
             }

@@ -13,9 +13,9 @@
 //! batches are in flight: the copies into one overlap the decompression of the other.
 
 use super::batch_plan::{BatchPlan, BatchPlanInput};
+use super::cached_read::Kept;
 use super::device_parts::{Compressed, DeviceDecode, MAX_STREAMS_PER_CHUNK};
 use super::hybrid::BatchId;
-use crate::buffer::Buffer;
 use crate::device::{BatchDesc, Compression, DeviceOps, Event, Queue};
 use crate::error::Result;
 use crate::memory::Region;
@@ -44,7 +44,7 @@ pub(super) struct BatchSlot {
     pub(super) submitted: Instant,
     /// The decoded chunks of the batch last submitted that go to the read's cache once the
     /// batch has finished and they were checked (unit index, device buffer).
-    pub(super) kept: Vec<(usize, Buffer)>,
+    pub(super) kept: Vec<(usize, Kept)>,
 }
 
 /// A batch of the queue being gathered.

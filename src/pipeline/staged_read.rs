@@ -19,7 +19,7 @@
 //! on the host, which is how CI exercises this logic without a GPU.
 
 use super::batch_plan::batch_plan;
-use super::cached_read::DeviceChunkStore;
+use super::cached_read::ReadCache;
 use super::device_batches::DeviceBatches;
 use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
@@ -96,7 +96,7 @@ pub(crate) struct StagedRead<'a> {
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
     /// The decoded-chunk cache in the device's memory, when the read has one
     /// ([`super::cached_read`]).
-    pub cache: Option<&'a dyn DeviceChunkStore>,
+    pub cache: Option<ReadCache<'a>>,
 }
 
 /// What a worker hands the coordinator for one unit.
@@ -135,7 +135,9 @@ impl StagedRead<'_> {
             self.threads,
             0,
         )?;
-        let result = if self.scatters_on_workers(out) {
+        // A cached read takes the general route on the host twin too: its misses are
+        // decoded into buffers of their own for the cache ([`super::cached_read`]).
+        let result = if self.cache.is_none() && self.scatters_on_workers(out) {
             self.run_host(out, produce, &slots)
         } else {
             self.run_with_slots(out, produce, &slots)
@@ -308,15 +310,21 @@ impl StagedRead<'_> {
                 strides: out.strides(),
             };
             match produced? {
-                Produced::Missing => {
-                    self.ops.fill(
-                        &slot.queue,
-                        out.buffer().region()?,
-                        dst,
-                        &region_shape,
-                        &fill,
-                    )?;
-                }
+                Produced::Missing => match self.new_kept(unit, elem)? {
+                    None => {
+                        self.ops.fill(
+                            &slot.queue,
+                            out.buffer().region()?,
+                            dst,
+                            &region_shape,
+                            &fill,
+                        )?;
+                    }
+                    Some(kept) => {
+                        self.fill_kept(&slot.queue, unit, &kept, out)?;
+                        self.keep_now(&slot.queue, i, kept)?;
+                    }
+                },
                 Produced::Stored(_) => {
                     return Err(Error::InvalidArgument(
                         "stored bytes reached the coordinator (internal error: please report)"
@@ -363,10 +371,8 @@ impl StagedRead<'_> {
                         }
                         Some(kept) => {
                             // Decoded on the CPU, so it succeeded: kept at once.
-                            self.stage_kept(&slot.queue, unit, &staged, &scratch, &kept, out)?;
-                            let kept = vec![(i, kept)];
-                            self.fence_kept(&slot.queue, &kept)?;
-                            self.insert_kept(kept);
+                            self.stage_kept(&slot.queue, unit, (&staged, &scratch), &kept, out)?;
+                            self.keep_now(&slot.queue, i, kept)?;
                         }
                     }
                 }
