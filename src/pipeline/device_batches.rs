@@ -13,7 +13,7 @@
 //! batches are in flight: the copies into one overlap the decompression of the other.
 
 use super::batch_plan::{BatchPlan, BatchPlanInput};
-use super::cached_read::Kept;
+use super::device_cache::Kept;
 use super::device_parts::{Compressed, DeviceDecode, MAX_STREAMS_PER_CHUNK};
 use super::hybrid::BatchId;
 use crate::device::{BatchDesc, Compression, DeviceOps, Event, Queue};

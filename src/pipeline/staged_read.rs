@@ -19,7 +19,7 @@
 //! on the host, which is how CI exercises this logic without a GPU.
 
 use super::batch_plan::batch_plan;
-use super::cached_read::ReadCache;
+use super::device_cache::ReadCache;
 use super::device_batches::DeviceBatches;
 use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
@@ -95,7 +95,7 @@ pub(crate) struct StagedRead<'a> {
     /// The error for a unit the device decoder rejected (names the array and chunk).
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
     /// The decoded-chunk cache in the device's memory, when the read has one
-    /// ([`super::cached_read`]).
+    /// ([`super::device_cache`]).
     pub cache: Option<ReadCache<'a>>,
 }
 
@@ -136,7 +136,7 @@ impl StagedRead<'_> {
             0,
         )?;
         // A cached read takes the general route on the host twin too: its misses are
-        // decoded into buffers of their own for the cache ([`super::cached_read`]).
+        // decoded into buffers of their own for the cache ([`super::device_cache`]).
         let result = if self.cache.is_none() && self.scatters_on_workers(out) {
             self.run_host(out, produce, &slots)
         } else {
