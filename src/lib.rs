@@ -41,6 +41,8 @@
 // - `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (metadata, units, codec plans,
 //   shards, opening arrays), side by side: neither imports the other;
+// - `cache`: decoded-chunk caches (`ChunkCache`), their keys and policies, and the registry
+//   of live caches that writes invalidate;
 // - `pipeline`: the staged read and write engines, their drivers and the reads behind read
 //   streams; beside it `check` (finding and repairing damaged chunks), which imports only
 //   `zarr`, `store`, `options` and `error`;
@@ -48,6 +50,7 @@
 //   `copy_array`), which pick a route and call `pipeline` or zarrs.
 mod api;
 mod buffer;
+pub mod cache;
 // `check` and `options` are public through the modules of those names below, which also
 // hold what is defined elsewhere (`OpenOptions`, `CopyOptions`); the files keep their names.
 #[path = "check/mod.rs"]
@@ -173,7 +176,7 @@ pub mod options {
     pub use crate::api::CopyOptions;
     pub use crate::checking::CheckOptions;
     pub use crate::option_types::{
-        Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions,
+        CacheHandle, Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions,
         StreamOptions, WriteOptions,
     };
     pub use crate::store::open_options::OpenOptions;

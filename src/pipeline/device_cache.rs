@@ -4,61 +4,97 @@
 //! placed into the output on the device by the strided-copy kernel, straight from the
 //! cached buffer: nothing is fetched, decoded, staged or copied from the host. The misses
 //! go through the staged pipeline as without a cache, except that each one is decoded into
-//! a device buffer of its own, of the unit's full size, in the cache's layout (C order,
-//! native byte order: the layout the host routes cache too), which the pipeline then
-//! scatters into the output and hands to the cache. A buffer reaches the cache with a
+//! a device buffer of its own, in the layout the cache keeps (the unit's elements inside the
+//! array, C order, native byte order: what the host route, `super::cached_read`, keeps
+//! too), which the pipeline then scatters into the output and hands to the cache. A buffer reaches the cache with a
 //! completion fence covering the work that wrote it (and the scatter that read it) —
 //! [`track`] — so a later read on another stream is ordered after that work; the device
 //! decoder's chunks reach it only once their batch has finished and every chunk of it was
 //! checked, so a chunk the decoder rejected is never cached.
 //!
-//! Without a cache nothing here runs: [`StagedRead::run`] takes its usual route.
+//! Without a cache nothing here runs: [`StagedRead::run`] takes its usual route. Which reads
+//! with a cache come here: [`caches_on_device`].
 
 use super::StagedRead;
+use super::cached_read::cached_region;
 use super::device_parts::Scatter;
 use super::staged_read::Producer;
 use crate::buffer::{Buffer, NDBuffer};
+use crate::cache::{ArrayId, ChunkCache, ChunkKey};
 use crate::device::{Queue, StridedCopy, track};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::Result;
 use crate::memory::Region;
-use crate::options::{Progress, ProgressFn};
+use crate::options::{PipelineMode, Progress, ProgressFn, ReadOptions};
+use crate::place::{Device, Memory};
 use crate::zarr::Unit;
 use std::sync::Arc;
 use zarrbuf_codecs::Strided;
+use zarrs::array::Array;
 
-/// What a staged read needs of a decoded-chunk cache: the decoded units of one array held
-/// in one memory (the memory the read's device computes on). Keys are the units' indices
-/// (chunk indices, or inner-chunk indices of a sharded array); values hold a unit's
-/// elements inside the array (an edge unit cut at the array's end) in C order and native
-/// byte order ([`ReadCache::kept_shape`]).
-pub(crate) trait DeviceChunkStore: Send + Sync {
+/// A staged read's decoded-chunk cache: the cache, the array and the memory its units are
+/// filed under (the memory the read's device computes on: `Device::Cpu` on the host twin,
+/// whose entries are the host routes' too — the same bytes in the same layout), the write
+/// epoch the read began in, and the array's shape, which cuts the units the cache keeps
+/// ([`cached_region`]).
+pub(crate) struct ReadCache {
+    cache: ChunkCache,
+    array: ArrayId,
+    memory: Device,
+    epoch: u64,
+    array_shape: Vec<u64>,
+}
+
+/// Whether a read into `out` with a cache takes the staged pipeline's device cache (this
+/// file) rather than the host route (`super::cached_read`): outputs in device memory, and
+/// reads forced onto the staged pipeline (`PipelineMode::Staged`, where host outputs are the
+/// device's host twin: how CI runs the device route).
+pub(crate) fn caches_on_device(out: &NDBuffer, opts: &ReadOptions) -> bool {
+    !out.memory().is_host_accessible() || opts.mode == PipelineMode::Staged
+}
+
+impl ReadCache {
+    /// The cache of a read of `array` whose device computes on `memory`. Call it before
+    /// anything is fetched: a write from then on keeps what the read decodes out of the cache.
+    pub(crate) fn new<S: ?Sized + Send + Sync + 'static>(
+        cache: ChunkCache,
+        array: &Array<S>,
+        memory: Memory,
+    ) -> ReadCache {
+        ReadCache {
+            epoch: cache.epoch(),
+            cache,
+            array: ArrayId::of(array),
+            memory: memory.device(),
+            array_shape: array.shape().to_vec(),
+        }
+    }
+
+    fn key(&self, indices: &[u64]) -> ChunkKey {
+        ChunkKey::new(self.array.clone(), indices.to_vec(), self.memory)
+    }
+
     /// The cached decoded unit at `indices`, if any (counted as a hit or a miss).
-    fn get(&self, indices: &[u64]) -> Option<Buffer>;
-    /// Keeps `decoded` as the unit at `indices` (the cache may evict it, or others for it),
-    /// unless the array was written since the read began.
-    fn insert(&self, indices: &[u64], decoded: Buffer);
+    fn get(&self, indices: &[u64]) -> Option<Buffer> {
+        self.cache.get(&self.key(indices))
+    }
+
+    /// Keeps `decoded` as the unit at `indices`, unless a write came since the read began.
+    fn insert(&self, indices: &[u64], decoded: Buffer) {
+        self.cache.insert_since(self.key(indices), decoded, self.epoch);
+    }
+
     /// Whether a unit of `bytes` decoded bytes may be kept at all (a unit larger than the
     /// whole cache is not decoded into a buffer of its own).
-    fn admits(&self, bytes: usize) -> bool;
-}
+    fn admits(&self, bytes: usize) -> bool {
+        bytes as u64 <= self.cache.capacity()
+    }
 
-/// A staged read's cache: where units are kept, and the array's shape (which cuts edge
-/// units).
-#[derive(Clone, Copy)]
-pub(crate) struct ReadCache<'a> {
-    pub store: &'a dyn DeviceChunkStore,
-    pub array_shape: &'a [u64],
-}
-
-impl ReadCache<'_> {
     /// The shape a unit is kept in: its elements inside the array.
     pub(super) fn kept_shape(&self, unit: &Unit) -> Vec<usize> {
-        unit.shape
+        cached_region(unit, &self.array_shape)
             .iter()
-            .zip(&unit.origin)
-            .zip(self.array_shape)
-            .map(|((n, &o), &len)| n.get().min(len.saturating_sub(o)) as usize)
+            .map(|r| (r.end - r.start) as usize)
             .collect()
     }
 }
@@ -80,7 +116,7 @@ impl StagedRead<'_> {
     /// staged pipeline, which decodes each into a buffer of its own for the cache.
     pub(super) fn run_cached(
         &self,
-        cache: ReadCache<'_>,
+        cache: &ReadCache,
         out: &NDBuffer,
         produce: &Producer<'_>,
     ) -> Result<()> {
@@ -93,7 +129,7 @@ impl StagedRead<'_> {
             let bytes = shape.iter().product::<usize>() * elem;
             // A buffer of another size or memory is not this unit's (never the case for
             // what zarrbuf inserts): the unit is read again.
-            match cache.store.get(&unit.indices).filter(|b| {
+            match cache.get(&unit.indices).filter(|b| {
                 b.len() == bytes && b.memory() == memory && b.is_allocated()
             }) {
                 Some(b) => hits.push((unit, b, shape)),
@@ -241,7 +277,7 @@ impl StagedRead<'_> {
         };
         let shape = cache.kept_shape(unit);
         let bytes = shape.iter().product::<usize>() * elem;
-        if !cache.store.admits(bytes) {
+        if !cache.admits(bytes) {
             return Ok(None);
         }
         // Every byte is written by the device work enqueued right after (a copy of the
@@ -334,7 +370,7 @@ impl StagedRead<'_> {
     pub(super) fn insert_kept(&self, kept: Vec<(usize, Kept)>) {
         if let Some(cache) = self.cache {
             for (i, k) in kept {
-                cache.store.insert(&self.units[i].indices, k.buffer);
+                cache.insert(&self.units[i].indices, k.buffer);
             }
         }
     }

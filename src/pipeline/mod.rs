@@ -8,7 +8,7 @@
 //! every line of it in CI.
 
 mod batch_plan;
-mod device_cache;
+mod cached_read;
 mod cancel;
 mod chunk_share;
 mod chunk_sink;
@@ -16,6 +16,7 @@ mod chunk_writer;
 mod decode_choice;
 mod device_batch_steps;
 mod device_batches;
+mod device_cache;
 mod device_parts;
 mod fetch;
 mod host_scatter;
@@ -35,7 +36,8 @@ mod tuning;
 mod write_batches;
 mod write_driver;
 
-pub(crate) use device_cache::DeviceChunkStore;
+pub(crate) use cached_read::{miss_options, miss_output, read_through_cache};
+pub(crate) use device_cache::caches_on_device;
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;

@@ -96,7 +96,7 @@ pub(crate) struct StagedRead<'a> {
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
     /// The decoded-chunk cache in the device's memory, when the read has one
     /// ([`super::device_cache`]).
-    pub cache: Option<ReadCache<'a>>,
+    pub cache: Option<&'a ReadCache>,
 }
 
 /// What a worker hands the coordinator for one unit.
