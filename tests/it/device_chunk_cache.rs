@@ -325,10 +325,12 @@ fn capacity_evicts_and_oversized_chunks_are_not_kept() {
             assert!(bytes(&got) == bytes(&want), "{decode:?}");
             let s = cache.stats();
             assert!(s.resident_bytes <= 3 * chunk_bytes, "{decode:?}: {s:?}");
-            assert!(s.evictions > 0 && s.entries <= 3, "{decode:?}: {s:?}");
+            // 36 units (edge ones smaller), room for 3 whole chunks: most were evicted.
+            assert!(s.evictions >= 30 && s.entries >= 3, "{decode:?}: {s:?}");
         }
-        // A cache smaller than one chunk keeps nothing, and reads stay exact.
-        let tiny = ChunkCache::new(chunk_bytes / 2);
+        // A cache smaller than every chunk (the smallest, at the corner, holds 4 × 6 × 12
+        // float32) keeps nothing, and reads stay exact.
+        let tiny = ChunkCache::new(4 * 6 * 12 * 4 - 1);
         let got = array.read_opt(&all, &cpu, &cached(&tiny, decode)).unwrap();
         assert!(bytes(&got) == bytes(&want));
         let s = tiny.stats();

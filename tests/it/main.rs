@@ -21,6 +21,7 @@ mod copy_overlap;
 mod coverage;
 mod crash;
 mod damaged_codecs;
+mod device_chunk_cache;
 mod device_compress;
 mod device_decode;
 mod errors;
