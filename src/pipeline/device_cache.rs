@@ -21,14 +21,14 @@ use super::device_parts::Scatter;
 use super::staged_read::Producer;
 use crate::buffer::{Buffer, NDBuffer};
 use crate::cache::{ArrayId, ChunkCache, ChunkKey};
-use crate::device::{Queue, StridedCopy, track};
+use crate::device::{DeviceOps, Queue, StridedCopy, track};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::Result;
 use crate::memory::Region;
 use crate::options::{PipelineMode, Progress, ProgressFn, ReadOptions};
 use crate::place::{Device, Memory};
 use crate::zarr::Unit;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use zarrbuf_codecs::Strided;
 use zarrs::array::Array;
 
@@ -143,7 +143,7 @@ impl StagedRead<'_> {
         };
         let q = match hits.is_empty() {
             true => None,
-            false => Some(self.ops.new_queue()?),
+            false => Some(take_queue(self.ops.as_ref())?),
         };
         let placed = q.as_ref().map_or(Ok(()), |q| {
             hits.iter().try_for_each(|(unit, b, shape)| {
@@ -173,7 +173,11 @@ impl StagedRead<'_> {
         });
         // The hits' copies are done before the read returns (and before the buffers the
         // cache may evict meanwhile are let go here).
-        let drained = q.as_ref().map_or(Ok(()), |q| self.ops.synchronize(q));
+        let drained = q.map_or(Ok(()), |q| {
+            self.ops.synchronize(&q)?;
+            give_back_queue(memory, q);
+            Ok(())
+        });
         drop(hits);
         missed.and(drained)
     }
@@ -373,6 +377,36 @@ impl StagedRead<'_> {
                 cache.insert(&self.units[i].indices, k.buffer);
             }
         }
+    }
+}
+
+/// Drained queues for placing hits, kept between reads: creating a CUDA stream costs about
+/// as much as placing a few small hits.
+fn queue_pool() -> &'static Mutex<Vec<(Memory, Queue)>> {
+    static POOL: OnceLock<Mutex<Vec<(Memory, Queue)>>> = OnceLock::new();
+    POOL.get_or_init(Mutex::default)
+}
+
+/// Most queues kept (as many reads at once as are likely).
+const POOLED_QUEUES: usize = 64;
+
+/// A queue of `ops`' device: a pooled one, or a new one.
+fn take_queue(ops: &dyn DeviceOps) -> Result<Queue> {
+    let memory = ops.memory();
+    if let Ok(mut pool) = queue_pool().lock()
+        && let Some(k) = pool.iter().position(|(m, _)| *m == memory)
+    {
+        return Ok(pool.swap_remove(k).1);
+    }
+    ops.new_queue()
+}
+
+/// Keeps a drained queue for the next read (see [`take_queue`]).
+fn give_back_queue(memory: Memory, q: Queue) {
+    if let Ok(mut pool) = queue_pool().lock()
+        && pool.len() < POOLED_QUEUES
+    {
+        pool.push((memory, q));
     }
 }
 
