@@ -1,6 +1,6 @@
 //! [`ChunkCache`]: decoded chunks kept in memory, shared by the arrays and reads given it.
 
-use super::key::{ArrayId, ChunkKey};
+use super::key::{ArrayId, ChunkKey, Node};
 use super::policy::{Policy, PolicyKind};
 use super::registry::{Invalidate, register};
 use crate::buffer::Buffer;
@@ -30,8 +30,11 @@ struct State {
     entries: HashMap<ChunkKey, Buffer>,
     policy: Box<dyn Policy<ChunkKey>>,
     stats: CacheStats,
-    /// Bumped by every invalidation: a chunk decoded before it is not inserted after it.
+    /// Bumped by [`ChunkCache::clear`]: a chunk decoded before it is not inserted after it.
     epoch: u64,
+    /// The same per node, bumped by every invalidation of the node (writes to other arrays
+    /// leave the reads of this one alone).
+    node_epochs: HashMap<Node, u64>,
 }
 
 pub(crate) struct Shared {
@@ -56,20 +59,36 @@ impl State {
         }
     }
 
-    fn remove_where(&mut self, stale: impl Fn(&ChunkKey) -> bool) {
-        let keys: Vec<ChunkKey> = self.entries.keys().filter(|k| stale(k)).cloned().collect();
+    /// Removes the entries of `array`'s node for which `stale` holds, and bumps its epoch.
+    fn remove_where(&mut self, array: &ArrayId, stale: impl Fn(&ChunkKey) -> bool) {
+        let keys: Vec<ChunkKey> = self
+            .entries
+            .keys()
+            .filter(|k| k.array.same_node(array) && stale(k))
+            .cloned()
+            .collect();
         for k in &keys {
             self.remove(k);
         }
-        self.epoch += 1;
+        *self.node_epochs.entry(array.node().clone()).or_insert(0) += 1;
+    }
+
+    fn epoch_of(&self, array: &ArrayId) -> Epoch {
+        Epoch(
+            self.epoch,
+            self.node_epochs.get(array.node()).copied().unwrap_or(0),
+        )
     }
 }
 
+/// Where a cache's invalidations stood when a read began (see [`ChunkCache::epoch`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Epoch(u64, u64);
+
 impl Invalidate for Shared {
     fn invalidate_written(&self, array: &ArrayId, chunks: Option<&HashSet<Vec<u64>>>) {
-        self.state().remove_where(|k| {
-            k.array.same_node(array)
-                && (!k.array.same_metadata(array) || chunks.is_none_or(|c| c.contains(&k.chunk)))
+        self.state().remove_where(array, |k| {
+            !k.array.same_metadata(array) || chunks.is_none_or(|c| c.contains(&k.chunk))
         });
     }
 }
@@ -150,6 +169,7 @@ impl ChunkCache {
                 policy: policy.build(),
                 stats: CacheStats::default(),
                 epoch: 0,
+                node_epochs: HashMap::new(),
             }),
         });
         let weak = Arc::downgrade(&shared);
@@ -203,17 +223,17 @@ impl ChunkCache {
         self.insert_locked(&mut s, key, chunk);
     }
 
-    /// The write epoch: take it before decoding a chunk, give it to
+    /// The write epoch of `array`: take it before decoding its chunks, give it to
     /// [`insert_since`](Self::insert_since).
-    pub(crate) fn epoch(&self) -> u64 {
-        self.shared.state().epoch
+    pub(crate) fn epoch(&self, array: &ArrayId) -> Epoch {
+        self.shared.state().epoch_of(array)
     }
 
-    /// [`insert`](Self::insert), unless an invalidation came since `epoch` (the chunk may
-    /// have been decoded from bytes a write has since replaced).
-    pub(crate) fn insert_since(&self, key: ChunkKey, chunk: Buffer, epoch: u64) {
+    /// [`insert`](Self::insert), unless the cache was cleared or the key's array invalidated
+    /// since `epoch` (the chunk may have been decoded from bytes a write has since replaced).
+    pub(crate) fn insert_since(&self, key: ChunkKey, chunk: Buffer, epoch: Epoch) {
         let mut s = self.shared.state();
-        if s.epoch == epoch {
+        if s.epoch_of(&key.array) == epoch {
             self.insert_locked(&mut s, key, chunk);
         }
     }
@@ -243,16 +263,14 @@ impl ChunkCache {
 
     /// Drops every chunk of `array` (any metadata) from this cache.
     pub fn invalidate_array(&self, array: &ArrayId) {
-        self.shared
-            .state()
-            .remove_where(|k| k.array.same_node(array));
+        self.shared.state().remove_where(array, |_| true);
     }
 
     /// Drops one chunk.
     pub fn invalidate_chunk(&self, key: &ChunkKey) {
-        let mut s = self.shared.state();
-        s.remove(key);
-        s.epoch += 1;
+        self.shared.state().remove_where(&key.array, |k| {
+            k.chunk == key.chunk && k.memory == key.memory
+        });
     }
 
     /// The counters (see [`CacheStats`]).
@@ -353,7 +371,7 @@ mod tests {
                 );
             }
         }
-        let epoch = one.epoch();
+        let epoch = one.epoch(&id);
         super::super::registry::invalidate_written(&arr, &[9..17]);
         for c in [&one, &two] {
             assert_eq!(c.stats().entries, 6);

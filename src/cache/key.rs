@@ -52,10 +52,16 @@ impl std::fmt::Debug for StoreId {
     }
 }
 
-#[derive(PartialEq, Eq, Hash, Debug)]
-struct Ident {
+/// A node of a store: an array whatever its metadata.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct Node {
     store: StoreId,
     path: String,
+}
+
+#[derive(PartialEq, Eq, Hash, Debug)]
+struct Ident {
+    node: Node,
     fingerprint: u64,
 }
 
@@ -87,7 +93,7 @@ impl std::fmt::Debug for ArrayId {
         write!(
             f,
             "ArrayId({:?}:{} #{:016x})",
-            self.0.store, self.0.path, self.0.fingerprint
+            self.0.node.store, self.0.node.path, self.0.fingerprint
         )
     }
 }
@@ -107,15 +113,22 @@ impl ArrayId {
             }
         };
         ArrayId(Arc::new(Ident {
-            store,
-            path: array.path().as_str().to_string(),
+            node: Node {
+                store,
+                path: array.path().as_str().to_string(),
+            },
             fingerprint: fingerprint(array),
         }))
     }
 
+    /// The node: the store and path, without the metadata.
+    pub(crate) fn node(&self) -> &Node {
+        &self.0.node
+    }
+
     /// Whether `other` is the same node of the same store, whatever its metadata.
     pub(crate) fn same_node(&self, other: &ArrayId) -> bool {
-        self.0.store == other.0.store && self.0.path == other.0.path
+        self.0.node == other.0.node
     }
 
     /// Whether `other` has the same metadata fingerprint.

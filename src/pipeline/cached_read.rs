@@ -41,7 +41,8 @@ fn region_shape(region: &[Range<u64>]) -> Vec<usize> {
 
 /// The units `subset` touches, each looked up in `cache` under `memory` (a hit counts as
 /// one, a miss as one). A cached chunk whose size is not its region's is an error.
-pub(crate) fn look_up<S: ?Sized + Send + Sync + 'static>(
+pub(crate) fn look_up<S: ?Sized>(
+    id: &ArrayId,
     array: &Array<S>,
     subset: &[Range<u64>],
     dtype: DataType,
@@ -49,7 +50,6 @@ pub(crate) fn look_up<S: ?Sized + Send + Sync + 'static>(
     memory: Device,
 ) -> Result<Vec<CachedUnit>> {
     let plan = plan_units(array, subset, dtype.size())?;
-    let id = ArrayId::of(array);
     plan.units
         .into_iter()
         .map(|unit| {
@@ -103,8 +103,9 @@ pub(crate) fn read_through_cache<S: ?Sized + Send + Sync + 'static>(
 ) -> Result<()> {
     // Taken before anything is looked up or decoded: a write from here on keeps what this
     // read decodes out of the cache.
-    let epoch = cache.epoch();
-    let mut units = look_up(array, subset, out.dtype(), cache, Device::Cpu)?;
+    let id = ArrayId::of(array);
+    let epoch = cache.epoch(&id);
+    let mut units = look_up(&id, array, subset, out.dtype(), cache, Device::Cpu)?;
     let shape = array.shape();
     let decoded: Vec<(usize, NDBuffer)> = units
         .par_iter()
