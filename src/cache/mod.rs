@@ -8,6 +8,7 @@ mod policy;
 mod registry;
 
 pub use chunk_cache::{CacheStats, ChunkCache};
+pub(crate) use chunk_cache::Epoch;
 pub use key::{ArrayId, ChunkKey};
 pub use policy::PolicyKind;
 pub(crate) use registry::invalidate_written;

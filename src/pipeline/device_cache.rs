@@ -20,7 +20,7 @@ use super::cached_read::cached_region;
 use super::device_parts::Scatter;
 use super::staged_read::Producer;
 use crate::buffer::{Buffer, NDBuffer};
-use crate::cache::{ArrayId, ChunkCache, ChunkKey};
+use crate::cache::{ArrayId, ChunkCache, ChunkKey, Epoch};
 use crate::device::{DeviceOps, Queue, StridedCopy, track};
 use crate::dtype::{ByteOrder, Order};
 use crate::error::Result;
@@ -41,7 +41,7 @@ pub(crate) struct ReadCache {
     cache: ChunkCache,
     array: ArrayId,
     memory: Device,
-    epoch: u64,
+    epoch: Epoch,
     array_shape: Vec<u64>,
 }
 
@@ -61,10 +61,11 @@ impl ReadCache {
         array: &Array<S>,
         memory: Memory,
     ) -> ReadCache {
+        let id = ArrayId::of(array);
         ReadCache {
-            epoch: cache.epoch(),
+            epoch: cache.epoch(&id),
             cache,
-            array: ArrayId::of(array),
+            array: id,
             memory: memory.device(),
             array_shape: array.shape().to_vec(),
         }
