@@ -7,8 +7,8 @@ mod key;
 mod policy;
 mod registry;
 
-pub use chunk_cache::{CacheStats, ChunkCache};
 pub(crate) use chunk_cache::Epoch;
+pub use chunk_cache::{CacheStats, ChunkCache};
 pub use key::{ArrayId, ChunkKey};
 pub use policy::PolicyKind;
 pub(crate) use registry::invalidate_written;

@@ -4,11 +4,12 @@
 
 use super::batch_plan::{BatchPlanInput, align_up, batch_plan};
 use super::device_batches::{DeviceBatches, Gathering, scratch_for};
+use super::device_cache::Kept;
 use super::device_parts::{Compressed, DeviceParts, Scatter};
 use super::hybrid::{BatchId, WorkQueue};
 use super::{Slot, StagedRead};
 use crate::device::Unshuffle;
-use crate::device::{BatchItem, Event};
+use crate::device::{BatchItem, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::Region;
 use crate::options::Progress;
@@ -274,41 +275,7 @@ impl StagedRead<'_> {
             self.ops
                 .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
         }
-        let mut kept_all = Vec::new();
-        for (next, kept) in after.iter().zip(keeps) {
-            match next {
-                After::Done(i) => {
-                    if let Some(k) = &kept {
-                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, &k.shape, s.out)?;
-                    }
-                }
-                After::Scatter(i, decoded) => {
-                    self.place_decoded(&d.queue, &self.units[*i], decoded, kept.as_ref(), s)?
-                }
-                After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
-                    self.ops.blosc_unshuffle(
-                        &d.queue,
-                        Unshuffle {
-                            src: from,
-                            dst: to,
-                            nbytes: frame.nbytes,
-                            shuffle: *shuffle,
-                            typesize: frame.typesize,
-                            blocksize: frame.blocksize,
-                        },
-                    )?;
-                    if *scatter {
-                        self.place_decoded(&d.queue, &self.units[*i], to, kept.as_ref(), s)?;
-                    } else if let Some(k) = &kept {
-                        self.scatter_cached(&d.queue, &self.units[*i], k.region()?, &k.shape, s.out)?;
-                    }
-                }
-            }
-            let i = match next {
-                After::Done(i) | After::Scatter(i, _) | After::Unshuffle(i, ..) => *i,
-            };
-            kept_all.extend(kept.map(|k| (i, k)));
-        }
+        let kept_all = self.after_batch(&d.queue, &after, keeps, s)?;
         self.fence_kept(&d.queue, &kept_all)?;
         let event = self.ops.record(&d.queue)?;
         for (i, _, _) in &g.chunks {
@@ -322,6 +289,53 @@ impl StagedRead<'_> {
         entry.submitted = submitted;
         entry.kept = kept_all;
         Ok(())
+    }
+
+    /// Enqueues what follows a batch's decompression for each of its chunks (unshuffle,
+    /// layout copy into its cache buffer, scatter), in order; returns the chunks to keep.
+    fn after_batch(
+        &self,
+        q: &Queue,
+        after: &[After<'_>],
+        keeps: Vec<Option<Kept>>,
+        s: &Scatter<'_>,
+    ) -> Result<Vec<(usize, Kept)>> {
+        let mut kept_all = Vec::new();
+        for (next, kept) in after.iter().zip(keeps) {
+            match next {
+                After::Done(i) => {
+                    if let Some(k) = &kept {
+                        self.scatter_cached(q, &self.units[*i], k.region()?, &k.shape, s.out)?;
+                    }
+                }
+                After::Scatter(i, decoded) => {
+                    self.place_decoded(q, &self.units[*i], decoded, kept.as_ref(), s)?
+                }
+                After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
+                    self.ops.blosc_unshuffle(
+                        q,
+                        Unshuffle {
+                            src: from,
+                            dst: to,
+                            nbytes: frame.nbytes,
+                            shuffle: *shuffle,
+                            typesize: frame.typesize,
+                            blocksize: frame.blocksize,
+                        },
+                    )?;
+                    if *scatter {
+                        self.place_decoded(q, &self.units[*i], to, kept.as_ref(), s)?;
+                    } else if let Some(k) = &kept {
+                        self.scatter_cached(q, &self.units[*i], k.region()?, &k.shape, s.out)?;
+                    }
+                }
+            }
+            let i = match next {
+                After::Done(i) | After::Scatter(i, _) | After::Unshuffle(i, ..) => *i,
+            };
+            kept_all.extend(kept.map(|k| (i, k)));
+        }
+        Ok(kept_all)
     }
 
     /// Settles every ring entry whose batch has finished (never blocks).

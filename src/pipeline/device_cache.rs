@@ -82,7 +82,8 @@ impl ReadCache {
 
     /// Keeps `decoded` as the unit at `indices`, unless a write came since the read began.
     fn insert(&self, indices: &[u64], decoded: Buffer) {
-        self.cache.insert_since(self.key(indices), decoded, self.epoch);
+        self.cache
+            .insert_since(self.key(indices), decoded, self.epoch);
     }
 
     /// Whether a unit of `bytes` decoded bytes may be kept at all (a unit larger than the
@@ -130,9 +131,10 @@ impl StagedRead<'_> {
             let bytes = shape.iter().product::<usize>() * elem;
             // A buffer of another size or memory is not this unit's (never the case for
             // what zarrbuf inserts): the unit is read again.
-            match cache.get(&unit.indices).filter(|b| {
-                b.len() == bytes && b.memory() == memory && b.is_allocated()
-            }) {
+            match cache
+                .get(&unit.indices)
+                .filter(|b| b.len() == bytes && b.memory() == memory && b.is_allocated())
+            {
                 Some(b) => hits.push((unit, b, shape)),
                 None => misses.push(unit.clone()),
             }

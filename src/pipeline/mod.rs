@@ -37,11 +37,11 @@ mod write_batches;
 mod write_driver;
 
 pub(crate) use cached_read::{miss_options, miss_output, read_through_cache};
-pub(crate) use device_cache::caches_on_device;
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;
 pub(crate) use chunk_writer::ChunkWriter;
+pub(crate) use device_cache::caches_on_device;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use output_limit::check_output_size;
 pub(crate) use read_driver::{InnerFetch, run_staged};

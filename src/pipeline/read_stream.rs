@@ -5,8 +5,8 @@
 //! types and their documented behaviour are in `api/read_stream.rs`.
 
 use super::{
-    Cancel, ChunkShare, Claim, FinishOnDrop, InnerFetch, StopOnDrop, fetch_unit, fetch_unit_async,
-    caches_on_device, miss_options, miss_output, read_through_cache, run_staged,
+    Cancel, ChunkShare, Claim, FinishOnDrop, InnerFetch, StopOnDrop, caches_on_device, fetch_unit,
+    fetch_unit_async, miss_options, miss_output, read_through_cache, run_staged,
 };
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};

@@ -19,8 +19,8 @@
 //! on the host, which is how CI exercises this logic without a GPU.
 
 use super::batch_plan::batch_plan;
-use super::device_cache::ReadCache;
 use super::device_batches::DeviceBatches;
+use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
 use super::tuning::Tuning;
@@ -310,21 +310,7 @@ impl StagedRead<'_> {
                 strides: out.strides(),
             };
             match produced? {
-                Produced::Missing => match self.new_kept(unit, elem)? {
-                    None => {
-                        self.ops.fill(
-                            &slot.queue,
-                            out.buffer().region()?,
-                            dst,
-                            &region_shape,
-                            &fill,
-                        )?;
-                    }
-                    Some(kept) => {
-                        self.fill_kept(&slot.queue, unit, &kept, out)?;
-                        self.keep_now(&slot.queue, i, kept)?;
-                    }
-                },
+                Produced::Missing => self.place_missing(i, slot, dst, &fill, &scatter)?,
                 Produced::Stored(_) => {
                     return Err(Error::InvalidArgument(
                         "stored bytes reached the coordinator (internal error: please report)"
@@ -351,31 +337,7 @@ impl StagedRead<'_> {
                     self.arrived(d, batch, &scatter, &mut progress, queue)?;
                     continue;
                 }
-                Produced::Decoded(len) => {
-                    let expected = unit.num_elements() * elem;
-                    if len != expected {
-                        return Err(Error::ShapeMismatch(format!(
-                            "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
-                            unit.indices, unit.shape
-                        )));
-                    }
-                    let (staged, scratch) = (
-                        slot.staging.try_slice(..len)?,
-                        slot.scratch.try_slice(..len)?,
-                    );
-                    match self.new_kept(unit, elem)? {
-                        None => {
-                            self.ops
-                                .copy(&slot.queue, staged.region()?, scratch.region()?)?;
-                            self.scatter(&slot.queue, unit, scratch.region()?, &scatter)?;
-                        }
-                        Some(kept) => {
-                            // Decoded on the CPU, so it succeeded: kept at once.
-                            self.stage_kept(&slot.queue, unit, (&staged, &scratch), &kept, out)?;
-                            self.keep_now(&slot.queue, i, kept)?;
-                        }
-                    }
-                }
+                Produced::Decoded(len) => self.place_staged(i, slot, len, &scatter)?,
             }
             let event = self.ops.record(&slot.queue)?;
             if let Ok(mut p) = slot.pending.lock() {
@@ -391,6 +353,62 @@ impl StagedRead<'_> {
             self.finish_batches(d, &scatter, &mut progress, queue)?;
         }
         Ok(())
+    }
+
+    /// Enqueues the fill of missing unit `i`'s region (`dst` in the output) on its slot's
+    /// queue; with a cache, the fill goes into the unit's cache buffer, kept, and is
+    /// scattered from there.
+    fn place_missing(
+        &self,
+        i: usize,
+        slot: &Slot,
+        dst: Strided<'_>,
+        fill: &[u8],
+        s: &Scatter<'_>,
+    ) -> Result<()> {
+        let unit = &self.units[i];
+        match self.new_kept(unit, s.elem)? {
+            None => self.ops.fill(
+                &slot.queue,
+                s.out.buffer().region()?,
+                dst,
+                &unit.region_shape(),
+                fill,
+            ),
+            Some(kept) => {
+                self.fill_kept(&slot.queue, unit, &kept, s.out)?;
+                self.keep_now(&slot.queue, i, kept)
+            }
+        }
+    }
+
+    /// Enqueues the copy of unit `i`, decoded into the first `len` bytes of its slot, to the
+    /// device and its scatter into the output, on the slot's queue; with a cache, through
+    /// the unit's cache buffer, kept at once (the CPU decoded it: it succeeded).
+    fn place_staged(&self, i: usize, slot: &Slot, len: usize, s: &Scatter<'_>) -> Result<()> {
+        let unit = &self.units[i];
+        let expected = unit.num_elements() * s.elem;
+        if len != expected {
+            return Err(Error::ShapeMismatch(format!(
+                "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
+                unit.indices, unit.shape
+            )));
+        }
+        let (staged, scratch) = (
+            slot.staging.try_slice(..len)?,
+            slot.scratch.try_slice(..len)?,
+        );
+        match self.new_kept(unit, s.elem)? {
+            None => {
+                self.ops
+                    .copy(&slot.queue, staged.region()?, scratch.region()?)?;
+                self.scatter(&slot.queue, unit, scratch.region()?, s)
+            }
+            Some(kept) => {
+                self.stage_kept(&slot.queue, unit, (&staged, &scratch), &kept, s.out)?;
+                self.keep_now(&slot.queue, i, kept)
+            }
+        }
     }
 
     pub(super) fn report(&self, progress: &mut Progress, region_shape: &[usize], elem: usize) {

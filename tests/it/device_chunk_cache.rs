@@ -68,16 +68,25 @@ fn every_fixture_reads_the_same_through_a_device_cache_and_hits_the_second_time(
             let first = array
                 .read_opt(&all, &cpu, &opts)
                 .unwrap_or_else(|e| panic!("{}: {e}", what("first read")));
-            assert!(bytes(&first) == bytes(&want), "{}", what("first read differs"));
+            assert!(
+                bytes(&first) == bytes(&want),
+                "{}",
+                what("first read differs")
+            );
             let after_first = cache.stats();
             assert_eq!(after_first.hits, 0, "{}", what("a fresh cache hit"));
             assert_eq!(
-                after_first.entries, after_first.misses,
+                after_first.entries,
+                after_first.misses,
                 "{}",
                 what("every missed unit is kept")
             );
             let second = array.read_opt(&all, &cpu, &opts).unwrap();
-            assert!(bytes(&second) == bytes(&want), "{}", what("second read differs"));
+            assert!(
+                bytes(&second) == bytes(&want),
+                "{}",
+                what("second read differs")
+            );
             let after_second = cache.stats();
             assert_eq!(
                 (after_second.misses, after_second.hits),
@@ -107,13 +116,20 @@ fn every_fixture_reads_the_same_through_a_device_cache_and_hits_the_second_time(
             }
             assert_eq!(cache.stats().misses, after_first.misses, "{}", what("warm"));
             let mixed = array.read_opt(&all, &cpu, &cached(&fresh, decode)).unwrap();
-            assert!(bytes(&mixed) == bytes(&want), "{}", what("mixed read differs"));
+            assert!(
+                bytes(&mixed) == bytes(&want),
+                "{}",
+                what("mixed read differs")
+            );
             if after_first.misses > 0 {
                 hit_fixtures += 1;
             }
         }
     }
-    assert!(hit_fixtures >= 60, "only {hit_fixtures} fixture reads cached anything");
+    assert!(
+        hit_fixtures >= 60,
+        "only {hit_fixtures} fixture reads cached anything"
+    );
 }
 
 /// A zarrs store over a memory store that counts the requests for chunk (and shard) keys.
@@ -212,11 +228,7 @@ fn counted_array(kind: Kind, holes: &[[u64; 3]]) -> (Array<Counting>, Arc<Counti
             _ => CHUNK,
         };
         for (i, v) in values.iter_mut().enumerate() {
-            let at = [
-                i / (dims[1] * dims[2]),
-                i / dims[2] % dims[1],
-                i % dims[2],
-            ];
+            let at = [i / (dims[1] * dims[2]), i / dims[2] % dims[1], i % dims[2]];
             if (0..3).all(|d| at[d] as u64 / grid[d] == hole[d]) {
                 *v = 7.0;
             }
@@ -255,8 +267,7 @@ fn the_second_epoch_reads_nothing_from_the_store() {
             let cache = ChunkCache::new(64 << 20);
             let reports = Arc::new(Mutex::new(Vec::<Progress>::new()));
             let seen = reports.clone();
-            let opts = cached(&cache, decode)
-                .with_progress(move |p| seen.lock().unwrap().push(p));
+            let opts = cached(&cache, decode).with_progress(move |p| seen.lock().unwrap().push(p));
             for p in patches() {
                 let got = array.read_opt(&p, &cpu, &opts).unwrap();
                 assert!(bytes(&got) == part(&want, &p), "{kind:?} {decode:?} {p:?}");
@@ -266,7 +277,10 @@ fn the_second_epoch_reads_nothing_from_the_store() {
             reports.lock().unwrap().clear();
             for p in patches() {
                 let got = array.read_opt(&p, &cpu, &opts).unwrap();
-                assert!(bytes(&got) == part(&want, &p), "{kind:?} {decode:?} {p:?} cached");
+                assert!(
+                    bytes(&got) == part(&want, &p),
+                    "{kind:?} {decode:?} {p:?} cached"
+                );
             }
             let stats = cache.stats();
             assert_eq!(
@@ -282,7 +296,11 @@ fn the_second_epoch_reads_nothing_from_the_store() {
                 .iter()
                 .filter(|p| p.chunks_done == p.chunks_total)
                 .collect();
-            assert_eq!(ends.len(), patches().len(), "{kind:?} {decode:?}: {reports:?}");
+            assert_eq!(
+                ends.len(),
+                patches().len(),
+                "{kind:?} {decode:?}: {reports:?}"
+            );
             let units: u64 = ends.iter().map(|p| p.chunks_total as u64).sum();
             assert_eq!(units, stats.hits - epoch1.1.hits);
         }
@@ -301,13 +319,24 @@ fn missing_chunks_are_cached_as_the_fill_value() {
         assert!(bytes(&first) == bytes(&want));
         let before = store.chunk_requests();
         let key = |c: Vec<u64>| ChunkKey::new(ArrayId::of(&array), c, Device::Cpu);
-        let hole = cache.get(&key(vec![2, 3, 2])).expect("the missing chunk is kept");
+        let hole = cache
+            .get(&key(vec![2, 3, 2]))
+            .expect("the missing chunk is kept");
         // An edge chunk, cut at the array's end: 4 × 6 × 12 elements of 7.0.
         assert_eq!(hole.len(), 4 * 6 * 12 * 4);
-        assert!(hole.to_vec().unwrap().chunks(4).all(|v| v == 7f32.to_ne_bytes()));
+        assert!(
+            hole.to_vec()
+                .unwrap()
+                .chunks(4)
+                .all(|v| v == 7f32.to_ne_bytes())
+        );
         let again = array.read_opt(&all, &cpu, &opts).unwrap();
         assert!(bytes(&again) == bytes(&want));
-        assert_eq!(store.chunk_requests(), before, "{decode:?}: missing chunks fetched again");
+        assert_eq!(
+            store.chunk_requests(),
+            before,
+            "{decode:?}: missing chunks fetched again"
+        );
     }
 }
 
@@ -354,7 +383,9 @@ fn host_and_device_entries_of_a_chunk_are_kept_apart() {
     );
     let subset = [8..16, 8..16, 16..32];
     for decode in [Decode::Cpu, Decode::Gpu] {
-        let got = array.read_opt(&subset, &cpu, &cached(&cache, decode)).unwrap();
+        let got = array
+            .read_opt(&subset, &cpu, &cached(&cache, decode))
+            .unwrap();
         assert!(bytes(&got) == part(&want, &subset), "{decode:?}");
     }
     let host = cache
@@ -385,6 +416,33 @@ fn a_write_through_zarrbuf_is_seen_by_the_next_cached_read() {
         let ones = NDBuffer::from_vec(vec![1f32; 8 * 8 * 16], &[8, 8, 16]).unwrap();
         array.write(&subset, &ones).unwrap();
         let got = array.read_opt(&subset, &cpu, &opts).unwrap();
-        assert!(bytes(&got) == bytes(&ones), "{decode:?}: a stale chunk was read");
+        assert!(
+            bytes(&got) == bytes(&ones),
+            "{decode:?}: a stale chunk was read"
+        );
     }
+}
+
+#[test]
+fn a_chunk_the_device_decoder_rejects_is_not_kept() {
+    // The frame header is intact, the compressed blocks are not: only the decoder finds it,
+    // after its batch has run.
+    let store = crate::device_decode::damaged("v3_large_3d", "cached", "c/1/1/1", |b| {
+        let n = b.len();
+        for x in &mut b[n / 2..n - 4] {
+            *x ^= 0x5a;
+        }
+    });
+    let array = zarrbuf::open(store.to_str().unwrap(), "").unwrap();
+    let all: Vec<Range<u64>> = array.shape().iter().map(|&n| 0..n).collect();
+    let cache = ChunkCache::new(256 << 20);
+    let e = array
+        .read_opt(&all, &BufferPrototype::cpu(), &cached(&cache, Decode::Gpu))
+        .expect_err("a damaged chunk fails the read");
+    assert!(e.to_string().contains("[1, 1, 1]"), "{e}");
+    let key = ChunkKey::new(ArrayId::of(&array), vec![1, 1, 1], Device::Cpu);
+    assert!(cache.get(&key).is_none(), "the rejected chunk was kept");
+    // The read reports the damage again rather than a cached chunk.
+    let again = array.read_opt(&all, &BufferPrototype::cpu(), &cached(&cache, Decode::Gpu));
+    assert!(again.is_err());
 }

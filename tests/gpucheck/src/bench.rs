@@ -11,9 +11,9 @@
 //! a decoded-chunk cache in device memory, the `gpu-cache:` line ([`crate::cache_bench`]).
 
 use crate::Check;
-use crate::cache_bench;
 use crate::args::Target;
 use crate::arrays::{self, Layout};
+use crate::cache_bench;
 use crate::fixtures::same;
 use std::io::Write;
 use std::time::Instant;
@@ -54,7 +54,11 @@ pub(crate) struct Bench {
 }
 
 /// Median decoded GB/s of `reps` calls of `f`.
-pub(crate) fn median_gbps(bytes: usize, reps: usize, mut f: impl FnMut() -> Check) -> Result<f64, String> {
+pub(crate) fn median_gbps(
+    bytes: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Check,
+) -> Result<f64, String> {
     let mut rates = Vec::with_capacity(reps);
     for _ in 0..reps.max(1) {
         let t = Instant::now();
