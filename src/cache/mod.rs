@@ -10,4 +10,4 @@ mod registry;
 pub use chunk_cache::{CacheStats, ChunkCache};
 pub use key::{ArrayId, ChunkKey};
 pub use policy::PolicyKind;
-pub(crate) use registry::invalidate_written;
+pub(crate) use registry::{invalidate_node, invalidate_written};
