@@ -54,3 +54,16 @@ pub(crate) fn invalidate_written<S: ?Sized + Send + Sync + 'static>(
         cache.invalidate_written(&id, chunks.as_ref());
     }
 }
+
+/// Removes every chunk of the node `array` is at (whatever its metadata) from every live
+/// cache: the array there was replaced.
+pub(crate) fn invalidate_node<S: ?Sized + Send + Sync + 'static>(array: &Array<S>) {
+    let caches = live();
+    if caches.is_empty() {
+        return;
+    }
+    let id = ArrayId::of(array);
+    for cache in caches {
+        cache.invalidate_written(&id, None);
+    }
+}

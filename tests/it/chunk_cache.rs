@@ -439,3 +439,32 @@ fn async_reads_streams_and_multi_consult_the_cache() {
     assert_eq!(s.misses, 16, "nothing decoded twice: {s:?}");
     assert_eq!(s.hits, 16 + 16 + 8 + 16);
 }
+
+#[test]
+fn an_array_replaced_by_create_like_is_dropped_from_the_caches() {
+    let src = zarrbuf::open(
+        crate::common::root()
+            .join("data/v3_int8.zarr")
+            .to_str()
+            .unwrap(),
+        "",
+    )
+    .unwrap();
+    let store: Arc<dyn zarrs::storage::ReadableWritableListableStorageTraits> =
+        Arc::new(MemoryStore::new());
+    let layout = zarrbuf::ArrayLayout::default();
+    let dst = zarrbuf::create_like(&src, src.shape(), store.clone(), "/c", &layout, false).unwrap();
+    let data = src.read_all(&BufferPrototype::cpu()).unwrap();
+    dst.write_all(&data).unwrap();
+    let cache = ChunkCache::new(1 << 20);
+    let opts = ReadOptions::default().with_cache(cache.clone());
+    let got = dst.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
+    assert_eq!(bytes(&got), bytes(&data));
+    assert!(cache.stats().entries > 0);
+    // The same metadata at the same path: only the replacement tells the cache.
+    let again = zarrbuf::create_like(&src, src.shape(), store, "/c", &layout, true).unwrap();
+    assert_eq!(ArrayId::of(&again), ArrayId::of(&dst));
+    assert_eq!(cache.stats().entries, 0);
+    let fill = again.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
+    assert!(fill.to_vec::<i8>().unwrap().iter().all(|&v| v == 0));
+}
