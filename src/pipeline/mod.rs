@@ -17,6 +17,7 @@ mod decode_choice;
 mod device_batch_steps;
 mod device_batches;
 mod device_cache;
+mod device_cache_steps;
 mod device_parts;
 mod fetch;
 mod host_scatter;
