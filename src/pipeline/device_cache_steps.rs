@@ -260,6 +260,10 @@ impl StagedRead<'_> {
     /// buffers and the scatters that read them — on each of them: whoever uses one next (a
     /// later read on another stream, the allocator once the cache lets it go) waits for it.
     pub(super) fn fence_kept(&self, q: &Queue, kept: &[(usize, Kept)]) -> Result<()> {
+        if kept.is_empty() {
+            // Nothing kept (a read without a cache): no event recorded.
+            return Ok(());
+        }
         let regions = kept
             .iter()
             .map(|(_, k)| k.region())
