@@ -26,6 +26,9 @@ impl StagedRead<'_> {
         out: &NDBuffer,
         produce: &Producer<'_>,
     ) -> Result<()> {
+        // As in the uncached run: whatever is in flight on the output (its allocation, a
+        // copy) is waited for once, here, not by every hit's copy.
+        out.buffer().region()?.settle()?;
         let elem = out.dtype().size();
         let memory = self.ops.memory();
         let mut hits: Vec<(&Unit, Buffer, Vec<usize>)> = Vec::new();
