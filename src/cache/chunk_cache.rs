@@ -372,6 +372,7 @@ mod tests {
             }
         }
         let epoch = one.epoch(&id);
+        #[allow(clippy::single_range_in_vec_init)] // one range per dimension
         super::super::registry::invalidate_written(&arr, &[9..17]);
         for c in [&one, &two] {
             assert_eq!(c.stats().entries, 6);

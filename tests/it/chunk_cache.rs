@@ -1,3 +1,4 @@
+#![allow(clippy::single_range_in_vec_init)] // one range per dimension of 1-d arrays
 //! Reads through a decoded-chunk cache (`zarrbuf::cache::ChunkCache`): the same bytes as
 //! uncached reads on every fixture and route, hits and misses counted, eviction within the
 //! capacity, invalidation by writes through zarrbuf (from any handle on the array),
