@@ -10,7 +10,7 @@ use super::staged_read::Producer;
 use crate::buffer::{Buffer, NDBuffer};
 use crate::device::{Queue, StridedCopy, track};
 use crate::dtype::{ByteOrder, Order};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::Region;
 use crate::options::{Progress, ProgressFn};
 use crate::zarr::Unit;
@@ -198,8 +198,17 @@ impl StagedRead<'_> {
         // whole decoded unit, the decoder's output of exactly its size, the layout copy or
         // fill over its whole shape) before anything reads it, and a unit whose work failed
         // is never inserted.
-        let buffer = Buffer::from_region(self.ops.alloc(bytes)?);
-        Ok(Some(Kept { buffer, shape }))
+        let region = match self.ops.alloc(bytes) {
+            Ok(r) => r,
+            // The device is full (the cache's own chunks count there too): this unit is
+            // read as without a cache, not kept.
+            Err(Error::OutOfMemory { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(Kept {
+            buffer: Buffer::from_region(region),
+            shape,
+        }))
     }
 
     /// Copies a unit the CPU decoded (`staged`: its decoded bytes in the slot) to the device,
