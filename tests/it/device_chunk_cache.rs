@@ -9,7 +9,9 @@
 //! subsets that cut through chunks, on both decoders, and a second read is all hits; a
 //! second epoch fetches nothing from the store (`Counting`, a zarrs store over a memory
 //! store that counts chunk requests) for plain and sharded arrays and missing chunks;
-//! capacity evicts; entries are filed under the memory they live in, host apart from CUDA.
+//! capacity evicts; entries are filed under the memory they live in, host apart from CUDA; a
+//! chunk the device decoder rejects is never kept; a write through zarrbuf is seen; readers
+//! on several threads share one cache.
 
 use crate::common::fixtures;
 use std::collections::HashMap;
@@ -445,4 +447,37 @@ fn a_chunk_the_device_decoder_rejects_is_not_kept() {
     // The read reports the damage again rather than a cached chunk.
     let again = array.read_opt(&all, &BufferPrototype::cpu(), &cached(&cache, Decode::Gpu));
     assert!(again.is_err());
+}
+
+#[test]
+fn concurrent_readers_share_one_device_cache() {
+    let (array, store, want) = counted_array(Kind::Sharded, &[[0, 1, 0]]);
+    let array = Arc::new(array);
+    let cache = ChunkCache::new(64 << 20);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (array, cache, want) = (array.clone(), cache.clone(), &want);
+            s.spawn(move || {
+                let decode = if t % 2 == 0 { Decode::Cpu } else { Decode::Gpu };
+                for round in 0..3 {
+                    for p in patches().iter().cycle().skip(t).take(5) {
+                        let got = array
+                            .read_opt(p, &BufferPrototype::cpu(), &cached(&cache, decode))
+                            .unwrap();
+                        assert!(
+                            bytes(&got) == part(want, p),
+                            "thread {t} round {round} {p:?}"
+                        );
+                    }
+                }
+            });
+        }
+    });
+    // Every unit was kept by someone: one more epoch fetches nothing.
+    let before = store.chunk_requests();
+    for p in patches() {
+        let got = array.read_opt(&p, &BufferPrototype::cpu(), &cached(&cache, Decode::Cpu));
+        assert!(bytes(&got.unwrap()) == part(&want, &p));
+    }
+    assert_eq!(store.chunk_requests(), before);
 }
