@@ -20,12 +20,14 @@ use zarrbuf::{BufferPrototype, NDBuffer};
 
 mod array;
 mod arrow;
+mod cache;
 mod ndarray;
 mod numpy_strings;
 mod varlen;
 mod varlen_handle;
 
 use array::{Array, Inner, ReadStream};
+use cache::PyChunkCache;
 use ndarray::{NDArray, from_dlpack};
 use varlen_handle::Opened;
 
@@ -120,9 +122,11 @@ fn open_options(
 
 /// Opens the array at `path` inside the store at `location` (a directory, `file://`,
 /// `memory://`, or an object-store URL such as `s3://bucket/data.zarr`; or an icechunk
-/// repository, at `branch` (default main), `tag` or `snapshot`).
+/// repository, at `branch` (default main), `tag` or `snapshot`). Every read goes through
+/// `cache` (a shared `ChunkCache`), or a new cache of `cache_bytes` (not both).
 #[pyfunction]
-#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None))]
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None))]
+#[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
     location: &str,
@@ -131,21 +135,44 @@ fn open(
     tag: Option<&str>,
     snapshot: Option<&str>,
     virtual_access: Option<Vec<String>>,
+    cache: Option<PyRef<'_, PyChunkCache>>,
+    cache_bytes: Option<u64>,
 ) -> PyResult<Py<PyAny>> {
     let label = label(location, path);
+    let cache = match (cache, cache_bytes) {
+        (Some(_), Some(_)) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "give cache= (a shared zarrbuf.ChunkCache) or cache_bytes= (a new cache), not both",
+            ));
+        }
+        (Some(c), None) => Some(c.inner.clone()),
+        (None, Some(n)) => Some(zarrbuf::cache::ChunkCache::new(n)),
+        (None, None) => None,
+    };
+    let opts = open_options(branch, tag, snapshot, virtual_access).map_err(py_err)?;
+    let opened = open_array(py, location, path, &opts, label)?;
+    opened.with_cache(cache).into_py(py)
+}
+
+/// The array `open` opens, without a cache.
+fn open_array(
+    py: Python<'_>,
+    location: &str,
+    path: &str,
+    opts: &zarrbuf::options::OpenOptions,
+    label: String,
+) -> PyResult<Opened> {
     run(py, || {
-        let opts = open_options(branch, tag, snapshot, virtual_access)?;
         // Local paths and memory open synchronously, object stores through the async API.
         let inner = if !zarrbuf::store::Location::parse(location)?.is_url() {
-            Inner::Sync(Arc::new(zarrbuf::open_opt(location, path, &opts)?))
+            Inner::Sync(Arc::new(zarrbuf::open_opt(location, path, opts)?))
         } else {
             Inner::Async(Arc::new(
-                runtime()?.block_on(zarrbuf::open_opt_async(location, path, &opts))?,
+                runtime()?.block_on(zarrbuf::open_opt_async(location, path, opts))?,
             ))
         };
         Opened::new(inner, label)
-    })?
-    .into_py(py)
+    })
 }
 
 /// Opens the array at `path` inside the store at `root` with the metadata zarr-python holds
@@ -200,8 +227,7 @@ fn open_with_metadata(
             Inner::Async(Arc::new(array))
         };
         Opened::new(inner, label)
-    })?
-    .into_py(py)
+    })
 }
 
 /// `nbytes` zeroed bytes of page-locked (pinned) host memory registered with CUDA device
@@ -307,6 +333,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
     varlen::register(m)?;
+    m.add_class::<PyChunkCache>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(list_hierarchy, m)?)?;

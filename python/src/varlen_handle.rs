@@ -57,6 +57,15 @@ impl Opened {
         }
     }
 
+    /// Every read of a fixed-size array goes through `cache`. Variable-length arrays are
+    /// not cached (their chunks' decoded sizes are not known before they are read).
+    pub(crate) fn with_cache(self, cache: Option<zarrbuf::cache::ChunkCache>) -> Self {
+        match self {
+            Opened::Fixed(a) => Opened::Fixed(a.with_cache(cache)),
+            v @ Opened::VarLen(_) => v,
+        }
+    }
+
     pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self {
             Opened::Fixed(a) => a.into_py_any(py),

@@ -1,6 +1,7 @@
 //! The public operations: the extension traits on zarrs' `Array` (`ArrayReadExt`,
 //! `ArrayReadAsyncExt`, `ArrayWriteExt`, `ArrayWriteAsyncExt`, one method set per mode),
-//! multi-device reads, read streams and `copy_array`. Each checks its arguments, picks a
+//! multi-device reads, read streams, `copy_array` and `create_like` (zarr's, which also
+//! drops a replaced array from the chunk caches). Each checks its arguments, picks a
 //! route and calls `pipeline` or zarrs.
 //!
 //! Within the folder: `target` is the one check of a read's output or a write's data, used
@@ -10,6 +11,7 @@
 //! variable-length arrays into `VarLenBuffer`s through `pipeline::read_varlen`.
 
 mod copy;
+mod create;
 pub(crate) mod multi;
 mod read;
 mod read_async;
@@ -22,6 +24,7 @@ mod write_async;
 mod write_varlen;
 
 pub use copy::{CopyOptions, copy_array};
+pub use create::create_like;
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
 pub use read_stream::{BlockingReadStream, ReadStream};

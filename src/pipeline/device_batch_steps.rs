@@ -4,11 +4,12 @@
 
 use super::batch_plan::{BatchPlanInput, align_up, batch_plan};
 use super::device_batches::{DeviceBatches, Gathering, scratch_for};
+use super::device_cache::Kept;
 use super::device_parts::{Compressed, DeviceParts, Scatter};
 use super::hybrid::{BatchId, WorkQueue};
 use super::{Slot, StagedRead};
 use crate::device::Unshuffle;
-use crate::device::{BatchItem, Event};
+use crate::device::{BatchItem, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::Region;
 use crate::options::Progress;
@@ -19,8 +20,8 @@ use zarrbuf_codecs::host::Shuffle;
 
 /// What follows a device batch for one of its chunks.
 enum After<'f> {
-    /// Decoded straight into the output.
-    Done,
+    /// Unit `.0` decoded straight into its place: the output, or its cache buffer.
+    Done(usize),
     /// Scatter unit `.0`'s decoded bytes into the output.
     Scatter(usize, Region),
     /// Undo blosc's shuffle from `.2` into `.3`, then (when `.5`) scatter unit `.0` from there.
@@ -185,10 +186,19 @@ impl StagedRead<'_> {
         let align = d.compression.required_alignment();
         let mut places = Vec::with_capacity(g.chunks.len());
         let mut scratch_bytes = [0, 0];
+        let mut keeps = Vec::with_capacity(g.chunks.len());
         for (i, _, chunk) in &g.chunks {
             let unit = &self.units[*i];
             let expected = unit.num_elements() * s.elem;
-            let direct = self.direct_target(unit, s, align)?;
+            // With a cache, each chunk decodes into a buffer of its own: straight into it
+            // when the decoded layout is the cache's, else into scratch and copied there.
+            let kept = self.new_kept(unit, s.elem)?;
+            let direct = match &kept {
+                Some(k) if self.decoded_is_kept_layout(unit, k, s.out) => Some(k.region()?.clone()),
+                Some(_) => None,
+                None => self.direct_target(unit, s, align)?,
+            };
+            keeps.push(kept);
             let shuffled = matches!(&chunk.parts, DeviceParts::Blosc(f) if f.shuffle.is_some());
             let areas = match (direct.is_some(), shuffled) {
                 (true, false) => 0,
@@ -222,7 +232,7 @@ impl StagedRead<'_> {
                     });
                     item_units.push((*i, expected));
                     after.push(match direct {
-                        Some(_) => After::Done,
+                        Some(_) => After::Done(*i),
                         None => After::Scatter(*i, output),
                     });
                 }
@@ -238,7 +248,7 @@ impl StagedRead<'_> {
                             area(0),
                             After::Unshuffle(*i, shuffle, area(0), area(1), frame, true),
                         ),
-                        (None, Some(target)) => (target, After::Done),
+                        (None, Some(target)) => (target, After::Done(*i)),
                         (None, None) => (area(0), After::Scatter(*i, area(0))),
                     };
                     for stream in &frame.streams {
@@ -265,30 +275,8 @@ impl StagedRead<'_> {
             self.ops
                 .decompress_batch(&d.queue, d.compression, &items, &mut d.ring[k].desc)?;
         }
-        for next in &after {
-            match next {
-                After::Done => {}
-                After::Scatter(i, decoded) => {
-                    self.scatter(&d.queue, &self.units[*i], decoded, s)?
-                }
-                After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
-                    self.ops.blosc_unshuffle(
-                        &d.queue,
-                        Unshuffle {
-                            src: from,
-                            dst: to,
-                            nbytes: frame.nbytes,
-                            shuffle: *shuffle,
-                            typesize: frame.typesize,
-                            blocksize: frame.blocksize,
-                        },
-                    )?;
-                    if *scatter {
-                        self.scatter(&d.queue, &self.units[*i], to, s)?;
-                    }
-                }
-            }
-        }
+        let kept_all = self.after_batch(&d.queue, &after, keeps, s)?;
+        self.fence_kept(&d.queue, &kept_all)?;
         let event = self.ops.record(&d.queue)?;
         for (i, _, _) in &g.chunks {
             self.report(progress, &self.units[*i].region_shape(), s.elem);
@@ -299,7 +287,55 @@ impl StagedRead<'_> {
         entry.chunks = g.chunks.len();
         entry.batch = Some(g.batch.id);
         entry.submitted = submitted;
+        entry.kept = kept_all;
         Ok(())
+    }
+
+    /// Enqueues what follows a batch's decompression for each of its chunks (unshuffle,
+    /// layout copy into its cache buffer, scatter), in order; returns the chunks to keep.
+    fn after_batch(
+        &self,
+        q: &Queue,
+        after: &[After<'_>],
+        keeps: Vec<Option<Kept>>,
+        s: &Scatter<'_>,
+    ) -> Result<Vec<(usize, Kept)>> {
+        let mut kept_all = Vec::new();
+        for (next, kept) in after.iter().zip(keeps) {
+            match next {
+                After::Done(i) => {
+                    if let Some(k) = &kept {
+                        self.scatter_cached(q, &self.units[*i], k.region()?, &k.shape, s.out)?;
+                    }
+                }
+                After::Scatter(i, decoded) => {
+                    self.place_decoded(q, &self.units[*i], decoded, kept.as_ref(), s)?
+                }
+                After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
+                    self.ops.blosc_unshuffle(
+                        q,
+                        Unshuffle {
+                            src: from,
+                            dst: to,
+                            nbytes: frame.nbytes,
+                            shuffle: *shuffle,
+                            typesize: frame.typesize,
+                            blocksize: frame.blocksize,
+                        },
+                    )?;
+                    if *scatter {
+                        self.place_decoded(q, &self.units[*i], to, kept.as_ref(), s)?;
+                    } else if let Some(k) = &kept {
+                        self.scatter_cached(q, &self.units[*i], k.region()?, &k.shape, s.out)?;
+                    }
+                }
+            }
+            let i = match next {
+                After::Done(i) | After::Scatter(i, _) | After::Unshuffle(i, ..) => *i,
+            };
+            kept_all.extend(kept.map(|k| (i, k)));
+        }
+        Ok(kept_all)
     }
 
     /// Settles every ring entry whose batch has finished (never blocks).
@@ -345,6 +381,8 @@ impl StagedRead<'_> {
         d.last_done = Some(now);
         let items = std::mem::take(&mut entry.items);
         let chunks = std::mem::take(&mut entry.chunks);
+        // Cached only once every chunk of the batch has been checked.
+        let kept = std::mem::take(&mut entry.kept);
         let outcomes = entry
             .desc
             .outcomes(items.len(), &|st| self.ops.describe_status(st))?;
@@ -369,6 +407,7 @@ impl StagedRead<'_> {
                 }
             }
         }
+        self.insert_kept(kept);
         if let Some(id) = entry.batch.take() {
             queue.device_done(id, chunks, now.saturating_duration_since(started));
         }

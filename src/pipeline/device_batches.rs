@@ -13,6 +13,7 @@
 //! batches are in flight: the copies into one overlap the decompression of the other.
 
 use super::batch_plan::{BatchPlan, BatchPlanInput};
+use super::device_cache::Kept;
 use super::device_parts::{Compressed, DeviceDecode, MAX_STREAMS_PER_CHUNK};
 use super::hybrid::BatchId;
 use crate::device::{BatchDesc, Compression, DeviceOps, Event, Queue};
@@ -41,6 +42,9 @@ pub(super) struct BatchSlot {
     pub(super) batch: Option<u64>,
     /// When the batch last submitted was.
     pub(super) submitted: Instant,
+    /// The decoded chunks of the batch last submitted that go to the read's cache once the
+    /// batch has finished and they were checked (unit index, device buffer).
+    pub(super) kept: Vec<(usize, Kept)>,
 }
 
 /// A batch of the queue being gathered.
@@ -103,6 +107,7 @@ impl DeviceBatches {
                 chunks: 0,
                 batch: None,
                 submitted: now,
+                kept: Vec::new(),
             });
         }
         for entry in &ring {

@@ -40,6 +40,7 @@ impl DeviceParts {
 pub(crate) const MAX_STREAMS_PER_CHUNK: usize = 4096;
 
 /// The device decoder of one read.
+#[derive(Clone, Copy)]
 pub(crate) struct DeviceDecode {
     /// What the device decompresses (every chunk of a read has the same codecs).
     pub compression: Compression,

@@ -1,6 +1,7 @@
 //! Whole staged reads against a simulated device ([`SimulatedOps`]): batches follow the
 //! batch plan, and `Decode::Both` is never much slower than the faster of the CPU and the
-//! device alone — the hybrid scheduler proved without a GPU.
+//! device alone — the hybrid scheduler proved without a GPU; and, with a chunk cache, that
+//! the device's decoded chunks are kept only once their batch has finished.
 //!
 //! Both sides are simulated with sleeps, not work, so the timings do not depend on how
 //! many cores are free: a CPU thread sleeps `CPU_UNIT` per unit it decodes (it also writes
@@ -108,6 +109,7 @@ fn read(
             blosc: false,
         }),
         unit_error: &unit_error,
+        cache: None,
     };
     let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
         let k = unit.indices[0] as usize;
@@ -244,4 +246,98 @@ fn both_is_never_much_slower_than_the_faster_side() {
         "Both below 0.95x the faster side's throughput at {failed:?}:\n{}",
         report.join("\n")
     );
+}
+
+/// With a cache, each chunk the simulated device decodes reaches the cache only once its
+/// batch has finished there (the device's completion, not its submission), and every chunk
+/// does by the end of the read.
+#[test]
+fn decoded_chunks_are_kept_only_once_their_batch_finished() {
+    use super::device_cache::ReadCache;
+    use crate::cache::ChunkCache;
+    use std::sync::Mutex;
+    let n = 12;
+    let case = Case::new(n, 0);
+    let store = Arc::new(zarrs::storage::store::MemoryStore::new());
+    let array = zarrs::array::ArrayBuilder::new(
+        vec![(n * UNIT_BYTES) as u64],
+        vec![UNIT_BYTES as u64],
+        zarrs::array::data_type::uint8(),
+        0u8,
+    )
+    .build(store, "/kept")
+    .expect("array");
+    let cache = ChunkCache::new(1 << 20);
+    let read_cache = ReadCache::new(cache.clone(), &array, crate::place::Memory::Host);
+    // One SM: batches of 4 units, each taking the decoder 300 ms.
+    let sim = Arc::new(SimulatedOps::new(1, Duration::from_millis(300), 1e12));
+    let out = NDBuffer::zeros(
+        &[n * UNIT_BYTES],
+        DataType::UInt8,
+        Order::C,
+        &BufferPrototype::cpu(),
+    )
+    .expect("output");
+    let unit_error = |unit: &Unit, why: String| {
+        Error::InvalidArgument(format!("unit {:?}: {why}", unit.indices))
+    };
+    // (units reported done, units the cache held) at each report: made when a batch is
+    // submitted, before the device has finished it.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (log, watched) = (seen.clone(), cache.clone());
+    let staged = StagedRead {
+        ops: sim.clone(),
+        units: &case.units,
+        layout: EncodedLayout::native(),
+        request_start: vec![0],
+        fill_value: vec![0],
+        staging_bytes: 64 << 20,
+        threads: THREADS,
+        progress: Some(Arc::new(move |p: crate::options::Progress| {
+            log.lock()
+                .expect("log")
+                .push((p.chunks_done, watched.stats().entries as usize));
+        })),
+        device_decode: Some(DeviceDecode {
+            compression: Compression::Zstd,
+            hybrid: false,
+            blosc: false,
+        }),
+        unit_error: &unit_error,
+        cache: Some(&read_cache),
+    };
+    let produce = |unit: &Unit, slot: &mut [u8], _: bool| -> Result<Produced> {
+        let frame = &case.frames[unit.indices[0] as usize];
+        slot[..frame.len()].copy_from_slice(frame);
+        Ok(Produced::Compressed(Compressed {
+            len: frame.len(),
+            parts: DeviceParts::Whole,
+        }))
+    };
+    staged.run(&out, &produce).expect("read");
+    assert!(out.buffer().to_vec().expect("bytes") == case.want);
+    assert_eq!(sim.batches(), vec![4, 4, 4]);
+    let seen = seen.lock().expect("log");
+    assert_eq!(seen.len(), n);
+    // Each report comes right after its batch's submission. Two batches are in flight: the
+    // second is submitted while the first is still decoding (nothing kept yet), the third
+    // only once the first has finished and was kept (its ring entry), the second still
+    // decoding.
+    for &(done, held) in seen.iter() {
+        let want = if done <= 8 { 0 } else { 4 };
+        assert_eq!(held, want, "{done} reported, {held} kept: {seen:?}");
+    }
+    assert_eq!(cache.stats().entries as usize, n);
+    for (k, unit) in case.units.iter().enumerate() {
+        let key = crate::cache::ChunkKey::new(
+            crate::cache::ArrayId::of(&array),
+            unit.indices.clone(),
+            crate::place::Device::Cpu,
+        );
+        let kept = cache.get(&key).expect("kept").to_vec().expect("bytes");
+        assert!(
+            kept == case.want[k * UNIT_BYTES..(k + 1) * UNIT_BYTES],
+            "unit {k}"
+        );
+    }
 }

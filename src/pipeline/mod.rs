@@ -8,6 +8,7 @@
 //! every line of it in CI.
 
 mod batch_plan;
+mod cached_read;
 mod cancel;
 mod chunk_share;
 mod chunk_sink;
@@ -15,6 +16,8 @@ mod chunk_writer;
 mod decode_choice;
 mod device_batch_steps;
 mod device_batches;
+mod device_cache;
+mod device_cache_steps;
 mod device_parts;
 mod fetch;
 mod host_scatter;
@@ -35,10 +38,12 @@ mod varlen_read;
 mod write_batches;
 mod write_driver;
 
+pub(crate) use cached_read::{miss_options, miss_output, read_through_cache};
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;
 pub(crate) use chunk_writer::ChunkWriter;
+pub(crate) use device_cache::caches_on_device;
 pub(crate) use fetch::{fetch_unit, fetch_unit_async};
 pub(crate) use output_limit::check_output_size;
 pub(crate) use read_driver::{InnerFetch, run_staged};

@@ -3,6 +3,7 @@
 //! read's slots.
 
 use super::ShardReads;
+use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
@@ -51,7 +52,7 @@ impl InnerFetch {
 
 /// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
 /// with `fetch` and decoding it on the worker thread that fetched it.
-pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
+pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
     out: &NDBuffer,
@@ -92,6 +93,10 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         largest_chunk,
     );
     let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
+    // Taken before anything is fetched (see `ReadCache::new`).
+    let cache = opts
+        .chunk_cache()
+        .map(|c| ReadCache::new(c, array, ops.memory()));
     let staged = StagedRead {
         ops,
         units: &plan.units,
@@ -103,6 +108,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
         progress: opts.progress.clone(),
         device_decode,
         unit_error: &unit_error,
+        cache: cache.as_ref(),
     };
     // Chunks are decoded in parallel, so each codec runs single-threaded.
     let codec_opts = CodecOptions::default()

@@ -20,6 +20,7 @@
 
 use super::batch_plan::batch_plan;
 use super::device_batches::DeviceBatches;
+use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, Scatter};
 use super::hybrid::{BatchId, Split, Take, WorkQueue};
 use super::tuning::Tuning;
@@ -93,6 +94,9 @@ pub(crate) struct StagedRead<'a> {
     pub device_decode: Option<DeviceDecode>,
     /// The error for a unit the device decoder rejected (names the array and chunk).
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
+    /// The decoded-chunk cache in the device's memory, when the read has one
+    /// ([`super::device_cache`]).
+    pub cache: Option<&'a ReadCache>,
 }
 
 /// What a worker hands the coordinator for one unit.
@@ -107,6 +111,14 @@ struct Ready {
 impl StagedRead<'_> {
     /// Runs the pipeline, writing every unit's region of the request into `out`.
     pub(crate) fn run(&self, out: &NDBuffer, produce: &Producer<'_>) -> Result<()> {
+        match self.cache {
+            Some(cache) if !self.units.is_empty() => self.run_cached(cache, out, produce),
+            _ => self.run_staged(out, produce),
+        }
+    }
+
+    /// Runs the pipeline over every unit (with a cache: over its misses).
+    pub(super) fn run_staged(&self, out: &NDBuffer, produce: &Producer<'_>) -> Result<()> {
         if self.units.is_empty() {
             return Ok(());
         }
@@ -123,7 +135,9 @@ impl StagedRead<'_> {
             self.threads,
             0,
         )?;
-        let result = if self.scatters_on_workers(out) {
+        // A cached read takes the general route on the host twin too: its misses are
+        // decoded into buffers of their own for the cache ([`super::device_cache`]).
+        let result = if self.cache.is_none() && self.scatters_on_workers(out) {
             self.run_host(out, produce, &slots)
         } else {
             self.run_with_slots(out, produce, &slots)
@@ -296,15 +310,7 @@ impl StagedRead<'_> {
                 strides: out.strides(),
             };
             match produced? {
-                Produced::Missing => {
-                    self.ops.fill(
-                        &slot.queue,
-                        out.buffer().region()?,
-                        dst,
-                        &region_shape,
-                        &fill,
-                    )?;
-                }
+                Produced::Missing => self.place_missing(i, slot, dst, &fill, &scatter)?,
                 Produced::Stored(_) => {
                     return Err(Error::InvalidArgument(
                         "stored bytes reached the coordinator (internal error: please report)"
@@ -331,22 +337,7 @@ impl StagedRead<'_> {
                     self.arrived(d, batch, &scatter, &mut progress, queue)?;
                     continue;
                 }
-                Produced::Decoded(len) => {
-                    let expected = unit.num_elements() * elem;
-                    if len != expected {
-                        return Err(Error::ShapeMismatch(format!(
-                            "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
-                            unit.indices, unit.shape
-                        )));
-                    }
-                    let (staged, scratch) = (
-                        slot.staging.try_slice(..len)?,
-                        slot.scratch.try_slice(..len)?,
-                    );
-                    self.ops
-                        .copy(&slot.queue, staged.region()?, scratch.region()?)?;
-                    self.scatter(&slot.queue, unit, scratch.region()?, &scatter)?;
-                }
+                Produced::Decoded(len) => self.place_staged(i, slot, len, &scatter)?,
             }
             let event = self.ops.record(&slot.queue)?;
             if let Ok(mut p) = slot.pending.lock() {
@@ -362,6 +353,62 @@ impl StagedRead<'_> {
             self.finish_batches(d, &scatter, &mut progress, queue)?;
         }
         Ok(())
+    }
+
+    /// Enqueues the fill of missing unit `i`'s region (`dst` in the output) on its slot's
+    /// queue; with a cache, the fill goes into the unit's cache buffer, kept, and is
+    /// scattered from there.
+    fn place_missing(
+        &self,
+        i: usize,
+        slot: &Slot,
+        dst: Strided<'_>,
+        fill: &[u8],
+        s: &Scatter<'_>,
+    ) -> Result<()> {
+        let unit = &self.units[i];
+        match self.new_kept(unit, s.elem)? {
+            None => self.ops.fill(
+                &slot.queue,
+                s.out.buffer().region()?,
+                dst,
+                &unit.region_shape(),
+                fill,
+            ),
+            Some(kept) => {
+                self.fill_kept(&slot.queue, unit, &kept, s.out)?;
+                self.keep_now(&slot.queue, i, kept)
+            }
+        }
+    }
+
+    /// Enqueues the copy of unit `i`, decoded into the first `len` bytes of its slot, to the
+    /// device and its scatter into the output, on the slot's queue; with a cache, through
+    /// the unit's cache buffer, kept at once (the CPU decoded it: it succeeded).
+    fn place_staged(&self, i: usize, slot: &Slot, len: usize, s: &Scatter<'_>) -> Result<()> {
+        let unit = &self.units[i];
+        let expected = unit.num_elements() * s.elem;
+        if len != expected {
+            return Err(Error::ShapeMismatch(format!(
+                "chunk {:?} decoded to {len} bytes, expected {expected} for shape {:?}",
+                unit.indices, unit.shape
+            )));
+        }
+        let (staged, scratch) = (
+            slot.staging.try_slice(..len)?,
+            slot.scratch.try_slice(..len)?,
+        );
+        match self.new_kept(unit, s.elem)? {
+            None => {
+                self.ops
+                    .copy(&slot.queue, staged.region()?, scratch.region()?)?;
+                self.scatter(&slot.queue, unit, scratch.region()?, s)
+            }
+            Some(kept) => {
+                self.stage_kept(&slot.queue, unit, (&staged, &scratch), &kept, s.out)?;
+                self.keep_now(&slot.queue, i, kept)
+            }
+        }
     }
 
     pub(super) fn report(&self, progress: &mut Progress, region_shape: &[usize], elem: usize) {

@@ -24,7 +24,12 @@ fn copy_dir(src: &Path, dst: &Path) {
 }
 
 /// A private copy of a fixture with one chunk file changed by `damage`.
-fn damaged(name: &str, tag: &str, chunk: &str, damage: impl Fn(&mut Vec<u8>)) -> PathBuf {
+pub(crate) fn damaged(
+    name: &str,
+    tag: &str,
+    chunk: &str,
+    damage: impl Fn(&mut Vec<u8>),
+) -> PathBuf {
     let dst = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join("device-decode")
         .join(format!("{name}-{tag}.zarr"));

@@ -14,6 +14,7 @@
 mod common;
 
 mod blosc_device;
+mod chunk_cache;
 mod cli;
 mod conformance;
 mod copy;
@@ -21,6 +22,7 @@ mod copy_overlap;
 mod coverage;
 mod crash;
 mod damaged_codecs;
+mod device_chunk_cache;
 mod device_compress;
 mod device_decode;
 mod errors;

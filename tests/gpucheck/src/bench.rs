@@ -6,12 +6,14 @@
 //! `gpu-decode: variant=zstd1 layout=chunks64 cpu=9.31 gpu=12.02 both=13.10 auto=9.30`
 //!
 //! (medians of `--reps` reads, decoded GB/s). The full pass adds, per line, zarrs' decode
-//! into a reused host buffer and zarrbuf's host read (the README table's columns), and the
-//! pinned host-device bandwidth at the start.
+//! into a reused host buffer and zarrbuf's host read (the README table's columns), the
+//! pinned host-device bandwidth at the start, and after the headline line its reads through
+//! a decoded-chunk cache in device memory, the `gpu-cache:` line ([`crate::cache_bench`]).
 
 use crate::Check;
 use crate::args::Target;
 use crate::arrays::{self, Layout};
+use crate::cache_bench;
 use crate::fixtures::same;
 use std::io::Write;
 use std::time::Instant;
@@ -52,7 +54,11 @@ pub(crate) struct Bench {
 }
 
 /// Median decoded GB/s of `reps` calls of `f`.
-fn median_gbps(bytes: usize, reps: usize, mut f: impl FnMut() -> Check) -> Result<f64, String> {
+pub(crate) fn median_gbps(
+    bytes: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Check,
+) -> Result<f64, String> {
     let mut rates = Vec::with_capacity(reps);
     for _ in 0..reps.max(1) {
         let t = Instant::now();
@@ -197,6 +203,18 @@ impl Bench {
                 ),
                 row,
             ));
+            if !self.quick && (variant, layout) == cache_bench::CACHED {
+                let (cached, row) = self.cached_rates(&array, &data)?;
+                println!("{}", cache_bench::cache_line(&cached));
+                let _ = std::io::stdout().flush();
+                table.push((
+                    format!(
+                        "cached reads of {what} into {} (cache in its memory)",
+                        self.target.device_name()
+                    ),
+                    row,
+                ));
+            }
             drop(array);
             let _ = std::fs::remove_dir_all(&dir);
         }

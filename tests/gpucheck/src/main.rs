@@ -9,7 +9,8 @@
 //! written back from CUDA memory, multi-device reads, damaged chunks refused; writes from
 //! CUDA memory compressed on the GPU with nvCOMP (zstd, lz4, gzip, zlib, each alone and with
 //! crc32c) read back exactly through the CPU decoders and the GPU decoder; the read
-//! benchmark, one `gpu-decode:` line per (variant, layout). Its first line is the knobs in
+//! benchmark, one `gpu-decode:` line per (variant, layout), and (full runs) one `gpu-cache:`
+//! line for reads through a decoded-chunk cache in device memory. Its first line is the knobs in
 //! effect (`gpu-knobs:`, `knobs`). It exits non-zero on the first failure, on an unknown
 //! subcommand or flag, or on a bad value, and prints a table at the end. `--device host` is
 //! the dry run of the same sequence on the device trait's host twin (`target`). Built and
@@ -17,8 +18,8 @@
 //!
 //! The command line is in `args`; the CUDA IPC, fixture, damaged-chunk, GPU compression and
 //! benchmark checks in `ipc`, `fixtures`, `damaged`, `compress`, `bench` (its arrays in
-//! `arrays`); the kernel, conformance and soundness checks (the cases come from
-//! `zarrbuf-test-cases`) and the table of checks here. The unit tests run with
+//! `arrays`, its cached line in `cache_bench`); the kernel, conformance and soundness checks
+//! (the cases come from `zarrbuf-test-cases`) and the table of checks here. The unit tests run with
 //! `cargo test -p zarrbuf-gpucheck`; so does `tests/cli.rs`, which runs the binary with
 //! mistyped arguments. `scripts/gpu-test dry-run` (in CI) runs the whole sequence on the
 //! host twin and fails when a line is missing.
@@ -26,6 +27,7 @@
 mod args;
 mod arrays;
 mod bench;
+mod cache_bench;
 mod compress;
 mod damaged;
 mod fixtures;
