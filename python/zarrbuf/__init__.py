@@ -266,8 +266,13 @@ def open(  # noqa: A001 - mirrors zarr.open
 
         >>> t = zarrbuf.open("repo", "temperature", tag="v1")
     """
-    return Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
-                       virtual_access=virtual_access))
+    a = Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
+                    virtual_access=virtual_access))
+    # What another process needs to open it again (zarrbuf.torch's datasets pickle this).
+    a._open_args = (str(location), path, {k: v for k, v in (
+        ("branch", branch), ("tag", tag), ("snapshot", snapshot),
+        ("virtual_access", virtual_access)) if v is not None})
+    return a
 
 
 def list_hierarchy(
