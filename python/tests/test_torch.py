@@ -189,8 +189,12 @@ def test_pickling_carries_the_location_not_an_open_array(store):
         assert back.source._array is None  # opened again on first use
         assert torch.equal(torch.stack(list(_items(back))), torch.stack(list(_items(ds))))
         assert back.source._array is not None
-    # Another interpreter (as spawn-started workers are) unpickles and reads it.
-    ds = zt.ZarrDataset(location, PATCH, sampler)
+
+
+def test_another_interpreter_unpickles_and_reads(stores):
+    # What spawn- and forkserver-started DataLoader workers do.
+    location, _ = stores["sharded"]
+    ds = zt.ZarrDataset(location, PATCH, zt.PatchSampler(SHAPE, PATCH, num_patches=5, seed=1))
     code = ("import pickle, sys; ds = pickle.load(sys.stdin.buffer); "
             "print(int(ds[3].sum()), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(ds),
