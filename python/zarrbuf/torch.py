@@ -241,6 +241,16 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
 
 # One cache per process for each ChunkCache a dataset was given in another process.
 _PROCESS_CACHES: dict[str, Any] = {}
+# The token that names each ChunkCache given to a dataset of this process (kept alive here,
+# so that ids are not reused).
+_TOKENS: dict[int, tuple[Any, str]] = {}
+
+
+def _token_of(cache: Any) -> str:
+    entry = _TOKENS.get(id(cache))
+    if entry is None:
+        entry = _TOKENS[id(cache)] = (cache, uuid.uuid4().hex)
+    return entry[1]
 
 
 class _CacheInOtherProcess:
@@ -298,7 +308,6 @@ class _Source:
             )
         self.cache_bytes = cache_bytes
         self.cache = cache
-        self._token = uuid.uuid4().hex
         self._pid = os.getpid()
 
     def array(self) -> zarrbuf.Array:
@@ -317,7 +326,7 @@ class _Source:
         state = dict(self.__dict__)
         state["_array"] = None
         if self.cache is not None and not isinstance(self.cache, _CacheInOtherProcess):
-            state["cache"] = _CacheInOtherProcess(self._token, _cache_capacity(self.cache))
+            state["cache"] = _CacheInOtherProcess(_token_of(self.cache), _cache_capacity(self.cache))
         return state
 
 
