@@ -6,6 +6,7 @@ required (CI installs it), so a missing torch fails these tests."""
 from __future__ import annotations
 
 import collections
+import os
 import pickle
 import subprocess
 import sys
@@ -265,3 +266,29 @@ def test_rank_and_world_come_from_torch_distributed(store, tmp_path):
         dist.destroy_process_group()
     counts = collections.Counter(list(zt.PatchSampler(SHAPE, PATCH, num_patches=9)))
     assert set(counts.values()) == {1}
+
+
+def need_gpu():
+    if zarrbuf.cuda_device_count() > 0 and torch.cuda.is_available():
+        return
+    if os.environ.get("ZARRBUF_REQUIRE_GPU") == "1":
+        pytest.fail("ZARRBUF_REQUIRE_GPU=1 but no CUDA device is visible to zarrbuf and torch")
+    pytest.skip("SKIPPED: CUDA tensors need a CUDA device (none here)")
+
+
+def test_cuda_tensors_equal_the_cpu_ones(store):
+    need_gpu()
+    location, _ = store
+    sampler = zt.PatchSampler(SHAPE, PATCH, num_patches=20, seed=6)
+    cpu = zt.ZarrDataset(location, PATCH, sampler)
+    gpu = zt.ZarrDataset(location, PATCH, sampler, device="cuda:0")
+    t = gpu[3]
+    assert t.device == torch.device("cuda", 0) and t.dtype == torch.int32 and t.shape == PATCH
+    assert torch.equal(t.cpu(), cpu[3])
+    (batch,) = DataLoader(gpu, batch_size=20, sampler=list(range(20)))
+    assert batch.device.type == "cuda"
+    assert torch.equal(batch.cpu(), torch.stack([cpu[i] for i in range(20)]))
+    it = zt.ZarrIterableDataset(location, PATCH, sampler, device="cuda", batch_size=6, prefetch=4)
+    got = list(DataLoader(it, batch_size=None))
+    assert all(b.device.type == "cuda" for b in got)
+    assert torch.equal(torch.cat(got).cpu(), torch.stack([cpu[i] for i in sampler]))
