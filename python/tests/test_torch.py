@@ -17,6 +17,7 @@ import torch  # not importorskip: the suite must fail without torch
 import zarr
 import zarrbuf
 import zarrbuf.torch as zt
+from conftest import server_url
 from torch.utils.data import DataLoader
 
 SHAPE = (6, 40, 36)
@@ -116,7 +117,8 @@ def test_dataloader_covers_every_index_once_per_epoch(store, num_workers):
     location, _ = store
     sampler = zt.PatchSampler.grid(SHAPE, PATCH, seed=5)  # distinct origins: identifiable
     ds = zt.ZarrDataset(location, PATCH, sampler)
-    loader = DataLoader(ds, batch_size=7, sampler=sampler, num_workers=num_workers)
+    loader = DataLoader(ds, batch_size=7, sampler=sampler, num_workers=num_workers,
+                        timeout=60 if num_workers else 0)  # a hung worker fails, not hangs
     want = sorted(tuple(int(v) for v in o) for o in sampler.origins)
     orders = []
     for epoch in range(2):
@@ -140,7 +142,8 @@ def test_iterable_dataset_splits_across_workers_and_ranks(store, num_workers):
                                       world_size=world)
             ds = zt.ZarrIterableDataset(location, PATCH, sampler, prefetch=4)
             ds.set_epoch(epoch)
-            loader = DataLoader(ds, batch_size=None, num_workers=num_workers)
+            loader = DataLoader(ds, batch_size=None, num_workers=num_workers,
+                                timeout=60 if num_workers else 0)
             mine = [origin_of(t) for t in loader]
             assert len(mine) == len(sampler)
             seen += mine
@@ -292,3 +295,51 @@ def test_cuda_tensors_equal_the_cpu_ones(store):
     got = list(DataLoader(it, batch_size=None))
     assert all(b.device.type == "cuda" for b in got)
     assert torch.equal(torch.cat(got).cpu(), torch.stack([cpu[i] for i in sampler]))
+
+
+def _workers_read(ds, batch_size):
+    ctx = torch.multiprocessing.get_context("fork")  # the default on Linux, made explicit
+    return [t for b in DataLoader(ds, batch_size=batch_size, num_workers=2, timeout=60,
+                                  multiprocessing_context=ctx) for t in b]
+
+
+def test_forked_workers_read_after_the_parent_did(store):
+    # The parent's threads do not survive fork(): each worker must open and read on its own.
+    location, _ = store
+    sampler = zt.PatchSampler(SHAPE, PATCH, num_patches=16, seed=8)
+    ds = zt.ZarrDataset(location, PATCH, sampler)
+    want = [ds[i] for i in range(16)] + ds.__getitems__(list(range(16)))  # parent reads
+    got = _workers_read(ds, 4)
+    assert torch.equal(torch.stack(got), torch.stack(want[:16]))
+    it = zt.ZarrIterableDataset(location, PATCH, sampler, batch_size=4)
+    assert sorted(map(origin_of, _workers_read(it, None))) == sorted(map(origin_of, want[:16]))
+
+
+def test_forked_workers_read_an_object_store(tmp_path, monkeypatch):
+    """s3:// through the async runtime, which a forked worker must build again."""
+    import boto3
+
+    endpoint = server_url("ZARRBUF_TEST_S3_ENDPOINT")
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                      aws_secret_access_key="testing", region_name="us-east-1")
+    try:
+        s3.create_bucket(Bucket="zarrbuf-torch")
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    prefix = f"{tmp_path.name}/a.zarr"
+    store = zarr.storage.FsspecStore.from_url(
+        f"s3://zarrbuf-torch/{prefix}",
+        storage_options={"endpoint_url": endpoint, "key": "testing", "secret": "testing",
+                         "client_kwargs": {"region_name": "us-east-1"}})
+    z = zarr.create_array(store, shape=SHAPE, chunks=(2, 16, 16), dtype="i4")
+    z[:] = np.arange(np.prod(SHAPE), dtype="i4").reshape(SHAPE)
+    for k, v in {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true",
+                 "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
+                 "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(k, v)
+    sampler = zt.PatchSampler.grid(SHAPE, PATCH)
+    ds = zt.ZarrDataset(f"s3://zarrbuf-torch/{prefix}", PATCH, sampler)
+    assert np.array_equal(ds[5].numpy(), z[tuple(slice(o, o + p) for o, p in
+                                                 zip(sampler.origins[5], PATCH, strict=True))])
+    got = _workers_read(ds, 8)
+    assert sorted(map(origin_of, got)) == sorted(tuple(int(v) for v in o) for o in sampler.origins)
