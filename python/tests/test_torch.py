@@ -10,6 +10,7 @@ import os
 import pickle
 import subprocess
 import sys
+import uuid
 
 import numpy as np
 import pytest
@@ -315,7 +316,7 @@ def test_forked_workers_read_after_the_parent_did(store):
     assert sorted(map(origin_of, _workers_read(it, None))) == sorted(map(origin_of, want[:16]))
 
 
-def test_forked_workers_read_an_object_store(tmp_path, monkeypatch):
+def test_forked_workers_read_an_object_store(monkeypatch):
     """s3:// through the async runtime, which a forked worker must build again."""
     import boto3
 
@@ -326,7 +327,7 @@ def test_forked_workers_read_an_object_store(tmp_path, monkeypatch):
         s3.create_bucket(Bucket="zarrbuf-torch")
     except s3.exceptions.BucketAlreadyOwnedByYou:
         pass
-    prefix = f"{tmp_path.name}/a.zarr"
+    prefix = f"{uuid.uuid4().hex}/a.zarr"
     store = zarr.storage.FsspecStore.from_url(
         f"s3://zarrbuf-torch/{prefix}",
         storage_options={"endpoint_url": endpoint, "key": "testing", "secret": "testing",
