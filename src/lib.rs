@@ -41,13 +41,16 @@
 // - `device`: the device trait, its host and CUDA implementations, nvCOMP;
 // - `buffer` (Buffer, NDBuffer, BufferPrototype) and `zarr` (metadata, units, codec plans,
 //   shards, opening arrays), side by side: neither imports the other;
+// - `cache`: decoded-chunk caches (`ChunkCache`), their keys and policies, and the registry
+//   of live caches that writes invalidate;
 // - `pipeline`: the staged read and write engines, their drivers and the reads behind read
 //   streams; beside it `check` (finding and repairing damaged chunks), which imports only
-//   `zarr`, `store`, `options` and `error`;
+//   `zarr`, `store`, `options`, `error` and `cache`;
 // - `api`: the public operations (the extension traits on zarrs' `Array`, read streams,
 //   `copy_array`), which pick a route and call `pipeline` or zarrs.
 mod api;
 mod buffer;
+pub mod cache;
 // `check` and `options` are public through the modules of those names below, which also
 // hold what is defined elsewhere (`OpenOptions`, `CopyOptions`); the files keep their names.
 #[path = "check/mod.rs"]
@@ -66,15 +69,15 @@ pub mod store;
 mod zarr;
 
 // The everyday types, at the root.
-pub use api::copy_array;
 pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
+pub use api::{copy_array, create_like};
 pub use buffer::{Buffer, BufferPrototype, NDBuffer};
 pub use dtype::{DataType, Element, Order};
 pub use error::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
 pub use store::open::DynArray;
 pub use store::remote::AsyncArray;
-pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, create_like, describe, resume_like};
+pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, describe, resume_like};
 pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
 pub use zarr::{open, open_async, open_opt, open_opt_async};
 
@@ -173,7 +176,7 @@ pub mod options {
     pub use crate::api::CopyOptions;
     pub use crate::checking::CheckOptions;
     pub use crate::option_types::{
-        Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions,
+        CacheHandle, Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions,
         StreamOptions, WriteOptions,
     };
     pub use crate::store::open_options::OpenOptions;

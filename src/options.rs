@@ -32,6 +32,35 @@ impl Progress {
 /// A progress callback; called from the pipeline's coordinating thread.
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
+/// A decoded-chunk cache a read consults, as [`ReadOptions`] holds it: set it with
+/// `ReadOptions::with_cache(zarrbuf::cache::ChunkCache)` and read it back with
+/// `ReadOptions::chunk_cache()`.
+///
+/// Opaque because this file is a leaf of the crate's layers (ARCHITECTURE.md): it may not
+/// name the cache (`zarrbuf::cache`, a layer above the buffers), so the option holds the
+/// cache's shared state behind `Any`, and the two methods above, defined beside the cache,
+/// put it in and take it out. Clones share the cache.
+#[derive(Clone)]
+pub struct CacheHandle(Arc<dyn std::any::Any + Send + Sync>);
+
+impl CacheHandle {
+    /// Wraps a cache's shared state.
+    pub(crate) fn new<T: std::any::Any + Send + Sync>(inner: Arc<T>) -> Self {
+        CacheHandle(inner)
+    }
+
+    /// The cache's shared state, if it is a `T`.
+    pub(crate) fn get<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.0.clone().downcast::<T>().ok()
+    }
+}
+
+impl std::fmt::Debug for CacheHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheHandle")
+    }
+}
+
 /// Which read path to take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PipelineMode {
@@ -262,6 +291,9 @@ pub struct ReadOptions {
     /// anything is allocated ([`crate::Error::TooLarge`]), naming its size; read a subset
     /// instead. Outputs the caller passes in (`read_into`) are not limited.
     pub max_bytes: Option<u64>,
+    /// A decoded-chunk cache the read consults and fills (default `None`: every chunk is
+    /// decoded from the store). Set it with `with_cache` (see `zarrbuf::cache::ChunkCache`).
+    pub cache: Option<CacheHandle>,
 }
 
 impl Default for ReadOptions {
@@ -274,6 +306,7 @@ impl Default for ReadOptions {
             progress: None,
             decode: Decode::Auto,
             max_bytes: None,
+            cache: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `Array`, an opened zarr array, and the `ReadStream` its `read_stream` returns.
 
 use crate::ZarrbufError;
+use crate::cache::PyChunkCache;
 use crate::ndarray::{NDArray, import_dlpack};
 use crate::{py_err, run, runtime};
 use pyo3::prelude::*;
@@ -12,7 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::Mutex;
 use zarrbuf::dtype::ByteOrder;
-use zarrbuf::options::StreamOptions;
+use zarrbuf::options::{ReadOptions, StreamOptions};
 use zarrbuf::stream::BlockingReadStream;
 use zarrbuf::{
     ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt, AsyncArray,
@@ -43,6 +44,8 @@ pub(crate) struct Array {
     inner: Inner,
     info: zarrbuf::ArrayInfo,
     label: String,
+    /// The decoded-chunk cache every read of this array goes through, if any.
+    cache: Option<zarrbuf::cache::ChunkCache>,
 }
 
 pub(crate) fn prototype(device: &str) -> zarrbuf::Result<BufferPrototype> {
@@ -114,7 +117,30 @@ impl Array {
             Inner::Sync(a) => zarrbuf::describe(a.as_ref())?,
             Inner::Async(a) => zarrbuf::describe(a.as_ref())?,
         };
-        Ok(Array { inner, info, label })
+        Ok(Array {
+            inner,
+            info,
+            label,
+            cache: None,
+        })
+    }
+
+    /// Every read of the array goes through `cache`.
+    pub(crate) fn with_cache(mut self, cache: Option<zarrbuf::cache::ChunkCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Read options with `cache` (given for one read), else the array's own cache.
+    fn read_options(&self, cache: Option<&PyChunkCache>) -> ReadOptions {
+        let opts = ReadOptions::default();
+        match cache
+            .map(|c| c.inner.clone())
+            .or_else(|| self.cache.clone())
+        {
+            Some(c) => opts.with_cache(c),
+            None => opts,
+        }
     }
 }
 
@@ -140,8 +166,9 @@ impl Array {
 
     /// Reads `ranges` (one `(start, stop)` per dimension) into new memory on `device`,
     /// removing the size-1 axes `drop` (integer indices); `decode` says where device reads
-    /// decompress (`auto`, `cpu`, `gpu` with nvCOMP, or `both`).
-    #[pyo3(signature = (ranges, drop, device = "cpu", decode = "auto"))]
+    /// decompress (`auto`, `cpu`, `gpu` with nvCOMP, or `both`); `cache`, for this read,
+    /// replaces the array's own cache.
+    #[pyo3(signature = (ranges, drop, device = "cpu", decode = "auto", cache = None))]
     fn read(
         &self,
         py: Python<'_>,
@@ -149,12 +176,13 @@ impl Array {
         drop: Vec<usize>,
         device: &str,
         decode: &str,
+        cache: Option<PyRef<'_, PyChunkCache>>,
     ) -> PyResult<NDArray> {
         let proto = prototype(device).map_err(py_err)?;
         let decode: zarrbuf::options::Decode = decode.parse().map_err(|e: String| {
             pyo3::exceptions::PyValueError::new_err(format!("decode={decode:?}: {e}"))
         })?;
-        let opts = zarrbuf::options::ReadOptions::default().with_decode(decode);
+        let opts = self.read_options(cache.as_deref()).with_decode(decode);
         let subset = to_ranges(&ranges);
         let nd = run(py, || {
             let a = call!(
@@ -167,24 +195,50 @@ impl Array {
     }
 
     /// Reads `ranges` into `out` (any writable DLPack producer, e.g. a numpy view), whose
-    /// shape is the ranges' with the axes `drop` removed.
-    #[pyo3(signature = (ranges, drop, out))]
+    /// shape is the ranges' with the axes `drop` removed; `cache`, for this read, replaces
+    /// the array's own cache.
+    #[pyo3(signature = (ranges, drop, out, cache = None))]
     fn read_into(
         &self,
         py: Python<'_>,
         ranges: Vec<(u64, u64)>,
         drop: Vec<usize>,
         out: &Bound<'_, PyAny>,
+        cache: Option<PyRef<'_, PyChunkCache>>,
     ) -> PyResult<()> {
         let target = import_dlpack(out)?;
         let subset = to_ranges(&ranges);
+        let opts = self.read_options(cache.as_deref());
         run(py, || {
             let mut target = insert_axes(target, &drop)?;
             call!(
                 &self.inner,
-                read_into / read_into_async(&subset, &mut target)
+                read_into_opt / read_into_opt_async(&subset, &mut target, &opts)
             )
         })
+    }
+
+    /// The array's decoded-chunk cache (`zarrbuf.open(..., cache=...)`), or None.
+    #[getter]
+    fn cache(&self) -> Option<PyChunkCache> {
+        self.cache.clone().map(|inner| PyChunkCache { inner })
+    }
+
+    /// Drops this array's chunks from `cache` (default: the array's own cache), for changes
+    /// made to the store other than through zarrbuf.
+    #[pyo3(signature = (cache = None))]
+    fn invalidate_cache(&self, cache: Option<PyRef<'_, PyChunkCache>>) {
+        let Some(cache) = cache
+            .map(|c| c.inner.clone())
+            .or_else(|| self.cache.clone())
+        else {
+            return;
+        };
+        let id = match &self.inner {
+            Inner::Sync(a) => zarrbuf::cache::ArrayId::of(a.as_ref()),
+            Inner::Async(a) => zarrbuf::cache::ArrayId::of(a.as_ref()),
+        };
+        cache.invalidate_array(&id);
     }
 
     /// Writes `data` (any DLPack producer, shaped as the ranges with the axes `drop`
@@ -263,7 +317,9 @@ impl Array {
             error: Arc::default(),
         };
         let (drops, error) = (pulled.drops.clone(), pulled.error.clone());
-        let opts = StreamOptions::default().with_prefetch(prefetch);
+        let opts = StreamOptions::default()
+            .with_prefetch(prefetch)
+            .with_read(self.read_options(None));
         let stream = run(py, || match &self.inner {
             Inner::Sync(a) => Ok(a.read_stream(pulled, &proto, &opts)),
             Inner::Async(a) => {

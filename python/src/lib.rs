@@ -19,9 +19,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use zarrbuf::{BufferPrototype, NDBuffer};
 
 mod array;
+mod cache;
 mod ndarray;
 
 use array::{Array, Inner, ReadStream};
+use cache::PyChunkCache;
 use ndarray::{NDArray, from_dlpack};
 
 /// The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
@@ -138,9 +140,11 @@ fn open_options(
 
 /// Opens the array at `path` inside the store at `location` (a directory, `file://`,
 /// `memory://`, or an object-store URL such as `s3://bucket/data.zarr`; or an icechunk
-/// repository, at `branch` (default main), `tag` or `snapshot`).
+/// repository, at `branch` (default main), `tag` or `snapshot`). Every read goes through
+/// `cache` (a shared `ChunkCache`), or a new cache of `cache_bytes` (not both).
 #[pyfunction]
-#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None))]
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None))]
+#[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
     location: &str,
@@ -149,16 +153,40 @@ fn open(
     tag: Option<&str>,
     snapshot: Option<&str>,
     virtual_access: Option<Vec<String>>,
+    cache: Option<PyRef<'_, PyChunkCache>>,
+    cache_bytes: Option<u64>,
 ) -> PyResult<Array> {
     let label = label(location, path);
+    let cache = match (cache, cache_bytes) {
+        (Some(_), Some(_)) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "give cache= (a shared zarrbuf.ChunkCache) or cache_bytes= (a new cache), not both",
+            ));
+        }
+        (Some(c), None) => Some(c.inner.clone()),
+        (None, Some(n)) => Some(zarrbuf::cache::ChunkCache::new(n)),
+        (None, None) => None,
+    };
+    let opts = open_options(branch, tag, snapshot, virtual_access).map_err(py_err)?;
+    let array = open_array(py, location, path, &opts, label)?;
+    Ok(array.with_cache(cache))
+}
+
+/// The array `open` opens, without a cache.
+fn open_array(
+    py: Python<'_>,
+    location: &str,
+    path: &str,
+    opts: &zarrbuf::options::OpenOptions,
+    label: String,
+) -> PyResult<Array> {
     run(py, || {
-        let opts = open_options(branch, tag, snapshot, virtual_access)?;
         // Local paths and memory open synchronously, object stores through the async API.
         let inner = if !zarrbuf::store::Location::parse(location)?.is_url() {
-            Inner::Sync(Arc::new(zarrbuf::open_opt(location, path, &opts)?))
+            Inner::Sync(Arc::new(zarrbuf::open_opt(location, path, opts)?))
         } else {
             Inner::Async(Arc::new(
-                runtime()?.block_on(zarrbuf::open_opt_async(location, path, &opts))?,
+                runtime()?.block_on(zarrbuf::open_opt_async(location, path, opts))?,
             ))
         };
         Array::from_inner(inner, label)
@@ -322,6 +350,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
+    m.add_class::<PyChunkCache>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(list_hierarchy, m)?)?;

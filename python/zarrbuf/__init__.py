@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ._zarrbuf import (
+    ChunkCache,
     NDArray,
     ZarrbufError,
     check,
@@ -38,6 +39,7 @@ from ._zarrbuf import open as _open
 
 __all__ = [
     "Array",
+    "ChunkCache",
     "NDArray",
     "ZarrbufCodecPipeline",
     "ZarrbufError",
@@ -146,6 +148,18 @@ class Array:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def cache(self) -> ChunkCache | None:
+        """The :class:`ChunkCache` every read of this array goes through (``open(...,
+        cache=...)`` or ``cache_bytes=...``), or None."""
+        return self._inner.cache
+
+    def invalidate_cache(self) -> None:
+        """Drops this array's chunks from its cache: for changes made to the store other
+        than through zarrbuf (another process, zarr-python's own writes), which a cache does
+        not see. Writes through zarrbuf need no call."""
+        self._inner.invalidate_cache()
+
     def read(
         self, selection: Any = Ellipsis, device: str = "cpu", decode: str = "auto"
     ) -> NDArray:
@@ -252,6 +266,8 @@ def open(  # noqa: A001 - mirrors zarr.open
     tag: str | None = None,
     snapshot: str | None = None,
     virtual_access: list[str] | None = None,
+    cache: ChunkCache | None = None,
+    cache_bytes: int | None = None,
 ) -> Array:
     """Opens the zarr array at ``path`` in the store at ``location``: a directory, a zip file
     (read-only), a ``file://`` URL, or an object-store URL (``s3://``, ``gs://``, ``az://``,
@@ -265,10 +281,23 @@ def open(  # noqa: A001 - mirrors zarr.open
     environment); a virtual chunk elsewhere raises ``ZarrbufError`` naming it.
 
         >>> t = zarrbuf.open("repo", "temperature", tag="v1")
+
+    Every read of the array goes through a cache of decoded chunks when one is given:
+    ``cache_bytes=N`` makes a new one of ``N`` bytes for this array, ``cache=c`` shares the
+    :class:`ChunkCache` ``c`` with the other arrays opened with it (give one or neither).
+    Repeated reads of the same chunks (a training loop's epochs) then skip fetching and
+    decoding; writes through zarrbuf drop the chunks they replace; changes by other
+    processes are not seen (see ``Array.invalidate_cache``).
+
+        >>> cache = zarrbuf.ChunkCache(1 << 30)
+        >>> a = zarrbuf.open("data.zarr", "images", cache=cache)
+        >>> cache.stats()["hits"]
+        0
     """
     a = Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
-                    virtual_access=virtual_access))
-    # What another process needs to open it again (zarrbuf.torch's datasets pickle this).
+                    virtual_access=virtual_access, cache=cache, cache_bytes=cache_bytes))
+    # What another process needs to open it again (zarrbuf.torch's datasets pickle this;
+    # the cache stays behind: caches are per process).
     a._open_args = (str(location), path, {k: v for k, v in (
         ("branch", branch), ("tag", tag), ("snapshot", snapshot),
         ("virtual_access", virtual_access)) if v is not None})

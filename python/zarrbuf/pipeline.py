@@ -37,6 +37,17 @@ filesystems, wrapped or mocked stores), settings zarrbuf cannot honour exactly (
 request arguments...), fancy and strided indexing, variable-length and other types,
 ``array.read_missing_chunks = False``, processes forked after zarrbuf started its threads.
 Modelled on zarrs-python's ``ZarrsCodecPipeline``.
+
+Decoded chunks can be cached for the pipeline's reads, in one cache per process::
+
+    zarr.config.set({"codec_pipeline.zarrbuf_cache_bytes": 1 << 30})
+
+Every read zarrbuf handles then goes through that cache (``pipeline_cache()`` returns it,
+with ``stats()``; a new size makes a new, empty cache; 0 or unset: no cache). Writes through
+zarrbuf drop the chunks they replace, and so do writes the pipeline hands to zarr-python.
+Changes made to the store any other way (another process, ``store.delete``) are not seen:
+``pipeline_cache().clear()`` forgets everything. Arrays in local directories share cached
+chunks across ``zarr.open`` calls; arrays on object stores are cached per opened array.
 """
 
 from __future__ import annotations
@@ -98,6 +109,25 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+#: The config key that sizes the pipeline's decoded-chunk cache, in bytes.
+CACHE_CONFIG_KEY = "codec_pipeline.zarrbuf_cache_bytes"
+_CACHE: _zarrbuf.ChunkCache | None = None
+
+
+def pipeline_cache() -> _zarrbuf.ChunkCache | None:
+    """The process-wide :class:`zarrbuf.ChunkCache` of the pipeline's reads: None unless
+    ``codec_pipeline.zarrbuf_cache_bytes`` is set above 0; a new, empty cache whenever the
+    configured size changes."""
+    global _CACHE
+    value = config.get(CACHE_CONFIG_KEY, 0) or 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{CACHE_CONFIG_KEY} must be a number of bytes >= 0, got {value!r}")
+    if value == 0:
+        return None
+    if _CACHE is None or _CACHE.capacity != int(value):
+        _CACHE = _zarrbuf.ChunkCache(int(value))
+    return _CACHE
 
 
 def _s3_options(fs: Any) -> list[tuple[str, str]] | None:
@@ -657,10 +687,30 @@ class ZarrbufCodecPipeline(CodecPipeline):
             # (zarr-python allocating and filling `out`) is finished first. zarrbuf's own
             # work is finished when read_into returns.
             _cupy().cuda.get_current_stream().synchronize()
-        await asyncio.to_thread(plan.array.read_into, plan.ranges, plan.drop, plan.target)
+        await asyncio.to_thread(
+            plan.array.read_into, plan.ranges, plan.drop, plan.target, cache=pipeline_cache()
+        )
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.
         return tuple({"status": "present"} for _ in batch)
+
+    def _invalidate(self, batch: list[Any]) -> None:
+        """Drops from the pipeline's cache the arrays a write zarr-python made touched
+        (zarrbuf's own writes drop what they replace themselves)."""
+        cache = _CACHE
+        if cache is None:
+            return
+        prefixes = set()
+        for byte_getter, *_ in batch:
+            split = self._split_key(getattr(byte_getter, "path", ""))
+            if split is None:
+                cache.clear()  # a key zarrbuf does not parse: forget everything
+                return
+            prefixes.add(split[0])
+        for prefix in prefixes:
+            array, _why = self._array(prefix)
+            if array is not None:
+                array.invalidate_cache(cache)
 
     async def write(
         self,
@@ -673,6 +723,7 @@ class ZarrbufCodecPipeline(CodecPipeline):
         if isinstance(plan, str):
             _count(self, "fallback", plan)
             await self.python_impl.write(batch, value, drop_axes)
+            self._invalidate(batch)
             return
         _count(self, "zarrbuf")
         if _is_cupy(plan.target):

@@ -1,6 +1,7 @@
 //! The public operations: the extension traits on zarrs' `Array` (`ArrayReadExt`,
 //! `ArrayReadAsyncExt`, `ArrayWriteExt`, `ArrayWriteAsyncExt`, one method set per mode),
-//! multi-device reads, read streams and `copy_array`. Each checks its arguments, picks a
+//! multi-device reads, read streams, `copy_array` and `create_like` (zarr's, which also
+//! drops a replaced array from the chunk caches). Each checks its arguments, picks a
 //! route and calls `pipeline` or zarrs.
 //!
 //! Within the folder: `target` is the one check of a read's output or a write's data, used
@@ -9,6 +10,7 @@
 //! stand alone; `copy` uses `read` and `write`.
 
 mod copy;
+mod create;
 pub(crate) mod multi;
 mod read;
 mod read_async;
@@ -18,6 +20,7 @@ mod write;
 mod write_async;
 
 pub use copy::{CopyOptions, copy_array};
+pub use create::create_like;
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
 pub use read_stream::{BlockingReadStream, ReadStream};

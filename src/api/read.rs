@@ -7,7 +7,10 @@ use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
-use crate::pipeline::{InnerFetch, check_output_size, fetch_unit, run_staged};
+use crate::pipeline::{
+    InnerFetch, check_output_size, fetch_unit, miss_options, miss_output, read_through_cache,
+    run_staged,
+};
 use crate::zarr::{
     ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
     guard_zarrs, has_unbounded_codec, plan_chunks, plan_units, zarr_error,
@@ -156,6 +159,9 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         check_target(self, subset, out, Role::Output)?;
         if out.is_empty() {
             return Ok(());
+        }
+        if let Some(cache) = opts.chunk_cache() {
+            return read_cached(self, subset, out, &cache, opts);
         }
         // zarrs' own decode is bounded except for a v2 blosc compressor (see
         // `has_unbounded_codec`): those chunks take the staged pipeline's decoders.
@@ -555,6 +561,22 @@ fn locate_failing_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
                 .map_err(|e| chunk_error(array, &u.indices, e))
         })
         .err()
+    })
+}
+
+/// A read through `cache`: each miss is read whole, uncached, by the route above.
+fn read_cached<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    cache: &crate::cache::ChunkCache,
+    opts: &ReadOptions,
+) -> Result<()> {
+    let uncached = miss_options(opts);
+    read_through_cache(array, subset, out, cache, opts, &|region| {
+        let mut chunk = miss_output(region, out.dtype())?;
+        array.read_into_opt(region, &mut chunk, &uncached)?;
+        Ok(chunk)
     })
 }
 

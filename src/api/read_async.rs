@@ -12,7 +12,10 @@ use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{Cancel, InnerFetch, check_output_size, fetch_unit_async, run_staged};
+use crate::pipeline::{
+    Cancel, InnerFetch, check_output_size, fetch_unit_async, miss_options, miss_output,
+    read_through_cache, run_staged,
+};
 use crate::store::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
 use std::ops::Range;
@@ -229,6 +232,15 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     handle: &tokio::runtime::Handle,
     cancel: &Cancel,
 ) -> Result<()> {
+    if let Some(cache) = opts.chunk_cache() {
+        // Each miss is read whole, uncached, by this function.
+        let uncached = miss_options(opts);
+        return read_through_cache(array, subset, out, &cache, opts, &|region| {
+            let chunk = miss_output(region, out.dtype())?;
+            read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
+            Ok(chunk)
+        });
+    }
     run_staged(
         array,
         subset,

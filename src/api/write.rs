@@ -2,6 +2,7 @@
 
 use super::target::{Role, check_target};
 use crate::buffer::{BufferPrototype, NDBuffer};
+use crate::cache::invalidate_written;
 use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
@@ -63,21 +64,37 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         if data.is_empty() {
             return Ok(());
         }
-        let direct = match opts.mode {
-            PipelineMode::Direct => true,
-            PipelineMode::Auto => !staged_beats_direct(self, subset, dtype),
-            PipelineMode::Staged => false,
-        };
-        if direct && data.buffer().is_host_accessible() {
-            return write_direct(self, subset, data, opts);
-        }
-        write_staged(self, self, subset, data, opts)
+        // Decoded-chunk caches drop what this write replaces, before and after (see
+        // `invalidate_written`).
+        invalidate_written(self, subset);
+        let result = write_routed(self, subset, data, dtype, opts);
+        invalidate_written(self, subset);
+        result
     }
 
     fn write_all_opt(&self, data: &NDBuffer, opts: &WriteOptions) -> Result<()> {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
         self.write_opt(&subset, data, opts)
     }
+}
+
+/// The write of a checked, non-empty target, by the route `opts.mode` picks.
+fn write_routed<S: ?Sized + ReadableWritableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    data: &NDBuffer,
+    dtype: DataType,
+    opts: &WriteOptions,
+) -> Result<()> {
+    let direct = match opts.mode {
+        PipelineMode::Direct => true,
+        PipelineMode::Auto => !staged_beats_direct(array, subset, dtype),
+        PipelineMode::Staged => false,
+    };
+    if direct && data.buffer().is_host_accessible() {
+        return write_direct(array, subset, data, opts);
+    }
+    write_staged(array, array, subset, data, opts)
 }
 
 /// Whether an `Auto` write of host data takes the staged pipeline: for chains zarrbuf encodes

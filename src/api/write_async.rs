@@ -6,6 +6,7 @@
 
 use super::target::{Role, check_target};
 use crate::buffer::NDBuffer;
+use crate::cache::invalidate_written;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 use crate::pipeline::{Cancel, ChunkSink, write_staged};
@@ -154,7 +155,11 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncEx
                     handle: &handle,
                     cancel: finish.cancel(),
                 };
-                write_staged(&array, &sink, &subset, &data, &opts)
+                // Decoded-chunk caches drop what this write replaces, before and after.
+                invalidate_written(&*array, &subset);
+                let result = write_staged(&array, &sink, &subset, &data, &opts);
+                invalidate_written(&*array, &subset);
+                result
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the write task stopped: {e}")))?

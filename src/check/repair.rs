@@ -61,6 +61,10 @@ pub(super) fn repair(
             inner.len()
         ));
     }
+    if !done.is_empty() {
+        // Removed chunks now read as the fill value: no cache may serve what they held.
+        crate::cache::invalidate_node(array);
+    }
     Ok(done)
 }
 

@@ -8,6 +8,7 @@
 //! every line of it in CI.
 
 mod batch_plan;
+mod cached_read;
 mod cancel;
 mod chunk_share;
 mod chunk_sink;
@@ -34,6 +35,7 @@ mod tuning;
 mod write_batches;
 mod write_driver;
 
+pub(crate) use cached_read::{miss_options, miss_output, read_through_cache};
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;

@@ -6,7 +6,7 @@
 
 use super::{
     Cancel, ChunkShare, Claim, FinishOnDrop, InnerFetch, StopOnDrop, fetch_unit, fetch_unit_async,
-    run_staged,
+    miss_options, miss_output, read_through_cache, run_staged,
 };
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
@@ -65,6 +65,14 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.0.as_ref();
+        if let Some(cache) = opts.chunk_cache() {
+            let uncached = miss_options(opts);
+            return read_through_cache(array, subset, out, &cache, opts, &|region| {
+                let chunk = miss_output(region, out.dtype())?;
+                self.read(region, &chunk, &uncached, claim, cancel)?;
+                Ok(chunk)
+            });
+        }
         run_staged(
             array,
             subset,
@@ -105,6 +113,14 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.array.as_ref();
+        if let Some(cache) = opts.chunk_cache() {
+            let uncached = miss_options(opts);
+            return read_through_cache(array, subset, out, &cache, opts, &|region| {
+                let chunk = miss_output(region, out.dtype())?;
+                self.read(region, &chunk, &uncached, claim, cancel)?;
+                Ok(chunk)
+            });
+        }
         run_staged(
             array,
             subset,

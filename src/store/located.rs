@@ -15,6 +15,8 @@ struct Entry {
     address: usize,
     alive: Box<dyn Fn() -> bool + Send + Sync>,
     location: Location,
+    /// The canonical location as text, made once here (it asks the file system).
+    identity: Option<String>,
 }
 
 static OPENED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -31,6 +33,7 @@ pub(crate) fn remember<T: ?Sized + Send + Sync + 'static>(store: &Arc<T>, locati
         address: address(store.as_ref()),
         alive: Box::new(move || weak.strong_count() > 0),
         location: location.clone(),
+        identity: location.identity(),
     };
     let mut opened = OPENED
         .lock()
@@ -50,6 +53,21 @@ fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
         .rev()
         .find(|e| e.address == at && (e.alive)())
         .map(|e| e.location.clone())
+}
+
+/// The canonical location of `store` as text (see [`Location::identity`]), if zarrbuf opened
+/// it at a directory, a zip file or an object-store URL and it is still alive: two stores
+/// opened at one place have the same identity.
+pub(crate) fn store_identity<T: ?Sized>(store: &T) -> Option<String> {
+    let at = address(store);
+    let opened = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    opened
+        .iter()
+        .rev()
+        .find(|e| e.address == at && (e.alive)())
+        .and_then(|e| e.identity.clone())
 }
 
 /// Whether `store` tells a key's size cheaply: zarrbuf opened it on a local path (a

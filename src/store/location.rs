@@ -138,6 +138,22 @@ impl Location {
         }
     }
 
+    /// The canonical location as text, the same for every spelling of one place (`None` for
+    /// memory, where each store is its own): `file:` and the canonical path, or the URL's
+    /// scheme, authority and segments after [`canonical`](Self::canonical). Asks the file
+    /// system, like `canonical`.
+    pub(crate) fn identity(&self) -> Option<String> {
+        match self.canonical().kind {
+            Kind::Memory => None,
+            Kind::Local(p) => Some(format!("file:{}", p.display())),
+            Kind::Url {
+                scheme,
+                authority,
+                segments,
+            } => Some(format!("{scheme}://{authority}/{}", segments.join("/"))),
+        }
+    }
+
     /// Whether this is `memory://`.
     pub fn is_memory(&self) -> bool {
         matches!(self.kind, Kind::Memory)

@@ -111,39 +111,9 @@ fn check_shape(what: &str, v: &[u64], shape: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Creates a new array at `path` of `store` with `src`'s data type, fill value, attributes and
-/// dimension names, the given `shape` (the source's, or a subset's) and `layout`, and stores
-/// its metadata. Array-to-array codecs (transpose, numcodecs filters) are not carried over;
-/// the array-to-bytes codec is kept unless it is `bytes` or sharding (then `bytes`,
-/// little-endian).
-///
-/// An existing array or group at `path` is an error unless `overwrite` is true; then every
-/// key under `path` is deleted first (the whole store when `path` is the root). A
-/// destination that overlaps `src` — the same array, or one inside the other, in the same
-/// store object or in stores zarrbuf opened at overlapping locations (symlinks and `..`
-/// resolved) — is refused, with or without `overwrite`.
-///
-/// # Errors
-///
-/// [`Error::InvalidArgument`] for a destination overlapping the source, chunk or shard
-/// shapes of the wrong length, zero sizes,
-/// shards that are not multiples of the chunks, an existing destination without `overwrite`,
-/// or `zarr_format` 2; [`Error::Zarr`]/[`Error::Store`] when zarrs refuses the metadata or the
-/// store fails.
-///
-/// ```
-/// use std::sync::Arc;
-/// use zarrbuf::ArrayLayout;
-/// use zarrs::storage::store::MemoryStore;
-/// let src = zarrbuf::open("fixtures/data/v3_int8.zarr", "")?;
-/// let store = Arc::new(MemoryStore::new());
-/// let layout = ArrayLayout { chunks: Some(vec![8, 8]), codecs: Some("gzip:1".parse()?), ..Default::default() };
-/// let dst = zarrbuf::create_like(&src, src.shape(), store.clone(), "/copy", &layout, false)?;
-/// assert_eq!(zarrbuf::describe(&dst)?.chunks, vec![8, 8]);
-/// assert!(zarrbuf::create_like(&src, src.shape(), store, "/copy", &layout, false).is_err());
-/// # Ok::<(), zarrbuf::Error>(())
-/// ```
-pub fn create_like<S: ?Sized>(
+/// [`crate::create_like`] (its docs are there): the array, without telling the chunk caches
+/// of a replaced array (`api/create.rs` does).
+pub(crate) fn create_like<S: ?Sized>(
     src: &Array<S>,
     shape: &[u64],
     store: Arc<dyn ReadableWritableListableStorageTraits>,
@@ -187,14 +157,14 @@ pub(crate) fn refuse_overlap<S: ?Sized, D: ?Sized>(
     Ok(())
 }
 
-/// [`create_like`] for continuing a copy: the array already at `path` is opened when its
+/// [`create_like`](crate::create_like) for continuing a copy: the array already at `path` is opened when its
 /// metadata is exactly what `create_like` would store (same shape, data type, layout and
 /// attributes), and created when `path` holds nothing; anything else is an error that says
 /// what differs. The chunks already stored are kept.
 ///
 /// # Errors
 ///
-/// Those of [`create_like`], and [`Error::InvalidArgument`] when the existing array's
+/// Those of [`create_like`](crate::create_like), and [`Error::InvalidArgument`] when the existing array's
 /// metadata differs.
 ///
 /// ```

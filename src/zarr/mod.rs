@@ -29,8 +29,9 @@ pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names};
 pub use codec_spec::CodecSpec;
 pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
+pub(crate) use create::create_like;
 pub(crate) use create::refuse_overlap;
-pub use create::{ArrayLayout, create_like, resume_like};
+pub use create::{ArrayLayout, resume_like};
 pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
 pub use hierarchy::{
     ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_opt,

@@ -512,6 +512,7 @@ const LAYERS: &[&[&str]] = &[
     &["memory"],
     &["device"],
     &["buffer", "zarr"],
+    &["cache"],
     &["pipeline", "check"],
     &["api"],
     &["lib"],

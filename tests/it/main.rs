@@ -14,6 +14,7 @@
 mod common;
 
 mod blosc_device;
+mod chunk_cache;
 mod cli;
 mod conformance;
 mod copy;
