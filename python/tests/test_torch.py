@@ -344,3 +344,79 @@ def test_forked_workers_read_an_object_store(monkeypatch):
                                                  zip(sampler.origins[5], PATCH, strict=True))])
     got = _workers_read(ds, 8)
     assert sorted(map(origin_of, got)) == sorted(tuple(int(v) for v in o) for o in sampler.origins)
+
+
+def test_cache_bytes_gives_the_dataset_a_cache(store):
+    location, z = store
+    sampler = zt.PatchSampler(SHAPE, PATCH, num_patches=12, seed=2)
+    ds = zt.ZarrDataset(location, PATCH, sampler, cache_bytes=1 << 20)
+    cache = ds.array.cache
+    assert cache is not None and cache.capacity == 1 << 20
+    first = [ds[i] for i in range(12)]
+    misses = cache.stats()["misses"]
+    assert misses > 0
+    second = ds.__getitems__(list(range(12)))  # epoch 2: every chunk from the cache
+    stats = cache.stats()
+    assert stats["misses"] == misses and stats["hits"] > 0
+    for a, b, o in zip(first, second, sampler.origins, strict=True):
+        assert torch.equal(a, b)
+        assert np.array_equal(b.numpy(), z[tuple(slice(v, v + p) for v, p in zip(o, PATCH, strict=True))])
+    it = zt.ZarrIterableDataset(location, PATCH, sampler, cache_bytes=1 << 20, batch_size=4)
+    assert torch.equal(torch.cat(list(it)), torch.stack([first[i] for i in sampler]))
+    assert it.array.cache.stats()["hits"] + it.array.cache.stats()["misses"] > 0
+
+
+def test_a_shared_cache_is_one_per_process(store):
+    location, _ = store
+    cache = zarrbuf.ChunkCache(1 << 20)
+    sampler = zt.PatchSampler(SHAPE, PATCH, num_patches=6, seed=3)
+    a = zt.ZarrDataset(location, PATCH, sampler, cache=cache)
+    b = zt.ZarrIterableDataset(location, PATCH, sampler, cache=cache)
+    a[0]
+    hits = cache.stats()["hits"]
+    list(b)  # patch 0's chunks again, through the other dataset
+    assert cache.stats()["hits"] > hits
+    # In another process (here: unpickled), both get one new cache of the same size.
+    a2, b2 = pickle.loads(pickle.dumps((a, b)))
+    c2 = a2.array.cache
+    assert c2.capacity == 1 << 20 and c2.stats()["misses"] == 0
+    a2[0]
+    before = cache.stats()
+    list(b2)
+    assert b2.array.cache.stats()["hits"] > 0
+    assert c2.stats() == b2.array.cache.stats()  # the same cache
+    assert cache.stats() == before  # the original saw none of it
+    # An array opened with a cache hands its size on too.
+    opened = zarrbuf.open(location, cache_bytes=1 << 19)
+    d = zt.ZarrDataset(opened, PATCH, sampler)
+    assert d.array is opened
+    assert pickle.loads(pickle.dumps(d)).array.cache.capacity == 1 << 19
+
+
+@pytest.mark.parametrize("context", [None, "fork", "forkserver"])
+def test_dataloader_with_per_worker_caches(store, context):
+    location, _ = store
+    sampler = zt.PatchSampler.grid(SHAPE, PATCH, seed=5)
+    probe = CacheProbe()
+    ds = probe.ds = zt.ZarrDataset(location, PATCH, sampler, cache_bytes=1 << 20, transform=probe)
+    workers = {"num_workers": 2, "timeout": 60, "persistent_workers": True,
+               "multiprocessing_context": context} if context else {}
+    loader = DataLoader(ds, batch_size=5, sampler=sampler, collate_fn=list, **workers)
+    want = sorted(tuple(int(v) for v in o) for o in sampler.origins)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        items = [item for b in loader for item in b]
+        assert sorted(origin_of(t) for t, _ in items) == want
+        # Forked workers read without a cache (it would hang there); the others have one each.
+        assert {cached for _, cached in items} == {context != "fork"}
+
+
+class CacheProbe:
+    """A transform that pairs each patch with whether its process's dataset reads through a
+    cache (a transform runs in the worker)."""
+
+    ds = None
+
+    def __call__(self, t):
+        cache = self.ds.array.cache
+        return t, cache is not None and cache.capacity == 1 << 20

@@ -24,7 +24,12 @@ options, never an open array. Caches are per process: with ``cache_bytes=N`` eac
 (the main one and every DataLoader worker) holds its own decoded-chunk cache of up to N
 bytes, so ``num_workers=4`` may hold 5 × N bytes; a ``zarrbuf.ChunkCache`` given as
 ``cache=`` is used as it is in the process that made it, and becomes one new cache of the
-same size in each other process (shared there by the datasets that shared it).
+same size in each other process (shared there by the datasets that shared it). DataLoader
+workers end with each epoch unless ``persistent_workers=True``, which a map-style dataset
+takes (its order comes from the sampler in the main process) and which keeps their caches
+warm from epoch to epoch. Workers started by ``fork`` (Linux's default) read without a
+cache (zarrbuf's cached reads use a thread pool that fork does not copy) and warn once:
+give the DataLoader ``multiprocessing_context="forkserver"`` (or ``"spawn"``) to keep them.
 
 This module imports torch; ``import zarrbuf`` does not.
 """
@@ -35,6 +40,7 @@ import itertools
 import operator
 import os
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -239,6 +245,34 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
     return rank, world_size
 
 
+# zarrbuf's cached reads decode on rayon's global pool, whose threads a fork() does not copy:
+# in a forked child (a DataLoader worker under the default start method on Linux) such a
+# read would wait forever, so forked children read without a cache and say so once.
+_FORKED = False
+_WARNED_FORK = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _no_cache_after_fork() -> None:
+    global _WARNED_FORK
+    if not _WARNED_FORK:
+        _WARNED_FORK = True
+        warnings.warn(
+            "zarrbuf.torch: this process was forked (a DataLoader worker started by fork), "
+            "where zarrbuf's chunk cache cannot run; it reads without one. Give the "
+            'DataLoader multiprocessing_context="forkserver" (or "spawn") to keep the caches.',
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 # One cache per process for each ChunkCache a dataset was given in another process.
 _PROCESS_CACHES: dict[str, Any] = {}
 # The token that names each ChunkCache given to a dataset of this process (kept alive here,
@@ -268,11 +302,10 @@ class _CacheInOtherProcess:
 
 
 def _cache_capacity(cache: Any) -> int:
-    for name in ("capacity_bytes", "capacity", "max_bytes"):
-        value = getattr(cache, name, None)
-        if value is not None:
-            return int(value() if callable(value) else value)
-    raise TypeError(f"cannot tell the size of the cache {cache!r} to recreate it in another process")
+    capacity = getattr(cache, "capacity", None)
+    if capacity is None:
+        raise TypeError(f"cache must be a zarrbuf.ChunkCache, got {cache!r}")
+    return int(capacity)
 
 
 class _Source:
@@ -296,8 +329,12 @@ class _Source:
                 )
             self.location, self.path, opts = args
             self.open_options = {**opts, **self.open_options}
-            # The array itself serves this process when no other cache was asked for.
-            self._array = array_or_path if cache_bytes is None and cache is None else None
+            # The array itself serves this process when no other cache was asked for; other
+            # processes get a cache of the size of its cache, if it has one.
+            self._array = None
+            if cache_bytes is None and cache is None:
+                self._array = array_or_path
+                cache = getattr(array_or_path, "cache", None)
         elif isinstance(array_or_path, (str, os.PathLike)):
             self.location, self.path = os.fspath(array_or_path), path
             self._array = None
@@ -313,9 +350,11 @@ class _Source:
     def array(self) -> zarrbuf.Array:
         if self._array is None or self._pid != os.getpid():
             kwargs = dict(self.open_options)
-            if self.cache_bytes is not None:
+            if _FORKED and (self.cache_bytes is not None or self.cache is not None):
+                _no_cache_after_fork()
+            elif self.cache_bytes is not None:
                 kwargs["cache_bytes"] = self.cache_bytes
-            if self.cache is not None:
+            elif self.cache is not None:
                 c = self.cache
                 kwargs["cache"] = c.resolve() if isinstance(c, _CacheInOtherProcess) else c
             self._array = zarrbuf.open(self.location, self.path, **kwargs)
