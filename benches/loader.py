@@ -253,7 +253,9 @@ def main() -> None:
             print(f"| {r['reader']} | {r['array']} | {r['epoch']} | {r['reads_per_s']:,.0f} | "
                   f"{ratio} | {r['median_latency_ms']:.2f} |")
         if loader:
-            print(f"\ntorch DataLoader, plain array, batches of {args.batch} of the same patches:\n")
+            cached = ", cache_bytes=1 GiB" if "cache_bytes" in inspect.signature(zarrbuf.open).parameters else ""
+            print(f"\ntorch DataLoader, plain array, batches of {args.batch} of the same patches"
+                  f"{cached}:\n")
             print("| loader | batches/s | patches/s |")
             print("|---|---|---|")
             for k, v in loader.items():
