@@ -247,6 +247,8 @@ def test_bad_patch_shapes_and_patches_outside_are_clear_errors(store):
         zt.PatchSampler(SHAPE, PATCH, num_patches=2, rank=2, world_size=2)
     with pytest.raises(ValueError, match="device"):
         zt.ZarrDataset(location, PATCH, [[0, 0, 0]], device="tpu")
+    with pytest.raises(ValueError, match="not both"):
+        zt.ZarrDataset(location, PATCH, [[0, 0, 0]], cache_bytes=1, cache=zarrbuf.ChunkCache(1))
     with pytest.raises(ValueError, match="batch_size"):
         zt.ZarrIterableDataset(location, PATCH, [[0, 0, 0]], batch_size=0)
 

@@ -319,6 +319,8 @@ class _Source:
         cache_bytes: int | None,
         cache: Any,
     ) -> None:
+        if cache_bytes is not None and cache is not None:
+            raise ValueError("give cache_bytes (a cache of its own) or cache (a shared one), not both")
         self.open_options = dict(open_options or {})
         if isinstance(array_or_path, zarrbuf.Array):
             args = getattr(array_or_path, "_open_args", None)
