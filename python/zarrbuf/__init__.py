@@ -307,8 +307,14 @@ def open(  # noqa: A001 - mirrors zarr.open
         >>> cache.stats()["hits"]
         0
     """
-    return Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
-                       virtual_access=virtual_access, cache=cache, cache_bytes=cache_bytes))
+    a = Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
+                    virtual_access=virtual_access, cache=cache, cache_bytes=cache_bytes))
+    # What another process needs to open it again (zarrbuf.torch's datasets pickle this;
+    # the cache stays behind: caches are per process).
+    a._open_args = (str(location), path, {k: v for k, v in (
+        ("branch", branch), ("tag", tag), ("snapshot", snapshot),
+        ("virtual_access", virtual_access)) if v is not None})
+    return a
 
 
 def list_hierarchy(
