@@ -250,7 +250,8 @@ fn open_with_metadata(
             Inner::Async(Arc::new(array))
         };
         Opened::new(inner, label)
-    })
+    })?
+    .into_py(py)
 }
 
 /// `nbytes` zeroed bytes of page-locked (pinned) host memory registered with CUDA device
