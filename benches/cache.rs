@@ -1,11 +1,12 @@
 //! The decoded-chunk cache's eviction policies on a training loader's reads: random 1×64×64
 //! patches of a 256 MiB float32 array (zstd 1, 64³ chunks, in memory), read one at a time
 //! through a `ChunkCache` of 25, 50 and 100% of the array with each policy. An epoch of
-//! patches warms the cache, the next one is measured: its hit ratio and reads per second,
-//! beside the same patches read without a cache. docs/caching.md has the table.
+//! patches warms the cache, then `--reps` epochs of other patches are measured: the hit
+//! ratio over all of them and the median reads per second, beside 200 patches of each read
+//! without a cache. docs/caching.md has the table.
 //!
 //! ```text
-//! cargo bench --bench cache [-- --reads 2000]
+//! cargo bench --bench cache [-- --reads 2000 --reps 3 --capacity 25|50|100]
 //! ```
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it checks itself on a small
@@ -98,35 +99,53 @@ fn self_check() {
     println!("cache bench: self-check passed (run it with `cargo bench --bench cache`)");
 }
 
+/// The value after `flag` in `args`, parsed.
+fn arg<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
+    let at = args.iter().position(|a| a == flag)?;
+    args.get(at + 1)?.parse().ok()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         self_check();
         return;
     }
-    let reads = args
-        .iter()
-        .position(|a| a == "--reads")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(2000usize);
+    let reads: usize = arg(&args, "--reads").unwrap_or(2000);
+    let reps: u64 = arg(&args, "--reps").unwrap_or(3);
+    let only: Option<u64> = arg(&args, "--capacity");
     let shape = [256, 512, 512];
     let bytes = shape.iter().product::<u64>() * 4;
     eprintln!("building the 256 MiB array...");
     let array = build(shape, 64);
     let warm = patches(shape, 64, reads, 7);
-    let measured = patches(shape, 64, reads, 8);
-    let plain = epoch(&array, &measured, &ReadOptions::default());
-    println!("| policy | capacity | hit ratio | reads/s |");
+    let measured: Vec<_> = (0..reps)
+        .map(|r| patches(shape, 64, reads, 8 + r))
+        .collect();
+    let plain = median(
+        measured
+            .iter()
+            .map(|m| epoch(&array, &m[..reads.min(200)], &ReadOptions::default()))
+            .collect(),
+    );
+    println!("| policy | capacity | hit ratio | reads/s (median of {reps}) |");
     println!("|---|---|---|---|");
     println!("| no cache | — | — | {plain:.0} |");
     for percent in [25u64, 50, 100] {
+        if only.is_some_and(|o| o != percent) {
+            continue;
+        }
         for policy in [PolicyKind::Lru, PolicyKind::Clock] {
             let cache = ChunkCache::with_policy(bytes * percent / 100, policy);
             let opts = ReadOptions::default().with_cache(cache.clone());
             epoch(&array, &warm, &opts);
             let before = cache.stats();
-            let rate = epoch(&array, &measured, &opts);
+            let rate = median(measured.iter().map(|m| epoch(&array, m, &opts)).collect());
             let after = cache.stats();
             let (hits, misses) = (after.hits - before.hits, after.misses - before.misses);
             let ratio = hits as f64 / (hits + misses).max(1) as f64;

@@ -70,6 +70,13 @@ impl State {
         for k in &keys {
             self.remove(k);
         }
+        if self.node_epochs.len() >= MAX_NODE_EPOCHS && !self.node_epochs.contains_key(array.node())
+        {
+            // Forget the nodes' epochs, bumping the cache's: at worst a read in flight of
+            // another array does not keep what it decoded.
+            self.node_epochs.clear();
+            self.epoch += 1;
+        }
         *self.node_epochs.entry(array.node().clone()).or_insert(0) += 1;
     }
 
@@ -80,6 +87,10 @@ impl State {
         )
     }
 }
+
+/// Arrays whose invalidations a cache counts one by one (a process writing many arrays
+/// keeps the count bounded).
+const MAX_NODE_EPOCHS: usize = 4096;
 
 /// Where a cache's invalidations stood when a read began (see [`ChunkCache::epoch`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

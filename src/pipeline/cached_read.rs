@@ -91,8 +91,10 @@ pub(crate) fn copy_unit(
     out.get(&place)?.copy_from(&chunk.get(&within)?)
 }
 
-/// A read of `subset` into `out` through `cache` (host copies, `Device::Cpu`): misses are
-/// decoded by `decode` in parallel and kept unless a write came since the read began.
+/// A read of `subset` into `out` through `cache` (host copies, `Device::Cpu`): hits are
+/// copied out; misses are decoded by `decode` in groups of two per thread (in parallel),
+/// kept unless a write came since the read began, and copied out, so a read's temporaries
+/// are one group of chunks whatever its size.
 pub(crate) fn read_through_cache<S: ?Sized + Send + Sync + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
@@ -105,37 +107,68 @@ pub(crate) fn read_through_cache<S: ?Sized + Send + Sync + 'static>(
     // read decodes out of the cache.
     let id = ArrayId::of(array);
     let epoch = cache.epoch(&id);
-    let mut units = look_up(&id, array, subset, out.dtype(), cache, Device::Cpu)?;
+    let units = look_up(&id, array, subset, out.dtype(), cache, Device::Cpu)?;
     let shape = array.shape();
-    let decoded: Vec<(usize, NDBuffer)> = units
-        .par_iter()
-        .enumerate()
-        .filter(|(_, u)| u.hit.is_none())
-        .map(|(k, u)| decode(&cached_region(&u.unit, shape)).map(|nd| (k, nd)))
-        .collect::<Result<_>>()?;
-    for (k, chunk) in decoded {
-        let bytes = chunk
-            .buffer()
-            .slice(chunk.offset()..chunk.offset() + chunk.nbytes());
-        cache.insert_since(units[k].key.clone(), bytes, epoch);
-        units[k].hit = Some(chunk);
-    }
-    let (total, elem) = (units.len(), out.dtype().size() as u64);
-    let mut bytes_done = 0u64;
-    for (done, u) in units.iter().enumerate() {
+    let mut progress = Done::new(units.len(), out.dtype().size() as u64, opts);
+    for u in &units {
         if let Some(chunk) = &u.hit {
             copy_unit(out, subset, &u.unit, chunk)?;
+            progress.unit(&u.unit);
         }
-        bytes_done += u.unit.region_shape().iter().product::<usize>() as u64 * elem;
-        if let Some(cb) = &opts.progress {
-            cb(Progress {
-                chunks_done: done + 1,
-                chunks_total: total,
-                bytes_done,
-            });
+    }
+    let misses: Vec<&CachedUnit> = units.iter().filter(|u| u.hit.is_none()).collect();
+    if misses.is_empty() {
+        // All hits: not even the thread count is asked for (it reads the cgroup's files).
+        return Ok(());
+    }
+    for group in misses.chunks(2 * opts.threads()) {
+        let decoded: Vec<NDBuffer> = group
+            .par_iter()
+            .map(|u| decode(&cached_region(&u.unit, shape)))
+            .collect::<Result<_>>()?;
+        for (u, chunk) in group.iter().zip(decoded) {
+            copy_unit(out, subset, &u.unit, &chunk)?;
+            let bytes = chunk
+                .buffer()
+                .slice(chunk.offset()..chunk.offset() + chunk.nbytes());
+            cache.insert_since(u.key.clone(), bytes, epoch);
+            progress.unit(&u.unit);
         }
     }
     Ok(())
+}
+
+/// The progress reports of a cached read, one per unit copied out.
+struct Done<'a> {
+    chunks: usize,
+    total: usize,
+    bytes: u64,
+    elem: u64,
+    opts: &'a ReadOptions,
+}
+
+impl<'a> Done<'a> {
+    fn new(total: usize, elem: u64, opts: &'a ReadOptions) -> Self {
+        Done {
+            chunks: 0,
+            total,
+            bytes: 0,
+            elem,
+            opts,
+        }
+    }
+
+    fn unit(&mut self, unit: &Unit) {
+        self.chunks += 1;
+        self.bytes += unit.region_shape().iter().product::<usize>() as u64 * self.elem;
+        if let Some(cb) = &self.opts.progress {
+            cb(Progress {
+                chunks_done: self.chunks,
+                chunks_total: self.total,
+                bytes_done: self.bytes,
+            });
+        }
+    }
 }
 
 /// The options of a miss's own read: no cache, no progress reports (the cached read makes
