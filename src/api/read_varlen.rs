@@ -85,8 +85,8 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         opts: &ReadOptions,
     ) -> Result<VarLenBuffer> {
         check_subset(self.shape(), subset, self.path().as_str())?;
-        read_varlen(self, subset, proto, opts, &|plan, shards, unit| {
-            fetch_unit(self, plan, shards, unit)
+        read_varlen(self, subset, proto, opts, &|plan, shards, i| {
+            fetch_unit(self, plan, shards, &plan.units[i])
         })
     }
 

@@ -3,17 +3,22 @@
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::error::{Error, Result};
 use crate::options::ReadOptions;
-use crate::pipeline::{Cancel, fetch_unit_async, read_varlen};
-use crate::store::reading_inline;
-use crate::zarr::check_subset;
+use crate::pipeline::{ShardReads, VarLenRead, fetch_unit_async};
+use crate::zarr::{Unit, check_subset};
+use futures::{StreamExt, TryStreamExt};
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 
+/// Encoded chunks requested at once by an async variable-length read.
+const FETCHES_IN_FLIGHT: usize = 32;
+
 /// The async twin of [`crate::ArrayReadVarLenExt`], for arrays over async stores (e.g.
-/// [`crate::open_async`]): fetches run on the tokio runtime, decoding on a blocking thread
-/// and rayon's pool; dropping the future cancels at the next chunk. The futures are `Send`.
+/// [`crate::open_async`]): the chunks are fetched on the tokio runtime, 32 chunks (shards)
+/// at a time (the read holds their encoded bytes until it decodes them), then decoded on a
+/// blocking thread and rayon's pool. Dropping the future before the fetches finish cancels
+/// them. The futures are `Send`.
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
@@ -74,28 +79,33 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         let (proto, opts) = (proto.clone(), opts.clone());
         async move {
             check_subset(self.shape(), &subset, self.path().as_str())?;
-            let array = Arc::new(self.with_storage(self.storage()));
-            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-                Error::InvalidArgument(
-                    "async reads need a tokio runtime (call them inside one)".into(),
-                )
-            })?;
-            // Dropping this future stops the blocking half at its next chunk.
-            let (_stop, finish) = Cancel::pair();
-            let task =
-                tokio::task::spawn_blocking(move || {
-                    let cancel = finish.cancel();
-                    read_varlen(&array, &subset, &proto, &opts, &|plan, shards, unit| {
-                        cancel.check("read")?;
-                        // This thread waits for the fetch anyway: local files are read on it.
-                        reading_inline(|| {
-                            handle.block_on(cancel.unless_dropped(
-                                "read",
-                                fetch_unit_async(&array, plan, shards, unit),
-                            ))
-                        })
+            let read = VarLenRead::new(self, &subset, &proto, &opts)?;
+            // Every unit's encoded bytes, FETCHES_IN_FLIGHT chunks (shards) at a time, in
+            // order; dropping the future drops the requests in flight. The inner chunks of
+            // one shard are fetched one after another: the shard's index is read once, by
+            // the first, and the others (polled on this same task) must not wait for it.
+            let (units, shards) = (read.units(), read.shards());
+            let fetched: Vec<Vec<Option<Vec<u8>>>> =
+                futures::stream::iter(shard_groups(&units.units, shards))
+                    .map(|group| async move {
+                        let mut got = Vec::with_capacity(group.len());
+                        for i in group {
+                            got.push(fetch_unit_async(self, units, shards, &units.units[i]).await?);
+                        }
+                        Ok::<_, Error>(got)
                     })
-                });
+                    .buffered(FETCHES_IN_FLIGHT)
+                    .try_collect()
+                    .await?;
+            let fetched: Vec<Mutex<Option<Vec<u8>>>> =
+                fetched.into_iter().flatten().map(Mutex::new).collect();
+            let array = Arc::new(self.with_storage(self.storage()));
+            // Decoding and the copies run on a blocking thread and rayon's pool.
+            let task = tokio::task::spawn_blocking(move || {
+                read.run(&array, &proto, &opts, &|_, _, i| {
+                    Ok(fetched.get(i).and_then(|m| m.lock().ok()?.take()))
+                })
+            });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
         }
@@ -110,4 +120,23 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         let (proto, opts) = (proto.clone(), opts.clone());
         async move { self.read_varlen_opt_async(&subset, &proto, &opts).await }
     }
+}
+
+/// The units of a read in runs that share a shard (units are ordered shard by shard), or
+/// one unit per run for arrays without shards.
+fn shard_groups(units: &[Unit], shards: Option<&ShardReads>) -> Vec<Range<usize>> {
+    let Some(shards) = shards else {
+        return (0..units.len()).map(|i| i..i + 1).collect();
+    };
+    let mut groups: Vec<Range<usize>> = Vec::new();
+    let mut last: Option<Vec<u64>> = None;
+    for (i, unit) in units.iter().enumerate() {
+        let shard = shards.index().split(&unit.indices).0;
+        match groups.last_mut() {
+            Some(g) if last.as_ref() == Some(&shard) => g.end = i + 1,
+            _ => groups.push(i..i + 1),
+        }
+        last = Some(shard);
+    }
+    groups
 }

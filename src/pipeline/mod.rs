@@ -55,5 +55,5 @@ pub(crate) use staged_read::{Produced, StagedRead};
 pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
 pub(crate) use store_queue::StoreQueue;
 pub use tuning::{Tuning, tuning};
-pub(crate) use varlen_read::read_varlen;
+pub(crate) use varlen_read::{VarLenRead, read_varlen};
 pub(crate) use write_driver::write_staged;

@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::options::{Progress, ReadOptions};
 use crate::place::Memory;
 use crate::zarr::{
-    EncodedLayout, ShardIndex, Unit, UnitSource, VlenIndex, VlenPlan, chunk_error, plan_vlen,
-    scan_vlen,
+    EncodedLayout, ShardIndex, Unit, UnitPlan, UnitSource, VlenIndex, VlenPlan, chunk_error,
+    plan_vlen, scan_vlen,
 };
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -29,10 +29,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use zarrs::array::{Array, CodecOptions};
 
-/// Fetches the encoded bytes of a unit of the plan (`None`: not stored).
-pub(crate) type VarLenFetch<'a> = dyn Fn(&crate::zarr::UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>>
-    + Sync
-    + 'a;
+/// Fetches the encoded bytes of unit `i` of the plan (`None`: not stored).
+pub(crate) type VarLenFetch<'a> =
+    dyn Fn(&UnitPlan, Option<&ShardReads>, usize) -> Result<Option<Vec<u8>>> + Sync + 'a;
 
 /// One unit after pass 1: its decoded bytes and where each element starts, or missing.
 enum Decoded {
@@ -85,6 +84,79 @@ fn unit_error<S: ?Sized>(
     }
 }
 
+/// A planned read of a variable-length array: its units (ordered shard by shard for
+/// sharded arrays) and, for those, the shard index.
+pub(crate) struct VarLenRead {
+    plan: VlenPlan,
+    shards: Option<ShardReads>,
+    subset: Vec<Range<u64>>,
+}
+
+impl VarLenRead {
+    /// Plans a read of `subset` (checked by the caller) into memory made by `proto`: a
+    /// device that is not there is an error before anything is read.
+    pub(crate) fn new<S: ?Sized>(
+        array: &Array<S>,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<Self> {
+        crate::device::ops_for(proto.memory())?;
+        let mut plan = plan_vlen(array, subset)?;
+        let shards = match plan.units.source {
+            UnitSource::Subchunk => Some(ShardReads::new(
+                ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
+                &mut plan.units.units,
+                false,
+                opts.staging_bytes as u64,
+            )),
+            _ => None,
+        };
+        Ok(VarLenRead {
+            plan,
+            shards,
+            subset: subset.to_vec(),
+        })
+    }
+
+    /// The units to fetch, in the order of the indices [`Self::run`]'s fetch gets.
+    pub(crate) fn units(&self) -> &UnitPlan {
+        &self.plan.units
+    }
+
+    /// The shard index of a sharded array's read.
+    pub(crate) fn shards(&self) -> Option<&ShardReads> {
+        self.shards.as_ref()
+    }
+
+    /// Fetches (with `fetch`), decodes and assembles the units into a new [`VarLenBuffer`]
+    /// made by `proto`.
+    pub(crate) fn run<S: ?Sized + Send + Sync>(
+        &self,
+        array: &Array<S>,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+        fetch: &VarLenFetch<'_>,
+    ) -> Result<VarLenBuffer> {
+        let (plan, shards) = (&self.plan, self.shards.as_ref());
+        let decoded = match opts.concurrency {
+            // A pool of the asked size, for this read only; rayon's global pool otherwise.
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| {
+                    Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}"))
+                })?
+                .install(|| decode_units(array, plan, shards, opts, fetch))?,
+            None => decode_units(array, plan, shards, opts, fetch)?,
+        };
+        let subset = &self.subset;
+        let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
+        let runs = runs_of(&plan.units.units, &plan.units.layout(), subset);
+        assemble(array, plan, &decoded, &runs, shape, proto, opts)
+    }
+}
+
 /// Reads `subset` (checked by the caller) of a variable-length array into a new
 /// [`VarLenBuffer`] made by `proto`, fetching each unit with `fetch`.
 pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
@@ -94,30 +166,7 @@ pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
     opts: &ReadOptions,
     fetch: &VarLenFetch<'_>,
 ) -> Result<VarLenBuffer> {
-    // A device that is not there is an error before anything is read.
-    crate::device::ops_for(proto.memory())?;
-    let mut plan = plan_vlen(array, subset)?;
-    let shards = match plan.units.source {
-        UnitSource::Subchunk => Some(ShardReads::new(
-            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
-            &mut plan.units.units,
-            false,
-            opts.staging_bytes as u64,
-        )),
-        _ => None,
-    };
-    let decoded = match opts.concurrency {
-        // A pool of the asked size, for this read only; rayon's global pool otherwise.
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}")))?
-            .install(|| decode_units(array, &plan, shards.as_ref(), opts, fetch))?,
-        None => decode_units(array, &plan, shards.as_ref(), opts, fetch)?,
-    };
-    let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
-    let runs = runs_of(&plan.units.units, &plan.units.layout(), subset);
-    assemble(array, &plan, &decoded, &runs, shape, proto, opts)
+    VarLenRead::new(array, subset, proto, opts)?.run(array, proto, opts, fetch)
 }
 
 /// Pass 1: fetches, decompresses and checks every unit, in parallel.
@@ -139,7 +188,8 @@ fn decode_units<S: ?Sized + Send + Sync>(
     plan.units
         .units
         .par_iter()
-        .map(|unit| {
+        .enumerate()
+        .map(|(i, unit)| {
             let report = |decoded: usize| {
                 if let Some(progress) = &opts.progress {
                     progress(Progress {
@@ -150,7 +200,7 @@ fn decode_units<S: ?Sized + Send + Sync>(
                     });
                 }
             };
-            let Some(encoded) = fetch(&plan.units, shards, unit)? else {
+            let Some(encoded) = fetch(&plan.units, shards, i)? else {
                 report(0);
                 return Ok(Decoded::Missing);
             };

@@ -430,6 +430,16 @@ fn async_reads_match_sync_reads() {
     assert_eq!(strings(&all), strings(&sync));
     let missing = |i: u64, j: u64| i < 2 && (2..4).contains(&j);
     assert_eq!(strings(&part), expected(1..5, 1..3, missing, ""));
+    // An unsharded array: every chunk fetched at once.
+    let dir = v3_strings("v3-string-async", "-");
+    let all = rt.block_on(async {
+        let array = zarrbuf::open_async(dir.to_str().unwrap(), "").await.unwrap();
+        array
+            .read_varlen_all_async(&BufferPrototype::cpu())
+            .await
+            .unwrap()
+    });
+    assert_eq!(strings(&all), expected(0..5, 0..7, missing_11, "-"));
 }
 
 /// The error of reading the whole of `dir`, as text.
