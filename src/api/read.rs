@@ -7,7 +7,7 @@ use crate::dtype::{ByteOrder, DataType, Order};
 use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
-use crate::pipeline::{InnerFetch, check_output_size, fetch_unit, run_staged};
+use crate::pipeline::{InnerFetch, check_output_size, fetch_unit, read_small, run_staged};
 use crate::zarr::{
     ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
     guard_zarrs, has_unbounded_codec, plan_chunks, plan_units, zarr_error,
@@ -163,6 +163,15 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
             && out.buffer().is_host_accessible()
             && out.byte_order() == ByteOrder::native()
             && !has_unbounded_codec(&self.codecs());
+        // Small Auto reads into C-contiguous outputs: zarrbuf's own fetch and decode.
+        if direct
+            && opts.mode == PipelineMode::Auto
+            && read_small(self, subset, out, opts, STAGED_MIN_CHUNKS as usize - 1, &|p, s, u| {
+                fetch_unit(self, p, s, u)
+            })?
+        {
+            return Ok(());
+        }
         // zarrs' decode-into for Direct and for small Auto reads, realigned when the output
         // is off a cache line (see CACHE_LINE); the staged pipeline reads misaligned outputs
         // faster than the realigned slabs, so it takes them as they are.
@@ -446,7 +455,8 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
     if plan.source != UnitSource::Subchunk {
         return Ok(());
     }
-    let shards = ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?;
+    let shards =
+        ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?.shared_with(array);
     let storage = array.storage();
     for shard in plan_chunks(array, subset)? {
         let key = array.chunk_key(&shard.indices);

@@ -7,7 +7,9 @@ use crate::error::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
 use crate::store::SyncedWrites;
-use crate::zarr::{ChainPlan, ShardEncoder, fill_bytes, zarr_error};
+use crate::zarr::{
+    ChainPlan, ShardEncoder, fill_bytes, forget_written_shard_indexes, zarr_error,
+};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::storage::ReadableWritableStorageTraits;
@@ -68,10 +70,14 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
             PipelineMode::Auto => !staged_beats_direct(self, subset, dtype),
             PipelineMode::Staged => false,
         };
-        if direct && data.buffer().is_host_accessible() {
-            return write_direct(self, subset, data, opts);
-        }
-        write_staged(self, self, subset, data, opts)
+        let written = if direct && data.buffer().is_host_accessible() {
+            write_direct(self, subset, data, opts)
+        } else {
+            write_staged(self, self, subset, data, opts)
+        };
+        // Shards stored (some, if it failed) no longer have the indexes read before.
+        forget_written_shard_indexes(self, subset);
+        written
     }
 
     fn write_all_opt(&self, data: &NDBuffer, opts: &WriteOptions) -> Result<()> {

@@ -51,7 +51,7 @@ impl InnerFetch {
 
 /// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
 /// with `fetch` and decoding it on the worker thread that fetched it.
-pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
+pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
     out: &NDBuffer,
@@ -65,7 +65,8 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync>(
     // few requests as possible.
     let shards = match plan.source {
         UnitSource::Subchunk => Some(ShardReads::new(
-            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
+            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
+                .shared_with(array),
             &mut plan.units,
             inner_fetch == InnerFetch::Merged,
             opts.staging_bytes as u64,
