@@ -19,9 +19,9 @@ use crate::options::ReadOptions;
 use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitSource, chunk_error, fill_bytes, plan_units,
 };
-use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use zarrs::array::Array;
 
 /// Decoded-chunk buffers kept for the next small read: at most this many bytes in all.
@@ -126,11 +126,18 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
             }
         }
     };
-    let decoded: Vec<Option<Vec<u8>>> = if plan.units.len() == 1 {
-        vec![decode(&plan.units[0])?]
-    } else {
-        plan.units.par_iter().map(decode).collect::<Result<_>>()?
-    };
+    let decoded: Vec<Option<Vec<u8>>> = on_caller_and_pool(plan.units.len(), |i| {
+        decode(&plan.units[i])
+    })
+    .into_iter()
+    .map(|r| {
+        r.unwrap_or_else(|| {
+            Err(crate::error::Error::InvalidArgument(
+                "internal error: a unit of a small read was not decoded (please report)".into(),
+            ))
+        })
+    })
+    .collect::<Result<_>>()?;
     let start: Vec<u64> = subset.iter().map(|r| r.start).collect();
     let out_shape = out.shape().to_vec();
     let region = out
@@ -144,6 +151,40 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
     })?;
     give_back(decoded.into_iter().flatten());
     Ok(true)
+}
+
+/// `f(0)`, …, `f(n - 1)`, in order (each `Some`): the calling thread takes indices one by one while up to
+/// `n - 1` jobs on rayon's global pool take the others, so a read of one unit hands nothing
+/// to another thread, and on a busy machine the caller does the work the pool is too slow to
+/// start.
+fn on_caller_and_pool<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<Option<T>> {
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = done.get(i) else {
+                break;
+            };
+            let value = f(i);
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        }
+    };
+    // The caller and the helpers together: one thread per core of rayon's pool.
+    let helpers = n
+        .saturating_sub(1)
+        .min(rayon::current_num_threads().saturating_sub(1));
+    rayon::in_place_scope(|s| {
+        for _ in 0..helpers {
+            s.spawn(|_| work());
+        }
+        work();
+    });
+    // Every index below n was taken by exactly one worker, which finished it before the
+    // scope ended (a panic in `f` would have ended the scope with that panic).
+    done.into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect()
 }
 
 /// Copies the part of `unit` the read needs from its decoded C-order bytes `data` (or the
