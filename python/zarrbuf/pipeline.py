@@ -382,13 +382,13 @@ class _Plan:
     target: np.ndarray  # the part of the output (or input) the box maps to
 
 
-@dataclass
 #: Reads of at most this many chunks (shards) and bytes run on the event loop's thread
 #: instead of a worker thread (the time of the hand-off is that of the read).
 _INLINE_CHUNKS = 4
 _INLINE_BYTES = 1 << 20
 
 
+@dataclass
 class ZarrbufCodecPipeline(CodecPipeline):
     """A zarr-python codec pipeline that reads and writes through zarrbuf (see module docs)."""
 
