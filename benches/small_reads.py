@@ -15,9 +15,12 @@ so one touches one to four chunks, are read one at a time by
 Every reader's first patches are checked against the data written; then the Python readers
 take turns, round-robin, ``--rounds`` times (after one warm-up round), data in the page
 cache. A round reads every patch once; its rate is patches ÷ the round's time. The table
-shows the median round's reads/s, the median time of one read in µs, and the ratio of
-medians to tensorstore (for zarrbuf.open and the Rust API) or to zarrs-python's pipeline
-(for zarrbuf's pipeline).
+shows the median round's reads/s, the median time of one read in µs, the CPU time one read
+takes (the process's user and system time over the timed rounds, every thread counted; for
+the Rust reader the child's, warm-up included), and the ratio of medians to tensorstore (for
+zarrbuf.open and the Rust API) or to zarrs-python's pipeline (for zarrbuf's pipeline). On a
+machine shared with other work, wall-clock rates follow how much of the CPU each reader's
+threads get; CPU time per read does not.
 
     .venv/bin/python benches/small_reads.py [--patches 300] [--rounds 5] [--seed 0]
         [--dir target/bench-python] [--readers rust,zarrbuf-read,...] [--zarrbuf PATH]
@@ -30,6 +33,7 @@ import contextlib
 import gc
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -104,8 +108,10 @@ def make_reader(name: str, path: Path) -> Callable[[tuple[slice, ...]], np.ndarr
     return lambda sel: np.asarray(a.read(sel))
 
 
-def rust_rates(cli: Path, path: Path, origins: list, rounds: int, tmp: Path) -> tuple[list[float], float]:
-    """Reads/s of each round and the median µs of one read, from ``zarrbuf bench --subsets``."""
+def rust_rates(cli: Path, path: Path, origins: list, rounds: int, tmp: Path) -> tuple[list[float], float, float]:
+    """Reads/s of each round, the median µs of one read and the CPU µs per read (warm-up
+    included), from ``zarrbuf bench --subsets``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     listing = tmp / f"{path.name}.subsets"
     listing.write_text("".join(",".join(f"{o}:{o + p}" for o, p in zip(org, PATCH)) + "\n" for org in origins))
     out = subprocess.run(
@@ -117,7 +123,9 @@ def rust_rates(cli: Path, path: Path, origins: list, rounds: int, tmp: Path) -> 
     # "...: 300 subsets ...: reads/s r1 r2 ...; median read N µs"
     rates = [float(x) for x in out.split("reads/s ")[1].split(";")[0].split()]
     micros = float(out.split("median read ")[1].split()[0])
-    return rates, micros
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / (len(origins) * (rounds + 1))
+    return rates, micros, cpu * 1e6
 
 
 def main() -> None:
@@ -149,6 +157,7 @@ def main() -> None:
 
     rates: dict[tuple[str, str], list[float]] = {}
     micros: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str], float] = {}
     loads = []
     for v in VARIANTS:
         path = python_read.store_path(root, v, shape)
@@ -167,22 +176,26 @@ def main() -> None:
         print(f"{v}: every reader's patches equal the data written", flush=True)
         loads.append(os.getloadavg()[0])
         times: dict[str, list[float]] = {r: [] for r in fns}
+        spent: dict[str, float] = {r: 0.0 for r in fns}
         for k in range(args.rounds):
             order = list(fns)[k % len(fns) :] + list(fns)[: k % len(fns)] if fns else []
             for r in order:
                 f = fns[r]
                 gc.collect()
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 for sel in sels:
                     t = time.perf_counter()
                     f(sel)
                     times[r].append(time.perf_counter() - t)
                 rates.setdefault((v, r), []).append(len(sels) / (time.perf_counter() - t0))
+                spent[r] += time.process_time() - c0
         for r in fns:
             micros[(v, r)] = statistics.median(times[r]) * 1e6
+            cpu[(v, r)] = spent[r] / len(times[r]) * 1e6
         del fns
         if "rust" in readers:
-            rates[(v, "rust")], micros[(v, "rust")] = rust_rates(
+            rates[(v, "rust")], micros[(v, "rust")], cpu[(v, "rust")] = rust_rates(
                 Path(args.zarrbuf), path, origins, args.rounds, root
             )
         loads.append(os.getloadavg()[0])
@@ -193,8 +206,12 @@ def main() -> None:
         f"median of {args.rounds} rounds, readers round-robin (the Rust reader after them); "
         f"{platform.node()}, {os.cpu_count()} CPUs; load average {min(loads):.1f}–{max(loads):.1f}\n"
     )
-    print("| reader | " + " | ".join(f"{VARIANTS[v]}: reads/s (µs per read) | ratio" for v in VARIANTS) + " |")
-    print("|---|" + "---|---|" * len(VARIANTS))
+    print(
+        "| reader | "
+        + " | ".join(f"{VARIANTS[v]}: reads/s (median µs per read) | CPU µs per read | ratio" for v in VARIANTS)
+        + " |"
+    )
+    print("|---|" + "---|---|---|" * len(VARIANTS))
     for r in readers:
         cells = []
         for v in VARIANTS:
@@ -203,7 +220,7 @@ def main() -> None:
             ratio = ""
             if base in readers:
                 ratio = f"{m / statistics.median(rates[(v, base)]):.2f}× {base}"
-            cells.append(f"{m:.0f} ({micros[(v, r)]:.0f}) | {ratio}")
+            cells.append(f"{m:.0f} ({micros[(v, r)]:.0f}) | {cpu[(v, r)]:.0f} | {ratio}")
         print(f"| {TITLES[r]} | " + " | ".join(cells) + " |")
 
 
