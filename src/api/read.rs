@@ -166,9 +166,14 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         // Small Auto reads into C-contiguous outputs: zarrbuf's own fetch and decode.
         if direct
             && opts.mode == PipelineMode::Auto
-            && read_small(self, subset, out, opts, STAGED_MIN_CHUNKS as usize - 1, &|p, s, u| {
-                fetch_unit(self, p, s, u)
-            })?
+            && read_small(
+                self,
+                subset,
+                out,
+                opts,
+                STAGED_MIN_CHUNKS as usize - 1,
+                &|p, s, u| fetch_unit(self, p, s, u),
+            )?
         {
             return Ok(());
         }

@@ -7,9 +7,7 @@ use crate::error::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
 use crate::store::SyncedWrites;
-use crate::zarr::{
-    ChainPlan, ShardEncoder, fill_bytes, forget_written_shard_indexes, zarr_error,
-};
+use crate::zarr::{ChainPlan, ShardEncoder, fill_bytes, forget_written_shard_indexes, zarr_error};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::storage::ReadableWritableStorageTraits;

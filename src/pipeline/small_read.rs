@@ -10,15 +10,13 @@
 //! zarrs. Reads this route does not take (other chains, transposed or byte-swapped layouts,
 //! strided outputs, more units) go the way they went before.
 
-use super::read_driver::Fetch;
 use super::ShardReads;
+use super::read_driver::Fetch;
 use crate::buffer::NDBuffer;
 use crate::dtype::ByteOrder;
 use crate::error::Result;
 use crate::options::ReadOptions;
-use crate::zarr::{
-    DeviceCodec, ShardIndex, Unit, UnitSource, chunk_error, fill_bytes, plan_units,
-};
+use crate::zarr::{DeviceCodec, ShardIndex, Unit, UnitSource, chunk_error, fill_bytes, plan_units};
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,18 +124,18 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
             }
         }
     };
-    let decoded: Vec<Option<Vec<u8>>> = on_caller_and_pool(plan.units.len(), |i| {
-        decode(&plan.units[i])
-    })
-    .into_iter()
-    .map(|r| {
-        r.unwrap_or_else(|| {
-            Err(crate::error::Error::InvalidArgument(
-                "internal error: a unit of a small read was not decoded (please report)".into(),
-            ))
-        })
-    })
-    .collect::<Result<_>>()?;
+    let decoded: Vec<Option<Vec<u8>>> =
+        on_caller_and_pool(plan.units.len(), |i| decode(&plan.units[i]))
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(crate::error::Error::InvalidArgument(
+                        "internal error: a unit of a small read was not decoded (please report)"
+                            .into(),
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
     let start: Vec<u64> = subset.iter().map(|r| r.start).collect();
     let out_shape = out.shape().to_vec();
     let region = out
@@ -145,7 +143,15 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
         .try_slice(out.offset()..out.offset() + out.nbytes())?;
     region.with_host_mut(|bytes| {
         for (unit, data) in plan.units.iter().zip(&decoded) {
-            place(unit, data.as_deref(), &start, &out_shape, elem, &fill, bytes);
+            place(
+                unit,
+                data.as_deref(),
+                &start,
+                &out_shape,
+                elem,
+                &fill,
+                bytes,
+            );
         }
         Ok(())
     })?;

@@ -269,14 +269,12 @@ pub(crate) fn forget_written<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>])
 #[cfg(test)]
 pub(crate) fn cached_for<S: ?Sized>(store: &Arc<S>) -> (usize, u64) {
     let c = cache();
-    c.stores
-        .get(&store_address(store))
-        .map_or((0, 0), |s| {
-            (
-                s.entries.len(),
-                s.entries.values().map(|e| entry_bytes(&e.index)).sum(),
-            )
-        })
+    c.stores.get(&store_address(store)).map_or((0, 0), |s| {
+        (
+            s.entries.len(),
+            s.entries.values().map(|e| entry_bytes(&e.index)).sum(),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -325,7 +323,11 @@ mod tests {
         // Any later insertion sweeps the dead store out.
         let b = Arc::new(8u32);
         SharedIndexes::new(&b, "/x", layout(1)).put(&[0], Arc::new(vec![0, 8]));
-        assert!(!cache().stores.contains_key(&(Weak::as_ptr(&weak).cast::<()>() as usize)));
+        assert!(
+            !cache()
+                .stores
+                .contains_key(&(Weak::as_ptr(&weak).cast::<()>() as usize))
+        );
         forget_array(&b, "/x");
     }
 

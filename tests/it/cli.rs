@@ -176,7 +176,14 @@ fn bench_reads_listed_subsets_one_at_a_time() {
     let list = dir.join("subsets.txt");
     std::fs::write(&list, "0:1,0:4,0:4\n\n1:2,2:5,0:3\n").unwrap();
     let list = list.to_str().unwrap();
-    let o = zarrbuf(&["bench", &store("v3_large_3d"), "--subsets", list, "--reps", "2"]);
+    let o = zarrbuf(&[
+        "bench",
+        &store("v3_large_3d"),
+        "--subsets",
+        list,
+        "--reps",
+        "2",
+    ]);
     assert!(o.status.success(), "{o:?}");
     let text = stdout(&o);
     assert!(
@@ -184,11 +191,22 @@ fn bench_reads_listed_subsets_one_at_a_time() {
         "{text}"
     );
     // Two rates, one per repetition.
-    let rates = text.split("reads/s ").nth(1).unwrap().split(';').next().unwrap();
+    let rates = text
+        .split("reads/s ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap();
     assert_eq!(rates.split_whitespace().count(), 2, "{text}");
     std::fs::write(dir.join("bad.txt"), "0:1,0:999,0:1\n").unwrap();
     assert_one_line_error(
-        &zarrbuf(&["bench", &store("v3_large_3d"), "--subsets", dir.join("bad.txt").to_str().unwrap()]),
+        &zarrbuf(&[
+            "bench",
+            &store("v3_large_3d"),
+            "--subsets",
+            dir.join("bad.txt").to_str().unwrap(),
+        ]),
         "dimension 1",
     );
 }

@@ -15,8 +15,8 @@ use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{
-    Bytes, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey,
-    StorePrefix, WritableStorageTraits,
+    Bytes, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey, StorePrefix,
+    WritableStorageTraits,
 };
 
 /// A memory store that counts the ranged reads of each key (the index of a shard whose
@@ -173,11 +173,17 @@ fn a_write_through_zarrbuf_drops_the_indexes_of_its_shards() {
     for mode in [PipelineMode::Direct, PipelineMode::Staged] {
         let before = store.index_reads();
         let opts = zarrbuf::options::WriteOptions::default().with_mode(mode);
-        a.write_all_opt(&NDBuffer::from_vec(fresh.clone(), &[8, 64, 64]).unwrap(), &opts)
-            .unwrap();
+        a.write_all_opt(
+            &NDBuffer::from_vec(fresh.clone(), &[8, 64, 64]).unwrap(),
+            &opts,
+        )
+        .unwrap();
         let got = a.read(&p, &cpu).unwrap();
         assert_eq!(got.to_vec::<f32>().unwrap(), cut(&fresh, &p), "{mode:?}");
-        assert!(store.index_reads() > before, "{mode:?}: the indexes were read again");
+        assert!(
+            store.index_reads() > before,
+            "{mode:?}: the indexes were read again"
+        );
     }
 }
 
@@ -195,7 +201,11 @@ fn a_damaged_index_is_an_error_on_every_read() {
     store.inner.set(&key, Bytes::from(bytes)).unwrap();
     let cpu = BufferPrototype::cpu();
     for _ in 0..2 {
-        for mode in [PipelineMode::Auto, PipelineMode::Direct, PipelineMode::Staged] {
+        for mode in [
+            PipelineMode::Auto,
+            PipelineMode::Direct,
+            PipelineMode::Staged,
+        ] {
             let opts = ReadOptions::default().with_mode(mode);
             let err = a.read_opt(&[0..1, 0..16, 0..16], &cpu, &opts).unwrap_err();
             assert!(err.to_string().contains("c/0/0/0"), "{mode:?}: {err}");
