@@ -684,6 +684,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
         if isinstance(plan, str):
             _count(self, "fallback", plan)
             await self.python_impl.write(batch, value, drop_axes)
+            # zarrbuf's arrays keep the shard indexes they read: open them again for the
+            # shards zarr-python just rewrote.
+            self._arrays.clear()
             return
         _count(self, "zarrbuf")
         if _is_cupy(plan.target):
