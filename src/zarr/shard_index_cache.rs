@@ -10,12 +10,14 @@
 //! or damaged shard is fetched again next time). The cache holds at most
 //! [`DEFAULT_LIMIT_BYTES`] of decoded indexes, least recently used out first.
 //!
-//! Writes through zarrbuf ([`forget_shards`], called by every write route after it stored)
-//! drop the entries of the shards they touch. What another process, or zarrs called
+//! Writes through zarrbuf ([`forget_written`], called by both write routes after they
+//! stored) drop the entries of the shards they touch, and every entry of other store objects
+//! zarrbuf opened at an overlapping location. What another process, or zarrs called
 //! directly, writes into a store this process holds open is not seen by the indexes cached
 //! for it: open the store again (a new store object starts with no entries).
 
 use super::plan_chunks;
+use crate::store::{Location, location_of};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
@@ -51,6 +53,9 @@ struct Entry {
 /// The entries of one store object.
 struct StoreEntries {
     alive: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Where zarrbuf opened the store (canonical), if it did: a write through another store
+    /// object at an overlapping location drops these entries too.
+    location: Option<Location>,
     entries: HashMap<Key, Entry>,
 }
 
@@ -129,6 +134,7 @@ impl Cache {
 pub(crate) struct SharedIndexes {
     store: usize,
     alive: Arc<dyn Fn() -> bool + Send + Sync>,
+    locate: Arc<dyn Fn() -> Option<Location> + Send + Sync>,
     path: String,
     layout: Layout,
 }
@@ -141,9 +147,14 @@ impl SharedIndexes {
         layout: Layout,
     ) -> Self {
         let weak: Weak<S> = Arc::downgrade(store);
+        let found = weak.clone();
         SharedIndexes {
             store: store_address(store),
             alive: Arc::new(move || weak.strong_count() > 0),
+            locate: Arc::new(move || {
+                let store = found.upgrade()?;
+                location_of(store.as_ref()).map(|l| l.canonical())
+            }),
             path: path.to_string(),
             layout,
         }
@@ -189,6 +200,15 @@ impl SharedIndexes {
             return;
         }
         c.remove(self.store, &key);
+        // Where the store lives, once per store object (it may resolve links on disk).
+        let location = if c.stores.contains_key(&self.store) {
+            None
+        } else {
+            drop(c);
+            let found = (self.locate)();
+            c = cache();
+            found
+        };
         let stamp = c.tick();
         c.bytes += entry_bytes(&index);
         c.order.insert(stamp, (self.store, key.clone()));
@@ -196,6 +216,7 @@ impl SharedIndexes {
             .entry(self.store)
             .or_insert_with(|| StoreEntries {
                 alive: self.alive.clone(),
+                location,
                 entries: HashMap::new(),
             })
             .entries
@@ -252,6 +273,33 @@ pub(crate) fn forget_array<S: ?Sized>(store: &Arc<S>, path: &str) {
 /// some shards).
 pub(crate) fn forget_written<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) {
     let store = array.storage();
+    if cache().stores.is_empty() {
+        return;
+    }
+    // Other store objects opened at an overlapping location see the same files: their
+    // entries all go (their array paths need not be this one's).
+    if let Some(here) = location_of(store.as_ref()).map(|l| l.canonical()) {
+        let address = store_address(&store);
+        let mut c = cache();
+        let others: Vec<usize> = c
+            .stores
+            .iter()
+            .filter(|(a, s)| {
+                **a != address && s.location.as_ref().is_some_and(|l| l.overlaps(&here))
+            })
+            .map(|(a, _)| *a)
+            .collect();
+        for other in others {
+            let keys: Vec<Key> = c
+                .stores
+                .get(&other)
+                .map(|s| s.entries.keys().cloned().collect())
+                .unwrap_or_default();
+            for key in keys {
+                c.remove(other, &key);
+            }
+        }
+    }
     if !cache().stores.contains_key(&store_address(&store)) {
         return;
     }

@@ -261,3 +261,44 @@ fn small_reads_of_every_route_agree_on_zarr_python_fixtures() {
     }
     assert!(seen > 20, "only {seen} fixtures read");
 }
+
+#[test]
+fn a_write_through_another_store_object_at_the_same_place_is_seen() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shard-index-two-stores");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    let location = dir.to_str().unwrap();
+    let store = zarrbuf::store::open_store(location).unwrap();
+    let mut b = ArrayBuilder::new(
+        SHAPE.to_vec(),
+        vec![4u64, 32, 32],
+        data_type::float32(),
+        0.0f32,
+    );
+    b.subchunk_shape(vec![4u64, 16, 16]);
+    b.bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(1, false))]);
+    let created = b.build(store, "/a").unwrap();
+    created.store_metadata().unwrap();
+    created
+        .write_all(&NDBuffer::from_vec(values(0.0), &[8, 64, 64]).unwrap())
+        .unwrap();
+    let reader = zarrbuf::open(location, "a").unwrap();
+    let writer = zarrbuf::open(location, "a").unwrap();
+    let cpu = BufferPrototype::cpu();
+    let p = vec![1..2u64, 10..40, 20..50];
+    assert_eq!(
+        reader.read(&p, &cpu).unwrap().to_vec::<f32>().unwrap(),
+        cut(&values(0.0), &p)
+    );
+    let fresh: Vec<f32> = (0..SHAPE.iter().product::<u64>())
+        .map(|v| ((v * 2_654_435_761) % 1000) as f32)
+        .collect();
+    writer
+        .write_all(&NDBuffer::from_vec(fresh.clone(), &[8, 64, 64]).unwrap())
+        .unwrap();
+    assert_eq!(
+        reader.read(&p, &cpu).unwrap().to_vec::<f32>().unwrap(),
+        cut(&fresh, &p)
+    );
+}
