@@ -136,6 +136,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             store,
             path,
             subset,
+            subsets,
             device,
             reps,
             decode,
@@ -153,6 +154,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 &store,
                 &path,
                 subset.as_deref(),
+                subsets.as_deref(),
                 device.as_deref(),
                 reps,
                 &Opening {

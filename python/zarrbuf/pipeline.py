@@ -418,6 +418,12 @@ class _Plan:
     target: np.ndarray  # the part of the output (or input) the box maps to
 
 
+#: Reads of at most this many chunks (shards) and bytes run on the event loop's thread
+#: instead of a worker thread (the time of the hand-off is that of the read).
+_INLINE_CHUNKS = 4
+_INLINE_BYTES = 1 << 20
+
+
 @dataclass
 class ZarrbufCodecPipeline(CodecPipeline):
     """A zarr-python codec pipeline that reads and writes through zarrbuf (see module docs)."""
@@ -709,9 +715,15 @@ class ZarrbufCodecPipeline(CodecPipeline):
             # (zarr-python allocating and filling `out`) is finished first. zarrbuf's own
             # work is finished when read_into returns.
             _cupy().cuda.get_current_stream().synchronize()
-        await asyncio.to_thread(
-            plan.array.read_into, plan.ranges, plan.drop, plan.target, cache=pipeline_cache()
-        )
+        cache = pipeline_cache()
+        if len(batch) <= _INLINE_CHUNKS and plan.target.nbytes <= _INLINE_BYTES:
+            # A patch of a few chunks decodes in about the time a hand-off to a thread and
+            # back takes: read it here (the GIL released) instead.
+            plan.array.read_into(plan.ranges, plan.drop, plan.target, cache=cache)
+        else:
+            await asyncio.to_thread(
+                plan.array.read_into, plan.ranges, plan.drop, plan.target, cache=cache
+            )
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.
         return tuple({"status": "present"} for _ in batch)
@@ -746,6 +758,9 @@ class ZarrbufCodecPipeline(CodecPipeline):
             _count(self, "fallback", plan)
             await self.python_impl.write(batch, value, drop_axes)
             self._invalidate(batch)
+            # zarrbuf's arrays keep the shard indexes they read: open them again for the
+            # shards zarr-python just rewrote.
+            self._arrays.clear()
             return
         _count(self, "zarrbuf")
         if _is_cupy(plan.target):

@@ -9,7 +9,7 @@ use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{
     InnerFetch, caches_on_device, check_output_size, fetch_unit, miss_options, miss_output,
-    read_through_cache, run_staged,
+    read_small, read_through_cache, run_staged,
 };
 use crate::zarr::{
     ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
@@ -169,6 +169,20 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
             && out.buffer().is_host_accessible()
             && out.byte_order() == ByteOrder::native()
             && !has_unbounded_codec(&self.codecs());
+        // Small Auto reads into C-contiguous outputs: zarrbuf's own fetch and decode.
+        if direct
+            && opts.mode == PipelineMode::Auto
+            && read_small(
+                self,
+                subset,
+                out,
+                opts,
+                STAGED_MIN_CHUNKS as usize - 1,
+                &|p, s, u| fetch_unit(self, p, s, u),
+            )?
+        {
+            return Ok(());
+        }
         // zarrs' decode-into for Direct and for small Auto reads, realigned when the output
         // is off a cache line (see CACHE_LINE); the staged pipeline reads misaligned outputs
         // faster than the realigned slabs, so it takes them as they are.
@@ -452,7 +466,8 @@ fn check_shard_indexes<S: ?Sized + ReadableStorageTraits + 'static>(
     if plan.source != UnitSource::Subchunk {
         return Ok(());
     }
-    let shards = ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?;
+    let shards =
+        ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?.shared_with(array);
     let storage = array.storage();
     for shard in plan_chunks(array, subset)? {
         let key = array.chunk_key(&shard.indices);

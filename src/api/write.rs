@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
 use crate::store::SyncedWrites;
-use crate::zarr::{ChainPlan, ShardEncoder, fill_bytes, zarr_error};
+use crate::zarr::{ChainPlan, ShardEncoder, fill_bytes, forget_written_shard_indexes, zarr_error};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 use zarrs::storage::ReadableWritableStorageTraits;
@@ -68,6 +68,8 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         // `invalidate_written`).
         invalidate_written(self, subset);
         let result = write_routed(self, subset, data, dtype, opts);
+        // Shards stored (some, if it failed) no longer have the indexes read before.
+        forget_written_shard_indexes(self, subset);
         invalidate_written(self, subset);
         result
     }

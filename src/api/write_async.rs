@@ -10,7 +10,7 @@ use crate::cache::invalidate_written;
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
 use crate::pipeline::{Cancel, ChunkSink, write_staged};
-use crate::zarr::chunk_error;
+use crate::zarr::{chunk_error, forget_written_shard_indexes};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
@@ -149,6 +149,7 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncEx
             // Dropping this future cancels the blocking half and waits until it has stopped
             // reading `data`.
             let (_stop, finish) = Cancel::pair();
+            let written_subset = subset.clone();
             let task = tokio::task::spawn_blocking(move || {
                 let sink = AsyncSink {
                     array: &*array,
@@ -161,8 +162,13 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncEx
                 invalidate_written(&*array, &subset);
                 result
             });
-            task.await
-                .map_err(|e| Error::Cancelled(format!("the write task stopped: {e}")))?
+            let written = task
+                .await
+                .map_err(|e| Error::Cancelled(format!("the write task stopped: {e}")))
+                .and_then(|r| r);
+            // Shards stored (some, if it failed) no longer have the indexes read before.
+            forget_written_shard_indexes(self, &written_subset);
+            written
         }
     }
 }

@@ -100,8 +100,13 @@ pub(crate) enum Command {
         #[arg(long, default_value = "")]
         path: String,
         /// Read only this half-open subset, e.g. 0:10,5:20 (default: the whole array).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "subsets")]
         subset: Option<String>,
+        /// Read the subsets listed in FILE (one start:stop,... per line) one at a time, all
+        /// of them per repetition: the reads per second of each repetition and the median
+        /// time of one read (small random reads, `benches/small_reads.py`).
+        #[arg(long, value_name = "FILE")]
+        subsets: Option<PathBuf>,
         /// Where to read to: cpu, cuda or cuda:N.
         #[arg(long)]
         device: Option<String>,

@@ -7,7 +7,7 @@ use super::parse::prototype;
 use super::progress::progress_options;
 use super::source::{Opening, Source};
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use zarrbuf::options::Decode;
 use zarrbuf::{
@@ -108,6 +108,46 @@ pub(crate) fn read(
     Ok(())
 }
 
+/// `bench --subsets`: reads every subset of `list` one at a time, once to warm up and then
+/// `reps` times, and prints each repetition's reads per second and the median read's time.
+fn bench_subsets(
+    name: &str,
+    array: &Source,
+    list: &[Vec<Range<u64>>],
+    proto: &zarrbuf::BufferPrototype,
+    reps: usize,
+    opts: &ReadOptions,
+) -> Result<()> {
+    if list.is_empty() {
+        return Err(Error::InvalidArgument("--subsets lists no subset".into()));
+    }
+    for s in list {
+        drop(array.read(s, proto, opts)?);
+    }
+    let mut rates = Vec::with_capacity(reps);
+    let mut times = Vec::with_capacity(reps * list.len());
+    for _ in 0..reps {
+        let round = Instant::now();
+        for s in list {
+            let start = Instant::now();
+            let data = array.read(s, proto, opts)?;
+            times.push(start.elapsed().as_secs_f64());
+            drop(data);
+        }
+        rates.push(list.len() as f64 / round.elapsed().as_secs_f64().max(1e-9));
+    }
+    times.sort_by(f64::total_cmp);
+    let rates: Vec<String> = rates.iter().map(|r| format!("{r:.1}")).collect();
+    outln!(
+        "{name}: {} subsets read one at a time into {}: reads/s {}; median read {:.1} µs",
+        list.len(),
+        proto.memory(),
+        rates.join(" "),
+        times[times.len() / 2] * 1e6
+    )?;
+    Ok(())
+}
+
 pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
     // Hash in place when the result already sits in host memory, C-contiguous and
     // little-endian: a copy would double the peak memory of a whole-array read.
@@ -133,10 +173,12 @@ pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn bench(
     store: &str,
     path: &str,
     subset: Option<&str>,
+    subsets: Option<&Path>,
     device: Option<&str>,
     reps: usize,
     opening: &Opening,
@@ -148,6 +190,17 @@ pub(crate) fn bench(
     let proto = prototype(device)?;
     let array = Source::open(store, path, opening.force_async, &opening.options)?;
     let shape = array.shape();
+    if let Some(file) = subsets {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            Error::InvalidArgument(format!("cannot read --subsets {}: {e}", file.display()))
+        })?;
+        let list = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| zarrbuf::subset::parse_subset(l.trim(), &shape))
+            .collect::<Result<Vec<_>>>()?;
+        return bench_subsets(&label(store, path), &array, &list, &proto, reps, opts);
+    }
     let all: Vec<Range<u64>> = match subset {
         Some(s) => zarrbuf::subset::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),

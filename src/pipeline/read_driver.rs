@@ -66,7 +66,8 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     // few requests as possible.
     let shards = match plan.source {
         UnitSource::Subchunk => Some(ShardReads::new(
-            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
+            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
+                .shared_with(array),
             &mut plan.units,
             inner_fetch == InnerFetch::Merged,
             opts.staging_bytes as u64,

@@ -43,7 +43,7 @@ pub(crate) fn remember<T: ?Sized + Send + Sync + 'static>(store: &Arc<T>, locati
 }
 
 /// The location `store` was opened at, if zarrbuf opened it and it is still alive.
-fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
+pub(crate) fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
     let at = address(store);
     let opened = OPENED
         .lock()

@@ -4,6 +4,7 @@
 //! both u64::MAX), so the index is decoded here with zarrs' index codecs and interpreted by
 //! zarrbuf.
 
+use super::shard_index_cache::{Layout, SharedIndexes};
 use crate::error::{Error, Result};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -38,6 +39,9 @@ pub(crate) struct ShardIndex {
     /// Check the index's own checksum (the read's `validate_checksums`, as zarrs does).
     validate_checksums: bool,
     cache: Mutex<HashMap<Vec<u64>, CachedIndex>>,
+    /// The process's cache of this array's indexes in this store object, when the read
+    /// shares them ([`Self::shared_with`]).
+    shared: Option<SharedIndexes>,
 }
 
 /// The most bytes a shard index may take unless a read allows more: 2^24 inner chunks per
@@ -177,7 +181,30 @@ impl ShardIndex {
             max_inner_bytes,
             validate_checksums,
             cache: Mutex::new(HashMap::new()),
+            shared: None,
         })
+    }
+
+    /// This index, sharing decoded indexes with every read of `array`'s shards through the
+    /// same store object (`zarr/shard_index_cache.rs`): an index decoded and checked once is
+    /// not fetched again.
+    pub(crate) fn shared_with<S: ?Sized + Send + Sync + 'static>(
+        mut self,
+        array: &Array<S>,
+    ) -> Self {
+        let layout = Layout {
+            chunks_per_shard: self.chunks_per_shard.clone(),
+            encoded_size: self.encoded_size,
+            at_start: self.at_start(),
+            max_inner_bytes: self.max_inner_bytes,
+            validate_checksums: self.validate_checksums,
+        };
+        self.shared = Some(SharedIndexes::new(
+            &array.storage(),
+            array.path().as_str(),
+            layout,
+        ));
+        self
     }
 
     /// The byte range of the index inside a shard object.
@@ -299,9 +326,17 @@ impl ShardIndex {
         self.remember(shard, fetched.as_deref())
     }
 
-    /// The index of `shard` if it was read before.
+    /// The index of `shard` if it was read before (by this read, or by an earlier one that
+    /// shares its indexes).
     pub(crate) fn cached(&self, shard: &[u64]) -> Option<CachedIndex> {
-        self.cache.lock().ok().and_then(|c| c.get(shard).cloned())
+        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(shard).cloned()) {
+            return Some(hit);
+        }
+        let index = self.shared.as_ref()?.get(shard)?;
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(shard.to_vec(), Some(index.clone()));
+        }
+        Some(Some(index))
     }
 
     /// Decodes and caches the encoded index of `shard` (`None`: the shard is not stored).
@@ -316,7 +351,11 @@ impl ShardIndex {
                 let index = self.decode(bytes)?;
                 // The whole index, once: both read paths refuse the same damaged shards.
                 self.check(&index)?;
-                Some(Arc::new(index))
+                let index = Arc::new(index);
+                if let Some(shared) = &self.shared {
+                    shared.put(shard, index.clone());
+                }
+                Some(index)
             }
         };
         if let Ok(mut c) = self.cache.lock() {

@@ -170,6 +170,48 @@ fn bench_prints_a_median() {
 }
 
 #[test]
+fn bench_reads_listed_subsets_one_at_a_time() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-bench-subsets");
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("subsets.txt");
+    std::fs::write(&list, "0:1,0:4,0:4\n\n1:2,2:5,0:3\n").unwrap();
+    let list = list.to_str().unwrap();
+    let o = zarrbuf(&[
+        "bench",
+        &store("v3_large_3d"),
+        "--subsets",
+        list,
+        "--reps",
+        "2",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    assert!(
+        text.contains("2 subsets read one at a time") && text.contains("median read"),
+        "{text}"
+    );
+    // Two rates, one per repetition.
+    let rates = text
+        .split("reads/s ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap();
+    assert_eq!(rates.split_whitespace().count(), 2, "{text}");
+    std::fs::write(dir.join("bad.txt"), "0:1,0:999,0:1\n").unwrap();
+    assert_one_line_error(
+        &zarrbuf(&[
+            "bench",
+            &store("v3_large_3d"),
+            "--subsets",
+            dir.join("bad.txt").to_str().unwrap(),
+        ]),
+        "dimension 1",
+    );
+}
+
+#[test]
 fn failures_are_one_line_errors() {
     assert_one_line_error(
         &zarrbuf(&["read", "/no/such/store.zarr"]),

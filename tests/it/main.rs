@@ -44,6 +44,7 @@ mod remote;
 mod s3_faults;
 mod s3_requests;
 mod shard_encode;
+mod shard_index_cache;
 mod soundness;
 mod store_conformance;
 mod stores;

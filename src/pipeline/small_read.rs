@@ -1,0 +1,252 @@
+//! Small host reads: a read of a few chunks (inner chunks) into a C-contiguous host output in
+//! native byte order, with `PipelineMode::Auto`, as a training loop's random patches are.
+//!
+//! Each unit is fetched (`fetch.rs`: the stored-size check first; inner chunks through the
+//! shard index, shared by the reads of the same store object, `zarr/shard_index_cache.rs`)
+//! and decoded by the bounded decoders the staged pipeline uses (`DeviceCodec::decode_into`,
+//! into exactly the unit's decoded size) into a recycled buffer; then the part the read
+//! needs is copied into the output. The units of one read decode in parallel on rayon's
+//! global pool: no threads started, no staging slots, no second read of the shard index by
+//! zarrs. Reads this route does not take (other chains, transposed or byte-swapped layouts,
+//! strided outputs, more units) go the way they went before.
+
+use super::ShardReads;
+use super::read_driver::Fetch;
+use crate::buffer::NDBuffer;
+use crate::dtype::ByteOrder;
+use crate::error::Result;
+use crate::options::ReadOptions;
+use crate::zarr::{DeviceCodec, ShardIndex, Unit, UnitSource, chunk_error, fill_bytes, plan_units};
+use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use zarrs::array::Array;
+
+/// Decoded-chunk buffers kept for the next small read: at most this many bytes in all.
+const KEPT_BUFFER_BYTES: usize = 64 << 20;
+
+/// Buffers of decoded units, recycled between reads (a fresh MiB faults in its pages on
+/// every read).
+static BUFFERS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+fn take_buffer(len: usize) -> Vec<u8> {
+    let mut kept = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+    match kept.iter().position(|b| b.capacity() >= len) {
+        Some(i) => {
+            let mut b = kept.swap_remove(i);
+            b.resize(len, 0);
+            b
+        }
+        None => vec![0; len],
+    }
+}
+
+fn give_back(buffers: impl IntoIterator<Item = Vec<u8>>) {
+    let mut kept = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+    for b in buffers {
+        let held: usize = kept.iter().map(Vec::capacity).sum();
+        if held + b.capacity() <= KEPT_BUFFER_BYTES {
+            kept.push(b);
+        }
+    }
+}
+
+/// Reads `subset` of `array` into `out` by the small-read route when it applies (see the
+/// module docs) and returns whether it did; `max_units` is the most units it takes.
+pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    opts: &ReadOptions,
+    max_units: usize,
+    fetch: &Fetch<'_>,
+) -> Result<bool> {
+    let elem = out.dtype().size();
+    if opts.progress.is_some()
+        || !out.buffer().is_host_accessible()
+        || out.byte_order() != ByteOrder::native()
+        || !out.is_c_contiguous()
+    {
+        return Ok(false);
+    }
+    let mut plan = plan_units(array, subset, elem)?;
+    let Some(chain) = plan.chain.as_ref() else {
+        return Ok(false);
+    };
+    if plan.units.len() > max_units
+        || chain.layout.order.is_some()
+        || (elem > 1 && chain.layout.endian != ByteOrder::native())
+    {
+        return Ok(false);
+    }
+    let stored_as_decoded = chain.chain.bytes_to_bytes_codecs().is_empty();
+    let codec = DeviceCodec::of(&chain.chain);
+    let fill = fill_bytes(array);
+    if (codec.is_none() && !stored_as_decoded) || fill.len() != elem {
+        return Ok(false);
+    }
+    let shards = match plan.source {
+        UnitSource::Subchunk => Some(ShardReads::new(
+            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
+                .shared_with(array),
+            &mut plan.units,
+            false,
+            opts.staging_bytes as u64,
+        )),
+        _ => None,
+    };
+    let decode = |unit: &Unit| -> Result<Option<Vec<u8>>> {
+        let Some(encoded) = fetch(&plan, shards.as_ref(), unit)? else {
+            return Ok(None);
+        };
+        let expected = unit.num_elements() * elem;
+        let Some(codec) = codec else {
+            // Nothing to decompress: the fetched bytes are the decoded ones.
+            if encoded.len() != expected {
+                return Err(chunk_error(
+                    array,
+                    &unit.indices,
+                    format!(
+                        "stored as {} bytes, but its encoding takes exactly {expected}: the \
+                         chunk is damaged",
+                        encoded.len()
+                    ),
+                ));
+            }
+            return Ok(Some(encoded));
+        };
+        let mut buf = take_buffer(expected);
+        match codec.decode_into(&encoded, &mut buf, opts.validate_checksums) {
+            Ok(_) => Ok(Some(buf)),
+            Err(why) => {
+                give_back([buf]);
+                Err(chunk_error(array, &unit.indices, why))
+            }
+        }
+    };
+    let decoded: Vec<Option<Vec<u8>>> =
+        on_caller_and_pool(plan.units.len(), |i| decode(&plan.units[i]))
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(crate::error::Error::InvalidArgument(
+                        "internal error: a unit of a small read was not decoded (please report)"
+                            .into(),
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+    let start: Vec<u64> = subset.iter().map(|r| r.start).collect();
+    let out_shape = out.shape().to_vec();
+    let region = out
+        .buffer()
+        .try_slice(out.offset()..out.offset() + out.nbytes())?;
+    region.with_host_mut(|bytes| {
+        for (unit, data) in plan.units.iter().zip(&decoded) {
+            place(
+                unit,
+                data.as_deref(),
+                &start,
+                &out_shape,
+                elem,
+                &fill,
+                bytes,
+            );
+        }
+        Ok(())
+    })?;
+    give_back(decoded.into_iter().flatten());
+    Ok(true)
+}
+
+/// `f(0)`, …, `f(n - 1)`, in order (each `Some`): the calling thread takes indices one by one while up to
+/// `n - 1` jobs on rayon's global pool take the others, so a read of one unit hands nothing
+/// to another thread, and on a busy machine the caller does the work the pool is too slow to
+/// start.
+fn on_caller_and_pool<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<Option<T>> {
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = done.get(i) else {
+                break;
+            };
+            let value = f(i);
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        }
+    };
+    // The caller and the helpers together: one thread per core of rayon's pool.
+    let helpers = n
+        .saturating_sub(1)
+        .min(rayon::current_num_threads().saturating_sub(1));
+    rayon::in_place_scope(|s| {
+        for _ in 0..helpers {
+            s.spawn(|_| work());
+        }
+        work();
+    });
+    // Every index below n was taken by exactly one worker, which finished it before the
+    // scope ended (a panic in `f` would have ended the scope with that panic).
+    done.into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect()
+}
+
+/// Copies the part of `unit` the read needs from its decoded C-order bytes `data` (or the
+/// fill value, `None`) into the C-contiguous output `out` of shape `out_shape` that starts
+/// at array coordinates `start`.
+fn place(
+    unit: &Unit,
+    data: Option<&[u8]>,
+    start: &[u64],
+    out_shape: &[usize],
+    elem: usize,
+    fill: &[u8],
+    out: &mut [u8],
+) {
+    let d = out_shape.len();
+    let unit_shape = unit.shape_usize();
+    let local = unit.local_start();
+    let region = unit.region_shape();
+    let c_strides = |shape: &[usize]| -> Vec<usize> {
+        let mut s = vec![elem; shape.len()];
+        for k in (0..shape.len().saturating_sub(1)).rev() {
+            s[k] = s[k + 1] * shape[k + 1];
+        }
+        s
+    };
+    let (us, os) = (c_strides(&unit_shape), c_strides(out_shape));
+    if d == 0 {
+        match data {
+            Some(src) => out[..elem].copy_from_slice(&src[..elem]),
+            None => out[..elem].copy_from_slice(fill),
+        }
+        return;
+    }
+    let run = region[d - 1] * elem;
+    let rows: usize = region[..d - 1].iter().product();
+    let mut at = vec![0usize; d - 1];
+    for _ in 0..rows {
+        let mut src = local[d - 1] * elem;
+        let mut dst = (unit.region[d - 1].start - start[d - 1]) as usize * elem;
+        for k in 0..d - 1 {
+            src += (local[k] + at[k]) * us[k];
+            dst += ((unit.region[k].start - start[k]) as usize + at[k]) * os[k];
+        }
+        let to = &mut out[dst..dst + run];
+        match data {
+            Some(bytes) => to.copy_from_slice(&bytes[src..src + run]),
+            None => to
+                .chunks_exact_mut(elem)
+                .for_each(|e| e.copy_from_slice(fill)),
+        }
+        for k in (0..d - 1).rev() {
+            at[k] += 1;
+            if at[k] < region[k] {
+                break;
+            }
+            at[k] = 0;
+        }
+    }
+}
