@@ -66,6 +66,7 @@ mod option_types;
 mod pipeline;
 mod place;
 pub mod store;
+pub mod thread_pool;
 mod zarr;
 
 // The everyday types, at the root.

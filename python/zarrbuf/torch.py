@@ -27,9 +27,9 @@ bytes, so ``num_workers=4`` may hold 5 × N bytes; a ``zarrbuf.ChunkCache`` give
 same size in each other process (shared there by the datasets that shared it). DataLoader
 workers end with each epoch unless ``persistent_workers=True``, which a map-style dataset
 takes (its order comes from the sampler in the main process) and which keeps their caches
-warm from epoch to epoch. Workers started by ``fork`` (Linux's default) read without a
-cache (zarrbuf's cached reads use a thread pool that fork does not copy) and warn once:
-give the DataLoader ``multiprocessing_context="forkserver"`` (or ``"spawn"``) to keep them.
+warm from epoch to epoch. Workers started by ``fork`` (Linux's default), ``forkserver`` or
+``spawn`` all work: zarrbuf builds its thread pool and async runtime again in a forked
+process.
 
 This module imports torch; ``import zarrbuf`` does not.
 """
@@ -40,7 +40,6 @@ import itertools
 import operator
 import os
 import uuid
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -245,34 +244,6 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
     return rank, world_size
 
 
-# zarrbuf's cached reads decode on rayon's global pool, whose threads a fork() does not copy:
-# in a forked child (a DataLoader worker under the default start method on Linux) such a
-# read would wait forever, so forked children read without a cache and say so once.
-_FORKED = False
-_WARNED_FORK = False
-
-
-def _after_fork_in_child() -> None:
-    global _FORKED
-    _FORKED = True
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _no_cache_after_fork() -> None:
-    global _WARNED_FORK
-    if not _WARNED_FORK:
-        _WARNED_FORK = True
-        warnings.warn(
-            "zarrbuf.torch: this process was forked (a DataLoader worker started by fork), "
-            "where zarrbuf's chunk cache cannot run; it reads without one. Give the "
-            'DataLoader multiprocessing_context="forkserver" (or "spawn") to keep the caches.',
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-
 # One cache per process for each ChunkCache a dataset was given in another process.
 _PROCESS_CACHES: dict[str, Any] = {}
 # The token that names each ChunkCache given to a dataset of this process (kept alive here,
@@ -352,9 +323,7 @@ class _Source:
     def array(self) -> zarrbuf.Array:
         if self._array is None or self._pid != os.getpid():
             kwargs = dict(self.open_options)
-            if _FORKED and (self.cache_bytes is not None or self.cache is not None):
-                _no_cache_after_fork()
-            elif self.cache_bytes is not None:
+            if self.cache_bytes is not None:
                 kwargs["cache_bytes"] = self.cache_bytes
             elif self.cache is not None:
                 c = self.cache

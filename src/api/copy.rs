@@ -493,7 +493,8 @@ where
             Err(_) => Ok(false),
         }
     };
-    let results: Vec<Result<bool>> = (0..count).into_par_iter().map(whole).collect();
+    let results: Vec<Result<bool>> =
+        crate::thread_pool::install(|| (0..count).into_par_iter().map(whole).collect());
     for r in results {
         if !r? {
             return Ok(false);

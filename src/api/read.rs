@@ -413,43 +413,46 @@ fn copy_into_window(src: &NDBuffer, dst: &NDBuffer) -> Result<()> {
     let (_guard, bytes) = src.buffer().written_region("a copy")?.host_bytes()?;
     let s = &bytes[src.offset()..src.offset() + n];
     let region = dst.buffer().try_slice(w.byte_start..w.byte_end)?;
-    region.with_host_mut(|d| {
-        const PIECE: usize = 1 << 20;
-        if dst.is_c_contiguous() {
-            let at = dst.offset() - w.byte_start;
-            d[at..at + n]
-                .par_chunks_mut(PIECE)
-                .zip(s.par_chunks(PIECE))
-                .for_each(|(d, s)| d.copy_from_slice(s));
-            return Ok(());
-        }
-        // A window: parent rows along the first axis hold the window's rows at an offset.
-        let nd = dst.ndim();
-        let shape = dst.shape();
-        let parent: Vec<usize> = w.parent_shape.iter().map(|&v| v as usize).collect();
-        let origin: Vec<usize> = w.window.start().iter().map(|&v| v as usize).collect();
-        let mut pstride = vec![elem; nd];
-        for k in (0..nd.saturating_sub(1)).rev() {
-            pstride[k] = pstride[k + 1] * parent[k + 1];
-        }
-        let run = shape[nd - 1] * elem;
-        let src_row = n / shape[0];
-        let runs_per_row = src_row / run;
-        d.par_chunks_mut(pstride[0])
-            .zip(s.par_chunks(src_row))
-            .for_each(|(drow, srow)| {
-                for (r, src_run) in srow.chunks_exact(run).enumerate().take(runs_per_row) {
-                    // The index of run `r` over axes 1..nd-1, as a byte offset in the parent row.
-                    let mut rest = r;
-                    let mut at = origin[nd - 1] * elem;
-                    for k in (1..nd - 1).rev() {
-                        at += (origin[k] + rest % shape[k]) * pstride[k];
-                        rest /= shape[k];
+    // On the process's pool (see `thread_pool`: rayon's global one does not survive a fork).
+    crate::thread_pool::install(|| {
+        region.with_host_mut(|d| {
+            const PIECE: usize = 1 << 20;
+            if dst.is_c_contiguous() {
+                let at = dst.offset() - w.byte_start;
+                d[at..at + n]
+                    .par_chunks_mut(PIECE)
+                    .zip(s.par_chunks(PIECE))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+                return Ok(());
+            }
+            // A window: parent rows along the first axis hold the window's rows at an offset.
+            let nd = dst.ndim();
+            let shape = dst.shape();
+            let parent: Vec<usize> = w.parent_shape.iter().map(|&v| v as usize).collect();
+            let origin: Vec<usize> = w.window.start().iter().map(|&v| v as usize).collect();
+            let mut pstride = vec![elem; nd];
+            for k in (0..nd.saturating_sub(1)).rev() {
+                pstride[k] = pstride[k + 1] * parent[k + 1];
+            }
+            let run = shape[nd - 1] * elem;
+            let src_row = n / shape[0];
+            let runs_per_row = src_row / run;
+            d.par_chunks_mut(pstride[0])
+                .zip(s.par_chunks(src_row))
+                .for_each(|(drow, srow)| {
+                    for (r, src_run) in srow.chunks_exact(run).enumerate().take(runs_per_row) {
+                        // The index of run `r` over axes 1..nd-1, as a byte offset in the parent row.
+                        let mut rest = r;
+                        let mut at = origin[nd - 1] * elem;
+                        for k in (1..nd - 1).rev() {
+                            at += (origin[k] + rest % shape[k]) * pstride[k];
+                            rest /= shape[k];
+                        }
+                        drow[at..at + run].copy_from_slice(src_run);
                     }
-                    drow[at..at + run].copy_from_slice(src_run);
-                }
-            });
-        Ok(())
+                });
+            Ok(())
+        })
     })
 }
 

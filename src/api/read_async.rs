@@ -215,7 +215,9 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
             // writing into `out`.
             let (_stop, finish) = Cancel::pair();
             let task = tokio::task::spawn_blocking(move || {
-                read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
+                crate::thread_pool::install(|| {
+                    read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
+                })
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?

@@ -122,10 +122,12 @@ pub(crate) fn read_through_cache<S: ?Sized + Send + Sync + 'static>(
         return Ok(());
     }
     for group in misses.chunks(2 * opts.threads()) {
-        let decoded: Vec<NDBuffer> = group
-            .par_iter()
-            .map(|u| decode(&cached_region(&u.unit, shape)))
-            .collect::<Result<_>>()?;
+        let decoded: Vec<NDBuffer> = crate::thread_pool::install(|| {
+            group
+                .par_iter()
+                .map(|u| decode(&cached_region(&u.unit, shape)))
+                .collect::<Result<_>>()
+        })?;
         for (u, chunk) in group.iter().zip(decoded) {
             copy_unit(out, subset, &u.unit, &chunk)?;
             let bytes = chunk

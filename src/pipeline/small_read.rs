@@ -160,7 +160,7 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
 }
 
 /// `f(0)`, …, `f(n - 1)`, in order (each `Some`): the calling thread takes indices one by one while up to
-/// `n - 1` jobs on rayon's global pool take the others, so a read of one unit hands nothing
+/// `n - 1` jobs on the process's pool (`thread_pool`) take the others, so a read of one unit hands nothing
 /// to another thread, and on a busy machine the caller does the work the pool is too slow to
 /// start.
 fn on_caller_and_pool<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<Option<T>> {
@@ -176,11 +176,11 @@ fn on_caller_and_pool<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<O
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
         }
     };
-    // The caller and the helpers together: one thread per core of rayon's pool.
+    // The caller and the helpers together: one thread per core of the pool.
     let helpers = n
         .saturating_sub(1)
-        .min(rayon::current_num_threads().saturating_sub(1));
-    rayon::in_place_scope(|s| {
+        .min(crate::thread_pool::threads().saturating_sub(1));
+    crate::thread_pool::in_place_scope(|s| {
         for _ in 0..helpers {
             s.spawn(|_| work());
         }

@@ -140,7 +140,7 @@ impl VarLenRead {
     ) -> Result<VarLenBuffer> {
         let (plan, shards) = (&self.plan, self.shards.as_ref());
         let decoded = match opts.concurrency {
-            // A pool of the asked size, for this read only; rayon's global pool otherwise.
+            // A pool of the asked size, for this read only; the process's pool otherwise.
             Some(n) => rayon::ThreadPoolBuilder::new()
                 .num_threads(n.max(1))
                 .build()
@@ -148,7 +148,7 @@ impl VarLenRead {
                     Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}"))
                 })?
                 .install(|| decode_units(array, plan, shards, opts, fetch))?,
-            None => decode_units(array, plan, shards, opts, fetch)?,
+            None => crate::thread_pool::install(|| decode_units(array, plan, shards, opts, fetch))?,
         };
         let subset = &self.subset;
         let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();

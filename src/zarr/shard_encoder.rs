@@ -121,6 +121,18 @@ impl ShardEncoder {
         store_empty: bool,
         opts: &CodecOptions,
     ) -> std::result::Result<Option<Vec<u8>>, String> {
+        // The inner chunks are cut and compressed in parallel on the process's own pool
+        // (see `thread_pool`: rayon's global one does not survive a fork).
+        crate::thread_pool::install(|| self.encode_on_pool(source, extent, store_empty, opts))
+    }
+
+    fn encode_on_pool(
+        &self,
+        source: &ShardSource<'_>,
+        extent: &[u64],
+        store_empty: bool,
+        opts: &CodecOptions,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
         let counts = self.index.chunks_per_shard();
         if extent.len() != counts.len() || source.strides.len() != counts.len() {
             return Err(format!(

@@ -506,7 +506,7 @@ fn src_has_no_import_cycles() {
 const LAYERS: &[&[&str]] = &[
     &["place"],
     &["error"],
-    &["dtype", "options", "memory_limit"],
+    &["dtype", "options", "memory_limit", "thread_pool"],
     &["store"],
     &["driver"],
     &["memory"],

@@ -433,7 +433,9 @@ fn async_reads_match_sync_reads() {
     // An unsharded array: every chunk fetched at once.
     let dir = v3_strings("v3-string-async", "-");
     let all = rt.block_on(async {
-        let array = zarrbuf::open_async(dir.to_str().unwrap(), "").await.unwrap();
+        let array = zarrbuf::open_async(dir.to_str().unwrap(), "")
+            .await
+            .unwrap();
         array
             .read_varlen_all_async(&BufferPrototype::cpu())
             .await

@@ -1,0 +1,88 @@
+//! zarrbuf's own rayon pool: one per process, rebuilt in a forked child.
+//!
+//! rayon's global pool does not survive `fork()`. A child forked after the parent's pool had
+//! started (a PyTorch DataLoader worker, Python's `multiprocessing` on Linux) inherits the
+//! pool's bookkeeping but none of its threads, and its first parallel call waits forever for
+//! workers that do not exist. zarrbuf's parallel work (decoding the chunks of a read,
+//! encoding those of a write, and the rayon work zarrs does inside them) therefore runs on a
+//! pool that belongs to the process that uses it: [`install`] looks the pool up by process
+//! id, builds a new one the first time a process asks, and runs the work inside it, so every
+//! `par_iter` underneath runs on live threads.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The pool and the process that built it.
+static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// This process's pool; `None` when no thread could be started (then work runs where it is).
+fn pool() -> Option<Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let mut slot = lock(&POOL);
+    if let Some((owner, pool)) = slot.as_ref()
+        && *owner == pid
+    {
+        return Some(pool.clone());
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("zarrbuf-{i}"))
+        .build()
+        .ok()?;
+    // The parent's pool in a forked child: its threads are gone, so dropping it would ask
+    // them to stop; leak it instead (one per fork, a few hundred bytes).
+    if let Some(inherited) = slot.replace((pid, Arc::new(pool))) {
+        std::mem::forget(inherited);
+    }
+    slot.as_ref().map(|(_, pool)| pool.clone())
+}
+
+/// Runs `op` inside this process's pool (directly when the calling thread is one of its
+/// workers), so that rayon's parallel iterators under it use threads that exist.
+pub fn install<R: Send>(op: impl FnOnce() -> R + Send) -> R {
+    match pool() {
+        Some(pool) => pool.install(op),
+        None => op(),
+    }
+}
+
+/// Runs `op` on the calling thread inside a rayon scope whose spawned jobs go to this
+/// process's pool (rayon's `in_place_scope` on it): no hand-off for the caller's own share.
+pub fn in_place_scope<'scope, R>(op: impl FnOnce(&rayon::Scope<'scope>) -> R) -> R {
+    match pool() {
+        Some(pool) => pool.in_place_scope(op),
+        None => rayon::in_place_scope(op),
+    }
+}
+
+/// How many threads [`install`]'s pool has (at least 1).
+pub fn threads() -> usize {
+    pool().map_or(1, |p| p.current_num_threads())
+}
+
+#[cfg(test)]
+mod tests {
+    use rayon::prelude::*;
+
+    #[test]
+    fn work_runs_on_the_process_pool() {
+        let names: Vec<String> = super::install(|| {
+            (0..64)
+                .into_par_iter()
+                .map(|_| std::thread::current().name().unwrap_or("").to_string())
+                .collect()
+        });
+        assert!(names.iter().all(|n| n.starts_with("zarrbuf-")), "{names:?}");
+        assert!(super::threads() >= 1);
+    }
+
+    #[test]
+    fn nested_install_runs_inline() {
+        let sum: u64 = super::install(|| super::install(|| (0..1000u64).into_par_iter().sum()));
+        assert_eq!(sum, 499_500);
+    }
+}
