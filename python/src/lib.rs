@@ -64,9 +64,7 @@ fn py_err(e: zarrbuf::Error) -> PyErr {
 
 /// Runs zarrbuf work with the GIL released, turning errors and panics into `ZarrbufError`.
 fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> zarrbuf::Result<T> + Send) -> PyResult<T> {
-    // On zarrbuf's per-process pool: rayon's global one hangs in a forked child (a DataLoader
-    // worker) once the parent has used it.
-    let out = py.detach(|| catch_unwind(AssertUnwindSafe(|| zarrbuf::thread_pool::install(f))));
+    let out = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
     match out {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(py_err(e)),

@@ -272,9 +272,12 @@ fn read_direct<S: ?Sized + ReadableStorageTraits + 'static>(
             window.window.clone(),
             |target| {
                 guard_zarrs(array, || {
-                    array
-                        .retrieve_array_subset_into_opt(&request, target, &codec_opts)
-                        .map_err(|e| zarr_error(array, e))
+                    // zarrs decodes the chunks in parallel: on the process's pool (see
+                    // `thread_pool`: rayon's global one does not survive a fork).
+                    crate::thread_pool::install(|| {
+                        array.retrieve_array_subset_into_opt(&request, target, &codec_opts)
+                    })
+                    .map_err(|e| zarr_error(array, e))
                 })
             },
         )

@@ -215,9 +215,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
             // writing into `out`.
             let (_stop, finish) = Cancel::pair();
             let task = tokio::task::spawn_blocking(move || {
-                crate::thread_pool::install(|| {
-                    read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
-                })
+                read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?

@@ -102,10 +102,8 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
             let array = Arc::new(self.with_storage(self.storage()));
             // Decoding and the copies run on a blocking thread and rayon's pool.
             let task = tokio::task::spawn_blocking(move || {
-                crate::thread_pool::install(|| {
-                    read.run(&array, &proto, &opts, &|_, _, i| {
-                        Ok(fetched.get(i).and_then(|m| m.lock().ok()?.take()))
-                    })
+                read.run(&array, &proto, &opts, &|_, _, i| {
+                    Ok(fetched.get(i).and_then(|m| m.lock().ok()?.take()))
                 })
             });
             task.await

@@ -145,11 +145,13 @@ fn write_direct<S: ?Sized + ReadableWritableStorageTraits + 'static>(
     let bytes = contiguous.buffer().as_host_bytes()?;
     let start = contiguous.offset();
     let body = &bytes[start..start + contiguous.nbytes()];
-    array
-        .store_array_subset_opt(
+    // zarrs encodes the chunks in parallel: on the process's pool (see `thread_pool`).
+    crate::thread_pool::install(|| {
+        array.store_array_subset_opt(
             &ArraySubset::new_with_ranges(subset),
             ArrayBytes::from(body),
             &opts.codec_options(),
         )
-        .map_err(|e| zarr_error(array, e))
+    })
+    .map_err(|e| zarr_error(array, e))
 }

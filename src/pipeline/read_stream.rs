@@ -90,7 +90,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
         // A thread that cannot start drops `job`: its item becomes an error (see `launch`).
         let _ = std::thread::Builder::new()
             .name("zarrbuf-stream".into())
-            .spawn(|| crate::thread_pool::install(job));
+            .spawn(job);
     }
 }
 
@@ -144,10 +144,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
 
     fn spawn(&self, job: Box<dyn FnOnce() + Send>) {
         // Dropped unrun if the runtime shuts down: its item becomes an error.
-        drop(
-            self.handle
-                .spawn_blocking(|| crate::thread_pool::install(job)),
-        );
+        drop(self.handle.spawn_blocking(job));
     }
 }
 

@@ -167,10 +167,10 @@ fn element_type<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
         .unwrap_or_else(|| "unnamed".into());
     let Some(size) = dt.fixed_size() else {
         return Err(Error::Unsupported(format!(
-            "array {} has the variable-length data type {name}; zarrbuf buffers hold fixed-size \
-             elements on every prototype. Read variable-length strings or bytes on the CPU with \
-             zarrs (array.retrieve_array_subset::<Vec<String>>(..) or ::<Vec<Vec<u8>>>(..)) or \
-             with zarr-python",
+            "array {} has the variable-length data type {name}; an NDBuffer holds fixed-size \
+             elements. Read it into a VarLenBuffer (Arrow's layout) with \
+             ArrayReadVarLenExt::read_varlen (zarrbuf::VarLenBuffer; from Python, \
+             zarrbuf.open(...).read() gives strings or bytes)",
             array.path()
         )));
     };
