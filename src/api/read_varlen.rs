@@ -1,12 +1,12 @@
 //! Reading variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
 
+use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::dtype::VarLenKind;
 use crate::error::Result;
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{VarLenStreamReads, fetch_unit, read_varlen};
 use crate::zarr::{check_subset, vlen_kind};
-use super::read_varlen_stream::VarLenReadStream;
 use std::ops::Range;
 use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
