@@ -5,9 +5,10 @@ use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::dtype::VarLenKind;
 use crate::error::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{VarLenStreamReads, fetch_unit, read_varlen};
+use crate::pipeline::{Cancel, VarLenStreamReads, fetch_unit, read_varlen};
 use crate::zarr::{check_subset, vlen_kind};
 use std::ops::Range;
+use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
 
@@ -140,7 +141,17 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        VarLenReadStream::new(VarLenStreamReads::of_sync_array(self, subsets, proto, opts))
+        let array = Arc::new(self.with_storage(self.storage()));
+        let (proto, read_opts) = (proto.clone(), opts.read.clone());
+        let read = move |subset: &[Range<u64>], cancel: &Cancel| {
+            check_subset(array.shape(), subset, array.path().as_str())?;
+            read_varlen(&array, subset, &proto, &read_opts, &|plan, shards, i| {
+                cancel.check("read stream")?;
+                fetch_unit(array.as_ref(), plan, shards, &plan.units[i])
+            })
+        };
+        let subsets = Box::new(subsets.into_iter());
+        VarLenReadStream::new(VarLenStreamReads::new(Arc::new(read), subsets, opts))
     }
 
     fn varlen_kind(&self) -> Option<VarLenKind> {

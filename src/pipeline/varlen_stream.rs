@@ -1,23 +1,21 @@
 //! The reads behind a variable-length read stream ([`crate::VarLenReadStream`]): subsets
-//! admitted lazily up to the prefetch bound, each read on a plain thread of its own through
-//! [`read_varlen`], results yielded in order, and every read stopped (and waited for) when
+//! admitted lazily up to the prefetch bound, each read on a plain thread of its own by the
+//! function the stream was made with (`api/read_varlen.rs`: through `read_varlen`;
+//! `api/read_varlen_async.rs`: on the tokio runtime), results yielded in order, and every read stopped (and waited for) when
 //! the stream is dropped. Unlike the fixed-size [`super::StreamReads`], the reads share no
 //! encoded chunks: each fetches its own.
 
 use super::read_stream::ranges_text;
-use super::{Cancel, StopOnDrop, fetch_unit, read_varlen};
-use crate::buffer::{BufferPrototype, VarLenBuffer};
+use super::{Cancel, StopOnDrop};
+use crate::buffer::VarLenBuffer;
 use crate::error::{Error, Result};
 use crate::options::StreamOptions;
-use crate::zarr::check_subset;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, mpsc};
-use zarrs::array::Array;
-use zarrs::storage::ReadableStorageTraits;
 
-/// Reads one subset, stopping at its next chunk once `cancel` is signalled.
-type ReadOne = dyn Fn(&[Range<u64>], &Cancel) -> Result<VarLenBuffer> + Send + Sync;
+/// Reads one subset (on its thread), stopping at its next chunk once `cancel` is signalled.
+pub(crate) type VarLenReadOne = dyn Fn(&[Range<u64>], &Cancel) -> Result<VarLenBuffer> + Send + Sync;
 
 /// One subset admitted: its result to come, and the guard that cancels its read.
 struct InFlight {
@@ -31,7 +29,7 @@ struct InFlight {
 /// flight in order.
 pub(crate) struct VarLenStreamReads {
     subsets: Box<dyn Iterator<Item = Vec<Range<u64>>> + Send>,
-    read: Arc<ReadOne>,
+    read: Arc<VarLenReadOne>,
     prefetch: usize,
     in_flight: VecDeque<InFlight>,
     next_index: usize,
@@ -39,30 +37,15 @@ pub(crate) struct VarLenStreamReads {
 }
 
 impl VarLenStreamReads {
-    /// The reads of a sync array's subsets, each on a plain thread of its own.
-    pub(crate) fn of_sync_array<S, I>(
-        array: &Array<S>,
-        subsets: I,
-        proto: &BufferPrototype,
+    /// The reads of `subsets`, each by `read` on a plain thread of its own.
+    pub(crate) fn new(
+        read: Arc<VarLenReadOne>,
+        subsets: Box<dyn Iterator<Item = Vec<Range<u64>>> + Send>,
         opts: &StreamOptions,
-    ) -> Self
-    where
-        S: ?Sized + ReadableStorageTraits + 'static,
-        I: IntoIterator<Item = Vec<Range<u64>>>,
-        I::IntoIter: Send + 'static,
-    {
-        let array = Arc::new(array.with_storage(array.storage()));
-        let (proto, read_opts) = (proto.clone(), opts.read.clone());
-        let read = move |subset: &[Range<u64>], cancel: &Cancel| {
-            check_subset(array.shape(), subset, array.path().as_str())?;
-            read_varlen(&array, subset, &proto, &read_opts, &|plan, shards, i| {
-                cancel.check("read stream")?;
-                fetch_unit(array.as_ref(), plan, shards, &plan.units[i])
-            })
-        };
+    ) -> Self {
         VarLenStreamReads {
-            subsets: Box::new(subsets.into_iter()),
-            read: Arc::new(read),
+            subsets,
+            read,
             prefetch: opts.in_flight(),
             in_flight: VecDeque::new(),
             next_index: 0,
