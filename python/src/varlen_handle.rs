@@ -4,8 +4,8 @@
 //! other (see [`Opened`]).
 
 use crate::array::{Array, Inner, PySubsets, to_ranges};
-use crate::varlen_stream::VarLenReadStream;
 use crate::varlen::{VarLenArray, element, kind_name, reshape};
+use crate::varlen_stream::VarLenReadStream;
 use crate::{ZarrbufError, numpy_strings, py_err, run, runtime};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;

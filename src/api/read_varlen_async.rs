@@ -1,8 +1,8 @@
 //! Async reads of variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
 
+use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::error::{Error, Result};
-use super::read_varlen_stream::VarLenReadStream;
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{Cancel, ShardReads, VarLenRead, VarLenStreamReads, fetch_unit_async};
 use crate::zarr::{Unit, check_subset};

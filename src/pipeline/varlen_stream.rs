@@ -15,7 +15,8 @@ use std::ops::Range;
 use std::sync::{Arc, mpsc};
 
 /// Reads one subset (on its thread), stopping at its next chunk once `cancel` is signalled.
-pub(crate) type VarLenReadOne = dyn Fn(&[Range<u64>], &Cancel) -> Result<VarLenBuffer> + Send + Sync;
+pub(crate) type VarLenReadOne =
+    dyn Fn(&[Range<u64>], &Cancel) -> Result<VarLenBuffer> + Send + Sync;
 
 /// One subset admitted: its result to come, and the guard that cancels its read.
 struct InFlight {
