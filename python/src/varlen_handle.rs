@@ -178,14 +178,18 @@ impl VarLenHandle {
     /// Reads `ranges` into `out`: a NumPy `StringDType` array (strings) or object array
     /// (byte strings) shaped as the ranges without the axes `drop`, any strides (a view of
     /// a larger array is fine). Strings are packed in place, without a temporary array.
-    #[pyo3(signature = (ranges, drop, out))]
+    /// `cache` is accepted for symmetry with `Array.read_into` (the codec pipeline passes
+    /// its cache to both); variable-length arrays are not cached.
+    #[pyo3(signature = (ranges, drop, out, cache = None))]
     fn read_into(
         &self,
         py: Python<'_>,
         ranges: Vec<(u64, u64)>,
         drop: Vec<usize>,
         out: &Bound<'_, PyAny>,
+        cache: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let _ = cache;
         let v = self.read_buffer(py, &ranges, &drop, "cpu")?;
         let out_shape: Vec<u64> = out.getattr("shape")?.extract()?;
         if out_shape != v.shape() {
