@@ -10,18 +10,19 @@
 
 #![allow(clippy::single_range_in_vec_init)] // 1-D subsets: one range in a Vec, on purpose
 
+use futures::StreamExt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zarrbuf::options::StreamOptions;
-use zarrbuf::{ArrayReadVarLenExt, BufferPrototype, Error, VarLenBuffer};
+use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, BufferPrototype, Error, VarLenBuffer};
 use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{
-    MaybeBytes, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey,
-    WritableStorageTraits,
+    AsyncMaybeBytesIterator, AsyncReadableStorageTraits, MaybeBytes, MaybeBytesIterator,
+    ReadableStorageTraits, StorageError, StoreKey, WritableStorageTraits,
 };
 
 type Delay = Box<dyn Fn(u64) -> Duration + Send + Sync>;
@@ -311,4 +312,145 @@ fn dropping_the_stream_stops_the_reads_in_flight() {
         gets,
         "no request started after the drop"
     );
+}
+
+/// `Slow` as an async store: the delay is a tokio sleep, so a dropped request is abandoned.
+struct SlowAsync(Arc<Slow>);
+
+/// Ends an async request's count when it finishes or is dropped.
+struct Active<'a>(&'a AtomicUsize);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncReadableStorageTraits for SlowAsync {
+    async fn get(&self, key: &StoreKey) -> Result<MaybeBytes, StorageError> {
+        let s = &self.0;
+        if let Some(chunk) = chunk_of(key) {
+            s.gets.fetch_add(1, Ordering::SeqCst);
+            let now = s.active.fetch_add(1, Ordering::SeqCst) + 1;
+            s.max_active.fetch_max(now, Ordering::SeqCst);
+            let _active = Active(&s.active);
+            tokio::time::sleep((s.delay)(chunk)).await;
+        }
+        s.inner.get(key)
+    }
+
+    async fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> Result<AsyncMaybeBytesIterator<'a>, StorageError> {
+        let Some(all) = self.get(key).await? else {
+            return Ok(None);
+        };
+        let parts: Vec<Result<zarrs::storage::Bytes, StorageError>> = byte_ranges
+            .map(|r| {
+                let r = r.to_range(all.len() as u64);
+                Ok(all.slice(r.start as usize..r.end as usize))
+            })
+            .collect();
+        Ok(Some(futures::stream::iter(parts).boxed()))
+    }
+
+    async fn size_key(&self, key: &StoreKey) -> Result<Option<u64>, StorageError> {
+        self.0.inner.size_key(key)
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _enter = rt.enter();
+    // Chunks 0 to 7 come at once; the others take 5 s each.
+    let slow = Slow::new(memory_strings(64, 4), |i| {
+        if i < 8 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(5)
+        }
+    });
+    let store = Arc::new(SlowAsync(slow.clone()));
+    let array = rt.block_on(Array::async_open(store.clone(), "/s")).unwrap();
+    let subsets = vec![
+        vec![30..32],
+        vec![0..9],
+        vec![2..3],
+        vec![5..32],
+        vec![0..0],
+    ];
+    let items: Vec<_> = array
+        .read_varlen_stream(
+            subsets[..3].to_vec(),
+            &BufferPrototype::cpu(),
+            &StreamOptions::default(),
+        )
+        .unwrap()
+        .collect();
+    for (item, subset) in items.iter().zip(&subsets) {
+        let direct = rt
+            .block_on(array.read_varlen_async(subset, &BufferPrototype::cpu()))
+            .unwrap();
+        assert_eq!(
+            strings(item.as_ref().unwrap()),
+            strings(&direct),
+            "{subset:?}"
+        );
+        assert_eq!(strings(&direct), expect_range(&subset[0]));
+    }
+    // Subset 1 is in flight for 5 s: dropping the stream abandons its fetches.
+    let mut stream = array
+        .read_varlen_stream(
+            subsets[2..].to_vec(),
+            &BufferPrototype::cpu(),
+            &StreamOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        strings(&stream.next().unwrap().unwrap()),
+        expect_range(&(2..3))
+    );
+    let t = Instant::now();
+    while slow.active.load(Ordering::SeqCst) == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        slow.active.load(Ordering::SeqCst) > 0,
+        "the slow read is fetching"
+    );
+    let t = Instant::now();
+    drop(stream);
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the drop took {took:?}: fetches were not abandoned"
+    );
+    assert_eq!(
+        slow.active.load(Ordering::SeqCst),
+        0,
+        "no request outlives the stream"
+    );
+    // Outside a runtime the stream is refused with a sentence.
+    drop(_enter);
+    let err = array
+        .read_varlen_stream(
+            [vec![0..1]],
+            &BufferPrototype::cpu(),
+            &StreamOptions::default(),
+        )
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("need a tokio runtime"), "{err}");
 }
