@@ -388,7 +388,7 @@ fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
         vec![30..32],
         vec![0..9],
         vec![2..3],
-        vec![5..32],
+        vec![5..40],
         vec![0..0],
     ];
     let items: Vec<_> = array
