@@ -353,5 +353,9 @@ def test_strings_on_s3_read_through_zarrbuf_and_writes_fall_back(monkeypatch):
         monkeypatch.setenv(k, v)
     a = zarrbuf.open(f"s3://zarrbuf-obstore/{prefix}")  # the async route, directly
     assert a.read().tolist() == WORDS
+    sels = [slice(5, 9), 2, slice(0, 4)]
+    assert [flat(np.asarray(v)) for v in a.read_stream(sels, prefetch=2)] == [
+        WORDS[5:9], [WORDS[2]], WORDS[0:4]
+    ]
     with pytest.raises(zarrbuf.ZarrbufError, match="not supported yet"):
         a[0:1] = ["x"]
