@@ -237,7 +237,7 @@ pub mod multi {
 
 /// Read streams: many subsets read ahead of the consumer, in order.
 pub mod stream {
-    pub use crate::api::{BlockingReadStream, ReadStream};
+    pub use crate::api::{BlockingReadStream, ReadStream, VarLenReadStream};
 
     /// Options of read streams. Deprecated here: options types are in [`crate::options`].
     #[deprecated(note = "use zarrbuf::options::StreamOptions")]

@@ -346,9 +346,9 @@ impl Array {
 /// (taking the GIL for each pull); the axes to drop go to the consumer in order, and an
 /// error of the Python iterator ends the subsets and is raised after the items before it.
 pub(crate) struct PySubsets {
-    iter: Py<PyIterator>,
-    drops: Arc<Mutex<VecDeque<Vec<usize>>>>,
-    error: Arc<Mutex<Option<PyErr>>>,
+    pub(crate) iter: Py<PyIterator>,
+    pub(crate) drops: Arc<Mutex<VecDeque<Vec<usize>>>>,
+    pub(crate) error: Arc<Mutex<Option<PyErr>>>,
 }
 
 impl Iterator for PySubsets {

@@ -25,6 +25,7 @@ mod ndarray;
 mod numpy_strings;
 mod varlen;
 mod varlen_handle;
+mod varlen_stream;
 
 use array::{Array, Inner, ReadStream};
 use cache::PyChunkCache;
@@ -356,6 +357,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
+    m.add_class::<varlen_stream::VarLenReadStream>()?;
     varlen::register(m)?;
     m.add_class::<PyChunkCache>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;

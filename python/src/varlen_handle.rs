@@ -3,12 +3,15 @@
 //! for those types: reads give `VarLenArray`s, writes take them. `open` returns one or the
 //! other (see [`Opened`]).
 
-use crate::array::{Array, Inner, to_ranges};
+use crate::array::{Array, Inner, PySubsets, to_ranges};
 use crate::varlen::{VarLenArray, element, kind_name, reshape};
+use crate::varlen_stream::VarLenReadStream;
 use crate::{ZarrbufError, numpy_strings, py_err, run, runtime};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
+use std::sync::Arc;
+use zarrbuf::options::StreamOptions;
 use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, ArrayWriteVarLenExt, VarLenKind};
 
 /// An opened array of variable-length elements.
@@ -175,14 +178,18 @@ impl VarLenHandle {
     /// Reads `ranges` into `out`: a NumPy `StringDType` array (strings) or object array
     /// (byte strings) shaped as the ranges without the axes `drop`, any strides (a view of
     /// a larger array is fine). Strings are packed in place, without a temporary array.
-    #[pyo3(signature = (ranges, drop, out))]
+    /// `cache` is accepted for symmetry with `Array.read_into` (the codec pipeline passes
+    /// its cache to both); variable-length arrays are not cached.
+    #[pyo3(signature = (ranges, drop, out, cache = None))]
     fn read_into(
         &self,
         py: Python<'_>,
         ranges: Vec<(u64, u64)>,
         drop: Vec<usize>,
         out: &Bound<'_, PyAny>,
+        cache: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let _ = cache;
         let v = self.read_buffer(py, &ranges, &drop, "cpu")?;
         let out_shape: Vec<u64> = out.getattr("shape")?.extract()?;
         if out_shape != v.shape() {
@@ -251,19 +258,38 @@ impl VarLenHandle {
         }
     }
 
-    /// Streams are for fixed-size elements.
+    /// A prefetching stream of reads, as `Array.read_stream`: `subsets` is an iterator of
+    /// `(ranges, drop)` pairs, pulled lazily; at most `prefetch` are read at once; the
+    /// `VarLenArray` results come in order (see `VarLenReadStream`).
     #[pyo3(signature = (subsets, device = "cpu", prefetch = 4))]
     fn read_stream(
         &self,
+        py: Python<'_>,
         subsets: &Bound<'_, PyAny>,
         device: &str,
         prefetch: usize,
-    ) -> PyResult<()> {
-        let _ = (subsets, device, prefetch);
-        Err(ZarrbufError::new_err(format!(
-            "{}: read_stream reads arrays of fixed-size elements; read strings with read()",
-            self.label
-        )))
+    ) -> PyResult<VarLenReadStream> {
+        let proto = crate::array::prototype(device).map_err(py_err)?;
+        let pulled = PySubsets {
+            iter: subsets.try_iter()?.unbind(),
+            drops: Arc::default(),
+            error: Arc::default(),
+        };
+        let (drops, error) = (pulled.drops.clone(), pulled.error.clone());
+        let opts = StreamOptions::default().with_prefetch(prefetch);
+        let stream = run(py, || match &self.inner {
+            Inner::Sync(a) => Ok(ArrayReadVarLenExt::read_varlen_stream(
+                a.as_ref(),
+                pulled,
+                &proto,
+                &opts,
+            )),
+            Inner::Async(a) => {
+                let _enter = runtime()?.enter();
+                ArrayReadVarLenAsyncExt::read_varlen_stream(a.as_ref(), pulled, &proto, &opts)
+            }
+        })?;
+        Ok(VarLenReadStream::new(stream, drops, error))
     }
 
     fn __repr__(&self) -> String {

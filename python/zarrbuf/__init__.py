@@ -177,13 +177,15 @@ class Array:
 
     def read_stream(
         self, selections: Iterable[Any], device: str = "cpu", prefetch: int = 4
-    ) -> Iterator[NDArray]:
+    ) -> Iterator[NDArray] | Iterator[VarLenArray]:
         """Reads many selections (a training loop's minibatches) ahead of the caller and
-        yields their results in order, as :meth:`read` would return them.
+        yields their results in order, as :meth:`read` would return them (a
+        :class:`VarLenArray` each for arrays of strings or bytes).
 
         At most ``prefetch`` selections are read at once (counting results not yet taken);
         ``selections`` is pulled lazily, so it may be endless. Chunks needed by several
-        selections in flight are fetched once. ``next()`` waits with the GIL released. A
+        selections in flight are fetched once (not for strings: each of their reads fetches
+        its own). ``next()`` waits with the GIL released. A
         failed selection raises :class:`ZarrbufError` naming it (its position and ranges);
         calling ``next()`` again goes on with the next one. ``close()`` (or dropping the
         iterator) cancels the reads in flight. Wrap it in a

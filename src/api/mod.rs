@@ -8,7 +8,9 @@
 //! by the four traits; `read_stream` is the public face of `pipeline::StreamReads`; `read`
 //! and `read_async` make streams; `multi` reads through `read`; `write` and `write_async`
 //! stand alone; `copy` uses `read` and `write`; `read_varlen` and `read_varlen_async` read
-//! variable-length arrays into `VarLenBuffer`s through `pipeline::read_varlen`.
+//! variable-length arrays into `VarLenBuffer`s through `pipeline::read_varlen`;
+//! `read_varlen_stream` is the public face of `pipeline::VarLenStreamReads`, made by
+//! `read_varlen`.
 
 mod copy;
 mod create;
@@ -18,6 +20,7 @@ mod read_async;
 mod read_stream;
 mod read_varlen;
 mod read_varlen_async;
+mod read_varlen_stream;
 mod target;
 mod write;
 mod write_async;
@@ -30,6 +33,7 @@ pub use read_async::ArrayReadAsyncExt;
 pub use read_stream::{BlockingReadStream, ReadStream};
 pub use read_varlen::ArrayReadVarLenExt;
 pub use read_varlen_async::ArrayReadVarLenAsyncExt;
+pub use read_varlen_stream::VarLenReadStream;
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use write_varlen::ArrayWriteVarLenExt;

@@ -1,12 +1,14 @@
 //! Reading variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
 
+use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::dtype::VarLenKind;
 use crate::error::Result;
-use crate::options::ReadOptions;
-use crate::pipeline::{fetch_unit, read_varlen};
+use crate::options::{ReadOptions, StreamOptions};
+use crate::pipeline::{Cancel, VarLenStreamReads, fetch_unit, read_varlen};
 use crate::zarr::{check_subset, vlen_kind};
 use std::ops::Range;
+use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
 
@@ -72,6 +74,36 @@ pub trait ArrayReadVarLenExt {
         opts: &ReadOptions,
     ) -> Result<VarLenBuffer>;
 
+    /// Reads many subsets ahead of the consumer, at most `opts.prefetch` at once on threads
+    /// of their own (each as [`read_varlen_opt`](Self::read_varlen_opt) with `opts.read`),
+    /// yielded in order as a blocking iterator; a failed subset is an `Err` item and the
+    /// stream goes on; dropping it cancels the reads in flight (see
+    /// [`VarLenReadStream`] and the fixed-size [`crate::ArrayReadExt::read_stream`]).
+    ///
+    /// ```
+    /// # use zarrbuf::{ArrayReadVarLenExt, BufferPrototype, options::StreamOptions};
+    /// # use zarrs::array::{ArrayBuilder, data_type};
+    /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
+    /// # let array = ArrayBuilder::new(vec![6], vec![3], data_type::string(), "").build(store, "/s").unwrap();
+    /// array.store_chunk(&[1], vec!["x", "yy", "zzz"]).unwrap();
+    /// let batches = [vec![4..6], vec![0..2]];
+    /// let counts: Vec<usize> = array
+    ///     .read_varlen_stream(batches, &BufferPrototype::cpu(), &StreamOptions::default())
+    ///     .map(|b| b.map(|b| b.values().len()))
+    ///     .collect::<zarrbuf::Result<_>>()?;
+    /// assert_eq!(counts, [5, 0]); // "yy" + "zzz", then two fill values ""
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    fn read_varlen_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> VarLenReadStream
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static;
+
     /// What the array's elements are when they are of variable length (strings or byte
     /// strings), `None` for arrays of fixed-size elements: tells which trait reads it.
     fn varlen_kind(&self) -> Option<VarLenKind>;
@@ -97,6 +129,29 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
     ) -> Result<VarLenBuffer> {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
         self.read_varlen_opt(&subset, proto, opts)
+    }
+
+    fn read_varlen_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> VarLenReadStream
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        let array = Arc::new(self.with_storage(self.storage()));
+        let (proto, read_opts) = (proto.clone(), opts.read.clone());
+        let read = move |subset: &[Range<u64>], cancel: &Cancel| {
+            check_subset(array.shape(), subset, array.path().as_str())?;
+            read_varlen(&array, subset, &proto, &read_opts, &|plan, shards, i| {
+                cancel.check("read stream")?;
+                fetch_unit(array.as_ref(), plan, shards, &plan.units[i])
+            })
+        };
+        let subsets = Box::new(subsets.into_iter());
+        VarLenReadStream::new(VarLenStreamReads::new(Arc::new(read), subsets, opts))
     }
 
     fn varlen_kind(&self) -> Option<VarLenKind> {

@@ -1,9 +1,10 @@
 //! Async reads of variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
 
+use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::error::{Error, Result};
-use crate::options::ReadOptions;
-use crate::pipeline::{ShardReads, VarLenRead, fetch_unit_async};
+use crate::options::{ReadOptions, StreamOptions};
+use crate::pipeline::{Cancel, ShardReads, VarLenRead, VarLenStreamReads, fetch_unit_async};
 use crate::zarr::{Unit, check_subset};
 use futures::{StreamExt, TryStreamExt};
 use std::ops::Range;
@@ -66,6 +67,46 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
         proto: &BufferPrototype,
         opts: &ReadOptions,
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send;
+
+    /// The read stream of [`crate::ArrayReadVarLenExt::read_varlen_stream`] for an async
+    /// store, made inside a tokio runtime (an error outside one): each subset is read as
+    /// [`read_varlen_opt_async`](Self::read_varlen_opt_async) on a plain thread of its own
+    /// that waits on that runtime. The stream is a blocking iterator: take its items
+    /// outside async tasks (e.g. `spawn_blocking`). Dropping it abandons the fetches in
+    /// flight; a read already decoding finishes on the runtime's blocking pool.
+    ///
+    /// ```
+    /// # fn main() -> zarrbuf::Result<()> {
+    /// use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayWriteVarLenExt, BufferPrototype, VarLenBuffer};
+    /// use zarrbuf::options::StreamOptions;
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-vstream-{}", std::process::id()));
+    /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
+    /// let store = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(&dir).map_err(|e| err(&e))?);
+    /// let array = ArrayBuilder::new(vec![4], vec![2], data_type::string(), "").build(store, "/s").map_err(|e| err(&e))?;
+    /// array.store_metadata().map_err(|e| err(&e))?;
+    /// array.write_varlen(&[0..4], &VarLenBuffer::from_strings(vec![4], ["a", "b", "c", "d"])?)?;
+    ///
+    /// let rt = tokio::runtime::Runtime::new().map_err(|e| err(&e))?;
+    /// let _enter = rt.enter(); // the stream's reads wait on `rt`
+    /// let array = rt.block_on(zarrbuf::open_async(&format!("file://{}", dir.display()), "s"))?;
+    /// let stream = array.read_varlen_stream([vec![2..4], vec![0..1]], &BufferPrototype::cpu(), &StreamOptions::default())?;
+    /// let got: Vec<Vec<String>> = stream
+    ///     .map(|b| b?.iter_str()?.collect::<zarrbuf::Result<Vec<String>>>())
+    ///     .collect::<zarrbuf::Result<_>>()?;
+    /// assert_eq!(got, [vec!["c", "d"], vec!["a"]]);
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(()) }
+    /// ```
+    fn read_varlen_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<VarLenReadStream>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static;
 }
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt for Array<S> {
@@ -119,6 +160,35 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
         let (proto, opts) = (proto.clone(), opts.clone());
         async move { self.read_varlen_opt_async(&subset, &proto, &opts).await }
+    }
+
+    fn read_varlen_stream<I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<VarLenReadStream>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::InvalidArgument(
+                "read streams of async arrays need a tokio runtime: make them inside one \
+                 (in a task, or after `runtime.enter()`)"
+                    .into(),
+            )
+        })?;
+        let array = Arc::new(self.with_storage(self.storage()));
+        let (proto, read_opts) = (proto.clone(), opts.read.clone());
+        let read = move |subset: &[Range<u64>], cancel: &Cancel| {
+            cancel.check("read stream")?;
+            let fut = array.read_varlen_opt_async(subset, &proto, &read_opts);
+            handle.block_on(cancel.unless_dropped("read stream", fut))
+        };
+        let subsets = Box::new(subsets.into_iter());
+        let reads = VarLenStreamReads::new(Arc::new(read), subsets, opts);
+        Ok(VarLenReadStream::new(reads))
     }
 }
 

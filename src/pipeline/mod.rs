@@ -36,6 +36,7 @@ mod staged_write;
 mod store_queue;
 mod tuning;
 mod varlen_read;
+mod varlen_stream;
 mod write_batches;
 mod write_driver;
 
@@ -58,4 +59,5 @@ pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite
 pub(crate) use store_queue::StoreQueue;
 pub use tuning::{Tuning, tuning};
 pub(crate) use varlen_read::{VarLenRead, read_varlen};
+pub(crate) use varlen_stream::VarLenStreamReads;
 pub(crate) use write_driver::write_staged;

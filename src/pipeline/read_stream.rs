@@ -375,7 +375,7 @@ fn read_one(
     Ok(out)
 }
 
-fn ranges_text(subset: &[Range<u64>]) -> String {
+pub(crate) fn ranges_text(subset: &[Range<u64>]) -> String {
     let parts: Vec<String> = subset
         .iter()
         .map(|r| format!("{}..{}", r.start, r.end))

@@ -53,6 +53,7 @@ mod varlen_cli;
 mod varlen_copy;
 mod varlen_crash;
 mod varlen_read;
+mod varlen_stream;
 mod varlen_write;
 mod write;
 mod zarrs_decoded;
