@@ -564,7 +564,8 @@ class ZarrbufCodecPipeline(CodecPipeline):
                 msg = str(e)
                 if "metadata" in msg:
                     what = "array metadata zarrs cannot use"
-                elif msg.startswith("unsupported"):
+                elif msg.startswith("unsupported") and "icechunk session" not in msg:
+                    # (an icechunk session zarrbuf cannot use is a store it cannot open)
                     what = "an encoding zarrbuf does not read"
                 else:
                     what = "a store zarrbuf cannot open"
