@@ -147,6 +147,19 @@ impl VarLenHandle {
         matches!(self.inner, Inner::Sync(_))
     }
 
+    /// Variable-length arrays are read without a chunk cache (`None`), so there is nothing
+    /// to drop: `invalidate_cache` takes the same arguments as `Array.invalidate_cache` and
+    /// does nothing, for code (zarr-python's pipeline) that handles both kinds alike.
+    #[getter]
+    fn cache(&self) -> Option<crate::cache::PyChunkCache> {
+        None
+    }
+
+    #[pyo3(signature = (cache = None))]
+    fn invalidate_cache(&self, cache: Option<PyRef<'_, crate::cache::PyChunkCache>>) {
+        let _ = cache;
+    }
+
     /// The chunk shape (the shard shape of sharded arrays).
     #[getter]
     fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
