@@ -44,6 +44,12 @@ pub(crate) fn remember<T: ?Sized + Send + Sync + 'static>(store: &Arc<T>, locati
 
 /// The location `store` was opened at, if zarrbuf opened it and it is still alive.
 pub(crate) fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
+    with_opened(store, |e| Some(e.location.clone()))
+}
+
+/// `f` of the newest live record of `store` (the same address may have been reused by a
+/// store opened later; dead records are skipped).
+fn with_opened<T: ?Sized, R>(store: &T, f: impl FnOnce(&Entry) -> Option<R>) -> Option<R> {
     let at = address(store);
     let opened = OPENED
         .lock()
@@ -52,22 +58,14 @@ pub(crate) fn location_of<T: ?Sized>(store: &T) -> Option<Location> {
         .iter()
         .rev()
         .find(|e| e.address == at && (e.alive)())
-        .map(|e| e.location.clone())
+        .and_then(f)
 }
 
 /// The canonical location of `store` as text (see [`Location::identity`]), if zarrbuf opened
 /// it at a directory, a zip file or an object-store URL and it is still alive: two stores
 /// opened at one place have the same identity.
 pub(crate) fn store_identity<T: ?Sized>(store: &T) -> Option<String> {
-    let at = address(store);
-    let opened = OPENED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    opened
-        .iter()
-        .rev()
-        .find(|e| e.address == at && (e.alive)())
-        .and_then(|e| e.identity.clone())
+    with_opened(store, |e| e.identity.clone())
 }
 
 /// Whether `store` tells a key's size cheaply: zarrbuf opened it on a local path (a
