@@ -106,9 +106,9 @@ impl DeviceCodec {
         validate_checksums: bool,
     ) -> Result<DevicePayload, String> {
         let Framing::Blosc(compressor) = self.framing else {
-            return self
-                .payload(encoded, expected, validate_checksums)
-                .map(DevicePayload::Whole);
+            return Ok(self
+                .payload(encoded, expected, validate_checksums)?
+                .map_or(DevicePayload::Cpu, DevicePayload::Whole));
         };
         let body = self.checked_body(encoded, validate_checksums)?;
         let check = |stream: &[u8], decoded: usize| match compressor {
@@ -127,16 +127,20 @@ impl DeviceCodec {
     }
 
     /// Checks `encoded` (one stored chunk that decodes to `expected` bytes) and returns the
-    /// range of it the device decoder takes; `Err` says what is wrong with the chunk.
+    /// range of it the device decoder takes, or `None` for a valid-looking chunk that only the
+    /// CPU decodes (several zstd frames); `Err` says what is wrong with the chunk.
     pub(crate) fn payload(
         &self,
         encoded: &[u8],
         expected: usize,
         validate_checksums: bool,
-    ) -> Result<Range<usize>, String> {
+    ) -> Result<Option<Range<usize>>, String> {
         let body = self.checked_body(encoded, validate_checksums)?;
         let inner = match self.framing {
-            Framing::Zstd => zstd_payload(&encoded[body.clone()], expected)?,
+            Framing::Zstd => match zstd_frame(&encoded[body.clone()], expected)? {
+                ZstdFrame::Whole(range) => range,
+                ZstdFrame::MoreFrames => return Ok(None),
+            },
             Framing::Gzip => gzip_payload(&encoded[body.clone()], expected)?,
             Framing::Zlib => zlib_payload(&encoded[body.clone()])?,
             Framing::Lz4 => lz4_payload(&encoded[body.clone()], expected)?,
@@ -146,7 +150,7 @@ impl DeviceCodec {
                 );
             }
         };
-        Ok(body.start + inner.start..body.start + inner.end)
+        Ok(Some(body.start + inner.start..body.start + inner.end))
     }
 }
 
@@ -193,9 +197,10 @@ impl DeviceCodec {
             // The lz4 block is checked by its decoder here: the walk of `payload` is for
             // blocks bound for nvCOMP, and would be a second pass over every CPU chunk.
             (true, Framing::Lz4) => self.checked_body(encoded, validate_checksums)?,
-            // The framing checks (and the crc32c) are those of `payload`.
-            (true, Framing::Zstd) => self.payload(encoded, out.len(), validate_checksums)?,
-            (true, Framing::Blosc(_)) => self.checked_body(encoded, validate_checksums)?,
+            // zstd's and blosc's own decoders check the frames (several zstd frames too).
+            (true, Framing::Zstd | Framing::Blosc(_)) => {
+                self.checked_body(encoded, validate_checksums)?
+            }
             // gzip and zlib are decoded whole, with their own checks.
             (true, Framing::Gzip | Framing::Zlib) => {
                 self.payload(encoded, out.len(), validate_checksums)?;
@@ -405,15 +410,64 @@ fn lz4_block_check(block: &[u8], expected: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// A zstd frame: magic, a valid frame header, and a declared content size (when present)
-/// equal to the chunk's size.
+/// A stored zstd chunk as the device decoder sees it.
+enum ZstdFrame {
+    /// One frame, exactly this range: upload it.
+    Whole(Range<usize>),
+    /// A checked first frame followed by another (zstd allows concatenated frames; nvCOMP
+    /// takes one): the CPU decodes the chunk.
+    MoreFrames,
+}
+
+/// The largest block a zstd frame may hold (RFC 8878, `Block_Maximum_Size`).
+const ZSTD_MAX_BLOCK: usize = 128 << 10;
+const ZSTD_MAGIC: u32 = 0xFD2F_B528;
+
+/// One zstd stream that must be exactly one frame (a blosc stream): see [`zstd_frame_end`].
 fn zstd_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
-    const MAGIC: u32 = 0xFD2F_B528;
+    let end = zstd_frame_end(b, expected)?;
+    if end != b.len() {
+        return Err(format!(
+            "{} bytes follow the {end}-byte zstd frame",
+            b.len() - end
+        ));
+    }
+    Ok(0..end)
+}
+
+/// A stored zstd chunk: its first frame checked by [`zstd_frame_end`], then either the end
+/// of the chunk or another frame (which sends the chunk to the CPU).
+fn zstd_frame(b: &[u8], expected: usize) -> Result<ZstdFrame, String> {
+    let end = zstd_frame_end(b, expected)?;
+    if end == b.len() {
+        return Ok(ZstdFrame::Whole(0..end));
+    }
+    let next = b[end..]
+        .get(..4)
+        .map(|m| u32::from_le_bytes(m.try_into().expect("4 bytes")));
+    // A zstd frame or a skippable frame (magic 0x184D2A5?) may follow.
+    match next {
+        Some(m) if m == ZSTD_MAGIC || m & 0xFFFF_FFF0 == 0x184D_2A50 => Ok(ZstdFrame::MoreFrames),
+        _ => Err(format!(
+            "{} bytes after the {end}-byte zstd frame are not another frame",
+            b.len() - end
+        )),
+    }
+}
+
+/// Checks the zstd frame at the start of `b` without decoding it and returns where it ends:
+/// magic, a valid frame header, a declared content size (when present) equal to the chunk's
+/// size, and every block header in turn (type, size within the format's limit, contents
+/// inside `b`), then the content checksum if the header announces one. nvCOMP trusts its
+/// input: a frame cut short reads past its buffer on the device (seen on an H100 as
+/// `CUDA_ERROR_ILLEGAL_ADDRESS`, which ends the context), so the walk must reach the frame's
+/// end here first.
+fn zstd_frame_end(b: &[u8], expected: usize) -> Result<usize, String> {
     if b.len() < 6 {
         return Err(format!("a {}-byte zstd frame is too short", b.len()));
     }
     let magic = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
-    if magic != MAGIC {
+    if magic != ZSTD_MAGIC {
         return Err(format!("not a zstd frame (magic {magic:08x})"));
     }
     let fhd = b[4];
@@ -422,6 +476,7 @@ fn zstd_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
     }
     let fcs_flag = fhd >> 6;
     let single_segment = fhd & 0x20 != 0;
+    let has_checksum = fhd & 0x04 != 0;
     let dict_id_bytes = [0usize, 1, 2, 4][(fhd & 0x03) as usize];
     let window_bytes = usize::from(!single_segment);
     let fcs_bytes = match fcs_flag {
@@ -458,7 +513,77 @@ fn zstd_payload(b: &[u8], expected: usize) -> Result<Range<usize>, String> {
             ));
         }
     }
-    Ok(0..b.len())
+    zstd_blocks_end(b, header, has_checksum, expected)
+}
+
+/// Walks the blocks of a zstd frame whose header ends at `at` (RFC 8878 §3.1.1.2) and
+/// returns where the frame ends, its 4-byte checksum included when `has_checksum`.
+fn zstd_blocks_end(
+    b: &[u8],
+    mut at: usize,
+    has_checksum: bool,
+    expected: usize,
+) -> Result<usize, String> {
+    let cut = |what: String| {
+        Err(format!(
+            "{what} runs past the end of the {}-byte zstd frame: the chunk is cut short or \
+             damaged",
+            b.len()
+        ))
+    };
+    // Bytes that raw and RLE blocks decode to: a bound the frame must respect.
+    let mut plain = 0usize;
+    loop {
+        let Some(h) = b.get(at..at + 3) else {
+            return cut(format!("the block header at byte {at}"));
+        };
+        let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+        at += 3;
+        let last = h & 1 != 0;
+        let size = (h >> 3) as usize;
+        if size > ZSTD_MAX_BLOCK {
+            return Err(format!(
+                "a zstd block at byte {} declares {size} bytes, over the format's {ZSTD_MAX_BLOCK}",
+                at - 3
+            ));
+        }
+        let stored = match (h >> 1) & 3 {
+            0 => {
+                plain += size;
+                size
+            }
+            1 => {
+                plain += size;
+                1
+            }
+            2 => size,
+            _ => {
+                return Err(format!(
+                    "a zstd block at byte {} has the reserved type",
+                    at - 3
+                ));
+            }
+        };
+        if plain > expected {
+            return Err(format!(
+                "the zstd frame's blocks decode to more than the chunk's {expected} bytes"
+            ));
+        }
+        if b.len() - at < stored {
+            return cut(format!("a {stored}-byte block at byte {at}"));
+        }
+        at += stored;
+        if last {
+            break;
+        }
+    }
+    if has_checksum {
+        if b.len() - at < 4 {
+            return cut(format!("the content checksum at byte {at}"));
+        }
+        at += 4;
+    }
+    Ok(at)
 }
 
 /// A gzip member: magic, DEFLATE method, optional fields skipped, and a trailer whose size
@@ -551,7 +676,7 @@ mod tests {
     fn zstd_frames_are_checked_and_passed_whole() {
         let enc = zstd::bulk::compress(&data(), 1).unwrap();
         let c = zstd_codec();
-        assert_eq!(c.payload(&enc, SIZE, true).unwrap(), 0..enc.len());
+        assert_eq!(c.payload(&enc, SIZE, true).unwrap(), Some(0..enc.len()));
         assert!(
             c.payload(&enc, SIZE + 1, true)
                 .unwrap_err()
@@ -563,6 +688,49 @@ mod tests {
         assert!(c.payload(&enc[..5], SIZE, true).is_err());
     }
 
+    /// A frame cut anywhere after its header is refused before upload (nvCOMP reads past
+    /// the end of such a frame), two frames go to the CPU, and trailing garbage is refused.
+    #[test]
+    fn zstd_frames_cut_short_or_followed_are_caught_by_the_block_walk() {
+        // Over 128 KiB of poorly compressible bytes: several blocks.
+        let big: Vec<u8> = (0..300_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let c = zstd_codec();
+        for checksum in [false, true] {
+            let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+            enc.include_checksum(checksum).unwrap();
+            enc.include_contentsize(true).unwrap();
+            enc.set_pledged_src_size(Some(big.len() as u64)).unwrap();
+            enc.write_all(&big).unwrap();
+            let enc = enc.finish().unwrap();
+            assert_eq!(
+                c.payload(&enc, big.len(), true).unwrap(),
+                Some(0..enc.len())
+            );
+            for cut in [enc.len() / 2, enc.len() - 1, 20, enc.len() - 3] {
+                let err = c.payload(&enc[..cut], big.len(), true).unwrap_err();
+                assert!(
+                    err.contains("cut short") || err.contains("ends inside"),
+                    "{err}"
+                );
+            }
+            let mut two = enc.clone();
+            two.extend_from_slice(&zstd::bulk::compress(b"", 1).unwrap());
+            assert!(matches!(
+                c.device_payload(&two, big.len(), true),
+                Ok(DevicePayload::Cpu)
+            ));
+            let mut junk = enc.clone();
+            junk.extend_from_slice(b"junkjunk");
+            assert!(
+                c.payload(&junk, big.len(), true)
+                    .unwrap_err()
+                    .contains("not another frame")
+            );
+        }
+    }
+
     #[test]
     fn gzip_and_zlib_are_unwrapped_to_deflate() {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -572,7 +740,7 @@ mod tests {
             framing: Framing::Gzip,
             crc32c: false,
         };
-        let r = c.payload(&gz, SIZE, true).unwrap();
+        let r = c.payload(&gz, SIZE, true).unwrap().unwrap();
         let mut out = vec![0u8; SIZE];
         let n = crate::device::decode_on_host(Compression::Deflate, &gz[r], &mut out).unwrap();
         assert_eq!((n, out), (SIZE, data()));
@@ -589,7 +757,7 @@ mod tests {
             framing: Framing::Zlib,
             crc32c: false,
         };
-        let r = c.payload(&zl, SIZE, true).unwrap();
+        let r = c.payload(&zl, SIZE, true).unwrap().unwrap();
         let mut out = vec![0u8; SIZE];
         crate::device::decode_on_host(Compression::Deflate, &zl[r], &mut out).unwrap();
         assert_eq!(out, data());
@@ -618,7 +786,7 @@ mod tests {
                 framing: Framing::Lz4,
                 crc32c,
             };
-            let r = c.payload(&stored, SIZE, true).unwrap();
+            let r = c.payload(&stored, SIZE, true).unwrap().unwrap();
             assert_eq!(r, 4..enc.len());
             let mut out = vec![0u8; SIZE];
             let n = crate::device::decode_on_host(Compression::Lz4, &stored[r], &mut out).unwrap();
@@ -709,7 +877,7 @@ mod tests {
             framing: Framing::Zstd,
             crc32c: true,
         };
-        assert_eq!(c.payload(&enc, SIZE, true).unwrap(), 0..enc.len() - 4);
+        assert_eq!(c.payload(&enc, SIZE, true).unwrap(), Some(0..enc.len() - 4));
         let n = enc.len();
         enc[n - 1] ^= 0xff;
         assert!(c.payload(&enc, SIZE, true).unwrap_err().contains("crc32c"));
