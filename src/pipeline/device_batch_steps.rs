@@ -118,30 +118,17 @@ impl StagedRead<'_> {
                 d.item_capacity
             )));
         }
-        // Into the staged input on the host: the slot is free again as soon as this returns.
-        // The entry's last batch, whose copy read the staged input, has finished
-        // (`settle_batch` when the entry was taken). Alignment padding is zeroed, so that
-        // the batch's one copy to the device reads only written bytes.
         let (slot_id, slot) = slot;
-        let (_guard, src) = slot.staging.region()?.host_bytes()?;
-        let src = src.get(..chunk.len).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "a compressed chunk of {} bytes is larger than its {}-byte slot (internal \
-                 error: please report)",
-                chunk.len,
-                src.len()
-            ))
-        })?;
-        d.ring[k]
-            .staged_input
-            .sub(at, at + need.min(input.len() - at))
-            .with_host_mut(|dst| {
-                let (bytes, padding) = dst.split_at_mut(src.len());
-                bytes.copy_from_slice(src);
-                padding.fill(0);
-                Ok(())
-            })?;
-        drop(_guard);
+        let staged = slot.staging.try_slice(..chunk.len)?;
+        self.ops.copy(
+            &d.copy_queue,
+            staged.region()?,
+            &input.sub(at, at + chunk.len),
+        )?;
+        let copied = self.ops.record(&d.copy_queue)?;
+        if let Ok(mut p) = slot.pending.lock() {
+            *p = Some(copied);
+        }
         let _ = free.send(slot_id);
         d.largest_seen = d.largest_seen.max(chunk.len);
         let g = &mut d.gathering[g];
@@ -227,18 +214,9 @@ impl StagedRead<'_> {
             scratch_for(self.ops.as_ref(), &mut d.ring[k], 0, scratch_bytes[0])?,
             scratch_for(self.ops.as_ref(), &mut d.ring[k], 1, scratch_bytes[1])?,
         ];
-        // The batch's staged input to the device in one copy on the copy queue (it overlaps
-        // the decompression of the batch before), which the decompression waits for.
-        let entry = &d.ring[k];
-        let gathered = g.chunks.last().map_or(0, |(_, at, c)| {
-            (at + align_up(c.len)).min(entry.input.len())
-        });
-        self.ops.copy(
-            &d.copy_queue,
-            &entry.staged_input.sub(0, gathered),
-            &entry.input.sub(0, gathered),
-        )?;
+        // Decompression reads what the copy queue wrote.
         self.ops.wait_for(&d.queue, &d.copy_queue)?;
+        let entry = &d.ring[k];
         let mut items = Vec::with_capacity(g.chunks.len());
         let mut item_units = Vec::with_capacity(g.chunks.len());
         let mut after = Vec::with_capacity(g.chunks.len());

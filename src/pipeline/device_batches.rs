@@ -3,17 +3,14 @@
 //! host), checked chunk by chunk and scattered into the output.
 //!
 //! Batches are the hybrid queue's ([`super::hybrid::WorkQueue`]): the device takes a batch of
-//! units, the workers fetch and check them, and each compressed chunk is copied as it comes
-//! in from the worker's staging slot into the batch's staged input (pinned host memory), at
-//! the next [`CHUNK_ALIGN`]-byte boundary. That copy is a host memcpy, so the slot is free
-//! again at once, and a batch holds compressed bytes only, its size the batch plan's
-//! ([`super::batch_plan`]), not the slots'. Once every unit of the batch has come in, the
-//! batch is submitted: one copy of its staged input to the device, then decompress every
-//! chunk straight into the output where the layout allows, into device scratch elsewhere,
-//! then the fused scatter kernel. (A device copy per chunk, with its event, cost about
-//! 30 µs a chunk on an H100 machine: 8,192 chunks of 128 KiB took a quarter of a second.)
-//! Two batches are in flight: the gathering of one overlaps the decompression of the
-//! other.
+//! units, the workers fetch and check them, and each compressed chunk is copied — as it
+//! comes in, on a queue of its own — from the worker's staging slot into the batch's input
+//! buffer in device memory, at the next [`CHUNK_ALIGN`]-byte boundary. Its slot is free
+//! again once that copy is done, so a batch holds compressed bytes only, and its size is
+//! the batch plan's ([`super::batch_plan`]), not the slots'. Once every unit of the batch has
+//! come in, the batch is submitted: decompress every chunk straight into the output where
+//! the layout allows, into device scratch elsewhere, then the fused scatter kernel. Two
+//! batches are in flight: the copies into one overlap the decompression of the other.
 
 use super::batch_plan::{BatchPlan, BatchPlanInput};
 use super::device_cache::Kept;
@@ -33,9 +30,6 @@ pub(super) struct BatchSlot {
     pub(super) desc: BatchDesc,
     /// `plan.batch_bytes` of device memory.
     pub(super) input: Region,
-    /// `plan.batch_bytes` of staging memory (pinned, on CUDA) the chunks are gathered into,
-    /// then copied to `input` whole. Written only once the entry's last batch has finished.
-    pub(super) staged_input: Region,
     /// Decoded chunks that do not go straight into the output, and (a region of its own,
     /// as the unshuffle reads one and writes the other) blosc chunks unshuffled there
     /// before their scatter; grown on demand.
@@ -73,7 +67,7 @@ pub(super) struct DeviceBatches {
     pub(super) compression: Compression,
     /// Where batches are decompressed and scattered.
     pub(super) queue: Queue,
-    /// Where the batches' staged inputs are copied to the device.
+    /// Where chunks are copied into the batches' input buffers.
     pub(super) copy_queue: Queue,
     pub(super) plan: BatchPlan,
     pub(super) plan_input: BatchPlanInput,
@@ -107,7 +101,6 @@ impl DeviceBatches {
             ring.push(BatchSlot {
                 desc: ops.new_batch_desc(item_capacity)?,
                 input: ops.alloc(plan.batch_bytes)?,
-                staged_input: ops.alloc_staging(plan.batch_bytes)?,
                 scratch: [None, None],
                 event: None,
                 items: Vec::new(),
