@@ -106,29 +106,6 @@ struct Ready {
     produced: Result<Produced>,
     /// The device batch the unit was fetched for.
     batch: Option<BatchId>,
-    /// The worker has already queued the unit's device work and freed its slot
-    /// ([`StagedRead::place_on_worker`]): the coordinator only counts it.
-    placed: bool,
-}
-
-/// What every unit's placement in the output needs: the scatter's parameters and one
-/// element of fill value in the output's byte order.
-pub(super) struct Placing<'a> {
-    pub(super) scatter: Scatter<'a>,
-    pub(super) fill: Vec<u8>,
-    /// Taken around every placement when the device's operations run on the calling thread
-    /// (the host twin, the simulated device): host memory refuses two concurrent writers to
-    /// one allocation, and the output is one. CUDA only enqueues, so it needs none.
-    pub(super) turns: Option<Mutex<()>>,
-}
-
-impl Placing<'_> {
-    /// A turn at placing, when placements must take turns.
-    fn turn(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
-        self.turns
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
 }
 
 impl StagedRead<'_> {
@@ -203,26 +180,19 @@ impl StagedRead<'_> {
         };
         let queue = WorkQueue::new(self.units.len(), split, max_batch, workers).with_tuning(tuning);
         let mut device = device.map(|(_, d)| d);
-        let placing = self.placing(out)?;
-        // Without a cache, the workers queue the device work of the units they decoded
-        // themselves: with small chunks one coordinator issuing every unit's copy and
-        // scatter was the read's limit (about 30 µs a unit on an H100 machine).
-        let workers_place = self.cache.is_none();
 
         let outcome = std::thread::scope(|scope| {
             for _ in 0..workers {
                 let ready_tx = ready_tx.clone();
-                let free_tx = free_tx.clone();
-                let (free_rx, abort, queue, placing) = (&free_rx, &abort, &queue, &placing);
+                let (free_rx, abort, queue) = (&free_rx, &abort, &queue);
                 scope.spawn(move || {
                     while !abort.load(Ordering::Relaxed) {
                         let Some(take) = queue.next() else {
                             break;
                         };
-                        // Workers hold senders of the free list too: wait with a timeout
-                        // so that an aborted read never leaves one blocked here.
-                        let Some(slot_id) = next_free_slot(free_rx, abort) else {
-                            break;
+                        let slot_id = match free_rx.lock().map(|rx| rx.recv()) {
+                            Ok(Ok(s)) => s,
+                            _ => break,
                         };
                         let slot = &slots[slot_id];
                         let waited = match slot.pending.lock().map(|mut p| p.take()) {
@@ -245,26 +215,11 @@ impl StagedRead<'_> {
                             (Some(_), Ok(Produced::Compressed(_))) | (None, Err(_)) => {}
                             (Some(b), _) => queue.device_skipped(b.id),
                         }
-                        let mut placed = false;
-                        let produced = match produced {
-                            Ok(p @ (Produced::Decoded(_) | Produced::Missing))
-                                if workers_place && batch.is_none() =>
-                            {
-                                let _turn = placing.turn();
-                                self.place_on_worker(i, slot, p, placing).map(|p| {
-                                    placed = true;
-                                    let _ = free_tx.send(slot_id);
-                                    p
-                                })
-                            }
-                            other => other,
-                        };
                         let ready = Ready {
                             unit: i,
                             slot: slot_id,
                             produced,
                             batch,
-                            placed,
                         };
                         if ready_tx.send(ready).is_err() {
                             break;
@@ -273,18 +228,13 @@ impl StagedRead<'_> {
                 });
             }
             drop(ready_tx);
-            let outcome = self.submit_all(
-                &placing,
-                slots,
-                &ready_rx,
-                &free_tx,
-                &queue,
-                device.as_mut(),
-            );
+            let outcome = self.submit_all(out, slots, &ready_rx, &free_tx, &queue, device.as_mut());
             if outcome.is_err() {
                 abort.store(true, Ordering::Relaxed);
                 queue.stop();
             }
+            // Unblock workers waiting for a slot.
+            drop(free_tx);
             outcome
         });
         // Whatever happened, the decoder's queues are drained before its buffers go.
@@ -297,25 +247,33 @@ impl StagedRead<'_> {
     /// The coordinating loop: takes decoded units as they come and queues their device work.
     fn submit_all(
         &self,
-        placing: &Placing<'_>,
+        out: &NDBuffer,
         slots: &[Slot],
         ready: &mpsc::Receiver<Ready>,
         free: &mpsc::Sender<usize>,
         queue: &WorkQueue,
         mut device: Option<&mut DeviceBatches>,
     ) -> Result<()> {
-        let Placing { scatter, fill, .. } = placing;
-        let (out, elem) = (scatter.out, scatter.elem);
+        let elem = out.dtype().size();
+        let swap = if self.layout.endian == out.byte_order() {
+            0
+        } else {
+            out.dtype().swap_unit()
+        };
+        let mut fill = self.fill_value.clone();
+        if out.byte_order() != ByteOrder::native() {
+            zarrbuf_codecs::host::byte_swap(&mut fill, out.dtype().swap_unit())?;
+        }
         let mut progress = Progress {
             chunks_done: 0,
             chunks_total: self.units.len(),
             bytes_done: 0,
         };
         let stopped = || Error::Cancelled("a decoding thread stopped unexpectedly".into());
+        let scatter = Scatter { out, elem, swap };
         for _ in 0..self.units.len() {
             if let Some(d) = device.as_deref_mut() {
                 // Finished batches tell the queue the device's pace and make room for more.
-                let _turn = placing.turn();
                 self.settle_finished(d, queue)?;
             }
             let message = loop {
@@ -329,10 +287,7 @@ impl StagedRead<'_> {
                 };
                 // Nothing ready: check finished batches (workers may be waiting for the
                 // device to have room for another).
-                {
-                    let _turn = placing.turn();
-                    self.settle_finished(d, queue)?;
-                }
+                self.settle_finished(d, queue)?;
                 match ready.recv_timeout(std::time::Duration::from_micros(200)) {
                     Ok(m) => break m,
                     Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
@@ -344,15 +299,8 @@ impl StagedRead<'_> {
                 slot: slot_id,
                 produced,
                 batch,
-                placed,
             } = message;
             let unit = &self.units[i];
-            let _turn = placing.turn();
-            if placed {
-                produced?;
-                self.report(&mut progress, &unit.region_shape(), elem);
-                continue;
-            }
             let slot = &slots[slot_id];
             let region_shape = unit.region_shape();
             let dst_offset =
@@ -362,7 +310,7 @@ impl StagedRead<'_> {
                 strides: out.strides(),
             };
             match produced? {
-                Produced::Missing => self.place_missing(i, slot, dst, fill, scatter)?,
+                Produced::Missing => self.place_missing(i, slot, dst, &fill, &scatter)?,
                 Produced::Stored(_) => {
                     return Err(Error::InvalidArgument(
                         "stored bytes reached the coordinator (internal error: please report)"
@@ -382,14 +330,14 @@ impl StagedRead<'_> {
                         (slot_id, slot),
                         chunk,
                         free,
-                        scatter,
+                        &scatter,
                         &mut progress,
                         queue,
                     )?;
-                    self.arrived(d, batch, scatter, &mut progress, queue)?;
+                    self.arrived(d, batch, &scatter, &mut progress, queue)?;
                     continue;
                 }
-                Produced::Decoded(len) => self.place_staged(i, slot, len, scatter)?,
+                Produced::Decoded(len) => self.place_staged(i, slot, len, &scatter)?,
             }
             let event = self.ops.record(&slot.queue)?;
             if let Ok(mut p) = slot.pending.lock() {
@@ -398,75 +346,13 @@ impl StagedRead<'_> {
             let _ = free.send(slot_id);
             self.report(&mut progress, &region_shape, elem);
             if let (Some(d), Some(batch)) = (device.as_deref_mut(), batch) {
-                self.arrived(d, batch, scatter, &mut progress, queue)?;
+                self.arrived(d, batch, &scatter, &mut progress, queue)?;
             }
         }
         if let Some(d) = device {
-            self.finish_batches(d, scatter, &mut progress, queue)?;
+            self.finish_batches(d, &scatter, &mut progress, queue)?;
         }
         Ok(())
-    }
-
-    /// The scatter's parameters and the fill value for `out`.
-    fn placing<'o>(&self, out: &'o NDBuffer) -> Result<Placing<'o>> {
-        let swap = if self.layout.endian == out.byte_order() {
-            0
-        } else {
-            out.dtype().swap_unit()
-        };
-        let mut fill = self.fill_value.clone();
-        if out.byte_order() != ByteOrder::native() {
-            zarrbuf_codecs::host::byte_swap(&mut fill, out.dtype().swap_unit())?;
-        }
-        Ok(Placing {
-            scatter: Scatter {
-                out,
-                elem: out.dtype().size(),
-                swap,
-            },
-            fill,
-            turns: (self.ops.memory() == crate::place::Memory::Host).then(|| Mutex::new(())),
-        })
-    }
-
-    /// Queues the device work of unit `i`, decoded (or missing) on this worker into `slot`,
-    /// on the slot's queue — its copy and scatter, or its fill — and leaves the event the
-    /// slot's next use waits for. Only for reads without a cache: a cached unit's buffer
-    /// is kept by the coordinator.
-    fn place_on_worker(
-        &self,
-        i: usize,
-        slot: &Slot,
-        produced: Produced,
-        placing: &Placing<'_>,
-    ) -> Result<Produced> {
-        let s = &placing.scatter;
-        match &produced {
-            Produced::Missing => {
-                let dst = Strided {
-                    offset: self.units[i].offset_in_request(
-                        &self.request_start,
-                        s.out.offset(),
-                        s.out.strides(),
-                    ),
-                    strides: s.out.strides(),
-                };
-                self.place_missing(i, slot, dst, &placing.fill, s)?;
-            }
-            Produced::Decoded(len) => self.place_staged(i, slot, *len, s)?,
-            Produced::Compressed(_) | Produced::Stored(_) => {
-                return Err(Error::InvalidArgument(
-                    "a worker was asked to place a unit it did not decode (internal error: \
-                     please report)"
-                        .into(),
-                ));
-            }
-        }
-        let event = self.ops.record(&slot.queue)?;
-        if let Ok(mut p) = slot.pending.lock() {
-            *p = Some(event);
-        }
-        Ok(produced)
     }
 
     /// Enqueues the fill of missing unit `i`'s region (`dst` in the output) on its slot's
@@ -611,20 +497,4 @@ impl StagedRead<'_> {
         let align = align.max(STREAM_ALIGN) as u64;
         Ok(addr.filter(|a| a.is_multiple_of(align)).map(|_| target))
     }
-}
-
-/// The next free staging slot, or `None` once the read is aborted or the free list is
-/// closed. Waits in short steps: the workers hold senders of the free list (they free the
-/// slots of the units they place), so it never closes while one of them waits.
-fn next_free_slot(free: &Mutex<mpsc::Receiver<usize>>, abort: &AtomicBool) -> Option<usize> {
-    const STEP: std::time::Duration = std::time::Duration::from_millis(2);
-    while !abort.load(Ordering::Relaxed) {
-        let rx = free.lock().ok()?;
-        match rx.recv_timeout(STEP) {
-            Ok(slot) => return Some(slot),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-        }
-    }
-    None
 }
