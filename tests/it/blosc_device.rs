@@ -178,14 +178,12 @@ fn a_damaged_lz4_stream_is_refused_before_upload() {
     );
 }
 
-#[test]
-fn a_damaged_zstd_stream_is_named_by_the_device_decoder() {
-    let store = write("damaged-zstd", "blosc:zstd:5:bitshuffle");
-    let file = chunk_file(&store, "2/0/0");
-    let mut bytes = std::fs::read(&file).unwrap();
+/// The first zstd stream of chunk 2/0/0 of `store` (streams follow one another, each after
+/// its 4-byte length): the chunk's bytes and where the stream's first block header is.
+fn first_zstd_block(store: &str) -> (std::path::PathBuf, Vec<u8>, usize) {
+    let file = chunk_file(store, "2/0/0");
+    let bytes = std::fs::read(&file).unwrap();
     let n = bytes.len();
-    // The first zstd stream (streams follow one another, each after its 4-byte length):
-    // its first block header gets zstd's reserved block type, which no decoder accepts.
     let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
     let mut at = word(&bytes, 16);
     while bytes[at + 4..at + 8] != [0x28, 0xb5, 0x2f, 0xfd] {
@@ -197,7 +195,45 @@ fn a_damaged_zstd_stream_is_named_by_the_device_decoder() {
     let single_segment = fhd & 0x20 != 0;
     let fcs = [usize::from(single_segment), 2, 4, 8][(fhd >> 6) as usize];
     let dict = [0usize, 1, 2, 4][(fhd & 3) as usize];
-    bytes[frame + 5 + usize::from(!single_segment) + dict + fcs] |= 0b110;
+    (
+        file,
+        bytes,
+        frame + 5 + usize::from(!single_segment) + dict + fcs,
+    )
+}
+
+#[test]
+fn a_zstd_block_of_the_reserved_type_is_refused_before_upload() {
+    let store = write("damaged-zstd-type", "blosc:zstd:5:bitshuffle");
+    let (file, mut bytes, block) = first_zstd_block(&store);
+    // zstd's reserved block type, which no decoder accepts: the CPU's block walk sees it.
+    bytes[block] |= 0b110;
+    std::fs::write(&file, bytes).unwrap();
+    let m = read(&store, Decode::Gpu, 64 << 20).unwrap_err().to_string();
+    assert!(
+        m.contains("[2, 0, 0]") && m.contains("reserved type") && !m.contains("device decoder"),
+        "unclear error: {m}"
+    );
+}
+
+#[test]
+fn a_damaged_zstd_stream_is_named_by_the_device_decoder() {
+    let store = write("damaged-zstd", "blosc:zstd:5:bitshuffle");
+    let (file, mut bytes, block) = first_zstd_block(&store);
+    // A compressed block whose contents are garbage: every header is sound, so the chunk
+    // reaches the device decoder, which must report it.
+    assert_eq!(
+        (bytes[block] >> 1) & 3,
+        2,
+        "the first block is not a compressed block"
+    );
+    let size = (u32::from(bytes[block])
+        | u32::from(bytes[block + 1]) << 8
+        | u32::from(bytes[block + 2]) << 16)
+        >> 3;
+    for b in &mut bytes[block + 3..block + 3 + (size as usize).min(64)] {
+        *b = 0xff;
+    }
     std::fs::write(&file, bytes).unwrap();
     let m = read(&store, Decode::Gpu, 64 << 20).unwrap_err().to_string();
     assert!(
