@@ -48,6 +48,7 @@
 
 #![warn(missing_docs)]
 
+mod copy_batch;
 mod error;
 mod float16;
 mod layout;
@@ -56,6 +57,7 @@ mod scalar;
 pub mod cuda;
 pub mod host;
 
+pub use copy_batch::CopyItem;
 pub use error::{CodecError, Result};
 pub use layout::{MAX_DIMS, Strided, check_extent, merge_dims};
 pub use scalar::ScalarKind;

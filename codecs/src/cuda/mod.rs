@@ -23,6 +23,7 @@
 
 mod adler;
 mod available;
+mod copy_batch;
 mod kernels;
 mod ops;
 mod params;
@@ -30,5 +31,6 @@ mod self_test;
 mod unshuffle;
 
 pub use available::cuda_available;
+pub use copy_batch::copy_batch_desc_bytes;
 pub use kernels::{CudaKernels, compile_kernels};
 pub use self_test::self_test;
