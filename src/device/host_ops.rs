@@ -8,12 +8,13 @@ use super::compress::{
     CompressSettings, compress_on_host, describe_host_compress_status, host_max_compressed_size,
 };
 use super::ops::HostQueue;
-use super::ops::{StridedCast, StridedCopy, Unshuffle};
+use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue};
 use crate::error::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
-use zarrbuf_codecs::{Strided, host};
+use std::sync::Arc;
+use zarrbuf_codecs::{CopyItem, Strided, host};
 
 /// Runs every operation immediately on the calling thread.
 pub(crate) struct HostOps;
@@ -92,6 +93,43 @@ impl DeviceOps for HostOps {
                 elem_size,
                 swap_unit,
             )?
+        };
+        Ok(())
+    }
+
+    fn strided_copy_batch(&self, _q: &Queue, op: CopyBatch<'_>) -> Result<()> {
+        let d = op.dst.host_ptr().ok_or_else(|| {
+            Error::NotHostAccessible(format!("batched copy destination in {}", op.dst.memory()))
+        })?;
+        let mut items = Vec::with_capacity(op.items.len());
+        for it in op.items {
+            let s = it.src.host_ptr().ok_or_else(|| {
+                Error::NotHostAccessible(format!("batched copy source in {}", it.src.memory()))
+            })?;
+            items.push(CopyItem {
+                src: s as u64,
+                src_len: it.src.len(),
+                src_view: it.src_view,
+                dst_view: it.dst_view,
+                shape: it.shape,
+            });
+        }
+        // The destination written, every other storage read, each guarded once.
+        let _write = op.dst.storage().write()?;
+        let mut seen = vec![Arc::as_ptr(op.dst.storage())];
+        let mut _reads = Vec::new();
+        for it in op.items {
+            let st = it.src.storage();
+            if !seen.contains(&Arc::as_ptr(st)) {
+                seen.push(Arc::as_ptr(st));
+                _reads.push(st.read()?);
+            }
+        }
+        // SAFETY: every source and the destination are live host regions of the stated
+        // lengths, held by the guards above; the kernel checks every item's bounds and that
+        // no source overlaps the destination before copying.
+        unsafe {
+            host::strided_copy_batch(&items, d, op.dst.len(), op.elem_size, op.swap_unit)?
         };
         Ok(())
     }

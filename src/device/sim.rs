@@ -11,7 +11,7 @@
 use super::batch::{BatchDesc, BatchItem, Compression};
 use super::compress::CompressSettings;
 use super::ops::HostQueue;
-use super::ops::{StridedCast, StridedCopy, Unshuffle};
+use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, HostOps, Queue};
 use crate::error::Result;
 use crate::memory::Region;
@@ -100,6 +100,10 @@ impl DeviceOps for SimulatedOps {
 
     fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
         HostOps.strided_copy(q, op)
+    }
+
+    fn strided_copy_batch(&self, q: &Queue, op: CopyBatch<'_>) -> Result<()> {
+        HostOps.strided_copy_batch(q, op)
     }
 
     fn fill(

@@ -160,7 +160,7 @@ mod tests {
     use super::*;
     use crate::device::{
         BatchDesc, BatchItem, CompressSettings, Compression, Compressor, Event, HostOps, Queue,
-        StridedCast, StridedCopy, Unshuffle,
+        CopyBatch, StridedCast, StridedCopy, Unshuffle,
     };
     use crate::memory::Region;
     use crate::options::PipelineMode;
@@ -205,6 +205,9 @@ mod tests {
         }
         fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
             self.host.strided_copy(q, op)
+        }
+        fn strided_copy_batch(&self, q: &Queue, op: CopyBatch<'_>) -> Result<()> {
+            self.host.strided_copy_batch(q, op)
         }
         fn fill(
             &self,
