@@ -28,6 +28,7 @@ mod kernels;
 mod ops;
 mod params;
 mod self_test;
+mod self_test_batch;
 mod unshuffle;
 
 pub use available::cuda_available;
