@@ -257,9 +257,7 @@ impl DeviceOps for CudaOps {
             })
             .collect::<Result<Vec<_>>>()?;
         let kernels = self.kernels()?;
-        let desc = self
-            .copy_descs
-            .take(copy_batch_desc_bytes(items.len()))?;
+        let desc = self.copy_descs.take(copy_batch_desc_bytes(items.len()))?;
         let dev = device_address(&desc.device, "batched copy descriptors")?;
         let r = desc.host.with_host_mut(|host| {
             // SAFETY: the sources and the destination are device-accessible regions of the

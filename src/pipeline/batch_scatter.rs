@@ -36,7 +36,11 @@ impl StagedRead<'_> {
             src: decoded.clone(),
             src_offset: unit.offset_in_unit(&src_strides),
             src_strides,
-            dst_offset: unit.offset_in_request(&self.request_start, s.out.offset(), s.out.strides()),
+            dst_offset: unit.offset_in_request(
+                &self.request_start,
+                s.out.offset(),
+                s.out.strides(),
+            ),
             shape: unit.region_shape(),
             swap: s.swap,
         }

@@ -159,8 +159,8 @@ mod tests {
     //! batches and can make one chunk fail, as nvCOMP reports a chunk it cannot compress.
     use super::*;
     use crate::device::{
-        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, Event, HostOps, Queue,
-        CopyBatch, StridedCast, StridedCopy, Unshuffle,
+        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, CopyBatch, Event, HostOps,
+        Queue, StridedCast, StridedCopy, Unshuffle,
     };
     use crate::memory::Region;
     use crate::options::PipelineMode;

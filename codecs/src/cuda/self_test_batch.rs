@@ -3,8 +3,7 @@
 
 use super::copy_batch::copy_batch_desc_bytes;
 use super::self_test::{
-    Layout, Rng, Tester, compare, cuda_err, medium_shape, random_layout, random_shape,
-    valid_units,
+    Layout, Rng, Tester, compare, cuda_err, medium_shape, random_layout, random_shape, valid_units,
 };
 use crate::copy_batch::CopyItem;
 use crate::error::{CodecError, Result};

@@ -204,7 +204,13 @@ mod tests {
             for c in &cases {
                 let it = item(c);
                 strided_copy_slices(
-                    &c.src, it.src_view, &mut want, it.dst_view, &c.shape, es, unit,
+                    &c.src,
+                    it.src_view,
+                    &mut want,
+                    it.dst_view,
+                    &c.shape,
+                    es,
+                    unit,
                 )
                 .expect("a valid copy");
             }
@@ -244,7 +250,10 @@ mod tests {
         let err = strided_copy_batch_slices(&[&src, &src], &[ok, past_end], &mut dst, 1, 0)
             .expect_err("item 1 ends past the destination");
         let msg = err.to_string();
-        assert!(msg.contains("item 1") && msg.contains("destination"), "{msg}");
+        assert!(
+            msg.contains("item 1") && msg.contains("destination"),
+            "{msg}"
+        );
         assert_eq!(dst, [0; 10], "nothing written");
         let src_past = CopyItem {
             src_view: Strided {
