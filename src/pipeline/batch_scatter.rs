@@ -102,7 +102,7 @@ impl StagedRead<'_> {
                     StridedCopy {
                         src: one.src,
                         src_view: one.src_view,
-                        dst: dst,
+                        dst,
                         dst_view: one.dst_view,
                         shape: one.shape,
                         elem_size: elem,
