@@ -54,10 +54,12 @@ impl CopyDescPool {
             }
         }
         let len = bytes.max(MIN_BYTES).next_power_of_two();
+        // The kernel reads only the descriptors copied in before it, never the rest of the
+        // device half; the host half is handed to safe code, so it starts zeroed.
         let device = Region::alloc_cuda(self.ordinal, len, Init::Unwritten)?;
         device.settle()?;
         Ok(CopyDesc {
-            host: Region::alloc_pinned(self.ordinal, len, Init::Unwritten)?,
+            host: Region::alloc_pinned(self.ordinal, len, Init::Zeroed)?,
             device,
         })
     }
