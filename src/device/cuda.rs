@@ -232,12 +232,10 @@ impl DeviceOps for CudaOps {
         }
         // Ordered after the work in flight on each storage the batch touches (once each:
         // a batch's items mostly share one scratch allocation).
+        let mut seen = std::collections::HashSet::from([Arc::as_ptr(op.dst.storage())]);
         let mut storages: Vec<&Region> = vec![op.dst];
         for it in op.items {
-            if !storages
-                .iter()
-                .any(|r| Arc::ptr_eq(r.storage(), it.src.storage()))
-            {
+            if seen.insert(Arc::as_ptr(it.src.storage())) {
                 storages.push(it.src);
             }
         }

@@ -116,12 +116,11 @@ impl DeviceOps for HostOps {
         }
         // The destination written, every other storage read, each guarded once.
         let _write = op.dst.storage().write()?;
-        let mut seen = vec![Arc::as_ptr(op.dst.storage())];
+        let mut seen = std::collections::HashSet::from([Arc::as_ptr(op.dst.storage())]);
         let mut _reads = Vec::new();
         for it in op.items {
             let st = it.src.storage();
-            if !seen.contains(&Arc::as_ptr(st)) {
-                seen.push(Arc::as_ptr(st));
+            if seen.insert(Arc::as_ptr(st)) {
                 _reads.push(st.read()?);
             }
         }
