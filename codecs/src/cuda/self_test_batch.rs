@@ -43,7 +43,14 @@ impl Batch {
             let shape = if large {
                 medium_shape(rng)
             } else {
-                random_shape(rng)
+                // at most ~20k elements an item, so batches of hundreds stay small
+                let mut shape = random_shape(rng);
+                while shape.iter().product::<usize>() > 20_000 {
+                    if let Some(n) = shape.iter_mut().max() {
+                        *n = n.div_ceil(2);
+                    }
+                }
+                shape
             };
             let sl = random_layout(rng, &shape, es, true);
             let dl = random_layout(rng, &shape, es, false);
