@@ -50,6 +50,36 @@ fn write_item(out: &mut [u8], plan: &Plan, src: u64, dst: u64, word: usize, es: 
     }
 }
 
+/// Writes the descriptor of every planned item into `out` (room for all checked by the
+/// caller): each plan widened to the widest aligned word as for `strided_copy`, the typed
+/// path where every address is aligned to the word, the byte-wise path otherwise, and its
+/// runs numbered after the previous items'. Returns the item and run counts.
+fn describe(
+    plans: Vec<(usize, Plan)>,
+    items: &[CopyItem<'_>],
+    dst: u64,
+    elem_size: usize,
+    out: &mut [u8],
+) -> (u64, u64) {
+    let mut runs = 0u64;
+    let count = plans.len() as u64;
+    for (k, (i, mut plan)) in plans.into_iter().enumerate() {
+        let (s, d) = (
+            items[i].src + plan.src_offset as u64,
+            dst + plan.dst_offset as u64,
+        );
+        let es = widen(&mut plan, s, d, elem_size);
+        let typed = WORDS.contains(&es)
+            && all_aligned(&plan, s, es, true)
+            && all_aligned(&plan, d, es, false);
+        let word = if typed { es } else { 0 };
+        let at = &mut out[k * ITEM_BYTES..(k + 1) * ITEM_BYTES];
+        write_item(at, &plan, items[i].src, dst, word, es, runs);
+        runs += plan.numel.div_ceil(RUN) as u64;
+    }
+    (count, runs)
+}
+
 impl CudaKernels {
     /// Enqueues the copy of every item of `items` into the `dst_len`-byte device region
     /// `dst` in ONE kernel launch: the twin of
@@ -132,23 +162,7 @@ impl CudaKernels {
                 desc_host.len()
             )));
         }
-        let mut runs = 0u64;
-        for (k, (i, plan)) in batch.plans.into_iter().enumerate() {
-            let mut plan = plan;
-            let (s, d) = (
-                items[i].src + plan.src_offset as u64,
-                dst + plan.dst_offset as u64,
-            );
-            let es = widen(&mut plan, s, d, elem_size);
-            let typed = WORDS.contains(&es)
-                && all_aligned(&plan, s, es, true)
-                && all_aligned(&plan, d, es, false);
-            let out = &mut desc_host[k * ITEM_BYTES..(k + 1) * ITEM_BYTES];
-            let word = if typed { es } else { 0 };
-            write_item(out, &plan, items[i].src, dst, word, es, runs);
-            runs += plan.numel.div_ceil(RUN) as u64;
-        }
-        let count = (bytes / ITEM_BYTES) as u64;
+        let (count, runs) = describe(batch.plans, items, dst, elem_size, desc_host);
         stream
             .context()
             .bind_to_thread()
@@ -186,5 +200,101 @@ impl CudaKernels {
         };
         r.map(|_| ())
             .map_err(|e| CodecError::Cuda(format!("cuLaunchKernel failed: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::copy_batch::plan_batch;
+    use crate::layout::Strided;
+
+    fn field(d: &[u8], at: usize, bytes: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w[..bytes].copy_from_slice(&d[at..at + bytes]);
+        u64::from_ne_bytes(w)
+    }
+
+    #[test]
+    fn descriptors_have_the_kernels_layout() {
+        // Item 0: 5000 contiguous f32 at 16-aligned addresses (widened to 1250 16-byte
+        // words, one run); item 1: 3 x 2 elements of 3 bytes, transposed (byte-wise path).
+        let (src, dst) = (0x10_0000u64, 0x20_0000u64);
+        let items = [
+            CopyItem {
+                src,
+                src_len: 20_000,
+                src_view: Strided {
+                    offset: 0,
+                    strides: &[4],
+                },
+                dst_view: Strided {
+                    offset: 32,
+                    strides: &[4],
+                },
+                shape: &[5000],
+            },
+            CopyItem {
+                src: src + 0x8000,
+                src_len: 18,
+                src_view: Strided {
+                    offset: 0,
+                    strides: &[3, 9],
+                },
+                dst_view: Strided {
+                    offset: 20_100,
+                    strides: &[6, 3],
+                },
+                shape: &[3, 2],
+            },
+        ];
+        let es = 4;
+        let batch = plan_batch(&items[..1], dst, 40_000, es, 4).expect("valid");
+        let mut out = vec![0u8; copy_batch_desc_bytes(1)];
+        let (count, runs) = describe(batch.plans, &items[..1], dst, es, &mut out);
+        assert_eq!((count, runs), (1, 1));
+        assert_eq!(field(&out, 0, 8), src);
+        assert_eq!(field(&out, 8, 8), dst + 32);
+        assert_eq!(field(&out, 16, 8), 1250, "elements after widening");
+        assert_eq!(field(&out, 24, 8), 0, "first run");
+        assert_eq!(field(&out, 32, 4), 1, "ndim");
+        assert_eq!(field(&out, 36, 4), 16, "word");
+        assert_eq!(field(&out, 40, 4), 16, "element size");
+        assert_eq!(field(&out, 44, 4), 0, "32-bit indices");
+        assert_eq!(field(&out, 48, 8), 1250, "shape[0]");
+        assert_eq!(field(&out, 48 + 8, 8), 1, "shape[1] (unused) is 1");
+        assert_eq!(field(&out, 48 + 128, 8), 16, "src_strides[0]");
+        assert_eq!(field(&out, 48 + 256, 8), 16, "dst_strides[0]");
+        assert_eq!(ITEM_BYTES, 432);
+        // 3-byte elements are never widened (no word is a multiple of 3): both items take
+        // the byte-wise path, the first in 3 runs (6000 elements), the second in 1.
+        let items3 = [
+            CopyItem {
+                src_view: Strided {
+                    offset: 0,
+                    strides: &[3],
+                },
+                dst_view: Strided {
+                    offset: 32,
+                    strides: &[3],
+                },
+                shape: &[6000],
+                ..items[0]
+            },
+            items[1],
+        ];
+        let batch = plan_batch(&items3, dst, 40_000, 3, 0).expect("valid");
+        let mut out = vec![0u8; copy_batch_desc_bytes(2)];
+        let (count, runs) = describe(batch.plans, &items3, dst, 3, &mut out);
+        assert_eq!((count, runs), (2, 4));
+        assert_eq!(field(&out, 16, 8), 6000);
+        assert_eq!(field(&out, 36, 4), 0, "byte-wise path");
+        let second = &out[ITEM_BYTES..];
+        assert_eq!(field(second, 0, 8), src + 0x8000);
+        assert_eq!(field(second, 8, 8), dst + 20_100);
+        assert_eq!(field(second, 16, 8), 6);
+        assert_eq!(field(second, 24, 8), 3, "first run of the second item");
+        assert_eq!(field(second, 36, 4), 0, "byte-wise path");
+        assert_eq!(field(second, 40, 4), 3);
     }
 }
