@@ -18,6 +18,9 @@
 //! * **strided copy** (`strided_copy`): `dst[i] = src[i]` over an n-d index space, each side with
 //!   its own byte offset and byte strides, optionally byte-swapping each element — the scatter
 //!   of a decoded chunk into an output array, the gather on write, and the `bytes` codec;
+//! * **batched strided copy** (`strided_copy_batch`): many [`CopyItem`]s, each with its own
+//!   source region and layouts, into one destination — one kernel launch on CUDA for all the
+//!   scatters of a decode batch;
 //! * **fill**: write one element pattern everywhere (missing chunks, fill values);
 //! * **cast**: numpy `astype`-style conversion between [`ScalarKind`]s;
 //! * **byte swap**: in place, contiguous (the `bytes` codec on a whole chunk);
@@ -48,6 +51,7 @@
 
 #![warn(missing_docs)]
 
+mod copy_batch;
 mod error;
 mod float16;
 mod layout;
@@ -56,6 +60,7 @@ mod scalar;
 pub mod cuda;
 pub mod host;
 
+pub use copy_batch::CopyItem;
 pub use error::{CodecError, Result};
 pub use layout::{MAX_DIMS, Strided, check_extent, merge_dims};
 pub use scalar::ScalarKind;

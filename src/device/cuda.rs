@@ -2,8 +2,9 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
 use super::compress::{CompressSettings, Compressor, deflate_algorithm};
+use super::copy_desc::CopyDescPool;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
-use super::ops::{StridedCast, StridedCopy, Unshuffle};
+use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue, track};
 use crate::driver::cuda_context;
 use crate::error::{Error, Result};
@@ -11,18 +12,21 @@ use crate::memory::{Init, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::sync::Arc;
-use zarrbuf_codecs::Strided;
-use zarrbuf_codecs::cuda::CudaKernels;
+use zarrbuf_codecs::cuda::{CudaKernels, copy_batch_desc_bytes};
+use zarrbuf_codecs::{CopyItem, Strided};
 
 /// Device `ordinal`'s context; kernels are compiled on first use and cached per context.
 pub(crate) struct CudaOps {
     ctx: Arc<CudaContext>,
+    /// Descriptor memory of batched strided copies.
+    copy_descs: CopyDescPool,
 }
 
 impl CudaOps {
     pub(crate) fn new(ordinal: usize) -> Result<Self> {
         Ok(CudaOps {
             ctx: cuda_context(ordinal)?,
+            copy_descs: CopyDescPool::new(ordinal),
         })
     }
 
@@ -220,6 +224,65 @@ impl DeviceOps for CudaOps {
             )?
         };
         Ok(())
+    }
+
+    fn strided_copy_batch(&self, q: &Queue, op: CopyBatch<'_>) -> Result<()> {
+        if op.items.is_empty() {
+            return Ok(());
+        }
+        // Ordered after the work in flight on each storage the batch touches (once each:
+        // a batch's items mostly share one scratch allocation).
+        let mut seen = std::collections::HashSet::from([Arc::as_ptr(op.dst.storage())]);
+        let mut storages: Vec<&Region> = vec![op.dst];
+        for it in op.items {
+            if seen.insert(Arc::as_ptr(it.src.storage())) {
+                storages.push(it.src);
+            }
+        }
+        let stream = self.stream_after(q, &storages)?;
+        let d = device_address(op.dst, "destination")?;
+        let items = op
+            .items
+            .iter()
+            .map(|it| {
+                Ok(CopyItem {
+                    src: device_address(it.src, "source")?,
+                    src_len: it.src.len(),
+                    src_view: it.src_view,
+                    dst_view: it.dst_view,
+                    shape: it.shape,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let kernels = self.kernels()?;
+        let desc = self.copy_descs.take(copy_batch_desc_bytes(items.len()))?;
+        let dev = device_address(&desc.device, "batched copy descriptors")?;
+        let r = desc.host.with_host_mut(|host| {
+            // SAFETY: the sources and the destination are device-accessible regions of the
+            // stated lengths, kept alive by the caller until the queue is synchronized;
+            // every item's bounds and its disjointness from the destination are checked
+            // inside before anything is enqueued. `host` is pinned memory and `dev` device
+            // memory of the descriptor pair, which nobody else uses until the fences
+            // tracked below have passed (the pool hands out only idle pairs).
+            unsafe {
+                kernels.strided_copy_batch(
+                    stream,
+                    &items,
+                    d,
+                    op.dst.len(),
+                    op.elem_size,
+                    op.swap_unit,
+                    host,
+                    dev,
+                    desc.device.len(),
+                )
+            }
+            .map_err(Error::from)
+        });
+        // Fenced even after an error: a copy may have been enqueued before it.
+        let tracked = track(q, &[&desc.host, &desc.device]);
+        self.copy_descs.give(desc);
+        r.and(tracked)
     }
 
     fn blosc_unshuffle(&self, q: &Queue, op: Unshuffle<'_>) -> Result<()> {

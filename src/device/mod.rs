@@ -6,6 +6,7 @@
 
 mod batch;
 mod compress;
+mod copy_desc;
 mod cuda;
 mod host_ops;
 mod nvcomp;
@@ -22,7 +23,9 @@ pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
 pub(crate) use cuda::CudaOps;
 pub(crate) use host_ops::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};
-pub(crate) use ops::{DeviceOps, Event, Queue, StridedCast, StridedCopy, Unshuffle, track};
+pub(crate) use ops::{
+    CopyBatch, CopyBatchItem, DeviceOps, Event, Queue, StridedCast, StridedCopy, Unshuffle, track,
+};
 pub(crate) use select::{ops_for, ops_for_pair};
 #[cfg(test)]
 pub(crate) use sim::SimulatedOps;

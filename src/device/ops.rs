@@ -52,6 +52,27 @@ pub(crate) struct StridedCopy<'a> {
     pub swap_unit: usize,
 }
 
+/// One item of a [`CopyBatch`]: the elements of `shape` that `src_view` places in `src` go
+/// where `dst_view` places them in the batch's destination.
+#[derive(Clone, Copy)]
+pub(crate) struct CopyBatchItem<'a> {
+    pub src: &'a Region,
+    pub src_view: Strided<'a>,
+    pub dst_view: Strided<'a>,
+    pub shape: &'a [usize],
+}
+
+/// Many strided copies into one destination region, all of `elem_size`-byte elements
+/// byte-swapped in units of `swap_unit` bytes (0: no swap): one kernel launch on CUDA. Every
+/// item is checked before anything is written; no source may overlap `dst`.
+#[derive(Clone, Copy)]
+pub(crate) struct CopyBatch<'a> {
+    pub items: &'a [CopyBatchItem<'a>],
+    pub dst: &'a Region,
+    pub elem_size: usize,
+    pub swap_unit: usize,
+}
+
 /// A converting copy: the elements of `shape` that `src_view` places in `src`, of
 /// `src_kind`, converted to `dst_kind` where `dst_view` places them in `dst`.
 #[derive(Clone, Copy)]
@@ -138,6 +159,9 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn copy(&self, q: &Queue, src: &Region, dst: &Region) -> Result<()>;
     /// Element-wise strided copy with optional byte swap.
     fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()>;
+    /// Many element-wise strided copies into one destination (see [`CopyBatch`]); the same
+    /// result as one [`Self::strided_copy`] per item, in one operation.
+    fn strided_copy_batch(&self, q: &Queue, op: CopyBatch<'_>) -> Result<()>;
     /// Writes `pattern` into every element of the view.
     fn fill(
         &self,

@@ -11,7 +11,7 @@
 use super::batch::{BatchDesc, BatchItem, Compression};
 use super::compress::CompressSettings;
 use super::ops::HostQueue;
-use super::ops::{StridedCast, StridedCopy, Unshuffle};
+use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, HostOps, Queue};
 use crate::error::Result;
 use crate::memory::Region;
@@ -40,6 +40,10 @@ struct SimState {
     engine_free: Instant,
     /// Chunks of every batch decompressed, in order.
     batches: Vec<usize>,
+    /// Plain strided copies enqueued.
+    strided_copies: usize,
+    /// Items of every batched strided copy, in order.
+    copy_batches: Vec<usize>,
 }
 
 impl SimulatedOps {
@@ -54,6 +58,8 @@ impl SimulatedOps {
                 queues: HashMap::new(),
                 engine_free: now,
                 batches: Vec::new(),
+                strided_copies: 0,
+                copy_batches: Vec::new(),
             }),
         }
     }
@@ -61,6 +67,12 @@ impl SimulatedOps {
     /// The chunk counts of the batches decompressed so far.
     pub(crate) fn batches(&self) -> Vec<usize> {
         self.state.lock().expect("sim state").batches.clone()
+    }
+
+    /// The plain strided copies enqueued so far, and the items of every batched one.
+    pub(crate) fn copies(&self) -> (usize, Vec<usize>) {
+        let s = self.state.lock().expect("sim state");
+        (s.strided_copies, s.copy_batches.clone())
     }
 
     /// When `q`'s work is done.
@@ -99,7 +111,18 @@ impl DeviceOps for SimulatedOps {
     }
 
     fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
+        self.state.lock().expect("sim state").strided_copies += 1;
         HostOps.strided_copy(q, op)
+    }
+
+    fn strided_copy_batch(&self, q: &Queue, op: CopyBatch<'_>) -> Result<()> {
+        let items = op.items.len();
+        self.state
+            .lock()
+            .expect("sim state")
+            .copy_batches
+            .push(items);
+        HostOps.strided_copy_batch(q, op)
     }
 
     fn fill(

@@ -292,7 +292,9 @@ impl StagedRead<'_> {
     }
 
     /// Enqueues what follows a batch's decompression for each of its chunks (unshuffle,
-    /// layout copy into its cache buffer, scatter), in order; returns the chunks to keep.
+    /// layout copy into its cache buffer), in order, then every scatter into the output
+    /// together (one batched copy per byte-swap unit: after all of the above, so each
+    /// reads what its unshuffle or layout copy wrote); returns the chunks to keep.
     fn after_batch(
         &self,
         q: &Queue,
@@ -301,16 +303,22 @@ impl StagedRead<'_> {
         s: &Scatter<'_>,
     ) -> Result<Vec<(usize, Kept)>> {
         let mut kept_all = Vec::new();
+        let mut scatters = Vec::with_capacity(after.len());
         for (next, kept) in after.iter().zip(keeps) {
             match next {
                 After::Done(i) => {
                     if let Some(k) = &kept {
-                        self.scatter_cached(q, &self.units[*i], k.region()?, &k.shape, s.out)?;
+                        let unit = &self.units[*i];
+                        scatters.push(self.cached_scatter(unit, k.region()?, &k.shape, s.out));
                     }
                 }
-                After::Scatter(i, decoded) => {
-                    self.place_decoded(q, &self.units[*i], decoded, kept.as_ref(), s)?
-                }
+                After::Scatter(i, decoded) => scatters.push(self.prepare_place(
+                    q,
+                    &self.units[*i],
+                    decoded,
+                    kept.as_ref(),
+                    s,
+                )?),
                 After::Unshuffle(i, shuffle, from, to, frame, scatter) => {
                     self.ops.blosc_unshuffle(
                         q,
@@ -323,10 +331,11 @@ impl StagedRead<'_> {
                             blocksize: frame.blocksize,
                         },
                     )?;
+                    let unit = &self.units[*i];
                     if *scatter {
-                        self.place_decoded(q, &self.units[*i], to, kept.as_ref(), s)?;
+                        scatters.push(self.prepare_place(q, unit, to, kept.as_ref(), s)?);
                     } else if let Some(k) = &kept {
-                        self.scatter_cached(q, &self.units[*i], k.region()?, &k.shape, s.out)?;
+                        scatters.push(self.cached_scatter(unit, k.region()?, &k.shape, s.out));
                     }
                 }
             }
@@ -335,6 +344,7 @@ impl StagedRead<'_> {
             };
             kept_all.extend(kept.map(|k| (i, k)));
         }
+        self.enqueue_scatters(q, &scatters, s.out)?;
         Ok(kept_all)
     }
 

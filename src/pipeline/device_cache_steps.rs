@@ -4,6 +4,7 @@
 //! scatter it from there and keep it.
 
 use super::StagedRead;
+use super::batch_scatter::PendingScatter;
 use super::device_cache::{Kept, ReadCache, give_back_queue, take_queue};
 use super::device_parts::Scatter;
 use super::staged_read::Producer;
@@ -55,12 +56,17 @@ impl StagedRead<'_> {
             true => None,
             false => Some(take_queue(self.ops.as_ref())?),
         };
+        // Every hit placed by one batched copy (per byte-swap unit).
         let placed = q.as_ref().map_or(Ok(()), |q| {
-            hits.iter().try_for_each(|(unit, b, shape)| {
-                self.scatter_cached(q, unit, b.region()?, shape, out)?;
+            let scatters = hits
+                .iter()
+                .map(|(unit, b, shape)| Ok(self.cached_scatter(unit, b.region()?, shape, out)))
+                .collect::<Result<Vec<_>>>()?;
+            self.enqueue_scatters(q, &scatters, out)?;
+            for (unit, _, _) in &hits {
                 self.report(&mut progress, &unit.region_shape(), elem);
-                Ok(())
-            })
+            }
+            Ok(())
         });
         let missed = placed.and_then(|()| {
             if misses.is_empty() {
@@ -93,7 +99,7 @@ impl StagedRead<'_> {
     }
 
     /// The byte-swap unit from native byte order to the output's (0: none).
-    fn native_to_out_swap(out: &NDBuffer) -> usize {
+    pub(super) fn native_to_out_swap(out: &NDBuffer) -> usize {
         if out.byte_order() == ByteOrder::native() {
             0
         } else {
@@ -157,30 +163,8 @@ impl StagedRead<'_> {
         shape: &[usize],
         out: &NDBuffer,
     ) -> Result<()> {
-        let elem = out.dtype().size();
-        let c = Order::C.strides(shape, elem);
-        self.ops.strided_copy(
-            q,
-            StridedCopy {
-                src: kept,
-                src_view: Strided {
-                    offset: unit.offset_in_unit(&c),
-                    strides: &c,
-                },
-                dst: out.buffer().region()?,
-                dst_view: Strided {
-                    offset: unit.offset_in_request(
-                        &self.request_start,
-                        out.offset(),
-                        out.strides(),
-                    ),
-                    strides: out.strides(),
-                },
-                shape: &unit.region_shape(),
-                elem_size: elem,
-                swap_unit: Self::native_to_out_swap(out),
-            },
-        )
+        let one = self.cached_scatter(unit, kept, shape, out);
+        self.enqueue_scatters(q, &[one], out)
     }
 
     /// A device buffer for `unit`'s decoded elements, to be kept in the cache; `None`
@@ -250,22 +234,24 @@ impl StagedRead<'_> {
         self.scatter_cached(q, unit, kept.region()?, &kept.shape, out)
     }
 
-    /// Places a decoded unit (`decoded`: the whole unit in the chain's encoded layout) into
-    /// the output through `kept`, its cache buffer: into the cache's layout, then scattered
-    /// from there; or, without one, scattered straight from `decoded`.
-    pub(super) fn place_decoded(
+    /// Prepares the placing of a decoded unit (`decoded`: the whole unit in the chain's
+    /// encoded layout) into the output through `kept`, its cache buffer: the copy into the
+    /// cache's layout is enqueued, and the scatter from there returned for the caller to
+    /// enqueue after it (with others); without a cache buffer, the scatter straight from
+    /// `decoded`.
+    pub(super) fn prepare_place(
         &self,
         q: &Queue,
         unit: &Unit,
         decoded: &Region,
         kept: Option<&Kept>,
         s: &Scatter<'_>,
-    ) -> Result<()> {
+    ) -> Result<PendingScatter> {
         let Some(kept) = kept else {
-            return self.scatter(q, unit, decoded, s);
+            return Ok(self.decoded_scatter(unit, decoded, s));
         };
         self.to_kept_layout(q, unit, decoded, kept, s.out)?;
-        self.scatter_cached(q, unit, kept.region()?, &kept.shape, s.out)
+        Ok(self.cached_scatter(unit, kept.region()?, &kept.shape, s.out))
     }
 
     /// Leaves a fence at the current end of `q` — after the work that wrote the kept

@@ -30,6 +30,8 @@ struct Case {
     units: Vec<Unit>,
     frames: Vec<Vec<u8>>,
     want: Vec<u8>,
+    /// The decoded units' layout (native: each decodes straight into the output).
+    layout: EncodedLayout,
 }
 
 impl Case {
@@ -64,6 +66,7 @@ impl Case {
             units,
             frames,
             want,
+            layout: EncodedLayout::native(),
         }
     }
 }
@@ -97,7 +100,7 @@ fn read(
     let staged = StagedRead {
         ops,
         units: &case.units,
-        layout: EncodedLayout::native(),
+        layout: case.layout.clone(),
         request_start: vec![0],
         fill_value: vec![0],
         staging_bytes: staging,
@@ -161,6 +164,25 @@ fn device_batches_follow_the_plan() {
         got.sort_by(|a, b| b.cmp(a));
         assert_eq!(got, want, "{sms} SMs");
     }
+}
+
+#[test]
+fn a_batch_scatters_its_units_with_one_batched_copy() {
+    // A (one-axis) transpose in the chain: no unit decodes straight into the output, each is
+    // scattered from scratch — every batch's scatters in one batched copy, none alone.
+    let mut case = Case::new(100, 0);
+    case.layout.order = Some(vec![0]);
+    let sim = Arc::new(SimulatedOps::new(4, Duration::ZERO, 1e12));
+    read(&case, sim.clone(), Who::Gpu, Duration::ZERO, 256 << 20);
+    let (alone, mut batched) = sim.copies();
+    let mut batches = sim.batches();
+    batched.sort_unstable();
+    batches.sort_unstable();
+    assert_eq!(alone, 0, "scatters enqueued one by one");
+    assert_eq!(
+        batched, batches,
+        "one batched copy per batch, of all its units"
+    );
 }
 
 #[test]
@@ -288,7 +310,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
     let staged = StagedRead {
         ops: sim.clone(),
         units: &case.units,
-        layout: EncodedLayout::native(),
+        layout: case.layout.clone(),
         request_start: vec![0],
         fill_value: vec![0],
         staging_bytes: 64 << 20,

@@ -8,6 +8,7 @@
 //! every line of it in CI.
 
 mod batch_plan;
+mod batch_scatter;
 mod cached_read;
 mod cancel;
 mod chunk_share;

@@ -26,7 +26,6 @@ use super::hybrid::{BatchId, Split, Take, WorkQueue};
 use super::tuning::Tuning;
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
-use crate::device::StridedCopy;
 use crate::device::{DeviceOps, Queue};
 use crate::dtype::ByteOrder;
 use crate::error::{Error, Result};
@@ -428,28 +427,8 @@ impl StagedRead<'_> {
         decoded: &crate::memory::Region,
         s: &Scatter<'_>,
     ) -> Result<()> {
-        let shape = unit.shape_usize();
-        let src_strides = self.layout.decoded_strides(&shape, s.elem);
-        let src = Strided {
-            offset: unit.offset_in_unit(&src_strides),
-            strides: &src_strides,
-        };
-        let dst = Strided {
-            offset: unit.offset_in_request(&self.request_start, s.out.offset(), s.out.strides()),
-            strides: s.out.strides(),
-        };
-        self.ops.strided_copy(
-            q,
-            StridedCopy {
-                src: decoded,
-                src_view: src,
-                dst: s.out.buffer().region()?,
-                dst_view: dst,
-                shape: &unit.region_shape(),
-                elem_size: s.elem,
-                swap_unit: s.swap,
-            },
-        )
+        let one = self.decoded_scatter(unit, decoded, s);
+        self.enqueue_scatters(q, &[one], s.out)
     }
 
     /// True when the whole unit, decoded, is exactly one contiguous run of `out`: nothing to

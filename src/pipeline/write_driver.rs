@@ -159,8 +159,8 @@ mod tests {
     //! batches and can make one chunk fail, as nvCOMP reports a chunk it cannot compress.
     use super::*;
     use crate::device::{
-        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, Event, HostOps, Queue,
-        StridedCast, StridedCopy, Unshuffle,
+        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, CopyBatch, Event, HostOps,
+        Queue, StridedCast, StridedCopy, Unshuffle,
     };
     use crate::memory::Region;
     use crate::options::PipelineMode;
@@ -205,6 +205,9 @@ mod tests {
         }
         fn strided_copy(&self, q: &Queue, op: StridedCopy<'_>) -> Result<()> {
             self.host.strided_copy(q, op)
+        }
+        fn strided_copy_batch(&self, q: &Queue, op: CopyBatch<'_>) -> Result<()> {
+            self.host.strided_copy_batch(q, op)
         }
         fn fill(
             &self,

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The CUDA C++ program: shared definitions first, then one file per operation.
-const SOURCE_FILES: [&str; 6] = [
+const SOURCE_FILES: [&str; 7] = [
     include_str!("../../kernels/common.cuh"),
     include_str!("../../kernels/copy.cu"),
+    include_str!("../../kernels/copy_batch.cu"),
     include_str!("../../kernels/fill.cu"),
     include_str!("../../kernels/cast.cu"),
     include_str!("../../kernels/unshuffle.cu"),
@@ -30,7 +31,8 @@ pub(crate) const TILE: usize = 32;
 ///
 /// Get one with [`CudaKernels::for_context`]; it is cached per context for the life of the
 /// process (the cache keeps the context alive), so calling `for_context` per operation is
-/// cheap. The operations ([`strided_copy`](Self::strided_copy), [`fill`](Self::fill),
+/// cheap. The operations ([`strided_copy`](Self::strided_copy),
+/// [`strided_copy_batch`](Self::strided_copy_batch), [`fill`](Self::fill),
 /// [`cast`](Self::cast), [`byte_swap`](Self::byte_swap), [`permute`](Self::permute),
 /// [`blosc_unshuffle`](Self::blosc_unshuffle)) take
 /// device pointers and enqueue work on a stream of the same context.
@@ -48,6 +50,7 @@ pub struct CudaKernels {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) copy: [CudaFunction; 5],
     pub(crate) copy_bytes: CudaFunction,
+    pub(crate) copy_batch: CudaFunction,
     pub(crate) transpose: [CudaFunction; 5],
     pub(crate) fill: [CudaFunction; 5],
     pub(crate) fill_bytes: CudaFunction,
@@ -176,6 +179,7 @@ impl CudaKernels {
                 f("zb_copy_w16")?,
             ],
             copy_bytes: f("zb_copy_bytes")?,
+            copy_batch: f("zb_copy_batch")?,
             transpose: [
                 f("zb_transpose_w1")?,
                 f("zb_transpose_w2")?,

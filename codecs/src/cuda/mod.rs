@@ -23,12 +23,15 @@
 
 mod adler;
 mod available;
+mod copy_batch;
 mod kernels;
 mod ops;
 mod params;
 mod self_test;
+mod self_test_batch;
 mod unshuffle;
 
 pub use available::cuda_available;
+pub use copy_batch::copy_batch_desc_bytes;
 pub use kernels::{CudaKernels, compile_kernels};
 pub use self_test::self_test;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 /// Runs every CUDA kernel on pseudo-random inputs (fixed seed) in `ctx` and compares the bytes
 /// it produces with the host implementation: strided copies over random shapes, strides
 /// (negative, broadcast, padded), offsets (unaligned too), element sizes and swap units;
+/// batched strided copies (many items in one launch, and a batch with a bad item refused);
 /// fills; casts between every pair of [`ScalarKind`]s; in-place byte swaps; permutes; blosc
 /// unshuffles; a few large launches and the 64-bit index path.
 ///
@@ -52,6 +53,14 @@ pub fn self_test(ctx: &Arc<CudaContext>) -> Result<String> {
         n += 1;
     }
     counts.push(format!("strided_copy {n}"));
+
+    let mut n = 0;
+    for case in 0..150 {
+        t.copy_batch_case(&mut rng, case, case % 10 == 9)?;
+        n += 1;
+    }
+    t.copy_batch_refused()?;
+    counts.push(format!("strided_copy_batch {}", n + 1));
 
     let mut n = 0;
     for case in 0..200 {
@@ -118,10 +127,10 @@ pub fn self_test(ctx: &Arc<CudaContext>) -> Result<String> {
 }
 
 /// SplitMix64: a small deterministic generator (the crate has no runtime dependency on rand).
-struct Rng(u64);
+pub(super) struct Rng(u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -129,20 +138,20 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
     /// `true` with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
+    pub(super) fn chance(&mut self, p: f64) -> bool {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+    pub(super) fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len())]
     }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
+    pub(super) fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
-    fn shuffle<T>(&mut self, xs: &mut [T]) {
+    pub(super) fn shuffle<T>(&mut self, xs: &mut [T]) {
         for i in (1..xs.len()).rev() {
             xs.swap(i, self.below(i + 1));
         }
@@ -150,14 +159,14 @@ impl Rng {
 }
 
 /// A random layout of `shape` with `es`-byte elements: strides, offset and region length.
-struct Layout {
-    strides: Vec<isize>,
-    offset: usize,
-    len: usize,
+pub(super) struct Layout {
+    pub(super) strides: Vec<isize>,
+    pub(super) offset: usize,
+    pub(super) len: usize,
 }
 
 impl Layout {
-    fn view(&self) -> Strided<'_> {
+    pub(super) fn view(&self) -> Strided<'_> {
         Strided {
             offset: self.offset,
             strides: &self.strides,
@@ -167,7 +176,7 @@ impl Layout {
 
 /// Random layout: permuted C order, optional padding, sign flips, zero strides if `broadcast`,
 /// random start offset (alignment varies) and slack after the end.
-fn random_layout(rng: &mut Rng, shape: &[usize], es: usize, broadcast: bool) -> Layout {
+pub(super) fn random_layout(rng: &mut Rng, shape: &[usize], es: usize, broadcast: bool) -> Layout {
     let nd = shape.len();
     let mut order: Vec<usize> = (0..nd).collect();
     if rng.chance(0.5) {
@@ -213,7 +222,7 @@ fn random_layout(rng: &mut Rng, shape: &[usize], es: usize, broadcast: bool) -> 
     }
 }
 
-fn random_shape(rng: &mut Rng) -> Vec<usize> {
+pub(super) fn random_shape(rng: &mut Rng) -> Vec<usize> {
     let nd = rng.pick(&[0usize, 1, 1, 2, 2, 3, 3, 4, 5, 6]);
     (0..nd)
         .map(|_| {
@@ -227,7 +236,7 @@ fn random_shape(rng: &mut Rng) -> Vec<usize> {
 }
 
 /// 2 to 4 dimensions of 12 to 80, at most ~100k elements: exercises the tiled transposes.
-fn medium_shape(rng: &mut Rng) -> Vec<usize> {
+pub(super) fn medium_shape(rng: &mut Rng) -> Vec<usize> {
     let nd = 2 + rng.below(3);
     let mut shape: Vec<usize> = (0..nd).map(|_| 12 + rng.below(69)).collect();
     while shape.iter().product::<usize>() > 100_000 {
@@ -237,30 +246,30 @@ fn medium_shape(rng: &mut Rng) -> Vec<usize> {
     shape
 }
 
-fn valid_units(es: usize) -> Vec<usize> {
+pub(super) fn valid_units(es: usize) -> Vec<usize> {
     [0usize, 1, 2, 4, 8, 16]
         .into_iter()
         .filter(|&u| u <= 1 || es.is_multiple_of(u))
         .collect()
 }
 
-fn cuda_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> CodecError {
+pub(super) fn cuda_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> CodecError {
     move |e| CodecError::Cuda(format!("self-test: {call} failed: {e}"))
 }
 
-struct Tester<'a> {
-    k: &'a CudaKernels,
-    stream: &'a Arc<CudaStream>,
+pub(super) struct Tester<'a> {
+    pub(super) k: &'a CudaKernels,
+    pub(super) stream: &'a Arc<CudaStream>,
 }
 
 impl Tester<'_> {
-    fn upload(&self, data: &[u8]) -> Result<CudaSlice<u8>> {
+    pub(super) fn upload(&self, data: &[u8]) -> Result<CudaSlice<u8>> {
         self.stream
             .clone_htod(data)
             .map_err(cuda_err("cuMemcpyHtoDAsync"))
     }
 
-    fn download(&self, s: &CudaSlice<u8>) -> Result<Vec<u8>> {
+    pub(super) fn download(&self, s: &CudaSlice<u8>) -> Result<Vec<u8>> {
         self.stream
             .clone_dtoh(s)
             .map_err(cuda_err("cuMemcpyDtoHAsync"))
@@ -603,7 +612,7 @@ impl Tester<'_> {
     }
 }
 
-fn compare(got: &[u8], want: &[u8], describe: impl FnOnce() -> String) -> Result<()> {
+pub(super) fn compare(got: &[u8], want: &[u8], describe: impl FnOnce() -> String) -> Result<()> {
     if got == want {
         return Ok(());
     }

@@ -115,7 +115,14 @@ pub fn strided_copy_slices(
 ///
 /// Every element the plan addresses must be readable at `src` and writable at `dst`; the
 /// regions are disjoint unless `in_place`, in which case the views are identical.
-unsafe fn run(plan: &Plan, src: *const u8, dst: *mut u8, es: usize, unit: usize, in_place: bool) {
+pub(super) unsafe fn run(
+    plan: &Plan,
+    src: *const u8,
+    dst: *mut u8,
+    es: usize,
+    unit: usize,
+    in_place: bool,
+) {
     let (n, sa, sb) = plan.inner();
     let contiguous = sa == es as isize && sb == es as isize;
     let row_bytes = n * es;

@@ -20,6 +20,7 @@
 mod adler;
 mod cast;
 mod copy;
+mod copy_batch;
 mod equal;
 mod fill;
 mod permute;
@@ -31,6 +32,7 @@ pub(crate) use adler::check_adler32;
 pub use adler::{adler32_combine, adler32_piece_count, adler32_pieces};
 pub use cast::{cast, cast_slices};
 pub use copy::{strided_copy, strided_copy_slices};
+pub use copy_batch::{strided_copy_batch, strided_copy_batch_slices};
 pub use equal::all_equal;
 pub use fill::fill;
 pub(crate) use permute::PermutePlan;

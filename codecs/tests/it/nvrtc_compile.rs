@@ -8,13 +8,14 @@
 use zarrbuf_test_support::{Need, skip};
 
 /// Every kernel the crate loads by name.
-const KERNELS: [&str; 20] = [
+const KERNELS: [&str; 21] = [
     "zb_copy_w1",
     "zb_copy_w2",
     "zb_copy_w4",
     "zb_copy_w8",
     "zb_copy_w16",
     "zb_copy_bytes",
+    "zb_copy_batch",
     "zb_transpose_w1",
     "zb_transpose_w2",
     "zb_transpose_w4",

@@ -1,0 +1,126 @@
+//! Scatters gathered and enqueued together: the units of one device batch, or a read's
+//! cache hits, placed into the output with one batched strided copy per byte-swap unit
+//! instead of one copy (one kernel launch on CUDA) per unit.
+
+use super::StagedRead;
+use super::device_parts::Scatter;
+use crate::buffer::NDBuffer;
+use crate::device::{CopyBatch, CopyBatchItem, Queue, StridedCopy};
+use crate::dtype::Order;
+use crate::error::Result;
+use crate::memory::Region;
+use crate::zarr::Unit;
+use zarrbuf_codecs::Strided;
+
+/// One unit's scatter into the output: its source and the layouts on both sides.
+pub(super) struct PendingScatter {
+    src: Region,
+    src_offset: usize,
+    src_strides: Vec<isize>,
+    dst_offset: usize,
+    shape: Vec<usize>,
+    swap: usize,
+}
+
+impl StagedRead<'_> {
+    /// The scatter of one decoded unit (in the chain's encoded layout, at the start of
+    /// `decoded`) into its place in the output: byte swap + transpose + strided copy.
+    pub(super) fn decoded_scatter(
+        &self,
+        unit: &Unit,
+        decoded: &Region,
+        s: &Scatter<'_>,
+    ) -> PendingScatter {
+        let src_strides = self.layout.decoded_strides(&unit.shape_usize(), s.elem);
+        PendingScatter {
+            src: decoded.clone(),
+            src_offset: unit.offset_in_unit(&src_strides),
+            src_strides,
+            dst_offset: unit.offset_in_request(
+                &self.request_start,
+                s.out.offset(),
+                s.out.strides(),
+            ),
+            shape: unit.region_shape(),
+            swap: s.swap,
+        }
+    }
+
+    /// The scatter of a unit's region from its cached buffer (`kept`, of shape `shape` in C
+    /// order and native byte order) into its place in the output.
+    pub(super) fn cached_scatter(
+        &self,
+        unit: &Unit,
+        kept: &Region,
+        shape: &[usize],
+        out: &NDBuffer,
+    ) -> PendingScatter {
+        let c = Order::C.strides(shape, out.dtype().size());
+        PendingScatter {
+            src: kept.clone(),
+            src_offset: unit.offset_in_unit(&c),
+            src_strides: c,
+            dst_offset: unit.offset_in_request(&self.request_start, out.offset(), out.strides()),
+            shape: unit.region_shape(),
+            swap: Self::native_to_out_swap(out),
+        }
+    }
+
+    /// Enqueues `scatters` into `out` on `q`: one batched copy per byte-swap unit among
+    /// them (a lone scatter as a plain strided copy), in the order given within each.
+    pub(super) fn enqueue_scatters(
+        &self,
+        q: &Queue,
+        scatters: &[PendingScatter],
+        out: &NDBuffer,
+    ) -> Result<()> {
+        let dst = out.buffer().region()?;
+        let elem = out.dtype().size();
+        let mut swaps: Vec<usize> = scatters.iter().map(|p| p.swap).collect();
+        swaps.sort_unstable();
+        swaps.dedup();
+        for swap in swaps {
+            let items: Vec<CopyBatchItem<'_>> = scatters
+                .iter()
+                .filter(|p| p.swap == swap)
+                .map(|p| CopyBatchItem {
+                    src: &p.src,
+                    src_view: Strided {
+                        offset: p.src_offset,
+                        strides: &p.src_strides,
+                    },
+                    dst_view: Strided {
+                        offset: p.dst_offset,
+                        strides: out.strides(),
+                    },
+                    shape: &p.shape,
+                })
+                .collect();
+            if let [one] = items.as_slice() {
+                self.ops.strided_copy(
+                    q,
+                    StridedCopy {
+                        src: one.src,
+                        src_view: one.src_view,
+                        dst,
+                        dst_view: one.dst_view,
+                        shape: one.shape,
+                        elem_size: elem,
+                        swap_unit: swap,
+                    },
+                )?;
+                continue;
+            }
+            self.ops.strided_copy_batch(
+                q,
+                CopyBatch {
+                    items: &items,
+                    dst,
+                    elem_size: elem,
+                    swap_unit: swap,
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
