@@ -82,9 +82,9 @@ pub(crate) fn resolve_decode(
 ///
 /// 1. a host output, a chain the device does not decode, or a format not in
 ///    [`GPU_DECODE_VERIFIED`]: the CPU;
-/// 2. no more chunks than one device batch: the CPU. The hybrid splits only reads of more
-///    (a smaller read would go to the device whole, and the run above measured 128
-///    chunks of 8 MiB slower on the device: 6.75 against 9.94 GB/s);
+/// 2. no more chunks than one device batch: the CPU. The device's first batch would be
+///    all it gets before the CPU is done (and the run above measured 128 chunks of 8 MiB
+///    slower on the device: 6.75 against 9.94 GB/s);
 /// 3. measured rates with the device below a quarter of the CPU: the CPU;
 /// 4. no batch decoder (nvCOMP not found): the CPU;
 /// 5. otherwise both, the hybrid scheduler splitting the chunks by the rates it observes.

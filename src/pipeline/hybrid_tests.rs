@@ -270,6 +270,34 @@ fn both_is_never_much_slower_than_the_faster_side() {
     );
 }
 
+#[test]
+fn a_read_of_less_than_one_batch_is_split_too() {
+    // 24 units, batches of 32: a device at a third of the CPU threads' rate must not get
+    // them all (as it did when reads of one batch or less went to the device whole).
+    let cpu_unit = Duration::from_millis(3);
+    let case = Case::new(24, 0);
+    let staging = 256 << 20;
+    let mut report = Vec::new();
+    for attempt in 1..=3 {
+        let cpu = read(&case, device(8, 1.0, cpu_unit), Who::Cpu, cpu_unit, staging);
+        let sim = device(8, 1.0 / 3.0, cpu_unit);
+        let both = read(&case, sim.clone(), Who::Both, cpu_unit, staging);
+        let device_units: usize = sim.batches().iter().sum();
+        report.push(format!(
+            "try {attempt}: cpu {} ms, both {} ms, {device_units} of 24 units on the device",
+            cpu.as_millis(),
+            both.as_millis()
+        ));
+        if both.as_secs_f64() <= cpu.as_secs_f64() / 0.95 && device_units < 24 {
+            return;
+        }
+    }
+    panic!(
+        "Both below 0.95x the CPU on a read of less than one batch:\n{}",
+        report.join("\n")
+    );
+}
+
 /// With a cache, each chunk the simulated device decodes reaches the cache only once its
 /// batch has finished there (the device's completion, not its submission), and every chunk
 /// does by the end of the read.

@@ -160,8 +160,9 @@ impl StagedRead<'_> {
             Some(d) => {
                 let input = self.batch_plan_input(slot_bytes)?;
                 let plan = batch_plan(input);
-                // Reads of one batch or less go to the device whole, as they always did.
-                let split = if d.hybrid && self.units.len() > plan.chunks_per_batch {
+                // Reads of one batch or less split too: sent whole to the device, 128
+                // chunks of 8 MiB read at 0.71× the CPU's rate on an H200 (gpu-run-25).
+                let split = if d.hybrid && self.units.len() > 1 {
                     Split::Both
                 } else {
                     Split::Device
