@@ -12,9 +12,10 @@ use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
+use super::read::SMALL_READ_UNITS;
 use crate::pipeline::{
     Cancel, InnerFetch, caches_on_device, check_output_size, fetch_unit_async, miss_options,
-    miss_output, read_through_cache, run_staged,
+    miss_output, read_small_async, read_through_cache, run_staged,
 };
 use crate::store::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
@@ -206,6 +207,11 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
                 return Ok(());
             }
             let array = Arc::new(self.with_storage(self.storage()));
+            // Small host reads: fetched on the runtime, decoded without the pipeline.
+            let cached = opts.chunk_cache().is_some() && !caches_on_device(&out, &opts);
+            if !cached && read_small_async(&array, &subset, &out, &opts, SMALL_READ_UNITS).await? {
+                return Ok(());
+            }
             let handle = tokio::runtime::Handle::try_current().map_err(|_| {
                 Error::InvalidArgument(
                     "async reads need a tokio runtime (call them inside one)".into(),
@@ -225,7 +231,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
 
 /// The blocking half: the staged pipeline, whose producers fetch through the runtime.
 fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
-    array: &Array<S>,
+    array: &Arc<Array<S>>,
     subset: &[Range<u64>],
     out: &NDBuffer,
     opts: &ReadOptions,
@@ -235,24 +241,33 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
         // Each miss is read whole, uncached, by this function.
         let uncached = miss_options(opts);
-        return read_through_cache(array, subset, out, &cache, opts, &|region| {
+        return read_through_cache(array.as_ref(), subset, out, &cache, opts, &|region| {
             let chunk = miss_output(region, out.dtype())?;
-            read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
+            // A miss is one unit: the small route's fetch and decode, as sync misses take.
+            let small = reading_inline(|| {
+                handle.block_on(cancel.unless_dropped(
+                    "read",
+                    read_small_async(array, region, &chunk, &uncached, SMALL_READ_UNITS),
+                ))
+            })?;
+            if !small {
+                read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
+            }
             Ok(chunk)
         });
     }
     run_staged(
-        array,
+        array.as_ref(),
         subset,
         out,
         opts,
-        InnerFetch::for_async_store(array),
+        InnerFetch::for_async_store(array.as_ref()),
         &|plan, shards, unit| {
             cancel.check("read")?;
             // This worker waits for the fetch anyway: local files are read on it.
             reading_inline(|| {
                 handle.block_on(
-                    cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)),
+                    cancel.unless_dropped("read", fetch_unit_async(array.as_ref(), plan, shards, unit)),
                 )
             })
         },
