@@ -172,14 +172,9 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         // Small Auto reads into C-contiguous outputs: zarrbuf's own fetch and decode.
         if direct
             && opts.mode == PipelineMode::Auto
-            && read_small(
-                self,
-                subset,
-                out,
-                opts,
-                SMALL_READ_UNITS,
-                &|p, s, u| fetch_unit(self, p, s, u),
-            )?
+            && read_small(self, subset, out, opts, SMALL_READ_UNITS, &|p, s, u| {
+                fetch_unit(self, p, s, u)
+            })?
         {
             return Ok(());
         }

@@ -6,13 +6,13 @@
 //! Dropping the future cancels: the pipeline stops at its next unit, drains its device
 //! queues, and keeps the output buffer alive until then.
 
+use super::read::SMALL_READ_UNITS;
 use super::read_stream::ReadStream;
 use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
-use super::read::SMALL_READ_UNITS;
 use crate::pipeline::{
     Cancel, InnerFetch, caches_on_device, check_output_size, fetch_unit_async, miss_options,
     miss_output, read_small_async, read_through_cache, run_staged,
@@ -267,7 +267,10 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
             // This worker waits for the fetch anyway: local files are read on it.
             reading_inline(|| {
                 handle.block_on(
-                    cancel.unless_dropped("read", fetch_unit_async(array.as_ref(), plan, shards, unit)),
+                    cancel.unless_dropped(
+                        "read",
+                        fetch_unit_async(array.as_ref(), plan, shards, unit),
+                    ),
                 )
             })
         },

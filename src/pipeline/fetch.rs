@@ -9,8 +9,7 @@ use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_ch
 use super::small_read::flight_unit;
 use crate::error::{Error, Result};
 use crate::zarr::{
-    ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size,
-    check_stored_size_async, chunk_error,
+    ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };
 use futures::future::join_all;
 use std::collections::{BTreeSet, HashMap};
@@ -118,8 +117,11 @@ pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + '
     let mut indexes: HashMap<Vec<u64>, std::result::Result<Option<Arc<Vec<u64>>>, String>> =
         HashMap::new();
     if let Some(index) = index {
-        let shards: BTreeSet<Vec<u64>> =
-            plan.units.iter().map(|u| index.split(&u.indices).0).collect();
+        let shards: BTreeSet<Vec<u64>> = plan
+            .units
+            .iter()
+            .map(|u| index.split(&u.indices).0)
+            .collect();
         let got = join_all(shards.iter().map(|shard| async {
             if let Some(hit) = index.cached(shard) {
                 return Ok(hit);
@@ -169,10 +171,14 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         let Some(range) = index.inner_range(&shard_index, &within).map_err(fail)? else {
             return Ok(None);
         };
-        let bytes = get_async(array.storage().as_ref(), &key, ByteRange::new(range.clone()))
-            .await
-            .map_err(fail)?
-            .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
+        let bytes = get_async(
+            array.storage().as_ref(),
+            &key,
+            ByteRange::new(range.clone()),
+        )
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
         check_length(&range, bytes.len()).map_err(fail)?;
         Ok(Some(Vec::from(bytes)))
     };

@@ -82,9 +82,18 @@ fn the_leaders_error_reaches_every_waiter() {
     assert_eq!(waiters(&k), None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_async_leader_leaves_no_waiter_hanging() {
+#[test]
+fn a_dropped_async_leader_leaves_no_waiter_hanging() {
     let _serial = lock(&SERIAL);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(dropped_leader());
+}
+
+async fn dropped_leader() {
     let k = key("abandoned", true);
     let leader = {
         let k = k.clone();
@@ -132,7 +141,10 @@ fn a_full_table_fetches_unshared() {
         .map(|i| join(&key(&format!("full/{i}"), false)))
         .collect();
     let alone = join(&key("full/extra", false));
-    assert!(matches!(alone, Join::Alone), "the table grew past its bound");
+    assert!(
+        matches!(alone, Join::Alone),
+        "the table grew past its bound"
+    );
     drop(held);
     for i in [0, MAX_FLIGHTS - 1] {
         assert_eq!(waiters(&key(&format!("full/{i}"), false)), None);

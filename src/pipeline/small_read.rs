@@ -168,19 +168,17 @@ impl SmallRead {
         encoded: &(dyn Fn(usize) -> Result<Option<Vec<u8>>> + Sync),
     ) -> Result<Vec<Option<Vec<u8>>>> {
         let units = &self.plan.units;
-        on_caller_and_pool(units.len(), |i| {
-            self.decode(array, &units[i], encoded(i)?)
-        })
-        .into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| {
-                Err(crate::error::Error::InvalidArgument(
-                    "internal error: a unit of a small read was not decoded (please report)"
-                        .into(),
-                ))
+        on_caller_and_pool(units.len(), |i| self.decode(array, &units[i], encoded(i)?))
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(crate::error::Error::InvalidArgument(
+                        "internal error: a unit of a small read was not decoded (please report)"
+                            .into(),
+                    ))
+                })
             })
-        })
-        .collect()
+            .collect()
     }
 
     /// Copies the needed part of every decoded unit (the fill value for `None`) into `out`,

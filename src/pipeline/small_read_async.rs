@@ -68,8 +68,7 @@ pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 's
             .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take())
             .unwrap_or_else(|| {
                 Err(Error::InvalidArgument(
-                    "internal error: a unit of a small read was taken twice (please report)"
-                        .into(),
+                    "internal error: a unit of a small read was taken twice (please report)".into(),
                 ))
             })
     };
