@@ -103,6 +103,9 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
     }
 }
 
+/// Each shard's decoded index (`None`: the shard is not stored), or why it could not be read.
+type ShardIndexes = HashMap<Vec<u64>, std::result::Result<Option<Arc<Vec<u64>>>, String>>;
+
 /// The encoded bytes of every unit of a small async read (`small_read_async.rs`), in unit
 /// order: each shard's index once (cached, checked: [`ShardIndex`]), then every unit's
 /// bytes, all requests of a step at once; a unit another async read is fetching at the
@@ -114,8 +117,7 @@ pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + '
     index: Option<&ShardIndex>,
 ) -> Vec<Result<Option<Vec<u8>>>> {
     let storage = array.storage();
-    let mut indexes: HashMap<Vec<u64>, std::result::Result<Option<Arc<Vec<u64>>>, String>> =
-        HashMap::new();
+    let mut indexes: ShardIndexes = HashMap::new();
     if let Some(index) = index {
         let shards: BTreeSet<Vec<u64>> = plan
             .units
@@ -147,7 +149,7 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Array<S>,
     plan: &UnitPlan,
     index: Option<&ShardIndex>,
-    indexes: &HashMap<Vec<u64>, std::result::Result<Option<Arc<Vec<u64>>>, String>>,
+    indexes: &ShardIndexes,
     unit: &Unit,
 ) -> Result<Option<Vec<u8>>> {
     let flight = FlightKey::new(array, flight_unit(array, index, unit), true);

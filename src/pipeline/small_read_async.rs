@@ -29,6 +29,9 @@ use zarrs::storage::AsyncReadableStorageTraits;
 /// about 1 ms) is handed off.
 pub(crate) const INLINE_DECODE_BYTES: usize = 64 << 10;
 
+/// One unit's fetched bytes (`None`: not stored), or why they could not be fetched.
+type Fetched = Result<Option<Vec<u8>>>;
+
 /// Reads `subset` of `array` into `out` by the small async route when it applies (the
 /// conditions of [`SmallRead::plan`]; at most `max_units` units) and returns whether it did.
 pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
@@ -60,7 +63,7 @@ pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 's
         .filter(|(_, f)| matches!(f, Ok(Some(_))))
         .map(|(u, _)| u.num_elements().saturating_mul(out.dtype().size()))
         .sum();
-    let slots: Vec<Mutex<Option<Result<Option<Vec<u8>>>>>> =
+    let slots: Vec<Mutex<Option<Fetched>>> =
         fetched.into_iter().map(|f| Mutex::new(Some(f))).collect();
     let take = move |i: usize| -> Result<Option<Vec<u8>>> {
         slots
