@@ -45,7 +45,8 @@ fn live() -> Vec<Arc<dyn Invalidate>> {
 /// Removes from every live cache the chunks of `array` (inner chunks, for sharded arrays:
 /// the units reads cache) that a write of `subset` touches; every chunk of the array when
 /// they cannot be planned. Writes call it before they store anything and again when they
-/// end, whether they succeeded or not (chunks stored before a failure changed too); a read
+/// end, whether they succeeded or not (chunks stored before a failure changed too), and
+/// each call moves the write epoch ([`write_epoch`]) first; a read
 /// that decoded a chunk before the write and inserts it after is refused by the caches'
 /// write epoch (see `ChunkCache::insert_since`).
 pub(crate) fn invalidate_written<S: ?Sized + Send + Sync + 'static>(

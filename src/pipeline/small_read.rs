@@ -8,7 +8,9 @@
 //! needs is copied into the output. The units of one read decode in parallel on rayon's
 //! global pool: no threads started, no staging slots, no second read of the shard index by
 //! zarrs. Reads this route does not take (other chains, transposed or byte-swapped layouts,
-//! strided outputs, more units) go the way they went before.
+//! strided outputs, more units) go the way they went before. A unit another sync read is
+//! fetching at the same time is taken from it (`fetch_flight.rs`). Async reads take the same
+//! plan and decoders ([`SmallRead`]) through `small_read_async.rs`.
 
 use super::ShardReads;
 use super::fetch_flight::{FlightKey, fetch_shared};
