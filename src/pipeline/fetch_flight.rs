@@ -19,7 +19,9 @@
 //!
 //! Cancellation: a waiter that is dropped (its future) just lets go of the flight; a leader
 //! that is dropped before it finishes (its future cancelled, or a panic) marks the flight
-//! abandoned, and its waiters fetch the unit themselves (one of them leading anew).
+//! abandoned, and its waiters fetch the unit themselves (one of them leading anew). An
+//! async leader is a future like any other: one that was polled and is then kept without
+//! being polled (neither awaited nor dropped) keeps its waiters waiting, as a held lock would.
 
 use crate::error::{Error, Result};
 use bytes::Bytes;
