@@ -1,6 +1,10 @@
 //! Async reads from any async zarrs store (object stores on tokio), into any prototype.
 //!
-//! Fetches run on the tokio runtime, concurrently up to the decoding thread count; decoding
+//! Small host reads (up to 7 chunks or inner chunks, `PipelineMode::Auto`, into a
+//! C-contiguous output) take the small route (`pipeline/small_read_async.rs`): their units
+//! are fetched concurrently on the runtime, fetches of the same unit by concurrent reads
+//! shared, and decoded by the bounded decoders without the pipeline. Other reads fetch on the
+//! tokio runtime, concurrently up to the decoding thread count; decoding
 //! and device work run on a blocking thread through the same staged pipeline as sync reads
 //! (pinned staging ring, device kernels), so memory in flight is bounded by the options.
 //! Dropping the future cancels: the pipeline stops at its next unit, drains its device
