@@ -290,6 +290,13 @@ fn a_damaged_chunk_is_the_same_error_for_every_waiting_reader() {
         store.gets() - before < READERS,
         "the damaged chunk was fetched by every reader"
     );
+    // The async small route names the same chunk.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let e = rt
+        .block_on(a.read_async(&[0..8, 40..50], &BufferPrototype::cpu()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chunk [0, 1]") && e.contains("/a"), "{e}");
 }
 
 #[test]
