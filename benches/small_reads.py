@@ -8,7 +8,10 @@ so one touches one to four chunks, are read one at a time by
 
 - the Rust API: ``zarrbuf bench --subsets FILE`` (the release CLI, ``cargo build
   --release``), which reads the same patches through ``ArrayReadExt::read``,
-- ``zarrbuf.open(...).read(...)`` (``np.asarray`` of the result),
+- the Rust API over a ``file://`` URL: the same, through the async store and
+  ``ArrayReadAsyncExt::read_opt_async`` (the route object stores take),
+- ``zarrbuf.open(...).read(...)`` (``np.asarray`` of the result), and the same over the
+  directory's ``file://`` URL (the async route),
 - zarr-python through zarrbuf's pipeline and through zarrs-python's,
 - tensorstore (``zarr3`` driver, the default context: no cache).
 
@@ -50,16 +53,26 @@ import python_read  # noqa: E402  (the arrays, their data and the zarr-python re
 import zarrbuf  # noqa: E402
 
 VARIANTS = {"zstd1": "plain", "zstd1-sharded": "sharded"}
-READERS = ("rust", "zarrbuf-read", "zarrbuf-pipeline", "zarrs-python", "tensorstore")
+READERS = ("rust", "rust-url", "zarrbuf-read", "zarrbuf-read-url", "zarrbuf-pipeline", "zarrs-python", "tensorstore")
+#: The readers run by the Rust CLI (the rest run in this process).
+CLI_READERS = ("rust", "rust-url")
 TITLES = {
     "rust": "Rust `ArrayReadExt::read`",
+    "rust-url": "Rust `ArrayReadAsyncExt::read_opt_async`, `file://`",
     "zarrbuf-read": "`zarrbuf.open(...).read(...)`",
+    "zarrbuf-read-url": "`zarrbuf.open(\"file://...\").read(...)`",
     "zarrbuf-pipeline": "zarr-python + zarrbuf's pipeline",
     "zarrs-python": "zarr-python + zarrs-python's pipeline",
     "tensorstore": "tensorstore, no cache",
 }
 #: Which reader each one is compared with.
-BASE = {"rust": "tensorstore", "zarrbuf-read": "tensorstore", "zarrbuf-pipeline": "zarrs-python"}
+BASE = {
+    "rust": "tensorstore",
+    "rust-url": "tensorstore",
+    "zarrbuf-read": "tensorstore",
+    "zarrbuf-read-url": "tensorstore",
+    "zarrbuf-pipeline": "zarrs-python",
+}
 PATCH = (1, 64, 64)
 
 
@@ -104,18 +117,18 @@ def make_reader(name: str, path: Path) -> Callable[[tuple[slice, ...]], np.ndarr
 
         t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}, read=True).result()
         return lambda sel: t[sel].read().result()
-    a = zarrbuf.open(str(path))
+    a = zarrbuf.open(path.as_uri() if name == "zarrbuf-read-url" else str(path))
     return lambda sel: np.asarray(a.read(sel))
 
 
-def rust_rates(cli: Path, path: Path, origins: list, rounds: int, tmp: Path) -> tuple[list[float], float, float]:
+def rust_rates(cli: Path, path: Path, origins: list, rounds: int, tmp: Path, url: bool = False) -> tuple[list[float], float, float]:
     """Reads/s of each round, the median µs of one read and the CPU µs per read (warm-up
     included), from ``zarrbuf bench --subsets``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     listing = tmp / f"{path.name}.subsets"
     listing.write_text("".join(",".join(f"{o}:{o + p}" for o, p in zip(org, PATCH)) + "\n" for org in origins))
     out = subprocess.run(
-        [str(cli), "bench", str(path), "--subsets", str(listing), "--reps", str(rounds)],
+        [str(cli), "bench", path.as_uri() if url else str(path), "--subsets", str(listing), "--reps", str(rounds)],
         check=True,
         capture_output=True,
         text=True,
@@ -164,7 +177,7 @@ def main() -> None:
         if not (path / "zarr.json").exists():
             print(f"writing {path} with zarr-python...", flush=True)
             python_read.create(path, v, values)
-        fns = {r: make_reader(r, path) for r in readers if r != "rust"}
+        fns = {r: make_reader(r, path) for r in readers if r not in CLI_READERS}
         for r, f in fns.items():  # exactness, and the warm-up round
             check = getattr(f, "checked", f)
             for sel in sels[:20]:
@@ -194,16 +207,17 @@ def main() -> None:
             micros[(v, r)] = statistics.median(times[r]) * 1e6
             cpu[(v, r)] = spent[r] / len(times[r]) * 1e6
         del fns
-        if "rust" in readers:
-            rates[(v, "rust")], micros[(v, "rust")], cpu[(v, "rust")] = rust_rates(
-                Path(args.zarrbuf), path, origins, args.rounds, root
-            )
+        for r in CLI_READERS:
+            if r in readers:
+                rates[(v, r)], micros[(v, r)], cpu[(v, r)] = rust_rates(
+                    Path(args.zarrbuf), path, origins, args.rounds, root, url=r == "rust-url"
+                )
         loads.append(os.getloadavg()[0])
 
     print(
         f"\n{args.patches} random {'×'.join(map(str, PATCH))} float32 patches read one at a time from "
         f"{values.nbytes / 2**20:.0f} MiB {shape}, 64³ chunks, zstd 1 (sharded: 256³ shards); "
-        f"median of {args.rounds} rounds, readers round-robin (the Rust reader after them); "
+        f"median of {args.rounds} rounds, readers round-robin (the Rust readers after them); "
         f"{platform.node()}, {os.cpu_count()} CPUs; load average {min(loads):.1f}–{max(loads):.1f}\n"
     )
     print(

@@ -98,3 +98,27 @@ def test_patches_after_writes_show_the_new_data(tmp_path, sharded):
     b = zarrbuf.open(path)
     for sel in sels:
         np.testing.assert_array_equal(np.asarray(b.read(sel)), other[sel])
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["plain", "sharded"])
+def test_patches_over_a_file_url_from_threads_equal_the_data_and_see_writes(tmp_path, sharded):
+    # A file:// URL opens the async store: the async small-read route, whose concurrent
+    # reads of the same chunks (these threads') share their fetches.
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "a.zarr"
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal(SHAPE).astype("f4")
+    _write(str(path), values, sharded)
+    a = zarrbuf.open(path.as_uri())
+    sels = _patches() * 2
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda sel: np.asarray(a.read(sel)), sels))
+    for sel, g in zip(sels, got):
+        np.testing.assert_array_equal(g, values[sel])
+    fresh = rng.standard_normal(SHAPE).astype("f4") * 1000
+    a.write(..., fresh)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda sel: np.asarray(a.read(sel)), sels))
+    for sel, g in zip(sels, got):
+        np.testing.assert_array_equal(g, fresh[sel])

@@ -172,14 +172,9 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         // Small Auto reads into C-contiguous outputs: zarrbuf's own fetch and decode.
         if direct
             && opts.mode == PipelineMode::Auto
-            && read_small(
-                self,
-                subset,
-                out,
-                opts,
-                STAGED_MIN_CHUNKS as usize - 1,
-                &|p, s, u| fetch_unit(self, p, s, u),
-            )?
+            && read_small(self, subset, out, opts, SMALL_READ_UNITS, &|p, s, u| {
+                fetch_unit(self, p, s, u)
+            })?
         {
             return Ok(());
         }
@@ -226,6 +221,10 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
 /// chunks (zarrs decodes a partly read chunk with a partial decoder; the staged pipeline
 /// decodes it whole and scatters the part it needs).
 const STAGED_MIN_CHUNKS: u64 = 8;
+
+/// Units an `Auto` host read takes at most on the small-read route, sync or async
+/// (`pipeline/small_read.rs`): the reads below [`STAGED_MIN_CHUNKS`].
+pub(crate) const SMALL_READ_UNITS: usize = STAGED_MIN_CHUNKS as usize - 1;
 
 /// Whether an `Auto` read into an aligned host output takes the staged pipeline (see
 /// [`STAGED_MIN_CHUNKS`]).

@@ -1,11 +1,16 @@
 //! Async reads from any async zarrs store (object stores on tokio), into any prototype.
 //!
-//! Fetches run on the tokio runtime, concurrently up to the decoding thread count; decoding
+//! Small host reads (up to 7 chunks or inner chunks, `PipelineMode::Auto`, into a
+//! C-contiguous output) take the small route (`pipeline/small_read_async.rs`): their units
+//! are fetched concurrently on the runtime, fetches of the same unit by concurrent reads
+//! shared, and decoded by the bounded decoders without the pipeline. Other reads fetch on the
+//! tokio runtime, concurrently up to the decoding thread count; decoding
 //! and device work run on a blocking thread through the same staged pipeline as sync reads
 //! (pinned staging ring, device kernels), so memory in flight is bounded by the options.
 //! Dropping the future cancels: the pipeline stops at its next unit, drains its device
 //! queues, and keeps the output buffer alive until then.
 
+use super::read::SMALL_READ_UNITS;
 use super::read_stream::ReadStream;
 use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
@@ -14,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
     Cancel, InnerFetch, caches_on_device, check_output_size, fetch_unit_async, miss_options,
-    miss_output, read_through_cache, run_staged,
+    miss_output, read_small_async, read_through_cache, run_staged,
 };
 use crate::store::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
@@ -206,6 +211,11 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
                 return Ok(());
             }
             let array = Arc::new(self.with_storage(self.storage()));
+            // Small host reads: fetched on the runtime, decoded without the pipeline.
+            let cached = opts.chunk_cache().is_some() && !caches_on_device(&out, &opts);
+            if !cached && read_small_async(&array, &subset, &out, &opts, SMALL_READ_UNITS).await? {
+                return Ok(());
+            }
             let handle = tokio::runtime::Handle::try_current().map_err(|_| {
                 Error::InvalidArgument(
                     "async reads need a tokio runtime (call them inside one)".into(),
@@ -225,7 +235,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
 
 /// The blocking half: the staged pipeline, whose producers fetch through the runtime.
 fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
-    array: &Array<S>,
+    array: &Arc<Array<S>>,
     subset: &[Range<u64>],
     out: &NDBuffer,
     opts: &ReadOptions,
@@ -235,24 +245,36 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
         // Each miss is read whole, uncached, by this function.
         let uncached = miss_options(opts);
-        return read_through_cache(array, subset, out, &cache, opts, &|region| {
+        return read_through_cache(array.as_ref(), subset, out, &cache, opts, &|region| {
             let chunk = miss_output(region, out.dtype())?;
-            read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
+            // A miss is one unit: the small route's fetch and decode, as sync misses take.
+            let small = reading_inline(|| {
+                handle.block_on(cancel.unless_dropped(
+                    "read",
+                    read_small_async(array, region, &chunk, &uncached, SMALL_READ_UNITS),
+                ))
+            })?;
+            if !small {
+                read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
+            }
             Ok(chunk)
         });
     }
     run_staged(
-        array,
+        array.as_ref(),
         subset,
         out,
         opts,
-        InnerFetch::for_async_store(array),
+        InnerFetch::for_async_store(array.as_ref()),
         &|plan, shards, unit| {
             cancel.check("read")?;
             // This worker waits for the fetch anyway: local files are read on it.
             reading_inline(|| {
                 handle.block_on(
-                    cancel.unless_dropped("read", fetch_unit_async(array, plan, shards, unit)),
+                    cancel.unless_dropped(
+                        "read",
+                        fetch_unit_async(array.as_ref(), plan, shards, unit),
+                    ),
                 )
             })
         },

@@ -11,4 +11,4 @@ pub(crate) use chunk_cache::Epoch;
 pub use chunk_cache::{CacheStats, ChunkCache};
 pub use key::{ArrayId, ChunkKey};
 pub use policy::PolicyKind;
-pub(crate) use registry::{invalidate_node, invalidate_written};
+pub(crate) use registry::{invalidate_node, invalidate_written, write_epoch};

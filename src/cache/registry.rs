@@ -5,8 +5,19 @@ use super::key::ArrayId;
 use crate::zarr::{data_type_of, plan_units};
 use std::collections::HashSet;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use zarrs::array::Array;
+
+/// Writes through zarrbuf so far, counted twice each (when a write begins and when it ends).
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// The process's write epoch: it moves whenever a write through zarrbuf (to any array)
+/// begins or ends, so a fetch of encoded bytes taken under one epoch is never handed to a
+/// read that began after a write ended (`pipeline/fetch_flight.rs`).
+pub(crate) fn write_epoch() -> u64 {
+    WRITES.load(Ordering::SeqCst)
+}
 
 /// What a write needs of a cache.
 pub(crate) trait Invalidate: Send + Sync {
@@ -34,13 +45,15 @@ fn live() -> Vec<Arc<dyn Invalidate>> {
 /// Removes from every live cache the chunks of `array` (inner chunks, for sharded arrays:
 /// the units reads cache) that a write of `subset` touches; every chunk of the array when
 /// they cannot be planned. Writes call it before they store anything and again when they
-/// end, whether they succeeded or not (chunks stored before a failure changed too); a read
+/// end, whether they succeeded or not (chunks stored before a failure changed too), and
+/// each call moves the write epoch ([`write_epoch`]) first; a read
 /// that decoded a chunk before the write and inserts it after is refused by the caches'
 /// write epoch (see `ChunkCache::insert_since`).
 pub(crate) fn invalidate_written<S: ?Sized + Send + Sync + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
 ) {
+    WRITES.fetch_add(1, Ordering::SeqCst);
     let caches = live();
     if caches.is_empty() {
         return;
@@ -58,6 +71,7 @@ pub(crate) fn invalidate_written<S: ?Sized + Send + Sync + 'static>(
 /// Removes every chunk of the node `array` is at (whatever its metadata) from every live
 /// cache: the array there was replaced.
 pub(crate) fn invalidate_node<S: ?Sized + Send + Sync + 'static>(array: &Array<S>) {
+    WRITES.fetch_add(1, Ordering::SeqCst);
     let caches = live();
     if caches.is_empty() {
         return;

@@ -4,12 +4,17 @@
 //! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
 
 use super::ShardReads;
-use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, inner_chunk_sync};
+use super::fetch_flight::{FlightKey, fetch_shared_async};
+use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
+use super::small_read::flight_unit;
 use crate::error::{Error, Result};
 use crate::zarr::{
-    Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
+    ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };
+use futures::future::join_all;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
+use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
@@ -96,6 +101,90 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
             fetch_inner_chunk_async(array, shards, &unit.indices).await
         }
     }
+}
+
+/// Each shard's decoded index (`None`: the shard is not stored), or why it could not be read.
+type ShardIndexes = HashMap<Vec<u64>, std::result::Result<Option<Arc<Vec<u64>>>, String>>;
+
+/// The encoded bytes of every unit of a small async read (`small_read_async.rs`), in unit
+/// order: each shard's index once (cached, checked: [`ShardIndex`]), then every unit's
+/// bytes, all requests of a step at once; a unit another async read is fetching at the
+/// same time is taken from it (`fetch_flight.rs`). Each unit's outcome is its own, so the
+/// caller reports the first error in unit order, as the sync route does.
+pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    plan: &UnitPlan,
+    index: Option<&ShardIndex>,
+) -> Vec<Result<Option<Vec<u8>>>> {
+    let storage = array.storage();
+    let mut indexes: ShardIndexes = HashMap::new();
+    if let Some(index) = index {
+        let shards: BTreeSet<Vec<u64>> = plan
+            .units
+            .iter()
+            .map(|u| index.split(&u.indices).0)
+            .collect();
+        let got = join_all(shards.iter().map(|shard| async {
+            if let Some(hit) = index.cached(shard) {
+                return Ok(hit);
+            }
+            let key = array.chunk_key(shard);
+            let encoded = get_async(storage.as_ref(), &key, index.index_range()).await?;
+            index.remember(shard, encoded.as_deref())
+        }))
+        .await;
+        indexes = shards.into_iter().zip(got).collect();
+    }
+    let indexes = &indexes;
+    join_all(
+        plan.units
+            .iter()
+            .map(|unit| fetch_small_unit(array, plan, index, indexes, unit)),
+    )
+    .await
+}
+
+/// One unit of [`fetch_units_async`], its shard's index (or the error reading it) given.
+async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    plan: &UnitPlan,
+    index: Option<&ShardIndex>,
+    indexes: &ShardIndexes,
+    unit: &Unit,
+) -> Result<Option<Vec<u8>>> {
+    let flight = FlightKey::new(array, flight_unit(array, index, unit), true);
+    let fetch = async {
+        let Some(index) = index else {
+            return fetch_unit_async(array, plan, None, unit).await;
+        };
+        let (shard, within) = index.split(&unit.indices);
+        let key = array.chunk_key(&shard);
+        let fail = |e: String| inner_chunk_error(array, &shard, &key, &within, e);
+        let cached = indexes
+            .get(&shard)
+            .cloned()
+            .unwrap_or_else(|| {
+                Err("the shard index was not read (internal error: please report)".into())
+            })
+            .map_err(fail)?;
+        let Some(shard_index) = cached else {
+            return Ok(None);
+        };
+        let Some(range) = index.inner_range(&shard_index, &within).map_err(fail)? else {
+            return Ok(None);
+        };
+        let bytes = get_async(
+            array.storage().as_ref(),
+            &key,
+            ByteRange::new(range.clone()),
+        )
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
+        check_length(&range, bytes.len()).map_err(fail)?;
+        Ok(Some(Vec::from(bytes)))
+    };
+    fetch_shared_async(&flight, fetch).await
 }
 
 /// [`fetch_inner_chunk`] on an async store: the leading worker awaits the request.

@@ -456,19 +456,24 @@ impl ShardReads {
                 }
             }
         }
-        let want = group.end - group.start;
-        if (bytes.len() as u64) < want {
-            return Err(format!(
-                "the shard is truncated: {want} bytes at {}..{} expected, {} read",
-                group.start,
-                group.end,
-                bytes.len()
-            ));
-        }
+        check_length(group, bytes.len())?;
         let from = (range.start - group.start) as usize;
         let to = (range.end - group.start) as usize;
         Ok(bytes[from..to].to_vec())
     }
+}
+
+/// Whether `read` bytes fetched for the request `range` of a shard are all of it (a shard
+/// shorter than its index says is truncated).
+pub(crate) fn check_length(range: &Range<u64>, read: usize) -> std::result::Result<(), String> {
+    let want = range.end - range.start;
+    if (read as u64) < want {
+        return Err(format!(
+            "the shard is truncated: {want} bytes at {}..{} expected, {read} read",
+            range.start, range.end
+        ));
+    }
+    Ok(())
 }
 
 /// The inner chunk's bytes given its plan and a way to run one request, for the sync stage.

@@ -8,15 +8,20 @@
 //! needs is copied into the output. The units of one read decode in parallel on rayon's
 //! global pool: no threads started, no staging slots, no second read of the shard index by
 //! zarrs. Reads this route does not take (other chains, transposed or byte-swapped layouts,
-//! strided outputs, more units) go the way they went before.
+//! strided outputs, more units) go the way they went before. A unit another sync read is
+//! fetching at the same time is taken from it (`fetch_flight.rs`). Async reads take the same
+//! plan and decoders ([`SmallRead`]) through `small_read_async.rs`.
 
 use super::ShardReads;
+use super::fetch_flight::{FlightKey, fetch_shared};
 use super::read_driver::Fetch;
 use crate::buffer::NDBuffer;
 use crate::dtype::ByteOrder;
 use crate::error::Result;
-use crate::options::ReadOptions;
-use crate::zarr::{DeviceCodec, ShardIndex, Unit, UnitSource, chunk_error, fill_bytes, plan_units};
+use crate::options::{PipelineMode, ReadOptions};
+use crate::zarr::{
+    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, fill_bytes, plan_units,
+};
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,56 +56,87 @@ fn give_back(buffers: impl IntoIterator<Item = Vec<u8>>) {
     }
 }
 
-/// Reads `subset` of `array` into `out` by the small-read route when it applies (see the
-/// module docs) and returns whether it did; `max_units` is the most units it takes.
-pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
-    array: &Array<S>,
-    subset: &[Range<u64>],
-    out: &NDBuffer,
-    opts: &ReadOptions,
-    max_units: usize,
-    fetch: &Fetch<'_>,
-) -> Result<bool> {
-    let elem = out.dtype().size();
-    if opts.progress.is_some()
-        || !out.buffer().is_host_accessible()
-        || out.byte_order() != ByteOrder::native()
-        || !out.is_c_contiguous()
-    {
-        return Ok(false);
-    }
-    let mut plan = plan_units(array, subset, elem)?;
-    let Some(chain) = plan.chain.as_ref() else {
-        return Ok(false);
-    };
-    if plan.units.len() > max_units
-        || chain.layout.order.is_some()
-        || (elem > 1 && chain.layout.endian != ByteOrder::native())
-    {
-        return Ok(false);
-    }
-    let stored_as_decoded = chain.chain.bytes_to_bytes_codecs().is_empty();
-    let codec = DeviceCodec::of(&chain.chain);
-    let fill = fill_bytes(array);
-    if (codec.is_none() && !stored_as_decoded) || fill.len() != elem {
-        return Ok(false);
-    }
-    let shards = match plan.source {
-        UnitSource::Subchunk => Some(ShardReads::new(
-            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
-                .shared_with(array),
-            &mut plan.units,
-            false,
-            opts.staging_bytes as u64,
-        )),
-        _ => None,
-    };
-    let decode = |unit: &Unit| -> Result<Option<Vec<u8>>> {
-        let Some(encoded) = fetch(&plan, shards.as_ref(), unit)? else {
+/// A small read, planned (see the module docs): its units, and how each one decodes. The
+/// sync route here and the async one (`small_read_async.rs`) share it.
+pub(crate) struct SmallRead {
+    plan: UnitPlan,
+    /// The chain's bounded decoder; `None`: stored as decoded (nothing to decompress).
+    codec: Option<DeviceCodec>,
+    fill: Vec<u8>,
+    elem: usize,
+    validate_checksums: bool,
+}
+
+impl SmallRead {
+    /// The plan of a read of `subset` of `array` into `out` when the small route takes it
+    /// (at most `max_units` units, an `Auto` read; see the module docs), else `None`.
+    pub(crate) fn plan<S: ?Sized>(
+        array: &Array<S>,
+        subset: &[Range<u64>],
+        out: &NDBuffer,
+        opts: &ReadOptions,
+        max_units: usize,
+    ) -> Result<Option<SmallRead>> {
+        let elem = out.dtype().size();
+        if opts.mode != PipelineMode::Auto
+            || opts.progress.is_some()
+            || !out.buffer().is_host_accessible()
+            || out.byte_order() != ByteOrder::native()
+            || !out.is_c_contiguous()
+        {
+            return Ok(None);
+        }
+        let plan = plan_units(array, subset, elem)?;
+        let Some(chain) = plan.chain.as_ref() else {
             return Ok(None);
         };
-        let expected = unit.num_elements() * elem;
-        let Some(codec) = codec else {
+        if plan.units.len() > max_units
+            || chain.layout.order.is_some()
+            || (elem > 1 && chain.layout.endian != ByteOrder::native())
+        {
+            return Ok(None);
+        }
+        let stored_as_decoded = chain.chain.bytes_to_bytes_codecs().is_empty();
+        let codec = DeviceCodec::of(&chain.chain);
+        let fill = fill_bytes(array);
+        if (codec.is_none() && !stored_as_decoded) || fill.len() != elem {
+            return Ok(None);
+        }
+        Ok(Some(SmallRead {
+            plan,
+            codec,
+            fill,
+            elem,
+            validate_checksums: opts.validate_checksums,
+        }))
+    }
+
+    /// The units and where they are fetched from.
+    pub(crate) fn unit_plan(&self) -> &UnitPlan {
+        &self.plan
+    }
+
+    /// Orders the units of a sharded read shard by shard, as [`ShardReads::new`] does.
+    pub(crate) fn order_by_shard(&mut self, index: &ShardIndex) {
+        self.plan
+            .units
+            .sort_by_cached_key(|u| index.split(&u.indices));
+    }
+
+    /// Decodes one unit's fetched bytes (`None`: not stored, read as the fill value) into a
+    /// recycled buffer of exactly its decoded size; a unit that does not decode is an error
+    /// naming it.
+    pub(crate) fn decode<S: ?Sized>(
+        &self,
+        array: &Array<S>,
+        unit: &Unit,
+        encoded: Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(encoded) = encoded else {
+            return Ok(None);
+        };
+        let expected = unit.num_elements() * self.elem;
+        let Some(codec) = self.codec else {
             // Nothing to decompress: the fetched bytes are the decoded ones.
             if encoded.len() != expected {
                 return Err(chunk_error(
@@ -116,16 +152,25 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
             return Ok(Some(encoded));
         };
         let mut buf = take_buffer(expected);
-        match codec.decode_into(&encoded, &mut buf, opts.validate_checksums) {
+        match codec.decode_into(&encoded, &mut buf, self.validate_checksums) {
             Ok(_) => Ok(Some(buf)),
             Err(why) => {
                 give_back([buf]);
                 Err(chunk_error(array, &unit.indices, why))
             }
         }
-    };
-    let decoded: Vec<Option<Vec<u8>>> =
-        on_caller_and_pool(plan.units.len(), |i| decode(&plan.units[i]))
+    }
+
+    /// Decodes every unit, `encoded(i)` giving unit `i`'s fetched bytes, on the calling
+    /// thread and the pool's helpers (see [`on_caller_and_pool`]); the first error in unit
+    /// order wins.
+    pub(crate) fn decode_all<S: ?Sized + Send + Sync>(
+        &self,
+        array: &Array<S>,
+        encoded: &(dyn Fn(usize) -> Result<Option<Vec<u8>>> + Sync),
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let units = &self.plan.units;
+        on_caller_and_pool(units.len(), |i| self.decode(array, &units[i], encoded(i)?))
             .into_iter()
             .map(|r| {
                 r.unwrap_or_else(|| {
@@ -135,27 +180,100 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
                     ))
                 })
             })
-            .collect::<Result<_>>()?;
-    let start: Vec<u64> = subset.iter().map(|r| r.start).collect();
-    let out_shape = out.shape().to_vec();
-    let region = out
-        .buffer()
-        .try_slice(out.offset()..out.offset() + out.nbytes())?;
-    region.with_host_mut(|bytes| {
-        for (unit, data) in plan.units.iter().zip(&decoded) {
-            place(
-                unit,
-                data.as_deref(),
-                &start,
-                &out_shape,
-                elem,
-                &fill,
-                bytes,
-            );
-        }
+            .collect()
+    }
+
+    /// Copies the needed part of every decoded unit (the fill value for `None`) into `out`,
+    /// the C-contiguous output of the read of `subset`, and keeps the buffers for the next
+    /// read.
+    pub(crate) fn place_all(
+        &self,
+        subset: &[Range<u64>],
+        out: &NDBuffer,
+        decoded: Vec<Option<Vec<u8>>>,
+    ) -> Result<()> {
+        let start: Vec<u64> = subset.iter().map(|r| r.start).collect();
+        let out_shape = out.shape().to_vec();
+        let region = out
+            .buffer()
+            .try_slice(out.offset()..out.offset() + out.nbytes())?;
+        region.with_host_mut(|bytes| {
+            for (unit, data) in self.plan.units.iter().zip(&decoded) {
+                place(
+                    unit,
+                    data.as_deref(),
+                    &start,
+                    &out_shape,
+                    self.elem,
+                    &self.fill,
+                    bytes,
+                );
+            }
+            Ok(())
+        })?;
+        give_back(decoded.into_iter().flatten());
         Ok(())
+    }
+}
+
+/// What names a unit's encoded bytes in the store, for sharing its fetch between
+/// concurrent reads (`fetch_flight.rs`): a chunk's key; an inner chunk's shard key, its
+/// place in the shard and the shard's layout.
+pub(crate) fn flight_unit<S: ?Sized>(
+    array: &Array<S>,
+    index: Option<&ShardIndex>,
+    unit: &Unit,
+) -> String {
+    match index {
+        None => array.chunk_key(&unit.indices).to_string(),
+        Some(index) => {
+            let (shard, within) = index.split(&unit.indices);
+            format!(
+                "{}#{within:?}/{:?}/{}",
+                array.chunk_key(&shard),
+                index.chunks_per_shard(),
+                index.at_start()
+            )
+        }
+    }
+}
+
+/// Reads `subset` of `array` into `out` by the small-read route when it applies (see the
+/// module docs) and returns whether it did; `max_units` is the most units it takes. A unit
+/// another sync read is fetching at the same time is taken from it (`fetch_flight.rs`).
+pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    opts: &ReadOptions,
+    max_units: usize,
+    fetch: &Fetch<'_>,
+) -> Result<bool> {
+    let Some(mut small) = SmallRead::plan(array, subset, out, opts, max_units)? else {
+        return Ok(false);
+    };
+    let plan = &mut small.plan;
+    let shards = match plan.source {
+        UnitSource::Subchunk => Some(ShardReads::new(
+            ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
+                .shared_with(array),
+            &mut plan.units,
+            false,
+            opts.staging_bytes as u64,
+        )),
+        _ => None,
+    };
+    let plan = &small.plan;
+    let decoded = small.decode_all(array, &|i| {
+        let unit = &plan.units[i];
+        let key = FlightKey::new(
+            array,
+            flight_unit(array, shards.as_ref().map(ShardReads::index), unit),
+            false,
+        );
+        fetch_shared(&key, || fetch(plan, shards.as_ref(), unit))
     })?;
-    give_back(decoded.into_iter().flatten());
+    small.place_all(subset, out, decoded)?;
     Ok(true)
 }
 

@@ -1,0 +1,253 @@
+//! Encoded chunks shared by concurrent independent reads: a process-wide single-flight table.
+//!
+//! Several threads or tasks reading the same array at once (a DataLoader's workers) often
+//! need the same chunk. The first read to fetch a unit *leads*: it records a flight under
+//! the unit's key and fetches; a read that wants the same unit while the flight is open
+//! waits for it and takes a copy of its bytes, or of its error. When the leader finishes, the
+//! flight leaves the table at once: the table holds fetches in flight only, never finished
+//! ones (it is not a cache), and at most [`MAX_FLIGHTS`] of them (beyond that a fetch runs
+//! unshared), so it cannot grow under any pattern of reads.
+//!
+//! Keys: the store object (its address: the leader holds the store while its flight is
+//! open, so the address is not reused meanwhile), the unit's store key (with the inner
+//! chunk and shard layout for sharded arrays), the write epoch
+//! ([`crate::cache::write_epoch`], moved by every write through zarrbuf when it begins and
+//! when it ends: a read that began after a write ended never joins a fetch from before it),
+//! and whether the read is sync or async. Sync readers wait on a condition variable and
+//! only for sync leaders, which always run; async readers await a notification and only for
+//! async leaders, so a sync wait can never block a runtime thread an async leader needs.
+//!
+//! Cancellation: a waiter that is dropped (its future) just lets go of the flight; a leader
+//! that is dropped before it finishes (its future cancelled, or a panic) marks the flight
+//! abandoned, and its waiters fetch the unit themselves (one of them leading anew). An
+//! async leader is a future like any other: one that was polled and is then kept without
+//! being polled (neither awaited nor dropped) keeps its waiters waiting, as a held lock would.
+
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use zarrs::array::Array;
+
+/// Fetches in flight the table tracks at most; a fetch beyond runs on its own.
+pub(crate) const MAX_FLIGHTS: usize = 4096;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a flight is filed under (see the module docs).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct FlightKey {
+    store: usize,
+    unit: String,
+    epoch: u64,
+    asynchronous: bool,
+}
+
+impl FlightKey {
+    /// The key of unit `unit` (a store key, with whatever else names the bytes) of `array`
+    /// for a sync or an async read, under the write epoch of now.
+    pub(crate) fn new<S: ?Sized>(array: &Array<S>, unit: String, asynchronous: bool) -> Self {
+        FlightKey {
+            store: Arc::as_ptr(&array.storage()).cast::<()>() as usize,
+            unit,
+            epoch: crate::cache::write_epoch(),
+            asynchronous,
+        }
+    }
+}
+
+/// How a flight ended.
+#[derive(Clone)]
+enum Outcome {
+    Fetched(Option<Bytes>),
+    Failed(Arc<Error>),
+    /// The leader stopped before it fetched (cancelled): waiters fetch themselves.
+    Abandoned,
+}
+
+#[derive(Default)]
+struct Flight {
+    outcome: Mutex<Option<Outcome>>,
+    cv: Condvar,
+    notify: tokio::sync::Notify,
+}
+
+impl Flight {
+    fn publish(&self, outcome: Outcome) {
+        *lock(&self.outcome) = Some(outcome);
+        self.cv.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    fn wait_sync(&self) -> Outcome {
+        let mut got = lock(&self.outcome);
+        loop {
+            if let Some(o) = got.as_ref() {
+                return o.clone();
+            }
+            got = self.cv.wait(got).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    async fn wait_async(&self) -> Outcome {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the outcome is looked at: a publish in between wakes it.
+            notified.as_mut().enable();
+            if let Some(o) = lock(&self.outcome).as_ref() {
+                return o.clone();
+            }
+            notified.await;
+        }
+    }
+}
+
+static FLIGHTS: LazyLock<Mutex<HashMap<FlightKey, Arc<Flight>>>> = LazyLock::new(Mutex::default);
+
+/// Readers waiting on the flight under `key` (`None`: no flight).
+#[cfg(test)]
+fn waiters(key: &FlightKey) -> Option<usize> {
+    // One reference is the table's, one the leader's.
+    lock(&FLIGHTS)
+        .get(key)
+        .map(|f| Arc::strong_count(f).saturating_sub(2))
+}
+
+/// The leader's hold on its flight; dropped unfinished, it abandons the flight.
+struct Lead {
+    key: FlightKey,
+    flight: Arc<Flight>,
+    finished: bool,
+}
+
+impl Lead {
+    /// Takes the flight out of the table (no reader joins it from now on), hands the
+    /// outcome to its waiters and returns the leader's own result.
+    fn finish(mut self, result: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+        self.finished = true;
+        let waited = {
+            let mut table = lock(&FLIGHTS);
+            table.remove(&self.key);
+            // The table's reference is gone: any other is a waiter's.
+            Arc::strong_count(&self.flight) > 1
+        };
+        if !waited {
+            return result;
+        }
+        match result {
+            Ok(bytes) => {
+                let shared = bytes.map(Bytes::from);
+                self.flight.publish(Outcome::Fetched(shared.clone()));
+                Ok(shared.map(Vec::from))
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                self.flight.publish(Outcome::Failed(e.clone()));
+                Err(retold(&e))
+            }
+        }
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        if !self.finished {
+            {
+                let mut table = lock(&FLIGHTS);
+                if table
+                    .get(&self.key)
+                    .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
+                {
+                    table.remove(&self.key);
+                }
+            }
+            self.flight.publish(Outcome::Abandoned);
+        }
+    }
+}
+
+enum Join {
+    Lead(Lead),
+    Wait(Arc<Flight>),
+    /// The table is full: fetch without sharing.
+    Alone,
+}
+
+fn join(key: &FlightKey) -> Join {
+    let mut table = lock(&FLIGHTS);
+    if let Some(f) = table.get(key) {
+        return Join::Wait(f.clone());
+    }
+    if table.len() >= MAX_FLIGHTS {
+        return Join::Alone;
+    }
+    let flight = Arc::new(Flight::default());
+    table.insert(key.clone(), flight.clone());
+    Join::Lead(Lead {
+        key: key.clone(),
+        flight,
+        finished: false,
+    })
+}
+
+/// A waiter's copy of the leader's error: the same message (a `Zarr` error keeps its
+/// variant and names the same array and chunk), without the leader's source chain.
+fn retold(e: &Error) -> Error {
+    match e {
+        Error::Zarr { array, message, .. } => Error::zarr(array.clone(), message.clone(), None),
+        other => Error::zarr("(shared fetch)", other.to_string(), None),
+    }
+}
+
+/// What a waiter gets from a finished flight; `None` when it was abandoned.
+fn taken(outcome: Outcome) -> Option<Result<Option<Vec<u8>>>> {
+    match outcome {
+        Outcome::Fetched(bytes) => Some(Ok(bytes.map(Vec::from))),
+        Outcome::Failed(e) => Some(Err(retold(&e))),
+        Outcome::Abandoned => None,
+    }
+}
+
+/// The unit's encoded bytes for a sync read: fetched here with `fetch`, or taken from a
+/// sync read fetching the same unit now.
+pub(crate) fn fetch_shared(
+    key: &FlightKey,
+    fetch: impl FnOnce() -> Result<Option<Vec<u8>>>,
+) -> Result<Option<Vec<u8>>> {
+    loop {
+        match join(key) {
+            Join::Alone => return fetch(),
+            Join::Lead(lead) => return lead.finish(fetch()),
+            Join::Wait(flight) => {
+                if let Some(got) = taken(flight.wait_sync()) {
+                    return got;
+                }
+            }
+        }
+    }
+}
+
+/// [`fetch_shared`] for an async read: waits by awaiting, never by blocking.
+pub(crate) async fn fetch_shared_async(
+    key: &FlightKey,
+    fetch: impl Future<Output = Result<Option<Vec<u8>>>>,
+) -> Result<Option<Vec<u8>>> {
+    loop {
+        match join(key) {
+            Join::Alone => return fetch.await,
+            Join::Lead(lead) => return lead.finish(fetch.await),
+            Join::Wait(flight) => {
+                if let Some(got) = taken(flight.wait_async().await) {
+                    return got;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "fetch_flight_tests.rs"]
+mod tests;
