@@ -288,7 +288,9 @@ fn a_read_of_less_than_one_batch_is_split_too() {
             cpu.as_millis(),
             both.as_millis()
         ));
-        if both.as_secs_f64() <= cpu.as_secs_f64() / 0.95 && device_units < 24 {
+        // 0.85: with 12 rounds of 3 ms on two threads, one round's rounding and the probe's
+        // handover are a tenth of the read (the old rule measured 0.33x).
+        if both.as_secs_f64() <= cpu.as_secs_f64() / 0.85 && device_units < 24 {
             return;
         }
     }
