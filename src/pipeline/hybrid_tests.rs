@@ -371,13 +371,18 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
     assert_eq!(sim.batches(), vec![4, 4, 4]);
     let seen = seen.lock().expect("log");
     assert_eq!(seen.len(), n);
-    // Each report comes right after its batch's submission. Two batches are in flight: the
-    // second is submitted while the first is still decoding (nothing kept yet), the third
-    // only once the first has finished and was kept (its ring entry), the second still
-    // decoding.
+    // Each report comes right after its batch's submission, which the device takes 300 ms
+    // to finish: at batch k's reports (k = 1, 2, 3) the cache holds whole earlier batches
+    // only, never batch k. Two batches are in flight, so the third is submitted only once
+    // the first has finished and was kept (its ring entry). Whether the second has finished
+    // by then depends on the machine's load, so that is not asserted.
     for &(done, held) in seen.iter() {
-        let want = if done <= 8 { 0 } else { 4 };
-        assert_eq!(held, want, "{done} reported, {held} kept: {seen:?}");
+        let batch = done.div_ceil(4);
+        let earlier = 4 * (batch - 1);
+        assert!(
+            held % 4 == 0 && held <= earlier && (batch < 3 || held >= 4),
+            "{done} reported, {held} kept: {seen:?}"
+        );
     }
     assert_eq!(cache.stats().entries as usize, n);
     for (k, unit) in case.units.iter().enumerate() {
