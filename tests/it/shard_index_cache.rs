@@ -15,8 +15,7 @@ use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{
-    Bytes, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey, StorePrefix,
-    WritableStorageTraits,
+    Bytes, MaybeBytesIterator, ReadableStorageTraits, StorageError, StoreKey, WritableStorageTraits,
 };
 
 /// A memory store that counts the ranged reads of each key (the index of a shard whose
@@ -63,31 +62,7 @@ impl ReadableStorageTraits for Counting {
     }
 }
 
-impl WritableStorageTraits for Counting {
-    fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.inner.set(key, value)
-    }
-
-    fn set_partial_many(
-        &self,
-        key: &StoreKey,
-        offset_values: zarrs::storage::OffsetBytesIterator,
-    ) -> Result<(), StorageError> {
-        self.inner.set_partial_many(key, offset_values)
-    }
-
-    fn supports_set_partial(&self) -> bool {
-        self.inner.supports_set_partial()
-    }
-
-    fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
-        self.inner.erase(key)
-    }
-
-    fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        self.inner.erase_prefix(prefix)
-    }
-}
+crate::common::writable_through_inner!(Counting);
 
 const SHAPE: [u64; 3] = [8, 64, 64];
 

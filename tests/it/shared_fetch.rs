@@ -20,7 +20,7 @@ use zarrs::storage::byte_range::{ByteRange, ByteRangeIterator};
 use zarrs::storage::store::MemoryStore;
 use zarrs::storage::{
     AsyncMaybeBytesIterator, AsyncReadableStorageTraits, Bytes, MaybeBytesIterator,
-    ReadableStorageTraits, StorageError, StoreKey, StorePrefix, WritableStorageTraits,
+    ReadableStorageTraits, StorageError, StoreKey, WritableStorageTraits,
 };
 
 /// A counting memory store whose chunk requests take their bytes, then wait `delay`.
@@ -113,31 +113,7 @@ impl AsyncReadableStorageTraits for Slow {
     }
 }
 
-impl WritableStorageTraits for Slow {
-    fn set(&self, key: &StoreKey, value: Bytes) -> Result<(), StorageError> {
-        self.inner.set(key, value)
-    }
-
-    fn set_partial_many(
-        &self,
-        key: &StoreKey,
-        offset_values: zarrs::storage::OffsetBytesIterator,
-    ) -> Result<(), StorageError> {
-        self.inner.set_partial_many(key, offset_values)
-    }
-
-    fn supports_set_partial(&self) -> bool {
-        self.inner.supports_set_partial()
-    }
-
-    fn erase(&self, key: &StoreKey) -> Result<(), StorageError> {
-        self.inner.erase(key)
-    }
-
-    fn erase_prefix(&self, prefix: &StorePrefix) -> Result<(), StorageError> {
-        self.inner.erase_prefix(prefix)
-    }
-}
+crate::common::writable_through_inner!(Slow);
 
 const N: u64 = 128;
 

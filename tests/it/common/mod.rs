@@ -134,3 +134,46 @@ pub fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Implements zarrs' `WritableStorageTraits` for a test store wrapper by forwarding every
+/// call to its `inner` field (a store that writes), for wrappers that only instrument reads.
+macro_rules! writable_through_inner {
+    ($store:ty) => {
+        impl zarrs::storage::WritableStorageTraits for $store {
+            fn set(
+                &self,
+                key: &zarrs::storage::StoreKey,
+                value: zarrs::storage::Bytes,
+            ) -> Result<(), zarrs::storage::StorageError> {
+                self.inner.set(key, value)
+            }
+
+            fn set_partial_many(
+                &self,
+                key: &zarrs::storage::StoreKey,
+                offset_values: zarrs::storage::OffsetBytesIterator,
+            ) -> Result<(), zarrs::storage::StorageError> {
+                self.inner.set_partial_many(key, offset_values)
+            }
+
+            fn supports_set_partial(&self) -> bool {
+                self.inner.supports_set_partial()
+            }
+
+            fn erase(
+                &self,
+                key: &zarrs::storage::StoreKey,
+            ) -> Result<(), zarrs::storage::StorageError> {
+                self.inner.erase(key)
+            }
+
+            fn erase_prefix(
+                &self,
+                prefix: &zarrs::storage::StorePrefix,
+            ) -> Result<(), zarrs::storage::StorageError> {
+                self.inner.erase_prefix(prefix)
+            }
+        }
+    };
+}
+pub(crate) use writable_through_inner;
