@@ -4,7 +4,7 @@
 //! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
 
 use super::ShardReads;
-use super::fetch_flight::{FlightKey, fetch_shared_async};
+use super::fetch_flight::{FlightKey, fetch_shared, fetch_shared_async};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
 use super::small_read::flight_unit;
 use crate::error::{Error, Result};
@@ -51,9 +51,15 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
             .map_err(|e| e.to_string())
     };
     let get_index = || -> Fetched {
-        storage
-            .get_partial(&key, shards.index().index_range())
-            .map_err(|e| e.to_string())
+        let flight = index_flight(array, &key, shards.index(), false);
+        from_shared(fetch_shared(&flight, || {
+            to_shared(
+                array,
+                storage
+                    .get_partial(&key, shards.index().index_range())
+                    .map_err(|e| e.to_string()),
+            )
+        }))
     };
     inner_chunk_sync(shards, &shard, &within, &get, &get_index).map_err(fail)
 }
@@ -116,7 +122,6 @@ pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + '
     plan: &UnitPlan,
     index: Option<&ShardIndex>,
 ) -> Vec<Result<Option<Vec<u8>>>> {
-    let storage = array.storage();
     let mut indexes: ShardIndexes = HashMap::new();
     if let Some(index) = index {
         let shards: BTreeSet<Vec<u64>> = plan
@@ -129,7 +134,7 @@ pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + '
                 return Ok(hit);
             }
             let key = array.chunk_key(shard);
-            let encoded = get_async(storage.as_ref(), &key, index.index_range()).await?;
+            let encoded = get_index_async(array, &key, index).await?;
             index.remember(shard, encoded.as_deref())
         }))
         .await;
@@ -200,7 +205,7 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
     let index = match shards.index_of(&shard) {
         Ok(hit) => hit.flatten(),
         Err(Role::Lead(leader)) => {
-            let encoded = get_async(storage.as_ref(), &key, shards.index().index_range()).await;
+            let encoded = get_index_async(array, &key, shards.index()).await;
             shards.finish_index(leader, &shard, encoded).map_err(fail)?
         }
         Err(Role::Wait(flight)) => {
@@ -251,7 +256,7 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     match job {
         Ahead::Index { shard, leader } => {
             let key = array.chunk_key(&shard);
-            let encoded = get_async(storage.as_ref(), &key, shards.index().index_range()).await;
+            let encoded = get_index_async(array, &key, shards.index()).await;
             let _ = shards.finish_index(leader, &shard, encoded);
         }
         Ahead::Group {
@@ -278,4 +283,52 @@ async fn get_async<S: ?Sized + AsyncReadableStorageTraits>(
         .get_partial(key, range)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// What a shard's index fetch is shared under (`fetch_flight.rs`): concurrent first reads of
+/// a shard, whose index is not cached yet, fetch it once. The key names the index's byte
+/// range, so readers that disagree on the layout never share bytes.
+fn index_flight<S: ?Sized>(
+    array: &Array<S>,
+    key: &zarrs::storage::StoreKey,
+    index: &ShardIndex,
+    asynchronous: bool,
+) -> FlightKey {
+    let unit = format!("{key} index {:?}", index.index_range());
+    FlightKey::new(array, unit, asynchronous)
+}
+
+/// A fetch's outcome as the shared-fetch table carries it (errors name the array).
+fn to_shared<S: ?Sized>(array: &Array<S>, fetched: Fetched) -> Result<Option<Vec<u8>>> {
+    fetched
+        .map(|b| b.map(Vec::from))
+        .map_err(|e| Error::zarr(array.path().as_str(), e, None))
+}
+
+/// A shared fetch's outcome as the shard fetch stage keeps it: the error's own message (the
+/// caller names the shard and inner chunk).
+fn from_shared(shared: Result<Option<Vec<u8>>>) -> Fetched {
+    shared
+        .map(|b| b.map(bytes::Bytes::from))
+        .map_err(|e| match e {
+            Error::Zarr { message, .. } => message,
+            other => other.to_string(),
+        })
+}
+
+/// A shard's encoded index from an async store, shared with the async reads fetching it now.
+async fn get_index_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    key: &zarrs::storage::StoreKey,
+    index: &ShardIndex,
+) -> Fetched {
+    let flight = index_flight(array, key, index, true);
+    let storage = array.storage();
+    let fetch = async {
+        to_shared(
+            array,
+            get_async(storage.as_ref(), key, index.index_range()).await,
+        )
+    };
+    from_shared(fetch_shared_async(&flight, fetch).await)
 }

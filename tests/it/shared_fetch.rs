@@ -1,6 +1,6 @@
 //! Encoded chunks shared by concurrent independent reads (`pipeline/fetch_flight.rs`):
 //! threads or tasks reading overlapping patches of one array at the same time fetch each
-//! chunk fewer times than they read it and all get the exact data; a damaged chunk is the
+//! chunk (and each shard's index) fewer times than they read it and all get the exact data; a damaged chunk is the
 //! same error, naming it, for every reader; a read that starts after a write through
 //! zarrbuf ended is never handed bytes fetched before it; and small async reads equal
 //! sync ones.
@@ -28,6 +28,7 @@ struct Slow {
     inner: MemoryStore,
     delay: Duration,
     gets: AtomicUsize,
+    index_gets: AtomicUsize,
 }
 
 impl Slow {
@@ -36,6 +37,7 @@ impl Slow {
             inner: MemoryStore::new(),
             delay,
             gets: AtomicUsize::new(0),
+            index_gets: AtomicUsize::new(0),
         })
     }
 
@@ -43,15 +45,24 @@ impl Slow {
         self.gets.load(Ordering::SeqCst)
     }
 
+    /// Requests for a shard's index (a suffix of a chunk key).
+    fn index_gets(&self) -> usize {
+        self.index_gets.load(Ordering::SeqCst)
+    }
+
     /// The bytes of `ranges` of `key` now, counted when they are a chunk's or an inner
-    /// chunk's (not metadata, not a shard's index, read as a suffix).
+    /// chunk's (not metadata, not a shard's index, read as a suffix, which `index_gets` counts).
     fn take(
         &self,
         key: &StoreKey,
         ranges: Vec<ByteRange>,
     ) -> Result<Option<Vec<Bytes>>, StorageError> {
-        if Self::is_chunk(key) && !ranges.iter().any(|r| matches!(r, ByteRange::Suffix(_))) {
+        let index = ranges.iter().any(|r| matches!(r, ByteRange::Suffix(_)));
+        if Self::is_chunk(key) && !index {
             self.gets.fetch_add(1, Ordering::SeqCst);
+        }
+        if Self::is_chunk(key) && index {
+            self.index_gets.fetch_add(1, Ordering::SeqCst);
         }
         match self
             .inner
@@ -206,6 +217,7 @@ fn tasks_reading_overlapping_patches_fetch_shared_chunks_once() {
         let a = Arc::new(array(&store, inner));
         let expected = values(0.0);
         let before = store.gets();
+        let indexes_before = store.index_gets();
         let results: Vec<Vec<f32>> = rt.block_on(async {
             let tasks: Vec<_> = (0..READERS)
                 .map(|t| {
@@ -231,7 +243,76 @@ fn tasks_reading_overlapping_patches_fetch_shared_chunks_once() {
             fetched < READERS,
             "sharded {inner}: {fetched} chunk requests for {READERS} reads of 2-3 chunks"
         );
+        let indexes = store.index_gets() - indexes_before;
+        assert!(
+            indexes < READERS,
+            "sharded {inner}: {indexes} index requests by {READERS} first reads of 2 shards"
+        );
     }
+}
+
+/// Reader `t`'s inner chunk of shard [0, 0]: four readers, four distinct inner chunks, so
+/// only the shard's index is wanted by more than one of them.
+fn inner_chunk(t: usize) -> Vec<Range<u64>> {
+    let (y, x) = ((t as u64 / 2) * 32, (t as u64 % 2) * 32);
+    vec![y..y + 32, x..x + 32]
+}
+
+#[test]
+fn first_reads_of_distinct_inner_chunks_fetch_their_shards_index_once() {
+    const QUARTET: usize = 4;
+    let store = Slow::new(Duration::from_millis(300));
+    let a = Arc::new(array(&store, true));
+    let expected = values(0.0);
+    let check = |got: Vec<Vec<f32>>, how: &str| {
+        for (t, g) in got.iter().enumerate() {
+            assert_eq!(g, &cut(&expected, &inner_chunk(t)), "{how} reader {t}");
+        }
+    };
+    // Threads: the index is not cached (the write dropped it), each wants it at once.
+    let before = store.index_gets();
+    let start = Barrier::new(QUARTET);
+    let got = std::thread::scope(|s| {
+        let readers: Vec<_> = (0..QUARTET)
+            .map(|t| {
+                let (a, start) = (&a, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let b = a.read(&inner_chunk(t), &BufferPrototype::cpu()).unwrap();
+                    b.to_vec::<f32>().unwrap()
+                })
+            })
+            .collect();
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    check(got, "sync");
+    let sync = store.index_gets() - before;
+    assert!(sync < QUARTET, "{sync} index requests by {QUARTET} threads");
+    // Tasks, on a fresh store object (its own index cache).
+    let store = Slow::new(Duration::from_millis(300));
+    let a = Arc::new(array(&store, true));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let before = store.index_gets();
+    let got = rt.block_on(async {
+        let tasks: Vec<_> = (0..QUARTET)
+            .map(|t| {
+                let a = a.clone();
+                tokio::spawn(async move {
+                    let p = inner_chunk(t);
+                    let b = a.read_async(&p, &BufferPrototype::cpu()).await.unwrap();
+                    b.to_vec::<f32>().unwrap()
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    check(got, "async");
+    let tasks = store.index_gets() - before;
+    assert!(tasks < QUARTET, "{tasks} index requests by {QUARTET} tasks");
 }
 
 #[test]
