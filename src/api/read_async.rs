@@ -14,12 +14,13 @@ use super::read::SMALL_READ_UNITS;
 use super::read_stream::ReadStream;
 use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
+use crate::cache::ChunkCache;
 use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
-    Cancel, InnerFetch, caches_on_device, check_output_size, fetch_unit_async, miss_options,
-    miss_output, read_small_async, read_through_cache, run_staged,
+    CachedRead, Cancel, InnerFetch, caches_on_device, check_output_size, fetch_unit_async,
+    miss_options, miss_output, read_small_async, run_staged,
 };
 use crate::store::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
@@ -211,9 +212,13 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
                 return Ok(());
             }
             let array = Arc::new(self.with_storage(self.storage()));
+            let host_cache = opts
+                .chunk_cache()
+                .filter(|_| !caches_on_device(&out, &opts));
             // Small host reads: fetched on the runtime, decoded without the pipeline.
-            let cached = opts.chunk_cache().is_some() && !caches_on_device(&out, &opts);
-            if !cached && read_small_async(&array, &subset, &out, &opts, SMALL_READ_UNITS).await? {
+            if host_cache.is_none()
+                && read_small_async(&array, &subset, &out, &opts, SMALL_READ_UNITS).await?
+            {
                 return Ok(());
             }
             let handle = tokio::runtime::Handle::try_current().map_err(|_| {
@@ -221,11 +226,38 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
                     "async reads need a tokio runtime (call them inside one)".into(),
                 )
             })?;
+            // Looked up on the task: a small read of only hits is copied here, without a
+            // hand-off to a blocking thread (which costs more than the copies).
+            let cached = match &host_cache {
+                Some(cache) => {
+                    let begun = CachedRead::begin(self, &subset, out.dtype(), cache)?;
+                    if begun.all_hits_within(INLINE_HIT_BYTES, out.dtype().size()) {
+                        return begun.finish(self.shape(), &subset, &out, cache, &opts, &|_| {
+                            Err(Error::InvalidArgument(
+                                "internal error: a read of cache hits decoded a chunk (please \
+                                 report)"
+                                    .into(),
+                            ))
+                        });
+                    }
+                    Some((cache.clone(), begun))
+                }
+                None => None,
+            };
             // Dropping this future cancels the blocking half and waits until it has stopped
             // writing into `out`.
             let (_stop, finish) = Cancel::pair();
-            let task = tokio::task::spawn_blocking(move || {
-                read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel())
+            let task = tokio::task::spawn_blocking(move || match cached {
+                Some((cache, begun)) => read_cached_blocking(
+                    &array,
+                    &subset,
+                    &out,
+                    (&cache, begun),
+                    &opts,
+                    &handle,
+                    finish.cancel(),
+                ),
+                None => read_blocking(&array, &subset, &out, &opts, &handle, finish.cancel()),
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
@@ -233,7 +265,41 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
     }
 }
 
-/// The blocking half: the staged pipeline, whose producers fetch through the runtime.
+/// Bytes a cached async read copies out of the cache on its task at most, when every unit
+/// is a hit (above, or with a miss, it finishes on a blocking thread): host copies run at
+/// 10 GB/s or more, so 256 KiB is tens of microseconds, the order of the hand-off it saves.
+const INLINE_HIT_BYTES: usize = 256 << 10;
+
+/// The blocking half of a read through a host cache, its units looked up: hits copied, each
+/// miss read whole, uncached, by the small route (or [`read_blocking`]) and kept.
+fn read_cached_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Arc<Array<S>>,
+    subset: &[Range<u64>],
+    out: &NDBuffer,
+    (cache, begun): (&ChunkCache, CachedRead),
+    opts: &ReadOptions,
+    handle: &tokio::runtime::Handle,
+    cancel: &Cancel,
+) -> Result<()> {
+    let uncached = miss_options(opts);
+    begun.finish(array.shape(), subset, out, cache, opts, &|region| {
+        let chunk = miss_output(region, out.dtype())?;
+        // A miss is one unit: the small route's fetch and decode, as sync misses take.
+        let small = reading_inline(|| {
+            handle.block_on(cancel.unless_dropped(
+                "read",
+                read_small_async(array, region, &chunk, &uncached, SMALL_READ_UNITS),
+            ))
+        })?;
+        if !small {
+            read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
+        }
+        Ok(chunk)
+    })
+}
+
+/// The blocking half of an uncached read (or of a device-cached one, which the staged
+/// pipeline handles): the staged pipeline, whose producers fetch through the runtime.
 fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Arc<Array<S>>,
     subset: &[Range<u64>],
@@ -242,24 +308,6 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     handle: &tokio::runtime::Handle,
     cancel: &Cancel,
 ) -> Result<()> {
-    if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
-        // Each miss is read whole, uncached, by this function.
-        let uncached = miss_options(opts);
-        return read_through_cache(array.as_ref(), subset, out, &cache, opts, &|region| {
-            let chunk = miss_output(region, out.dtype())?;
-            // A miss is one unit: the small route's fetch and decode, as sync misses take.
-            let small = reading_inline(|| {
-                handle.block_on(cancel.unless_dropped(
-                    "read",
-                    read_small_async(array, region, &chunk, &uncached, SMALL_READ_UNITS),
-                ))
-            })?;
-            if !small {
-                read_blocking(array, region, &chunk, &uncached, handle, cancel)?;
-            }
-            Ok(chunk)
-        });
-    }
     run_staged(
         array.as_ref(),
         subset,

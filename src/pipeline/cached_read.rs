@@ -5,7 +5,7 @@
 //! works: the copies are `NDBuffer` copies (strided, byte-swapping, host to device).
 
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::cache::{ArrayId, ChunkCache, ChunkKey};
+use crate::cache::{ArrayId, ChunkCache, ChunkKey, Epoch};
 use crate::dtype::{DataType, Order};
 use crate::error::Result;
 use crate::options::{Progress, ReadOptions};
@@ -103,41 +103,93 @@ pub(crate) fn read_through_cache<S: ?Sized + Send + Sync + 'static>(
     opts: &ReadOptions,
     decode: &DecodeRegion<'_>,
 ) -> Result<()> {
-    // Taken before anything is looked up or decoded: a write from here on keeps what this
-    // read decodes out of the cache.
-    let id = ArrayId::of(array);
-    let epoch = cache.epoch(&id);
-    let units = look_up(&id, array, subset, out.dtype(), cache, Device::Cpu)?;
-    let shape = array.shape();
-    let mut progress = Done::new(units.len(), out.dtype().size() as u64, opts);
-    for u in &units {
-        if let Some(chunk) = &u.hit {
-            copy_unit(out, subset, &u.unit, chunk)?;
-            progress.unit(&u.unit);
+    CachedRead::begin(array, subset, out.dtype(), cache)?.finish(
+        array.shape(),
+        subset,
+        out,
+        cache,
+        opts,
+        decode,
+    )
+}
+
+/// A host read through a cache, begun: its units looked up (each counted once, as a hit or
+/// a miss) under the epoch taken before the look-ups. Finishing it copies the hits and
+/// decodes the misses; an async read finishes one of only hits on its task
+/// ([`all_hits_within`](Self::all_hits_within)), any other on a blocking thread.
+pub(crate) struct CachedRead {
+    epoch: Epoch,
+    units: Vec<CachedUnit>,
+}
+
+impl CachedRead {
+    /// Looks up every unit `subset` touches.
+    pub(crate) fn begin<S: ?Sized + Send + Sync + 'static>(
+        array: &Array<S>,
+        subset: &[Range<u64>],
+        dtype: DataType,
+        cache: &ChunkCache,
+    ) -> Result<CachedRead> {
+        // Taken before anything is looked up or decoded: a write from here on keeps what
+        // this read decodes out of the cache.
+        let id = ArrayId::of(array);
+        let epoch = cache.epoch(&id);
+        let units = look_up(&id, array, subset, dtype, cache, Device::Cpu)?;
+        Ok(CachedRead { epoch, units })
+    }
+
+    /// Whether every unit was a hit and the read copies at most `bytes` out of the cache.
+    pub(crate) fn all_hits_within(&self, bytes: usize, elem: usize) -> bool {
+        let mut copied = 0usize;
+        self.units.iter().all(|u| {
+            let n = u.unit.region_shape().iter().product::<usize>();
+            copied = copied.saturating_add(n.saturating_mul(elem));
+            u.hit.is_some() && copied <= bytes
+        })
+    }
+
+    /// Copies the hits into `out`, then decodes, keeps and copies the misses (see
+    /// [`read_through_cache`]); `array_shape` is the shape of the array it began on.
+    pub(crate) fn finish(
+        self,
+        array_shape: &[u64],
+        subset: &[Range<u64>],
+        out: &NDBuffer,
+        cache: &ChunkCache,
+        opts: &ReadOptions,
+        decode: &DecodeRegion<'_>,
+    ) -> Result<()> {
+        let units = self.units;
+        let mut progress = Done::new(units.len(), out.dtype().size() as u64, opts);
+        for u in &units {
+            if let Some(chunk) = &u.hit {
+                copy_unit(out, subset, &u.unit, chunk)?;
+                progress.unit(&u.unit);
+            }
         }
-    }
-    let misses: Vec<&CachedUnit> = units.iter().filter(|u| u.hit.is_none()).collect();
-    if misses.is_empty() {
-        // All hits: not even the thread count is asked for (it reads the cgroup's files).
-        return Ok(());
-    }
-    for group in misses.chunks(2 * opts.threads()) {
-        let decoded: Vec<NDBuffer> = crate::thread_pool::install(|| {
-            group
-                .par_iter()
-                .map(|u| decode(&cached_region(&u.unit, shape)))
-                .collect::<Result<_>>()
-        })?;
-        for (u, chunk) in group.iter().zip(decoded) {
-            copy_unit(out, subset, &u.unit, &chunk)?;
-            let bytes = chunk
-                .buffer()
-                .slice(chunk.offset()..chunk.offset() + chunk.nbytes());
-            cache.insert_since(u.key.clone(), bytes, epoch);
-            progress.unit(&u.unit);
+        let misses: Vec<&CachedUnit> = units.iter().filter(|u| u.hit.is_none()).collect();
+        if misses.is_empty() {
+            // All hits: not even the thread count is asked for (it reads the cgroup's files).
+            return Ok(());
         }
+        for group in misses.chunks(2 * opts.threads()) {
+            let decoded: Vec<NDBuffer> = crate::thread_pool::install(|| {
+                group
+                    .par_iter()
+                    .map(|u| decode(&cached_region(&u.unit, array_shape)))
+                    .collect::<Result<_>>()
+            })?;
+            for (u, chunk) in group.iter().zip(decoded) {
+                copy_unit(out, subset, &u.unit, &chunk)?;
+                let bytes = chunk
+                    .buffer()
+                    .slice(chunk.offset()..chunk.offset() + chunk.nbytes());
+                cache.insert_since(u.key.clone(), bytes, self.epoch);
+                progress.unit(&u.unit);
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The progress reports of a cached read, one per unit copied out.

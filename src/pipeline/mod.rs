@@ -43,7 +43,7 @@ mod varlen_stream;
 mod write_batches;
 mod write_driver;
 
-pub(crate) use cached_read::{miss_options, miss_output, read_through_cache};
+pub(crate) use cached_read::{CachedRead, miss_options, miss_output, read_through_cache};
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use chunk_share::{ChunkShare, Claim};
 pub(crate) use chunk_sink::ChunkSink;

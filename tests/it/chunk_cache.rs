@@ -442,6 +442,46 @@ fn async_reads_streams_and_multi_consult_the_cache() {
 }
 
 #[test]
+fn async_reads_of_only_hits_finish_on_their_task() {
+    let (dir, data) = directory_array("inline_hits");
+    let cache = ChunkCache::new(1 << 20);
+    let opts = ReadOptions::default().with_cache(cache.clone());
+    let cpu = BufferPrototype::cpu();
+    // One blocking thread: once a task holds it, nothing else can hand off to one.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let remote = rt
+        .block_on(zarrbuf::open_async(dir.to_str().unwrap(), "a"))
+        .unwrap();
+    let top = [0..8u64, 0..32];
+    rt.block_on(remote.read_opt_async(&top, &cpu, &opts))
+        .unwrap();
+    assert_eq!((cache.stats().misses, cache.stats().hits), (4, 0));
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let blocker = rt.spawn_blocking(move || held.recv_timeout(std::time::Duration::from_secs(60)));
+    let got = rt
+        .block_on(async {
+            let read = remote.read_opt_async(&top, &cpu, &opts);
+            tokio::time::timeout(std::time::Duration::from_secs(10), read).await
+        })
+        .expect("a read of cache hits waited for a blocking thread")
+        .unwrap();
+    assert_eq!(got.to_vec::<i32>().unwrap(), data[..256].to_vec());
+    assert_eq!((cache.stats().misses, cache.stats().hits), (4, 4));
+    release.send(()).unwrap();
+    rt.block_on(blocker).unwrap().unwrap();
+    // A read with hits and misses: each unit counted once, the misses kept.
+    let got = rt
+        .block_on(remote.read_opt_async(&[4..16, 0..32], &cpu, &opts))
+        .unwrap();
+    assert_eq!(got.to_vec::<i32>().unwrap(), data[4 * 32..16 * 32].to_vec());
+    assert_eq!((cache.stats().misses, cache.stats().hits), (8, 8));
+}
+
+#[test]
 fn an_array_replaced_by_create_like_is_dropped_from_the_caches() {
     let src = zarrbuf::open(
         crate::common::root()
