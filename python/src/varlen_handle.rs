@@ -69,6 +69,15 @@ impl Opened {
         }
     }
 
+    /// Small reads of a fixed-size array decode zstd chunks only as far as they need.
+    /// Variable-length arrays decode their chunks whole (they read through another route).
+    pub(crate) fn with_prefix_decode(self, on: bool) -> Self {
+        match self {
+            Opened::Fixed(a) => Opened::Fixed(a.with_prefix_decode(on)),
+            v @ Opened::VarLen(_) => v,
+        }
+    }
+
     pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self {
             Opened::Fixed(a) => a.into_py_any(py),
