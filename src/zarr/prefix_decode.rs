@@ -53,12 +53,12 @@ pub(crate) fn decode_prefix_into(
     prefix: usize,
     validate_checksums: bool,
 ) -> Result<usize, String> {
-    if prefix < out.len() && prefix_decodable(codec, encoded, out.len(), validate_checksums) {
-        if let Some(prefix_out) = out.get_mut(..prefix)
-            && stream_prefix(encoded, prefix_out).is_ok()
-        {
-            return Ok(prefix);
-        }
+    if prefix < out.len()
+        && prefix_decodable(codec, encoded, out.len(), validate_checksums)
+        && let Some(prefix_out) = out.get_mut(..prefix)
+        && stream_prefix(encoded, prefix_out).is_ok()
+    {
+        return Ok(prefix);
     }
     codec.decode_into(encoded, out, validate_checksums)
 }

@@ -354,6 +354,9 @@ fn a_garbled_last_block_is_read_past_only_with_the_option_on() {
     }
 }
 
+/// A change made to a chunk's stored frame.
+type Edit = dyn Fn(Vec<u8>) -> Vec<u8>;
+
 /// What the block walk sees is refused with the option on exactly as with it off; a
 /// checksummed frame decodes whole while checksums are validated.
 #[test]
@@ -371,7 +374,7 @@ fn damage_the_walk_sees_and_checksummed_frames_are_refused_with_the_option_on() 
             false,
         )
     };
-    let edits: [(&str, &dyn Fn(Vec<u8>) -> Vec<u8>); 3] = [
+    let edits: [(&str, &Edit); 3] = [
         ("cut short", &cut),
         ("trailing bytes", &trailing),
         ("another size", &other_size),
