@@ -107,3 +107,18 @@ def test_the_config_key_and_reopening(tmp_path):
     location, p, opts = pickle.loads(pickle.dumps(zarrbuf.open(path, prefix_decode=True)._open_args))
     assert opts == {"prefix_decode": True}
     assert zarrbuf.open(location, p, **opts).prefix_decode
+
+
+def test_string_arrays_read_through_the_pipeline_with_the_key_on(tmp_path):
+    """Variable-length arrays decode their chunks whole; the key changes nothing for them."""
+    path = str(tmp_path / "s.zarr")
+    values = np.array([f"s{i}" * (i % 5) for i in range(300)], dtype=object).reshape(30, 10)
+    with zarr.config.set(DEFAULT):
+        z = zarr.create_array(path, shape=values.shape, chunks=(8, 5), dtype=str,
+                              compressors=zarr.codecs.ZstdCodec(level=1), overwrite=True)
+        z[...] = values
+    with zarr.config.set({**PIPELINE, zpipeline.PREFIX_DECODE_CONFIG_KEY: True}):
+        z = zarr.open_array(path, mode="r")
+        got = z[3:20, 2:9]
+        assert z._async_array.codec_pipeline.stats["zarrbuf"] > 0
+    assert [str(x) for x in got.ravel()] == [str(x) for x in values[3:20, 2:9].ravel()]
