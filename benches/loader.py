@@ -7,10 +7,13 @@ random 1×64×64 patches (seeded, origins anywhere, so most patches touch 2-4 ch
 one at a time, in one order in epoch 1 and in another in epoch 2, by
 
 - ``zarrbuf.open(...).read(...)``, without a cache and (when ``zarrbuf.open`` takes
-  ``cache_bytes``) with a 1 GiB decoded-chunk cache,
+  ``cache_bytes``) with a 1 GiB decoded-chunk cache, and (when it takes ``prefix_decode``)
+  without a cache, decoding only the needed prefix of each chunk,
 - tensorstore (``zarr3`` driver) without a cache and with a 1 GiB ``cache_pool``
   (``recheck_cached_data: False``, so that epoch 2 reads from it),
-- zarr-python through zarrbuf's codec pipeline and through zarrs-python's.
+- zarr-python through zarrbuf's codec pipeline (also with
+  ``codec_pipeline.zarrbuf_prefix_decode``, when the pipeline has it) and through
+  zarrs-python's.
 
 Each reader opens the array once and reads both epochs. The table gives reads/s, the ratio
 to tensorstore with the same caching (a cached reader against tensorstore's ``cache_pool``,
@@ -84,9 +87,9 @@ def patches(depth: int, reads: int, seed: int) -> list[tuple[slice, ...]]:
 
 # --- readers: each `open(path)` returns read(selection) -> numpy array -----------------------
 
-def zarrbuf_open(cache_bytes: int | None) -> Callable[[str], Callable]:
+def zarrbuf_open(cache_bytes: int | None, **kw) -> Callable[[str], Callable]:
     def open_(path: str) -> Callable:
-        a = zarrbuf.open(path) if cache_bytes is None else zarrbuf.open(path, cache_bytes=cache_bytes)
+        a = zarrbuf.open(path, **kw) if cache_bytes is None else zarrbuf.open(path, cache_bytes=cache_bytes)
         return lambda sel: np.asarray(a.read(sel))
     return open_
 
@@ -105,13 +108,31 @@ def tensorstore_open(cache: bool) -> Callable[[str], Callable]:
     return open_
 
 
-def zarr_open(pipeline: str) -> Callable[[str], Callable]:
+def zarr_open(pipeline: str, read_config: dict | None = None) -> Callable[[str], Callable]:
     def open_(path: str) -> Callable:
         with zarr.config.set({"codec_pipeline.path": pipeline}):
             z = zarr.open_array(path, mode="r")
-        # zarr-python reads the configuration when the array is opened (its pipeline).
-        return lambda sel: z[sel]
+        # zarr-python reads the configuration when the array is opened (its pipeline);
+        # `read_config` is read by the pipeline at each read: set while this reader reads
+        # (until its `close`).
+        if read_config is None:
+            return lambda sel: z[sel]
+        return _WithConfig(lambda sel: z[sel], read_config)
     return open_
+
+
+class _WithConfig:
+    """A reader whose reads see `config`, from its opening until `close()`."""
+
+    def __init__(self, read: Callable, config: dict) -> None:
+        self._read = read
+        self._set = zarr.config.set(config)  # applied now, undone by close()
+
+    def __call__(self, sel: tuple[slice, ...]):
+        return self._read(sel)
+
+    def close(self) -> None:
+        self._set.__exit__(None, None, None)
 
 
 def readers(skip: set[str]) -> dict[str, tuple[Callable, bool]]:
@@ -121,6 +142,8 @@ def readers(skip: set[str]) -> dict[str, tuple[Callable, bool]]:
         out["zarrbuf.open, cache_bytes=1 GiB"] = (zarrbuf_open(GIB), True)
     else:
         print("zarrbuf.open takes no cache_bytes here: its cached row is left out", file=sys.stderr)
+    if "prefix_decode" in inspect.signature(zarrbuf.open).parameters:
+        out["zarrbuf.open, prefix_decode=True"] = (zarrbuf_open(None, prefix_decode=True), False)
     try:
         import tensorstore  # noqa: F401
 
@@ -129,6 +152,13 @@ def readers(skip: set[str]) -> dict[str, tuple[Callable, bool]]:
     except ImportError:
         print("no tensorstore: its rows and the ratios are left out", file=sys.stderr)
     out["zarr-python + zarrbuf pipeline"] = (zarr_open("zarrbuf.ZarrbufCodecPipeline"), False)
+    from zarrbuf import pipeline as zpipeline
+
+    if hasattr(zpipeline, "PREFIX_DECODE_CONFIG_KEY"):
+        out["zarr-python + zarrbuf pipeline, prefix_decode"] = (
+            zarr_open("zarrbuf.ZarrbufCodecPipeline", {zpipeline.PREFIX_DECODE_CONFIG_KEY: True}),
+            False,
+        )
     try:
         import zarrs  # noqa: F401
 
@@ -217,6 +247,7 @@ def main() -> None:
                     r, lat = one_epoch(read, order, check)
                     rates.setdefault((name, array, epoch), []).append(r)
                     lats.setdefault((name, array, epoch), []).append(lat)
+                getattr(read, "close", lambda: None)()
                 del read
 
     rows = []

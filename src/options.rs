@@ -294,6 +294,9 @@ pub struct ReadOptions {
     /// A decoded-chunk cache the read consults and fills (default `None`: every chunk is
     /// decoded from the store). Set it with `with_cache` (see `zarrbuf::cache::ChunkCache`).
     pub cache: Option<CacheHandle>,
+    /// Decode only the part of a zstd chunk a small read needs (default false; see
+    /// [`ReadOptions::with_decode_needed_prefix`]).
+    pub decode_needed_prefix: bool,
 }
 
 impl Default for ReadOptions {
@@ -307,6 +310,7 @@ impl Default for ReadOptions {
             decode: Decode::Auto,
             max_bytes: None,
             cache: None,
+            decode_needed_prefix: false,
         }
     }
 }
@@ -358,6 +362,36 @@ impl ReadOptions {
     /// Chooses where chunks are decompressed.
     pub fn with_decode(mut self, decode: Decode) -> Self {
         self.decode = decode;
+        self
+    }
+
+    /// Decodes only the needed prefix of zstd chunks in small reads (off by default).
+    ///
+    /// A chunk's elements are stored in C order and a zstd frame decodes from its start, so
+    /// a read that needs a few planes of a chunk needs only the decoded bytes up to its last
+    /// element: a 1 × 64 × 64 patch at depth `k` of a 64³ chunk, `(k + 1) / 64` of the
+    /// chunk, half of it on average. With this on, small host reads (a few chunks or inner
+    /// chunks, the route of a training loop's random patches) decode zstd chunks only that
+    /// far.
+    ///
+    /// The trade-off: the rest of the chunk is not decoded, so damage inside the compressed
+    /// contents of its later blocks is not seen (a whole decode reports it). Everything that
+    /// can be checked without decoding still is, and is refused with the whole decode's
+    /// error: the frame's header and declared content size (the chunk's size), every block
+    /// header, blocks inside the stored bytes, no trailing bytes. These chunks are decoded
+    /// whole as before: those with a crc32c codec, frames with a content checksum while
+    /// checksums are validated, frames that do not declare their size, several frames,
+    /// other compressors, byte-swapped or transposed layouts, reads through a
+    /// [`crate::cache::ChunkCache`] (a cached chunk is decoded whole), and the staged
+    /// pipeline's reads.
+    ///
+    /// ```
+    /// let o = zarrbuf::options::ReadOptions::default().with_decode_needed_prefix(true);
+    /// assert!(o.decode_needed_prefix);
+    /// assert!(!zarrbuf::options::ReadOptions::default().decode_needed_prefix);
+    /// ```
+    pub fn with_decode_needed_prefix(mut self, on: bool) -> Self {
+        self.decode_needed_prefix = on;
         self
     }
 

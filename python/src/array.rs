@@ -46,6 +46,9 @@ pub(crate) struct Array {
     label: String,
     /// The decoded-chunk cache every read of this array goes through, if any.
     cache: Option<zarrbuf::cache::ChunkCache>,
+    /// Small reads decode zstd chunks only as far as they need
+    /// (`ReadOptions::decode_needed_prefix`).
+    prefix_decode: bool,
 }
 
 pub(crate) fn prototype(device: &str) -> zarrbuf::Result<BufferPrototype> {
@@ -122,6 +125,7 @@ impl Array {
             info,
             label,
             cache: None,
+            prefix_decode: false,
         })
     }
 
@@ -131,9 +135,15 @@ impl Array {
         self
     }
 
+    /// Small reads of the array decode zstd chunks only as far as they need.
+    pub(crate) fn with_prefix_decode(mut self, on: bool) -> Self {
+        self.prefix_decode = on;
+        self
+    }
+
     /// Read options with `cache` (given for one read), else the array's own cache.
     fn read_options(&self, cache: Option<&PyChunkCache>) -> ReadOptions {
-        let opts = ReadOptions::default();
+        let opts = ReadOptions::default().with_decode_needed_prefix(self.prefix_decode);
         match cache
             .map(|c| c.inner.clone())
             .or_else(|| self.cache.clone())
@@ -196,8 +206,8 @@ impl Array {
 
     /// Reads `ranges` into `out` (any writable DLPack producer, e.g. a numpy view), whose
     /// shape is the ranges' with the axes `drop` removed; `cache`, for this read, replaces
-    /// the array's own cache.
-    #[pyo3(signature = (ranges, drop, out, cache = None))]
+    /// the array's own cache, and `prefix_decode` (a bool) its `prefix_decode`.
+    #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None))]
     fn read_into(
         &self,
         py: Python<'_>,
@@ -205,10 +215,13 @@ impl Array {
         drop: Vec<usize>,
         out: &Bound<'_, PyAny>,
         cache: Option<PyRef<'_, PyChunkCache>>,
+        prefix_decode: Option<bool>,
     ) -> PyResult<()> {
         let target = import_dlpack(out)?;
         let subset = to_ranges(&ranges);
-        let opts = self.read_options(cache.as_deref());
+        let opts = self
+            .read_options(cache.as_deref())
+            .with_decode_needed_prefix(prefix_decode.unwrap_or(self.prefix_decode));
         run(py, || {
             let mut target = insert_axes(target, &drop)?;
             call!(
@@ -216,6 +229,13 @@ impl Array {
                 read_into_opt / read_into_opt_async(&subset, &mut target, &opts)
             )
         })
+    }
+
+    /// Whether small reads decode zstd chunks only as far as they need
+    /// (`zarrbuf.open(..., prefix_decode=True)`).
+    #[getter]
+    fn prefix_decode(&self) -> bool {
+        self.prefix_decode
     }
 
     /// The array's decoded-chunk cache (`zarrbuf.open(..., cache=...)`), or None.

@@ -147,9 +147,11 @@ fn open_options(
 /// Opens the array at `path` inside the store at `location` (a directory, `file://`,
 /// `memory://`, or an object-store URL such as `s3://bucket/data.zarr`; or an icechunk
 /// repository, at `branch` (default main), `tag` or `snapshot`). Every read goes through
-/// `cache` (a shared `ChunkCache`), or a new cache of `cache_bytes` (not both).
+/// `cache` (a shared `ChunkCache`), or a new cache of `cache_bytes` (not both). With
+/// `prefix_decode`, small reads decode zstd chunks only as far as they need
+/// (`ReadOptions::decode_needed_prefix`).
 #[pyfunction]
-#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None))]
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None, prefix_decode = false))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
@@ -161,6 +163,7 @@ fn open(
     virtual_access: Option<Vec<String>>,
     cache: Option<PyRef<'_, PyChunkCache>>,
     cache_bytes: Option<u64>,
+    prefix_decode: bool,
 ) -> PyResult<Py<PyAny>> {
     let label = label(location, path);
     let cache = match (cache, cache_bytes) {
@@ -175,7 +178,10 @@ fn open(
     };
     let opts = open_options(branch, tag, snapshot, virtual_access).map_err(py_err)?;
     let opened = open_array(py, location, path, &opts, label)?;
-    opened.with_cache(cache).into_py(py)
+    opened
+        .with_cache(cache)
+        .with_prefix_decode(prefix_decode)
+        .into_py(py)
 }
 
 /// The array `open` opens, without a cache.

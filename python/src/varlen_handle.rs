@@ -69,6 +69,15 @@ impl Opened {
         }
     }
 
+    /// Small reads of a fixed-size array decode zstd chunks only as far as they need.
+    /// Variable-length arrays decode their chunks whole (they read through another route).
+    pub(crate) fn with_prefix_decode(self, on: bool) -> Self {
+        match self {
+            Opened::Fixed(a) => Opened::Fixed(a.with_prefix_decode(on)),
+            v @ Opened::VarLen(_) => v,
+        }
+    }
+
     pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self {
             Opened::Fixed(a) => a.into_py_any(py),
@@ -191,9 +200,10 @@ impl VarLenHandle {
     /// Reads `ranges` into `out`: a NumPy `StringDType` array (strings) or object array
     /// (byte strings) shaped as the ranges without the axes `drop`, any strides (a view of
     /// a larger array is fine). Strings are packed in place, without a temporary array.
-    /// `cache` is accepted for symmetry with `Array.read_into` (the codec pipeline passes
-    /// its cache to both); variable-length arrays are not cached.
-    #[pyo3(signature = (ranges, drop, out, cache = None))]
+    /// `cache` and `prefix_decode` are accepted for symmetry with `Array.read_into` (the
+    /// codec pipeline passes them to both); variable-length arrays are not cached, and
+    /// their chunks are decoded whole.
+    #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None))]
     fn read_into(
         &self,
         py: Python<'_>,
@@ -201,8 +211,9 @@ impl VarLenHandle {
         drop: Vec<usize>,
         out: &Bound<'_, PyAny>,
         cache: Option<&Bound<'_, PyAny>>,
+        prefix_decode: Option<bool>,
     ) -> PyResult<()> {
-        let _ = cache;
+        let _ = (cache, prefix_decode);
         let v = self.read_buffer(py, &ranges, &drop, "cpu")?;
         let out_shape: Vec<u64> = out.getattr("shape")?.extract()?;
         if out_shape != v.shape() {

@@ -154,6 +154,12 @@ class Array:
         return len(self.shape)
 
     @property
+    def prefix_decode(self) -> bool:
+        """Whether small reads decode zstd chunks only as far as they need (``open(...,
+        prefix_decode=True)``)."""
+        return bool(getattr(self._inner, "prefix_decode", False))
+
+    @property
     def cache(self) -> ChunkCache | None:
         """The :class:`ChunkCache` every read of this array goes through (``open(...,
         cache=...)`` or ``cache_bytes=...``), or None."""
@@ -283,6 +289,7 @@ def open(  # noqa: A001 - mirrors zarr.open
     virtual_access: list[str] | None = None,
     cache: ChunkCache | None = None,
     cache_bytes: int | None = None,
+    prefix_decode: bool = False,
 ) -> Array:
     """Opens the zarr array at ``path`` in the store at ``location``: a directory, a zip file
     (read-only), a ``file://`` URL, or an object-store URL (``s3://``, ``gs://``, ``az://``,
@@ -308,14 +315,23 @@ def open(  # noqa: A001 - mirrors zarr.open
         >>> a = zarrbuf.open("data.zarr", "images", cache=cache)
         >>> cache.stats()["hits"]
         0
+
+    ``prefix_decode=True`` (off by default) makes small reads (a few chunks, such as a
+    training loop's patches) decode a zstd chunk only up to the last element they need:
+    about half of it for a random plane. The rest of the chunk is not decoded, so damage
+    inside its later compressed blocks goes unseen (a whole decode reports it); the frame's
+    header, declared size and block headers are still checked. Chunks with a crc32c codec
+    or a zstd content checksum, and reads through a cache, decode whole.
     """
     a = Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
-                    virtual_access=virtual_access, cache=cache, cache_bytes=cache_bytes))
+                    virtual_access=virtual_access, cache=cache, cache_bytes=cache_bytes,
+                    prefix_decode=bool(prefix_decode)))
     # What another process needs to open it again (zarrbuf.torch's datasets pickle this;
     # the cache stays behind: caches are per process).
     a._open_args = (str(location), path, {k: v for k, v in (
         ("branch", branch), ("tag", tag), ("snapshot", snapshot),
-        ("virtual_access", virtual_access)) if v is not None})
+        ("virtual_access", virtual_access), ("prefix_decode", prefix_decode or None))
+        if v is not None})
     return a
 
 

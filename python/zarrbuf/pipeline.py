@@ -51,6 +51,15 @@ zarrbuf drop the chunks they replace, and so do writes the pipeline hands to zar
 Changes made to the store any other way (another process, ``store.delete``) are not seen:
 ``pipeline_cache().clear()`` forgets everything. Arrays in local directories share cached
 chunks across ``zarr.open`` calls; arrays on object stores are cached per opened array.
+
+Small reads can decode zstd chunks only as far as they need (off by default)::
+
+    zarr.config.set({"codec_pipeline.zarrbuf_prefix_decode": True})
+
+A read of a few chunks then decodes each zstd chunk only up to its last element the read
+needs (``zarrbuf.open(..., prefix_decode=True)``, Rust's ``decode_needed_prefix``): damage
+inside the later compressed blocks of a chunk goes unseen; headers, sizes and block headers
+are still checked; checksummed chunks and cached reads decode whole.
 """
 
 from __future__ import annotations
@@ -134,6 +143,26 @@ def pipeline_cache() -> _zarrbuf.ChunkCache | None:
     if _CACHE is None or _CACHE.capacity != int(value):
         _CACHE = _zarrbuf.ChunkCache(int(value))
     return _CACHE
+
+
+#: The config key that makes the pipeline's small reads decode zstd chunks only as far as
+#: they need (a bool, default False).
+PREFIX_DECODE_CONFIG_KEY = "codec_pipeline.zarrbuf_prefix_decode"
+
+
+def pipeline_prefix_decode() -> bool:
+    """Whether ``codec_pipeline.zarrbuf_prefix_decode`` is set: the pipeline's small reads
+    then decode zstd chunks only up to the last element they need."""
+    value = config.get(PREFIX_DECODE_CONFIG_KEY, False)
+    if isinstance(value, str):  # from the environment: ZARR_CODEC_PIPELINE__ZARRBUF_PREFIX_DECODE
+        value = {"true": True, "1": True, "false": False, "0": False, "": False}.get(
+            value.strip().lower(), value
+        )
+    if value is None:
+        return False
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{PREFIX_DECODE_CONFIG_KEY} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _s3_options(fs: Any) -> list[tuple[str, str]] | None:
@@ -717,13 +746,21 @@ class ZarrbufCodecPipeline(CodecPipeline):
             # work is finished when read_into returns.
             _cupy().cuda.get_current_stream().synchronize()
         cache = pipeline_cache()
+        prefix = pipeline_prefix_decode()
         if len(batch) <= _INLINE_CHUNKS and plan.target.nbytes <= _INLINE_BYTES:
             # A patch of a few chunks decodes in about the time a hand-off to a thread and
             # back takes: read it here (the GIL released) instead.
-            plan.array.read_into(plan.ranges, plan.drop, plan.target, cache=cache)
+            plan.array.read_into(
+                plan.ranges, plan.drop, plan.target, cache=cache, prefix_decode=prefix
+            )
         else:
             await asyncio.to_thread(
-                plan.array.read_into, plan.ranges, plan.drop, plan.target, cache=cache
+                plan.array.read_into,
+                plan.ranges,
+                plan.drop,
+                plan.target,
+                cache=cache,
+                prefix_decode=prefix,
             )
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.

@@ -226,11 +226,12 @@ impl<'a> Done<'a> {
 }
 
 /// The options of a miss's own read: no cache, no progress reports (the cached read makes
-/// them), the rest as given.
+/// them), the whole chunk decoded (it is kept), the rest as given.
 pub(crate) fn miss_options(opts: &ReadOptions) -> ReadOptions {
     let mut o = opts.clone();
     o.cache = None;
     o.progress = None;
+    o.decode_needed_prefix = false;
     o
 }
 

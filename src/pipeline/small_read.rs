@@ -20,7 +20,8 @@ use crate::dtype::ByteOrder;
 use crate::error::Result;
 use crate::options::{PipelineMode, ReadOptions};
 use crate::zarr::{
-    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, fill_bytes, plan_units,
+    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,
+    fill_bytes, needed_prefix, plan_units,
 };
 use std::ops::Range;
 use std::sync::Mutex;
@@ -65,6 +66,8 @@ pub(crate) struct SmallRead {
     fill: Vec<u8>,
     elem: usize,
     validate_checksums: bool,
+    /// Decode only the needed prefix of zstd units (`ReadOptions::decode_needed_prefix`).
+    prefix: bool,
 }
 
 impl SmallRead {
@@ -108,6 +111,7 @@ impl SmallRead {
             fill,
             elem,
             validate_checksums: opts.validate_checksums,
+            prefix: opts.decode_needed_prefix,
         }))
     }
 
@@ -125,7 +129,9 @@ impl SmallRead {
 
     /// Decodes one unit's fetched bytes (`None`: not stored, read as the fill value) into a
     /// recycled buffer of exactly its decoded size; a unit that does not decode is an error
-    /// naming it.
+    /// naming it. With `decode_needed_prefix`, a zstd unit may be decoded only up to the
+    /// read's last element in it (`zarr/prefix_decode.rs`): the bytes after are unspecified
+    /// and never read.
     pub(crate) fn decode<S: ?Sized>(
         &self,
         array: &Array<S>,
@@ -152,7 +158,13 @@ impl SmallRead {
             return Ok(Some(encoded));
         };
         let mut buf = take_buffer(expected);
-        match codec.decode_into(&encoded, &mut buf, self.validate_checksums) {
+        let decoded = if self.prefix {
+            let prefix = needed_prefix(unit, self.elem);
+            decode_prefix_into(codec, &encoded, &mut buf, prefix, self.validate_checksums)
+        } else {
+            codec.decode_into(&encoded, &mut buf, self.validate_checksums)
+        };
+        match decoded {
             Ok(_) => Ok(Some(buf)),
             Err(why) => {
                 give_back([buf]);

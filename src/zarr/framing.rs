@@ -462,7 +462,7 @@ fn zstd_frame(b: &[u8], expected: usize) -> Result<ZstdFrame, String> {
 /// input: a frame cut short reads past its buffer on the device (seen on an H100 as
 /// `CUDA_ERROR_ILLEGAL_ADDRESS`, which ends the context), so the walk must reach the frame's
 /// end here first.
-fn zstd_frame_end(b: &[u8], expected: usize) -> Result<usize, String> {
+pub(crate) fn zstd_frame_end(b: &[u8], expected: usize) -> Result<usize, String> {
     if b.len() < 6 {
         return Err(format!("a {}-byte zstd frame is too short", b.len()));
     }

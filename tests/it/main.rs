@@ -37,6 +37,7 @@ mod import_cycles;
 mod ipc;
 mod multi_device;
 mod nvcomp_library;
+mod prefix_decode;
 mod read_stream;
 mod realign;
 mod regressions;
