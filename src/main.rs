@@ -143,6 +143,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             force_async,
             staged,
             direct,
+            prefix_decode,
             version,
         } => {
             let mode = match (staged, direct) {
@@ -161,7 +162,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                     force_async,
                     options: version.options()?,
                 },
-                &ReadOptions::default().with_decode(decode).with_mode(mode),
+                &ReadOptions::default()
+                    .with_decode(decode)
+                    .with_mode(mode)
+                    .with_decode_needed_prefix(prefix_decode),
             )
         }
     }

@@ -52,7 +52,8 @@ pub(crate) enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Where to decompress: cpu, gpu (nvCOMP), both (CPU threads and the GPU at once) or
-        /// auto (the fastest measured: today cpu; default).
+        /// auto (nvCOMP and the CPU together for zstd reads into CUDA memory of more than
+        /// one device batch, as GPU runs measured fastest; the CPU otherwise; default).
         #[arg(long, default_value = "auto")]
         decode: Decode,
         /// Use the async (object_store) reader also for a directory path.
@@ -127,6 +128,11 @@ pub(crate) enum Command {
         /// small reads take; `PipelineMode::Direct`).
         #[arg(long)]
         direct: bool,
+        /// Small reads decode a zstd chunk only up to their last element
+        /// (`ReadOptions::with_decode_needed_prefix`: faster, but damage in the rest of the
+        /// chunk goes unseen; see docs/caching.md).
+        #[arg(long)]
+        prefix_decode: bool,
         #[command(flatten)]
         version: VersionArgs,
     },

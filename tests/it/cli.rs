@@ -199,6 +199,18 @@ fn bench_reads_listed_subsets_one_at_a_time() {
         .next()
         .unwrap();
     assert_eq!(rates.split_whitespace().count(), 2, "{text}");
+    // The same reads decoding only the needed prefix of each chunk.
+    let o = zarrbuf(&[
+        "bench",
+        &store("v3_large_3d"),
+        "--subsets",
+        list,
+        "--reps",
+        "1",
+        "--prefix-decode",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).contains("2 subsets read one at a time"), "{o:?}");
     std::fs::write(dir.join("bad.txt"), "0:1,0:999,0:1\n").unwrap();
     assert_one_line_error(
         &zarrbuf(&[
