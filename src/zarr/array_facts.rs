@@ -11,22 +11,31 @@
 //!
 //! Users hand zarrbuf `&Array<S>` values, which they may change between reads, and which
 //! come and go. An entry is found by the address of the array's codec chain (the
-//! `Arc<CodecChain>` of `Array::codecs`), and served only when both hold:
+//! `Arc<CodecChain>` of `Array::codecs`), and served only when all of these hold:
 //!
 //! - **the same codec chain**: the entry keeps a `Weak` of that chain. A live `Weak` keeps
 //!   the allocation, so no other chain can be allocated at that address while the entry
-//!   exists: an array whose chain lives at the entry's address has *that* chain. (zarrs
-//!   shares one chain between arrays only through `Array::with_storage`, which copies the
-//!   rest of the array too; a setter that changes the chain, `set_codec_specific_options`,
-//!   makes a new `Arc`.)
-//! - **equal metadata**: the entry keeps a copy of the array's metadata
-//!   (`Array::metadata`), compared whole with the array's on every hit. Every setter of
-//!   zarrs 0.23's `Array` that keeps the chain and changes a memoized fact writes the
-//!   metadata: `set_shape` (its shape), `set_shape_and_chunk_grid` (shape and chunk grid),
-//!   `set_dimension_names`, `attributes_mut`. The data type, fill value, chunk key encoding
-//!   and storage transformers have no setter, and are built from the same metadata. Options
-//!   that are not metadata (`set_codec_options`, `set_metadata_options`) change none of the
-//!   facts. A mismatch recomputes the facts and replaces the entry.
+//!   exists: an array whose chain lives at the entry's address has *that* chain. zarrs
+//!   shares one chain between arrays only through `Array::with_storage` (and its
+//!   conversions between store kinds), which copies the rest of the array with it: data
+//!   type, fill value, chunk grid, metadata. A setter that changes the chain
+//!   (`set_codec_specific_options`) makes a new `Arc`.
+//! - **the same chunk grid**: the entry keeps a `Weak` of the array's chunk grid (an
+//!   `Arc` inside zarrs' `ChunkGrid`), compared by address in the same way. The grid holds
+//!   the shape and the chunk shape, and each setter of zarrs 0.23's `Array` that keeps the
+//!   chain and changes metadata a fact depends on builds a new grid: `set_shape` and
+//!   `set_shape_and_chunk_grid`.
+//! - **the same shape**, compared by value, in case a zarrs to come changes a shape in
+//!   place.
+//!
+//! The other setters change nothing memoized: `attributes_mut` changes the attributes,
+//! which no fact reads (the fingerprint leaves them out); `set_dimension_names` changes
+//! zarrs' own field, not `Array::metadata`; `set_codec_options` and `set_metadata_options`
+//! are options, not metadata. The data type, fill value, chunk key encoding, storage
+//! transformers and the codecs' metadata have no setter. A mismatch recomputes the facts
+//! and replaces the entry. (Comparing the whole metadata instead cost 8% of a cached read:
+//! the sharding configuration is nested JSON.) When zarrs is upgraded, its `Array`'s
+//! `&mut self` methods are the list to check against this one.
 //!
 //! Every fact here follows from the chain and the metadata alone, never from the store or
 //! the node path: arrays of equal metadata in two stores (`with_storage`) may share facts,
@@ -48,7 +57,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 use zarrs::array::codec::ShardingCodecConfiguration;
 use zarrs::array::{
-    Array, ArrayMetadata, ArrayShardedExt, ChunkGrid, ChunkShape, CodecChain, CodecMetadataOptions,
+    Array, ArrayShardedExt, ChunkGrid, ChunkGridTraits, ChunkShape, CodecChain,
+    CodecMetadataOptions,
 };
 use zarrs::metadata::ConfigurationSerialize;
 
@@ -128,8 +138,32 @@ impl ArrayFacts {
 
 struct Entry {
     chain: Weak<CodecChain>,
-    metadata: ArrayMetadata,
+    grid: Weak<dyn ChunkGridTraits>,
+    shape: Vec<u64>,
     facts: Arc<ArrayFacts>,
+}
+
+impl Entry {
+    fn new<S: ?Sized>(array: &Array<S>, chain: &Arc<CodecChain>, facts: Arc<ArrayFacts>) -> Self {
+        Entry {
+            chain: Arc::downgrade(chain),
+            grid: Arc::downgrade(grid_arc(array)),
+            shape: array.shape().to_vec(),
+            facts,
+        }
+    }
+
+    /// Whether this entry is `array`'s, whose chain is `chain` (see the module docs).
+    fn serves<S: ?Sized>(&self, array: &Array<S>, chain: &Arc<CodecChain>) -> bool {
+        std::ptr::eq(self.chain.as_ptr(), Arc::as_ptr(chain))
+            && std::ptr::addr_eq(self.grid.as_ptr(), Arc::as_ptr(grid_arc(array)))
+            && self.shape == array.shape()
+    }
+}
+
+/// The `Arc` inside the array's chunk grid.
+fn grid_arc<S: ?Sized>(array: &Array<S>) -> &Arc<dyn ChunkGridTraits> {
+    array.chunk_grid()
 }
 
 #[derive(Default)]
@@ -179,11 +213,6 @@ fn address(chain: &Arc<CodecChain>) -> usize {
     Arc::as_ptr(chain) as usize
 }
 
-/// Whether `entry` is `array`'s (see the module docs): the same chain, equal metadata.
-fn serves<S: ?Sized>(entry: &Entry, array: &Array<S>, chain: &Arc<CodecChain>) -> bool {
-    std::ptr::eq(entry.chain.as_ptr(), Arc::as_ptr(chain)) && entry.metadata == *array.metadata()
-}
-
 /// The facts of `array`, from the memo when its entry serves it (see the module docs),
 /// else computed and remembered.
 fn facts_of<S: ?Sized>(array: &Array<S>) -> Arc<ArrayFacts> {
@@ -192,17 +221,12 @@ fn facts_of<S: ?Sized>(array: &Array<S>) -> Arc<ArrayFacts> {
     let found = memo().get(at);
     // Compared outside the lock: concurrent reads of other arrays do not wait on it.
     if let Some(entry) = found
-        && serves(&entry, array, &chain)
+        && entry.serves(array, &chain)
     {
         return entry.facts.clone();
     }
     let facts = Arc::new(ArrayFacts::compute(array));
-    let entry = Arc::new(Entry {
-        chain: Arc::downgrade(&chain),
-        metadata: array.metadata().clone(),
-        facts: facts.clone(),
-    });
-    memo().insert(at, entry);
+    memo().insert(at, Arc::new(Entry::new(array, &chain, facts.clone())));
     facts
 }
 
@@ -403,13 +427,16 @@ mod tests {
         );
     }
 
-    /// Dimension names are metadata: the fingerprint follows them.
+    /// Attributes are left out of the fingerprint: a change to them keeps the entry, and
+    /// the memoized fingerprint is still the fresh one.
     #[test]
-    fn facts_follow_dimension_names() {
-        let mut array = plain("/names");
-        let before = metadata_fingerprint(&array);
-        array.set_dimension_names(Some(vec!["y".into(), "x".into()]));
-        assert_ne!(metadata_fingerprint(&array), before);
+    fn attributes_change_no_fact() {
+        let mut array = plain("/attrs");
+        let before = facts_of(&array);
+        array
+            .attributes_mut()
+            .insert("units".into(), serde_json::json!("m"));
+        assert!(Arc::ptr_eq(&before, &facts_of(&array)));
         assert_eq!(metadata_fingerprint(&array), fresh_fingerprint(&array));
     }
 
@@ -477,11 +504,7 @@ mod tests {
             .map(|i| plain(&format!("/b{i}")))
             .collect();
         let entry = |a: &Array<MemoryStore>| {
-            Arc::new(Entry {
-                chain: Arc::downgrade(&a.codecs()),
-                metadata: a.metadata().clone(),
-                facts: Arc::new(ArrayFacts::compute(a)),
-            })
+            Arc::new(Entry::new(a, &a.codecs(), Arc::new(ArrayFacts::compute(a))))
         };
         for a in &arrays[..MAX_ENTRIES] {
             memo.insert(address(&a.codecs()), entry(a));
