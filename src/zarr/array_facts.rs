@@ -54,7 +54,7 @@ use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, Weak};
 use zarrs::array::codec::ShardingCodecConfiguration;
 use zarrs::array::{
     Array, ArrayShardedExt, ChunkGrid, ChunkGridTraits, ChunkShape, CodecChain,
@@ -104,7 +104,9 @@ struct ArrayFacts {
     inner: Option<std::result::Result<Arc<CodecChain>, String>>,
     /// How units of elements of `dtype` decode; `None` when that was an error.
     units: Option<MemoUnits>,
-    fingerprint: u64,
+    /// Worked out when first asked for (reads without a chunk cache never ask); any array
+    /// the entry serves has the same metadata, attributes aside.
+    fingerprint: OnceLock<u64>,
 }
 
 impl ArrayFacts {
@@ -131,7 +133,7 @@ impl ArrayFacts {
             subchunk_shape: array.subchunk_shape(),
             inner,
             units,
-            fingerprint: fresh_fingerprint(array),
+            fingerprint: OnceLock::new(),
         }
     }
 }
@@ -260,7 +262,9 @@ pub(crate) fn inner_chain<S: ?Sized>(
 /// chunk decodes to, and a writer that updates them must still reach a reader's entries):
 /// what a chunk cache tells arrays re-created at one node apart by. Memoized.
 pub(crate) fn metadata_fingerprint<S: ?Sized>(array: &Array<S>) -> u64 {
-    facts_of(array).fingerprint
+    *facts_of(array)
+        .fingerprint
+        .get_or_init(|| fresh_fingerprint(array))
 }
 
 /// What the units of a read of `array` with elements of `elem` bytes are, and how each
