@@ -63,7 +63,7 @@ use zarrs::array::{
 use zarrs::metadata::ConfigurationSerialize;
 
 /// Arrays the memo remembers at most (a process reads a few arrays over and over; an entry
-/// is a copy of one array's metadata and a few small values).
+/// is a few small values, and the inner codec chain and grid of inner chunks of shards).
 pub(crate) const MAX_ENTRIES: usize = 256;
 
 /// The chain a read's units decode with, as memoized: the array's own chain is not held
@@ -79,9 +79,9 @@ enum PlanChain {
 struct MemoUnits {
     /// `None`: zarrs decodes whole chunks (a chain zarrbuf cannot split).
     plan: Option<(PlanChain, EncodedLayout)>,
-    /// The units are the inner chunks of shards.
-    subchunks: bool,
-    grid: ChunkGrid,
+    /// The grid of inner chunks when the units are the inner chunks of shards; `None`: the
+    /// units are the chunks (of the array's own grid).
+    subchunk_grid: Option<ChunkGrid>,
 }
 
 /// What a read's units are and how they decode ([`unit_codecs`]).
@@ -124,8 +124,7 @@ impl ArrayFacts {
             };
             Some(MemoUnits {
                 plan,
-                subchunks: u.subchunks,
-                grid: u.grid,
+                subchunk_grid: u.subchunks.then_some(u.grid),
             })
         });
         ArrayFacts {
@@ -282,8 +281,11 @@ pub(crate) fn unit_codecs<S: ?Sized>(array: &Array<S>, elem: usize) -> Result<Un
                 },
                 layout: layout.clone(),
             }),
-            subchunks: u.subchunks,
-            grid: u.grid.clone(),
+            subchunks: u.subchunk_grid.is_some(),
+            grid: u
+                .subchunk_grid
+                .clone()
+                .unwrap_or_else(|| array.chunk_grid().clone()),
         }),
         _ => fresh_unit_codecs(array, elem, facts.inner.clone()),
     }
