@@ -13,7 +13,7 @@ use crate::pipeline::{
 };
 use crate::zarr::{
     ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
-    guard_zarrs, has_unbounded_codec, plan_chunks, plan_units, zarr_error,
+    guard_zarrs, has_unbounded_codec, plan_chunks, plan_units, subchunk_shape_of, zarr_error,
 };
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArrayShardedExt, ArraySubset};
@@ -238,7 +238,7 @@ fn staged_beats_direct<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> bo
     };
     let zero = vec![0u64; array.dimensionality()];
     // Inner chunks per shard: the staged pipeline decodes them in parallel one by one.
-    let per_chunk = match (array.chunk_shape(&zero).ok(), array.subchunk_shape()) {
+    let per_chunk = match (array.chunk_shape(&zero).ok(), subchunk_shape_of(array)) {
         (Some(shard), Some(inner)) if shard.len() == inner.len() => shard
             .iter()
             .zip(inner.iter())
@@ -338,8 +338,7 @@ fn realign_slab_rows<S: ?Sized + ReadableStorageTraits + 'static>(
         .map(|n| n.get())
         .collect();
     // zarrs decodes sharded arrays inner chunk by inner chunk.
-    let unit: Vec<u64> = array
-        .subchunk_shape()
+    let unit: Vec<u64> = subchunk_shape_of(array)
         .map(|s| s.iter().map(|n| n.get()).collect())
         .unwrap_or_else(|| grid.clone());
     if unit.len() != d || grid.len() != d {

@@ -117,7 +117,7 @@ impl ArrayId {
                 store,
                 path: array.path().as_str().to_string(),
             },
-            fingerprint: fingerprint(array),
+            fingerprint: crate::zarr::metadata_fingerprint(array),
         }))
     }
 
@@ -135,18 +135,6 @@ impl ArrayId {
     pub(crate) fn same_metadata(&self, other: &ArrayId) -> bool {
         self.0.fingerprint == other.0.fingerprint
     }
-}
-
-/// A hash of the array's metadata as JSON, attributes left out (they do not change what a
-/// chunk decodes to, and a writer that updates them must still reach a reader's entries).
-fn fingerprint<S: ?Sized>(array: &Array<S>) -> u64 {
-    let mut json = serde_json::to_value(array.metadata()).unwrap_or(serde_json::Value::Null);
-    if let Some(map) = json.as_object_mut() {
-        map.remove("attributes");
-    }
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    json.to_string().hash(&mut h);
-    h.finish()
 }
 
 /// A cached chunk's name: its array, its indices in the chunk grid (for sharded arrays, the

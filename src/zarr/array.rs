@@ -51,7 +51,8 @@ fn bytes_endians(codecs: &[serde_json::Value], out: &mut Vec<String>) {
     }
 }
 
-/// zarrbuf's data type for a zarrs array, checked to be one zarrbuf can read and write:
+/// zarrbuf's data type for a zarrs array, checked to be one zarrbuf can read and write
+/// (worked out afresh: `array_facts.rs` memoizes it as `data_type_of`):
 /// `Unsupported` for variable-length types, `Zarr` for chunks too large to exist.
 ///
 /// Variable-length strings and bytes (zarr `string`, `bytes`; v2 `|O` with `vlen-utf8`,
@@ -62,7 +63,7 @@ fn bytes_endians(codecs: &[serde_json::Value], out: &mut Vec<String>) {
 /// are refused (see [`check_chunk_shapes`]): a chunk whose size in bytes does not fit 64 bits
 /// (zarrs multiplies it unchecked), or inner chunks of a shard with the wrong number of
 /// dimensions.
-pub(crate) fn data_type_of<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
+pub(super) fn checked_data_type<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
     let dtype = element_type(array)?;
     check_chunk_shapes(array, dtype)?;
     Ok(dtype)
@@ -158,7 +159,7 @@ fn check_chunk_shapes<S: ?Sized>(array: &Array<S>, dtype: DataType) -> Result<()
     Ok(())
 }
 
-/// zarrbuf's data type for a zarrs array's elements (see [`data_type_of`]).
+/// zarrbuf's data type for a zarrs array's elements (see [`checked_data_type`]).
 fn element_type<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
     let dt = array.data_type();
     let name = dt

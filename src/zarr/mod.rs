@@ -3,6 +3,7 @@
 //! array info and hierarchy listings.
 
 mod array;
+mod array_facts;
 mod blosc_frame;
 mod bounded_decode;
 mod codec_plan;
@@ -29,7 +30,10 @@ mod vlen_encode;
 mod vlen_type;
 mod write_framing;
 
-pub(crate) use array::{chunk_error, data_type_of, fill_bytes, guard_zarrs, zarr_error};
+pub(crate) use array::{chunk_error, fill_bytes, guard_zarrs, zarr_error};
+pub(crate) use array_facts::{
+    data_type_of, inner_chain, metadata_fingerprint, subchunk_shape_of, unit_codecs,
+};
 pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
 pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names, transpose_order};
 pub use codec_spec::CodecSpec;
@@ -53,9 +57,7 @@ pub(crate) use shard_index_cache::forget_written as forget_written_shard_indexes
 pub use store_open::{open_store, open_store_opt};
 pub(crate) use stored_size::{check_stored_size, check_stored_size_async, stored_size_problem};
 pub use subset::parse_subset;
-pub(crate) use units::{
-    Unit, UnitPlan, UnitSource, check_subset, inner_chain, plan_chunks, plan_units,
-};
+pub(crate) use units::{Unit, UnitPlan, UnitSource, check_subset, plan_chunks, plan_units};
 pub(crate) use vlen::{VlenIndex, VlenPlan, plan_vlen, scan as scan_vlen, vlen_kind};
 pub(crate) use vlen_encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
 pub use vlen_type::{VarLenInfo, describe_varlen};

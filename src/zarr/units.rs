@@ -2,15 +2,10 @@
 //! chunks) that intersect a subset, each with the codec plan that decodes it.
 
 use crate::error::{Error, Result};
-use crate::zarr::{ChainPlan, EncodedLayout};
+use crate::zarr::{ChainPlan, EncodedLayout, unit_codecs};
 use std::num::NonZeroU64;
 use std::ops::Range;
-use std::sync::Arc;
-use zarrs::array::codec::ShardingCodecConfiguration;
-use zarrs::array::{
-    Array, ArrayShardedExt, ArraySubset, ChunkGrid, CodecChain, CodecMetadataOptions,
-};
-use zarrs::metadata::ConfigurationSerialize;
+use zarrs::array::{Array, ArraySubset, ChunkGrid};
 
 /// Where a unit's encoded bytes come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,30 +130,24 @@ pub(crate) fn check_subset(shape: &[u64], subset: &[Range<u64>], array: &str) ->
     Ok(())
 }
 
-/// Plans the units of `subset` for a read or write.
+/// Plans the units of `subset` for a read or write (their chain and grid from the array's
+/// memoized facts, `array_facts.rs`).
 pub(crate) fn plan_units<S: ?Sized>(
     array: &Array<S>,
     subset: &[Range<u64>],
     elem: usize,
 ) -> Result<UnitPlan> {
-    let label = || array.path().to_string();
-    let zerr = |e: &dyn std::fmt::Display| Error::zarr(label(), e.to_string(), None);
-    let (source, chain, grid) = if array.is_exclusively_sharded() {
-        let inner = inner_chain(array).map_err(|e| zerr(&e))?;
-        match ChainPlan::new(inner, elem, array.dimensionality())? {
-            Some(plan) => (UnitSource::Subchunk, Some(plan), array.subchunk_grid()),
-            None => (UnitSource::ZarrsDecoded, None, array.chunk_grid().clone()),
-        }
-    } else {
-        match ChainPlan::new(array.codecs(), elem, array.dimensionality())? {
-            Some(plan) => (UnitSource::Chunk, Some(plan), array.chunk_grid().clone()),
-            None => (UnitSource::ZarrsDecoded, None, array.chunk_grid().clone()),
-        }
+    let codecs = unit_codecs(array, elem)?;
+    let source = match (&codecs.plan, codecs.subchunks) {
+        (None, _) => UnitSource::ZarrsDecoded,
+        (Some(_), true) => UnitSource::Subchunk,
+        (Some(_), false) => UnitSource::Chunk,
     };
-    let units = units_in(&grid, subset).map_err(|e| zerr(&e))?;
+    let units =
+        units_in(&codecs.grid, subset).map_err(|e| Error::zarr(array.path().as_str(), e, None))?;
     Ok(UnitPlan {
         source,
-        chain,
+        chain: codecs.plan,
         units,
     })
 }
@@ -166,26 +155,6 @@ pub(crate) fn plan_units<S: ?Sized>(
 /// The stored chunks (shards, for sharded arrays) intersecting `subset`.
 pub(crate) fn plan_chunks<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> Result<Vec<Unit>> {
     units_in(array.chunk_grid(), subset).map_err(|e| Error::zarr(array.path().as_str(), e, None))
-}
-
-/// The codec chain of the inner chunks of a sharded array.
-pub(crate) fn inner_chain<S: ?Sized>(
-    array: &Array<S>,
-) -> std::result::Result<Arc<CodecChain>, String> {
-    let cfg = array
-        .codecs()
-        .array_to_bytes_codec()
-        .configuration_v3(&CodecMetadataOptions::default())
-        .ok_or("the sharding codec has no configuration")?;
-    let ShardingCodecConfiguration::V1(sc) =
-        ShardingCodecConfiguration::try_from_configuration(cfg)
-            .map_err(|e| format!("sharding configuration: {e}"))?
-    else {
-        return Err("unknown sharding configuration version".into());
-    };
-    CodecChain::from_metadata(&sc.codecs)
-        .map(Arc::new)
-        .map_err(|e| format!("inner codecs of the shards: {e}"))
 }
 
 /// The units of `grid` (chunks, or the array-wide inner chunks) that intersect `subset`,

@@ -13,6 +13,7 @@
 
 mod common;
 
+mod array_facts;
 mod blosc_device;
 mod chunk_cache;
 mod cli;
