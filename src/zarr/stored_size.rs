@@ -24,6 +24,13 @@ pub(crate) fn stored_size_problem<S: ?Sized>(
     indices: &[u64],
     stored: u64,
 ) -> Option<String> {
+    let least = checksum_bytes(&array.codecs());
+    if stored < least {
+        return Some(format!(
+            "stored as {stored} bytes, fewer than the {least} bytes of checksums every \
+             encoding of it ends with: the chunk is damaged"
+        ));
+    }
     let shape = array.chunk_shape(indices).ok()?;
     let rep = array
         .codecs()
@@ -81,6 +88,32 @@ pub(crate) async fn check_stored_size_async<S: ?Sized + AsyncReadableStorageTrai
         .await
         .map_err(|e| chunk_error(array, indices, e))?;
     refuse(array, indices, stored)
+}
+
+/// The bytes every encoding under `chain` takes at least: 4 for each 32-bit checksum codec
+/// in the run that ends the chain (a compressor after a checksum could shrink it). zarrs'
+/// partial decoders of those codecs strip the 4 bytes unchecked, so a shorter chunk must not
+/// reach them.
+fn checksum_bytes(chain: &zarrs::array::CodecChain) -> u64 {
+    const CHECKSUMS: [&str; 5] = [
+        "crc32c",
+        "crc32",
+        "adler32",
+        "fletcher32",
+        "jenkins_lookup3",
+    ];
+    let trailing = chain
+        .bytes_to_bytes_codecs()
+        .iter()
+        .rev()
+        .take_while(|c| {
+            c.name_v3().is_some_and(|n| {
+                let base = n.rsplit('.').next().unwrap_or(&n);
+                CHECKSUMS.contains(&base)
+            })
+        })
+        .count();
+    4 * trailing as u64
 }
 
 fn refuse<S: ?Sized>(array: &Array<S>, indices: &[u64], stored: Option<u64>) -> Result<()> {

@@ -508,7 +508,33 @@ pub fn chunk_decode(data: &[u8]) -> Outcome {
     let sharded = fixture.index.is_some();
     let outcome = read_both(&array, &whole(&array), sel & 0x20 == 0, sharded).0;
     device_decode_agrees(&array, &whole(&array), sel & 0x20 == 0);
+    prefix_decode_agrees(&array, sel & 0x20 == 0);
     outcome
+}
+
+/// Reads the array's first element (the shortest prefix of its first chunk) with and
+/// without `ReadOptions::with_decode_needed_prefix`: the prefix decoder takes the same
+/// hostile bytes without panicking, and wherever the whole decode reads, it reads too, the
+/// same bytes. (It may read where the whole decode refuses: damage after the prefix is what
+/// it does not see, by design.)
+pub fn prefix_decode_agrees(array: &DynArray, validate_checksums: bool) {
+    if array.shape().contains(&0) {
+        return;
+    }
+    let first: Vec<Range<u64>> = vec![0..1; array.dimensionality()];
+    let proto = BufferPrototype::cpu();
+    let opts = options(PipelineMode::Auto, validate_checksums);
+    let whole = array.read_opt(&first, &proto, &opts);
+    let prefix = array.read_opt(&first, &proto, &opts.with_decode_needed_prefix(true));
+    if let Ok(w) = &whole {
+        let p = prefix
+            .as_ref()
+            .unwrap_or_else(|e| panic!("the prefix decode refused what a whole decode read: {e}"));
+        assert!(
+            w.to_native_bytes().ok() == p.to_native_bytes().ok(),
+            "the prefix decode and the whole decode read the first element differently"
+        );
+    }
 }
 
 /// Reads `subset` through the device decoder (its host twin here: the CPU-side framing
