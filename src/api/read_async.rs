@@ -226,20 +226,33 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
                     "async reads need a tokio runtime (call them inside one)".into(),
                 )
             })?;
-            // Looked up on the task: a small read of only hits is copied here, without a
-            // hand-off to a blocking thread (which costs more than the copies).
+            // A small read is looked up on the task, and one of only hits is copied here,
+            // without a hand-off to a blocking thread (which costs more than the copies); a
+            // larger one is looked up on the blocking thread, off the runtime.
             let cached = match &host_cache {
                 Some(cache) => {
-                    let begun = CachedRead::begin(self, &subset, out.dtype(), cache)?;
-                    if begun.all_hits_within(INLINE_HIT_BYTES, out.dtype().size()) {
-                        return begun.finish(self.shape(), &subset, &out, cache, &opts, &|_| {
-                            Err(Error::InvalidArgument(
-                                "internal error: a read of cache hits decoded a chunk (please \
-                                 report)"
-                                    .into(),
-                            ))
-                        });
-                    }
+                    let begun = if out.nbytes() <= INLINE_HIT_BYTES {
+                        let begun = CachedRead::begin(self, &subset, out.dtype(), cache)?;
+                        if begun.all_hits() {
+                            return begun.finish(
+                                self.shape(),
+                                &subset,
+                                &out,
+                                cache,
+                                &opts,
+                                &|_| {
+                                    Err(Error::InvalidArgument(
+                                        "internal error: a read of cache hits decoded a chunk \
+                                     (please report)"
+                                            .into(),
+                                    ))
+                                },
+                            );
+                        }
+                        Some(begun)
+                    } else {
+                        None
+                    };
                     Some((cache.clone(), begun))
                 }
                 None => None,
@@ -265,23 +278,29 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
     }
 }
 
-/// Bytes a cached async read copies out of the cache on its task at most, when every unit
-/// is a hit (above, or with a miss, it finishes on a blocking thread): host copies run at
-/// 10 GB/s or more, so 256 KiB is tens of microseconds, the order of the hand-off it saves.
+/// The largest cached async read looked up on its task and, when every unit is a hit,
+/// copied there (a larger one, or one with a miss, finishes on a blocking thread): host
+/// copies run at 10 GB/s or more, so 256 KiB is tens of microseconds, the order of the
+/// hand-off it saves.
 const INLINE_HIT_BYTES: usize = 256 << 10;
 
-/// The blocking half of a read through a host cache, its units looked up: hits copied, each
-/// miss read whole, uncached, by the small route (or [`read_blocking`]) and kept.
+/// The blocking half of a read through a host cache (its units looked up here unless the
+/// task did): hits copied, each miss read whole, uncached, by the small route (or
+/// [`read_blocking`]) and kept.
 fn read_cached_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Arc<Array<S>>,
     subset: &[Range<u64>],
     out: &NDBuffer,
-    (cache, begun): (&ChunkCache, CachedRead),
+    (cache, begun): (&ChunkCache, Option<CachedRead>),
     opts: &ReadOptions,
     handle: &tokio::runtime::Handle,
     cancel: &Cancel,
 ) -> Result<()> {
     let uncached = miss_options(opts);
+    let begun = match begun {
+        Some(begun) => begun,
+        None => CachedRead::begin(array.as_ref(), subset, out.dtype(), cache)?,
+    };
     begun.finish(array.shape(), subset, out, cache, opts, &|region| {
         let chunk = miss_output(region, out.dtype())?;
         // A miss is one unit: the small route's fetch and decode, as sync misses take.

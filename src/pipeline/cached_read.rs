@@ -115,8 +115,8 @@ pub(crate) fn read_through_cache<S: ?Sized + Send + Sync + 'static>(
 
 /// A host read through a cache, begun: its units looked up (each counted once, as a hit or
 /// a miss) under the epoch taken before the look-ups. Finishing it copies the hits and
-/// decodes the misses; an async read finishes one of only hits on its task
-/// ([`all_hits_within`](Self::all_hits_within)), any other on a blocking thread.
+/// decodes the misses; an async read finishes a small one of only hits on its task
+/// ([`all_hits`](Self::all_hits)), any other on a blocking thread.
 pub(crate) struct CachedRead {
     epoch: Epoch,
     units: Vec<CachedUnit>,
@@ -138,14 +138,9 @@ impl CachedRead {
         Ok(CachedRead { epoch, units })
     }
 
-    /// Whether every unit was a hit and the read copies at most `bytes` out of the cache.
-    pub(crate) fn all_hits_within(&self, bytes: usize, elem: usize) -> bool {
-        let mut copied = 0usize;
-        self.units.iter().all(|u| {
-            let n = u.unit.region_shape().iter().product::<usize>();
-            copied = copied.saturating_add(n.saturating_mul(elem));
-            u.hit.is_some() && copied <= bytes
-        })
+    /// Whether every unit was a hit.
+    pub(crate) fn all_hits(&self) -> bool {
+        self.units.iter().all(|u| u.hit.is_some())
     }
 
     /// Copies the hits into `out`, then decodes, keeps and copies the misses (see

@@ -203,18 +203,29 @@ fn missing_chunks_are_cached_as_their_fill_value_until_a_write() {
 
 /// A directory array of 32 x 32 int32 in 8 x 8 chunks (zstd), written 0, 1, 2, ...
 fn directory_array(name: &str) -> (PathBuf, Vec<i32>) {
+    directory_array_of(name, 32, 8)
+}
+
+/// A `side`×`side` int32 array of `chunk`×`chunk` zstd chunks in a new directory, holding
+/// 0, 1, 2, … in C order.
+fn directory_array_of(name: &str, side: u64, chunk: u64) -> (PathBuf, Vec<i32>) {
     let dir = scratch(name);
     let store = zarrbuf::store::open_store(dir.to_str().unwrap()).unwrap();
-    let array = ArrayBuilder::new(vec![32, 32], vec![8, 8], data_type::int32(), 0i32)
-        .bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(
-            1, false,
-        ))])
-        .build(store, "/a")
-        .unwrap();
+    let array = ArrayBuilder::new(
+        vec![side, side],
+        vec![chunk, chunk],
+        data_type::int32(),
+        0i32,
+    )
+    .bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(
+        1, false,
+    ))])
+    .build(store, "/a")
+    .unwrap();
     array.store_metadata().unwrap();
-    let data: Vec<i32> = (0..1024).collect();
+    let data: Vec<i32> = (0..(side * side) as i32).collect();
     array
-        .write_all(&NDBuffer::from_vec(data.clone(), &[32, 32]).unwrap())
+        .write_all(&NDBuffer::from_vec(data.clone(), &[side as usize, side as usize]).unwrap())
         .unwrap();
     (dir, data)
 }
@@ -479,6 +490,23 @@ fn async_reads_of_only_hits_finish_on_their_task() {
         .unwrap();
     assert_eq!(got.to_vec::<i32>().unwrap(), data[4 * 32..16 * 32].to_vec());
     assert_eq!((cache.stats().misses, cache.stats().hits), (8, 8));
+    // A read larger than the task copies (1 MiB): looked up and finished on a blocking
+    // thread, cold and warm, each unit counted once.
+    let (dir, data) = directory_array_of("large_hits", 512, 64);
+    let large = rt
+        .block_on(zarrbuf::open_async(dir.to_str().unwrap(), "a"))
+        .unwrap();
+    // A cache of its own, holding the whole 1 MiB array.
+    let cache = ChunkCache::new(4 << 20);
+    let opts = ReadOptions::default().with_cache(cache.clone());
+    for pass in 0..2 {
+        let got = rt
+            .block_on(large.read_opt_async(&[0..512, 0..512], &cpu, &opts))
+            .unwrap();
+        let got = got.to_vec::<i32>().unwrap();
+        assert!(got == data, "large read, pass {pass}: other values");
+    }
+    assert_eq!((cache.stats().misses, cache.stats().hits), (64, 64));
 }
 
 #[test]
