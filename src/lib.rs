@@ -179,8 +179,9 @@ pub mod options {
     pub use crate::api::CopyOptions;
     pub use crate::checking::CheckOptions;
     pub use crate::option_types::{
-        CacheHandle, Compress, Decode, Durability, PipelineMode, Progress, ProgressFn, ReadOptions,
-        StreamOptions, WriteOptions,
+        CacheHandle, Compress, DEFAULT_IO_CONCURRENCY, Decode, Durability, MAX_IO_CONCURRENCY,
+        PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
+        io_concurrency,
     };
     pub use crate::store::open_options::OpenOptions;
 }

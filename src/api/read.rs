@@ -9,7 +9,7 @@ use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{
     InnerFetch, caches_on_device, check_output_size, fetch_unit, miss_options, miss_output,
-    read_small, read_through_cache, run_staged,
+    read_small, read_through_cache, run_ahead_sync, run_staged,
 };
 use crate::zarr::{
     ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
@@ -606,13 +606,13 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
     out: &NDBuffer,
     opts: &ReadOptions,
 ) -> Result<()> {
-    // Sync stores are local: parallel per-chunk reads.
     run_staged(
         array,
         subset,
         out,
         opts,
-        InnerFetch::PerChunk,
+        InnerFetch::for_store(array),
         &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
+        Some(&|shards, job| run_ahead_sync(array, shards, job)),
     )
 }

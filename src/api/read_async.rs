@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
     CachedRead, Cancel, InnerFetch, caches_on_device, check_output_size, fetch_unit_async,
-    miss_options, miss_output, read_small_async, run_staged,
+    miss_options, miss_output, read_small_async, run_ahead_async, run_staged,
 };
 use crate::store::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
@@ -345,5 +345,14 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
                 )
             })
         },
+        Some(&|shards, job| {
+            // Its outcome, a cancellation included, reaches the workers through the leader.
+            let _ = reading_inline(|| {
+                handle.block_on(cancel.unless_dropped("read", async {
+                    run_ahead_async(array.as_ref(), shards, job).await;
+                    Ok(())
+                }))
+            });
+        }),
     )
 }

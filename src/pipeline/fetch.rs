@@ -50,17 +50,7 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
             .get_partial(&key, ByteRange::new(range))
             .map_err(|e| e.to_string())
     };
-    let get_index = || -> Fetched {
-        let flight = index_flight(array, &key, shards.index(), false);
-        from_shared(fetch_shared(&flight, || {
-            to_shared(
-                array,
-                storage
-                    .get_partial(&key, shards.index().index_range())
-                    .map_err(|e| e.to_string()),
-            )
-        }))
-    };
+    let get_index = || -> Fetched { get_index_sync(array, &key, shards.index()) };
     inner_chunk_sync(shards, &shard, &within, &get, &get_index).map_err(fail)
 }
 
@@ -249,10 +239,18 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     shards: &ShardReads,
     inner: &[u64],
 ) {
-    let Some(job) = shards.next_to_lead(inner) else {
-        return;
-    };
-    let storage = array.storage();
+    if let Some(job) = shards.next_to_lead(inner) {
+        run_ahead_async(array, shards, job).await;
+    }
+}
+
+/// Runs one shard request led ahead of the workers (by a waiting worker or the fetch-ahead
+/// stage) on an async store, and publishes its outcome, error included, to the workers.
+pub(crate) async fn run_ahead_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    shards: &ShardReads,
+    job: Ahead<'_>,
+) {
     match job {
         Ahead::Index { shard, leader } => {
             let key = array.chunk_key(&shard);
@@ -265,12 +263,55 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
             leader,
         } => {
             let key = array.chunk_key(&shard);
-            shards.finish_group(
-                leader,
-                get_async(storage.as_ref(), &key, ByteRange::new(group)).await,
-            );
+            let got = get_async(array.storage().as_ref(), &key, ByteRange::new(group)).await;
+            shards.finish_group(leader, got);
         }
     }
+}
+
+/// [`run_ahead_async`] on a sync store.
+pub(crate) fn run_ahead_sync<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    shards: &ShardReads,
+    job: Ahead<'_>,
+) {
+    match job {
+        Ahead::Index { shard, leader } => {
+            let key = array.chunk_key(&shard);
+            let encoded = get_index_sync(array, &key, shards.index());
+            let _ = shards.finish_index(leader, &shard, encoded);
+        }
+        Ahead::Group {
+            shard,
+            group,
+            leader,
+        } => {
+            let key = array.chunk_key(&shard);
+            let got = array
+                .storage()
+                .get_partial(&key, ByteRange::new(group))
+                .map_err(|e| e.to_string());
+            shards.finish_group(leader, got);
+        }
+    }
+}
+
+/// A shard's encoded index from a sync store, shared with the reads fetching it now.
+fn get_index_sync<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    key: &zarrs::storage::StoreKey,
+    index: &ShardIndex,
+) -> Fetched {
+    let flight = index_flight(array, key, index, false);
+    from_shared(fetch_shared(&flight, || {
+        to_shared(
+            array,
+            array
+                .storage()
+                .get_partial(key, index.index_range())
+                .map_err(|e| e.to_string()),
+        )
+    }))
 }
 
 /// One ranged read of `key` from an async store, as the shard fetch stage keeps it.

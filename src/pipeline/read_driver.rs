@@ -5,10 +5,12 @@
 use super::ShardReads;
 use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
+use super::fetch_ahead::{AheadLimits, FetchAhead, RunAhead};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
 use crate::error::{BoxError, Error, Result};
+use crate::options::io_concurrency;
 use crate::options::{Decode, ReadOptions};
 use crate::place::Memory;
 use crate::zarr::{
@@ -36,6 +38,16 @@ pub(crate) enum InnerFetch {
 }
 
 impl InnerFetch {
+    /// The fetch for a read of `array` through a sync store: merged for object stores
+    /// (`store::fetches_are_remote`), per chunk for everything else.
+    pub(crate) fn for_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
+        if crate::store::fetches_are_remote(array.storage().as_ref()) {
+            InnerFetch::Merged
+        } else {
+            InnerFetch::PerChunk
+        }
+    }
+
     /// The fetch for an async read of `array`: per chunk when its store is a
     /// [`crate::store::RemoteStore`] reading local files (`file://`), merged for object stores and
     /// for stores zarrbuf cannot see into. On two cores a merged local read left one worker
@@ -59,6 +71,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     opts: &ReadOptions,
     inner_fetch: InnerFetch,
     fetch: &Fetch<'_>,
+    run_ahead: Option<&RunAhead<'_>>,
 ) -> Result<()> {
     let elem = out.dtype().size();
     let mut plan = plan_units(array, subset, elem)?;
@@ -120,11 +133,81 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         .chain
         .as_ref()
         .is_some_and(|c| c.chain.bytes_to_bytes_codecs().is_empty());
-    let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
-        let Some(encoded) = fetch(&plan, shards.as_ref(), unit)? else {
+    let producer = UnitProducer {
+        array,
+        plan: &plan,
+        opts,
+        elem,
+        device_codec,
+        stored_as_decoded,
+        codec_opts,
+    };
+    let run = |unit_fetch: &UnitFetch<'_>| {
+        staged.run(out, &|unit, slot, to_device| {
+            producer.produce(unit_fetch(unit)?, unit, slot, to_device)
+        })
+    };
+    match fetch_ahead_limits(array, opts) {
+        Some(limits) => FetchAhead::run(
+            &plan,
+            &plan.units,
+            shards.as_ref(),
+            fetch,
+            run_ahead,
+            limits,
+            |ahead| run(&|unit| ahead.fetch(unit)),
+        ),
+        None => run(&|unit| fetch(&plan, shards.as_ref(), unit)),
+    }
+}
+
+/// One unit's encoded bytes, for the staged read's producer.
+type UnitFetch<'a> = dyn Fn(&Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
+
+/// How far ahead of the decoders a read of `array` fetches: only from object stores (a local
+/// store answers as fast as a worker asks), up to `ReadOptions::io_concurrency` requests and
+/// the staging budget in bytes fetched and not yet decoded.
+fn fetch_ahead_limits<S: ?Sized + 'static>(
+    array: &Array<S>,
+    opts: &ReadOptions,
+) -> Option<AheadLimits> {
+    if !crate::store::fetches_are_remote(array.storage().as_ref()) {
+        return None;
+    }
+    Some(AheadLimits {
+        requests: io_concurrency(opts.io_concurrency),
+        auto: opts.io_concurrency.is_none() && std::env::var_os("ZARRBUF_IO_CONCURRENCY").is_none(),
+        bytes: opts.staging_bytes.max(1) as u64,
+    })
+}
+
+/// Turns a unit's fetched bytes into what the staged read wants in its slot: decoded on the
+/// CPU, left compressed for the device decoder, or handed over as stored.
+struct UnitProducer<'a, S: ?Sized> {
+    array: &'a Array<S>,
+    plan: &'a UnitPlan,
+    opts: &'a ReadOptions,
+    elem: usize,
+    device_codec: Option<DeviceCodec>,
+    /// The chain has no bytes-to-bytes codecs: chunks are stored in their decoded layout.
+    stored_as_decoded: bool,
+    codec_opts: CodecOptions,
+}
+
+impl<S: ?Sized + Send + Sync + 'static> UnitProducer<'_, S> {
+    /// Produces `unit` from its encoded bytes (`None`: not stored) into `slot`.
+    fn produce(
+        &self,
+        encoded: Option<Vec<u8>>,
+        unit: &Unit,
+        slot: &mut [u8],
+        to_device: bool,
+    ) -> Result<Produced> {
+        let Some(encoded) = encoded else {
             return Ok(Produced::Missing);
         };
-        if let (true, Some(codec)) = (to_device, device_codec) {
+        let (array, opts, elem) = (self.array, self.opts, self.elem);
+        if let (true, Some(codec)) = (to_device, self.device_codec) {
             // Checked on the CPU before the device sees it (nvCOMP trusts its input).
             let expected = unit.num_elements() * elem;
             let payload = codec
@@ -156,7 +239,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
                 DevicePayload::Blosc(..) | DevicePayload::Cpu => {}
             }
         }
-        if stored_as_decoded {
+        if self.stored_as_decoded {
             // Nothing to decompress: the fetched bytes are the decoded ones.
             let expected = unit.num_elements() * elem;
             if encoded.len() != expected {
@@ -165,14 +248,14 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
                     &unit.indices,
                     format!(
                         "stored as {} bytes, but its encoding takes exactly {expected}: the \
-                         chunk is damaged",
+                     chunk is damaged",
                         encoded.len()
                     ),
                 ));
             }
             return Ok(Produced::Stored(encoded));
         }
-        if let Some(codec) = device_codec {
+        if let Some(codec) = self.device_codec {
             // The common chains decode straight into the slot: no allocation, no copy.
             let expected = unit.num_elements() * elem;
             let dst = slot.get_mut(..expected).ok_or_else(|| {
@@ -187,9 +270,8 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
                 .map(Produced::Decoded)
                 .map_err(|why| chunk_error(array, &unit.indices, why));
         }
-        decode_unit(array, &plan, &codec_opts, unit, encoded, slot)
-    };
-    staged.run(out, &produce)
+        decode_unit(array, self.plan, &self.codec_opts, unit, encoded, slot)
+    }
 }
 
 /// Whether, and how, a read into `memory` decompresses on the device (see [`Decode`]).

@@ -6,7 +6,8 @@
 
 use super::{
     Cancel, ChunkShare, Claim, FinishOnDrop, InnerFetch, StopOnDrop, caches_on_device, fetch_unit,
-    fetch_unit_async, miss_options, miss_output, read_through_cache, run_staged,
+    fetch_unit_async, miss_options, miss_output, read_through_cache, run_ahead_async,
+    run_ahead_sync, run_staged,
 };
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
@@ -78,11 +79,12 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
             subset,
             out,
             opts,
-            InnerFetch::PerChunk,
+            InnerFetch::for_store(array),
             &|plan, shards, unit| {
                 cancel.check("read stream")?;
                 claim.get(&unit.indices, || fetch_unit(array, plan, shards, unit))
             },
+            Some(&|shards, job| run_ahead_sync(array, shards, job)),
         )
     }
 
@@ -139,6 +141,15 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
                     })
                 })
             },
+            Some(&|shards, job| {
+                let _ = crate::store::reading_inline(|| {
+                    self.handle
+                        .block_on(cancel.unless_dropped("read stream", async {
+                            run_ahead_async(array, shards, job).await;
+                            Ok(())
+                        }))
+                });
+            }),
         )
     }
 

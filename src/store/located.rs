@@ -76,6 +76,14 @@ pub(crate) fn sizes_are_cheap<T: ?Sized>(store: &T) -> bool {
     location_of(store).is_some_and(|l| l.is_local())
 }
 
+/// Whether reads of `store` wait a network round trip per request: zarrbuf opened it at an
+/// object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`, an icechunk repository there).
+/// Such reads fetch ahead of their decoders and merge the byte ranges of inner chunks; local
+/// stores, memory and stores zarrbuf did not open answer as fast as a worker asks.
+pub(crate) fn fetches_are_remote<T: ?Sized>(store: &T) -> bool {
+    location_of(store).is_some_and(|l| l.is_url())
+}
+
 /// Whether node path `a` holds node path `b` or the reverse (`/`, `/x`, `/x/y`; by
 /// components).
 fn nodes_overlap(a: &str, b: &str) -> bool {

@@ -1,0 +1,321 @@
+//! The fetch-ahead stage: requests to an object store issued ahead of the decoders, by I/O
+//! threads of their own, under a limit on requests in flight and on bytes fetched but not
+//! yet decoded.
+//!
+//! Why: a worker that fetches its own unit waits a whole round trip (20–80 ms on S3) before
+//! it decodes anything, so a read with one worker per core keeps only that many requests in
+//! flight — 2 on a 2-core machine, where a link with 80 ms to first byte needs 30–130 to be
+//! filled (requests in flight ≈ latency × throughput ÷ chunk size). Here the decoders ask for
+//! a unit and usually find it fetched already.
+//!
+//! Two kinds of work run ahead, in the order the workers take units (the staged read's queue
+//! hands units out from the front):
+//! - plain chunks: each I/O thread takes the next unit nobody has asked for, fetches it with
+//!   the read's own fetch and parks the outcome (bytes or error) for the worker that wants it;
+//!   a worker that finds its unit not started yet fetches it itself;
+//! - inner chunks of shards ([`ShardReads`] merging their byte ranges): the I/O threads lead
+//!   the shards' requests — every shard's index as soon as a thread is free, so the index
+//!   requests of many shards are in flight together, then each shard's merged ranges as its
+//!   index arrives. The workers' own fetches then find each request led or done and wait for
+//!   it or take their slice of it.
+//!
+//! The bytes fetched and not yet taken stay under the read's budget: no new request starts
+//! while they (plus the requests in flight, at the average size seen so far) exceed it,
+//! except that one request may always run. When the read ends, for any reason, the I/O threads
+//! finish the request they are in and stop.
+
+use super::ShardReads;
+use super::read_driver::Fetch;
+use super::shard_reads::Ahead;
+use crate::error::Result;
+use crate::zarr::{Unit, UnitPlan};
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Runs one shard request a fetch-ahead thread leads (an index or a merged range), on the
+/// read's store; its outcome is published to the workers through the leader it carries.
+pub(crate) type RunAhead<'a> = dyn Fn(&ShardReads, Ahead<'_>) + Sync + 'a;
+
+/// How far a read's fetch stage runs ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AheadLimits {
+    /// Requests in flight at most (one I/O thread each).
+    pub requests: usize,
+    /// The caller did not choose `requests`: plain units may take more requests in flight
+    /// when they are small (see [`AUTO_BYTES_IN_FLIGHT`]).
+    pub auto: bool,
+    /// Bytes fetched and not yet taken by a decoder, at most (one request may always run).
+    pub bytes: u64,
+}
+
+/// With the default limit, plain units keep about this many bytes in flight once their size
+/// is known: up to [`AUTO_MAX_REQUESTS`] requests for small chunks (a 32³ float32 chunk
+/// compresses to about 120 KB; 128 of them in flight carry only 0.19 GB/s at 80 ms).
+const AUTO_BYTES_IN_FLIGHT: u64 = 64 << 20;
+/// The most requests in flight the default limit grows to.
+pub(crate) const AUTO_MAX_REQUESTS: usize = 512;
+
+/// Where one unit's fetch stands.
+enum Entry {
+    /// Nobody asked for it and no I/O thread took it.
+    Waiting,
+    /// An I/O thread is fetching it.
+    InFlight,
+    /// Fetched, not yet taken by its worker.
+    Parked(Result<Option<Vec<u8>>>),
+    /// Its worker has it (or fetches it itself).
+    Taken,
+}
+
+struct State {
+    entries: Vec<Entry>,
+    /// The first unit an I/O thread may take.
+    next: usize,
+    /// Bytes parked.
+    parked: u64,
+    /// Requests in flight and the bytes the finished ones brought, for the estimate.
+    in_flight: u64,
+    fetched: u64,
+    finished: u64,
+    /// The read is over: I/O threads stop.
+    stop: bool,
+}
+
+/// The fetch-ahead of one read; shared by its I/O threads and its workers.
+pub(crate) struct FetchAhead<'a> {
+    units: &'a [Unit],
+    position: HashMap<&'a [u64], usize>,
+    plan: &'a UnitPlan,
+    shards: Option<&'a ShardReads>,
+    fetch: &'a Fetch<'a>,
+    run_ahead: Option<&'a RunAhead<'a>>,
+    limits: AheadLimits,
+    state: Mutex<State>,
+    /// Signalled when a unit is parked: the workers waiting for one look again.
+    arrived: Condvar,
+    /// Signalled when a request may start (bytes were taken, the read ended): idle I/O
+    /// threads wait here, and each one woken wakes the next while there is room, so a
+    /// finished fetch does not wake hundreds of threads at once.
+    room: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<'a> FetchAhead<'a> {
+    /// Runs `body` while I/O threads fetch `units` ahead (see the module docs); `body` gets
+    /// the fetch its workers call instead of `fetch`. The I/O threads are joined before this
+    /// returns.
+    pub(crate) fn run<R>(
+        plan: &'a UnitPlan,
+        units: &'a [Unit],
+        shards: Option<&'a ShardReads>,
+        fetch: &'a Fetch<'a>,
+        run_ahead: Option<&'a RunAhead<'a>>,
+        limits: AheadLimits,
+        body: impl FnOnce(&FetchAhead<'a>) -> R,
+    ) -> R {
+        let ahead = FetchAhead {
+            units,
+            position: units
+                .iter()
+                .enumerate()
+                .map(|(i, u)| (u.indices.as_slice(), i))
+                .collect(),
+            plan,
+            shards,
+            fetch,
+            run_ahead,
+            limits,
+            state: Mutex::new(State {
+                entries: units.iter().map(|_| Entry::Waiting).collect(),
+                next: 0,
+                parked: 0,
+                in_flight: 0,
+                fetched: 0,
+                finished: 0,
+                stop: false,
+            }),
+            arrived: Condvar::new(),
+            room: Condvar::new(),
+        };
+        let most = if limits.auto && shards.is_none() {
+            limits.requests.max(AUTO_MAX_REQUESTS)
+        } else {
+            limits.requests
+        };
+        let threads = most.clamp(1, units.len().max(1));
+        std::thread::scope(|scope| {
+            let ahead = &ahead;
+            for _ in 0..threads {
+                // A thread that cannot start leaves its share to the others (and the workers).
+                let _ = std::thread::Builder::new()
+                    .name("zarrbuf-fetch".into())
+                    .spawn_scoped(scope, move || ahead.io_thread());
+            }
+            // Stops the I/O threads however `body` ends (a panic included), so the scope can
+            // join them.
+            struct StopOnExit<'s, 'a>(&'s FetchAhead<'a>);
+            impl Drop for StopOnExit<'_, '_> {
+                fn drop(&mut self) {
+                    lock(&self.0.state).stop = true;
+                    self.0.room.notify_all();
+                }
+            }
+            let _stop = StopOnExit(ahead);
+            body(ahead)
+        })
+    }
+
+    /// The encoded bytes of `unit` for a worker: parked by an I/O thread, awaited while one
+    /// fetches it, or fetched here when no I/O thread has started it.
+    pub(crate) fn fetch(&self, unit: &Unit) -> Result<Option<Vec<u8>>> {
+        let own = || (self.fetch)(self.plan, self.shards, unit);
+        if self.leads_shard_requests() {
+            // The I/O threads lead the shards' requests; the worker's fetch joins them.
+            return own();
+        }
+        let Some(&i) = self.position.get(unit.indices.as_slice()) else {
+            return own();
+        };
+        let mut state = lock(&self.state);
+        loop {
+            match std::mem::replace(&mut state.entries[i], Entry::Taken) {
+                Entry::Waiting | Entry::Taken => {
+                    drop(state);
+                    return own();
+                }
+                Entry::InFlight => {
+                    state.entries[i] = Entry::InFlight;
+                    state = self.arrived.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                Entry::Parked(outcome) => {
+                    state.parked -= parked_bytes(&outcome);
+                    drop(state);
+                    self.room.notify_one();
+                    return outcome;
+                }
+            }
+        }
+    }
+
+    /// Whether the I/O threads lead shard requests (a sharded read with a way to run them)
+    /// rather than fetch whole units.
+    fn leads_shard_requests(&self) -> bool {
+        self.shards.is_some() && self.run_ahead.is_some()
+    }
+
+    /// What one I/O thread does until the read ends or nothing is left to fetch.
+    fn io_thread(&self) {
+        if let (Some(shards), Some(run)) = (self.shards, self.run_ahead) {
+            self.lead_shard_requests(shards, run);
+        } else {
+            self.fetch_units();
+        }
+    }
+
+    /// Plain units: the next one nobody took, within the byte budget.
+    fn fetch_units(&self) {
+        let mut state = lock(&self.state);
+        loop {
+            if state.stop {
+                return;
+            }
+            while state.next < state.entries.len()
+                && !matches!(state.entries[state.next], Entry::Waiting)
+            {
+                state.next += 1;
+            }
+            if state.next >= state.entries.len() {
+                return;
+            }
+            if self.over_budget(&state) || state.in_flight >= self.allowed_requests(&state) {
+                state = self.room.wait(state).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            let i = state.next;
+            state.next += 1;
+            state.entries[i] = Entry::InFlight;
+            state.in_flight += 1;
+            if state.in_flight < self.allowed_requests(&state) && !self.over_budget(&state) {
+                // Room for one more: pass the wake-up on.
+                self.room.notify_one();
+            }
+            drop(state);
+            let outcome = (self.fetch)(self.plan, self.shards, &self.units[i]);
+            state = lock(&self.state);
+            let bytes = parked_bytes(&outcome);
+            state.in_flight -= 1;
+            state.finished += 1;
+            state.fetched += bytes;
+            state.parked += bytes;
+            state.entries[i] = Entry::Parked(outcome);
+            self.arrived.notify_all();
+        }
+    }
+
+    /// Requests in flight allowed now: the limit, or with the default limit, as many as keep
+    /// about [`AUTO_BYTES_IN_FLIGHT`] in flight at the average size fetched so far.
+    fn allowed_requests(&self, state: &State) -> u64 {
+        let limit = self.limits.requests as u64;
+        let Some(average) = state.fetched.checked_div(state.finished) else {
+            return limit;
+        };
+        if !self.limits.auto || average == 0 {
+            return limit;
+        }
+        (AUTO_BYTES_IN_FLIGHT / average).clamp(limit, AUTO_MAX_REQUESTS as u64)
+    }
+
+    /// Whether starting one more request could take the parked bytes over the budget: the
+    /// parked bytes plus the requests in flight and the new one, each at the average size
+    /// fetched so far. One request may always run.
+    fn over_budget(&self, state: &State) -> bool {
+        if state.parked == 0 && state.in_flight == 0 {
+            return false;
+        }
+        let average = state.fetched.checked_div(state.finished).unwrap_or(0);
+        state.parked + (state.in_flight + 1) * average > self.limits.bytes
+    }
+
+    /// Sharded units: the shards' index requests and merged ranges, led here in read order
+    /// (see [`ShardReads::lead_ahead`]), each run by `run` on the read's store.
+    fn lead_shard_requests(&self, shards: &ShardReads, run: &RunAhead<'_>) {
+        let mut idle = Duration::from_micros(200);
+        loop {
+            if lock(&self.state).stop {
+                return;
+            }
+            match shards.lead_ahead(self.limits.bytes) {
+                super::shard_reads::LeadAhead::Job(job) => {
+                    run(shards, job);
+                    idle = Duration::from_micros(200);
+                }
+                super::shard_reads::LeadAhead::Done => return,
+                super::shard_reads::LeadAhead::Later => {
+                    // Over the byte budget, or every remaining request waits for an index in
+                    // flight: look again shortly (the decoders free bytes as they take them).
+                    let state = lock(&self.state);
+                    if state.stop {
+                        return;
+                    }
+                    let _ = self
+                        .room
+                        .wait_timeout(state, idle)
+                        .unwrap_or_else(|p| p.into_inner());
+                    idle = (idle * 2).min(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+}
+
+/// The bytes a parked outcome holds.
+fn parked_bytes(outcome: &Result<Option<Vec<u8>>>) -> u64 {
+    match outcome {
+        Ok(Some(bytes)) => bytes.len() as u64,
+        _ => 0,
+    }
+}
