@@ -10,9 +10,10 @@
 #   --delay-ms   time to first byte of every request (default 0)
 #   --rate       nginx limit_rate per connection, e.g. 100m, 50m (default 0: unlimited)
 #   --faults     none (default), 503 (answer 503), stall (wait 30 s before answering), short
-#                (cut the body in half), badrange (a wrong Content-Range): on the first attempt
-#                of every Nth distinct request (method, path, range), so that a client that
-#                retries gets through on its second
+#                (a complete answer with half the body), badrange (a wrong Content-Range): on
+#                the first request of every Nth distinct (method, path) of chunk data
+#                (metadata keys are never faulted), so that a client that retries gets
+#                through on its second
 #   --fault-every  N for --faults (default 1: every distinct request fails once)
 #   --name       a name for the server's folder under target/latency-server/ (default: the port)
 #
@@ -83,7 +84,10 @@ http {
                 if delay > 0 then ngx.sleep(delay) end
                 local mode = "$faults"
                 if mode == "none" then return end
-                local key = ngx.var.request_method .. " " .. ngx.var.uri .. " " .. (ngx.var.http_range or "")
+                -- Metadata is left alone: the faults are for the chunk data a read fetches.
+                local uri = ngx.var.uri
+                if uri:match("%.json$") or uri:match("/%.z[a-z]+$") then return end
+                local key = ngx.var.request_method .. " " .. ngx.var.uri
                 local seen = ngx.shared.attempts:incr(key, 1, 0)
                 if seen ~= 1 or ngx.crc32_short(key) % $every ~= 0 then return end
                 if mode == "503" then return ngx.exit(503) end
@@ -93,6 +97,11 @@ http {
             header_filter_by_lua_block {
                 if ngx.ctx.fault == "badrange" and ngx.header["Content-Range"] then
                     ngx.header["Content-Range"] = "bytes 0-0/1"
+                end
+                if ngx.ctx.fault == "short" then
+                    -- Sent chunked, the cut body is a complete answer that is too short
+                    -- (with its Content-Length kept, the client would wait for the rest).
+                    ngx.header.content_length = nil
                 end
             }
             body_filter_by_lua_block {

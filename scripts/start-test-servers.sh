@@ -3,6 +3,11 @@
 # for them (use: `source <(bash scripts/start-test-servers.sh)`):
 #   - a real S3-protocol server (moto_server from the repo's .venv) → ZARRBUF_TEST_S3_ENDPOINT
 #   - a static HTTP server with byte ranges over fixtures/data → ZARRBUF_TEST_HTTP_URL
+#   - object stores at latency (scripts/latency-server.sh: nginx, installed here from Debian
+#     when missing), each serving a scratch directory the tests write arrays into:
+#     20 ms to the first byte → ZARRBUF_TEST_LATENCY_{URL,ROOT,LOG}; every distinct request
+#     answered 503 on its first attempt → ZARRBUF_TEST_FAULTY_{URL,ROOT,LOG}; every distinct
+#     request's body cut short on its first attempt → ZARRBUF_TEST_SHORT_{URL,ROOT,LOG}
 # The servers run in the background until they are stopped (`kill $ZARRBUF_TEST_SERVER_PIDS`,
 # as benchmark scripts do on exit, so a server left behind does not take CPU from the next
 # measurement); their logs go to target/test-servers/.
@@ -28,6 +33,33 @@ http_port=$(free_port)
 nohup "$py" "$root/scripts/http_range_server.py" --bind 127.0.0.1 --directory "$root/fixtures/data" "$http_port" >"$logs/http.log" 2>&1 &
 pids="$pids $!"
 
+# nginx with the lua module, for the latency servers (Debian's packages; as root, or with
+# sudo where that works without a password).
+if ! command -v nginx >/dev/null || [ ! -f /usr/lib/nginx/modules/ngx_http_lua_module.so ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo -n"
+    echo "start-test-servers: installing nginx-light and libnginx-mod-http-lua" >&2
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light libnginx-mod-http-lua >&2 \
+        || { $sudo apt-get update -q >&2 && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light libnginx-mod-http-lua >&2; }
+    # The package starts the system's nginx on port 80; the tests run their own.
+    { $sudo service nginx stop || $sudo pkill -x nginx; } >/dev/null 2>&1 || true
+fi
+latency_exports=""
+for profile in "LATENCY --delay-ms 20 --rate 100m" "FAULTY --delay-ms 5 --faults 503" "SHORT --delay-ms 5 --faults short"; do
+    set -- $profile
+    name=$1
+    shift
+    root_dir="$logs/${name,,}-root"
+    rm -rf "$root_dir"
+    mkdir -p "$root_dir"
+    exports=$(bash "$root/scripts/latency-server.sh" --root "$root_dir" --name "test-${name,,}" "$@")
+    pid=$(printf '%s\n' "$exports" | sed -n 's/^export ZARRBUF_LATENCY_PID=//p')
+    pids="$pids $pid"
+    latency_exports="$latency_exports$(printf '%s\n' "$exports" | sed -n "s/^export ZARRBUF_LATENCY_\(URL\|LOG\)=/export ZARRBUF_TEST_${name}_\1=/p")
+export ZARRBUF_TEST_${name}_ROOT=$root_dir
+"
+done
+
 wait_for() {
     for _ in $(seq 1 100); do
         if "$py" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)" "$1" 2>/dev/null; then return 0; fi
@@ -41,5 +73,6 @@ wait_for "http://127.0.0.1:$http_port/"
 started=1
 echo "export ZARRBUF_TEST_S3_ENDPOINT=http://127.0.0.1:$s3_port"
 echo "export ZARRBUF_TEST_HTTP_URL=http://127.0.0.1:$http_port"
+printf '%s' "$latency_exports"
 echo "export ZARRBUF_TEST_SERVER_PIDS='$pids'"
 echo "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1"

@@ -103,6 +103,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             decode,
             force_async,
             memory,
+            io_concurrency,
             version,
         } => read(
             &store,
@@ -117,6 +118,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                     .map(parse_bytes)
                     .transpose()?
                     .map(|n| n as u64),
+                io_concurrency,
             },
             &Opening {
                 force_async,
@@ -144,6 +146,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             staged,
             direct,
             prefix_decode,
+            io_concurrency,
             version,
         } => {
             let mode = match (staged, direct) {
@@ -151,6 +154,11 @@ fn dispatch(cli: Cli) -> Result<()> {
                 (_, true) => PipelineMode::Direct,
                 _ => PipelineMode::Auto,
             };
+            let mut opts = ReadOptions::default()
+                .with_decode(decode)
+                .with_mode(mode)
+                .with_decode_needed_prefix(prefix_decode);
+            opts.io_concurrency = io_concurrency;
             bench(
                 &store,
                 &path,
@@ -162,10 +170,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                     force_async,
                     options: version.options()?,
                 },
-                &ReadOptions::default()
-                    .with_decode(decode)
-                    .with_mode(mode)
-                    .with_decode_needed_prefix(prefix_decode),
+                &opts,
             )
         }
     }

@@ -556,6 +556,10 @@ pub struct WriteOptions {
     /// What a directory store has done before a write is reported done (default
     /// [`Durability::Rename`]).
     pub durability: Durability,
+    /// Chunks stored at once into an object store (default `None`: `ZARRBUF_IO_CONCURRENCY`,
+    /// else 128; see [`WriteOptions::with_io_concurrency`]); local stores take
+    /// `store_concurrency`.
+    pub io_concurrency: Option<usize>,
 }
 
 impl Default for WriteOptions {
@@ -569,6 +573,7 @@ impl Default for WriteOptions {
             compress: Compress::Auto,
             store_concurrency: 16,
             durability: Durability::Rename,
+            io_concurrency: None,
         }
     }
 }
@@ -588,6 +593,23 @@ impl WriteOptions {
     /// ```
     pub fn with_store_concurrency(mut self, n: usize) -> Self {
         self.store_concurrency = n.max(1);
+        self
+    }
+
+    /// Stores up to `n` chunks into an object store at once (at least 1, at most 1024).
+    ///
+    /// Each upload to an object store waits a round trip before it is acknowledged, so the
+    /// staged pipeline's store threads for `s3://`, `gs://`, `az://` and `http(s)://` arrays
+    /// number this many (default 128, or `ZARRBUF_IO_CONCURRENCY`) instead of
+    /// [`WriteOptions::store_concurrency`]. Every chunk is still one PUT: stored whole or not
+    /// at all. Encoded chunks waiting for an upload take at most `staging_bytes`.
+    ///
+    /// ```
+    /// let o = zarrbuf::options::WriteOptions::default().with_io_concurrency(64);
+    /// assert_eq!(o.io_concurrency, Some(64));
+    /// ```
+    pub fn with_io_concurrency(mut self, n: usize) -> Self {
+        self.io_concurrency = Some(n.max(1));
         self
     }
 

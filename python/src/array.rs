@@ -49,6 +49,8 @@ pub(crate) struct Array {
     /// Small reads decode zstd chunks only as far as they need
     /// (`ReadOptions::decode_needed_prefix`).
     prefix_decode: bool,
+    /// Requests to an object store kept in flight (`ReadOptions::io_concurrency`).
+    io_concurrency: Option<usize>,
 }
 
 pub(crate) fn prototype(device: &str) -> zarrbuf::Result<BufferPrototype> {
@@ -126,6 +128,7 @@ impl Array {
             label,
             cache: None,
             prefix_decode: false,
+            io_concurrency: None,
         })
     }
 
@@ -141,9 +144,16 @@ impl Array {
         self
     }
 
+    /// Reads of the array keep up to `n` requests to an object store in flight.
+    pub(crate) fn with_io_concurrency(mut self, n: Option<usize>) -> Self {
+        self.io_concurrency = n;
+        self
+    }
+
     /// Read options with `cache` (given for one read), else the array's own cache.
     fn read_options(&self, cache: Option<&PyChunkCache>) -> ReadOptions {
-        let opts = ReadOptions::default().with_decode_needed_prefix(self.prefix_decode);
+        let mut opts = ReadOptions::default().with_decode_needed_prefix(self.prefix_decode);
+        opts.io_concurrency = self.io_concurrency;
         match cache
             .map(|c| c.inner.clone())
             .or_else(|| self.cache.clone())
@@ -206,8 +216,10 @@ impl Array {
 
     /// Reads `ranges` into `out` (any writable DLPack producer, e.g. a numpy view), whose
     /// shape is the ranges' with the axes `drop` removed; `cache`, for this read, replaces
-    /// the array's own cache, and `prefix_decode` (a bool) its `prefix_decode`.
-    #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None))]
+    /// the array's own cache, `prefix_decode` (a bool) its `prefix_decode` and
+    /// `io_concurrency` (requests to an object store in flight) its own.
+    #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None, io_concurrency = None))]
+    #[allow(clippy::too_many_arguments)]
     fn read_into(
         &self,
         py: Python<'_>,
@@ -216,12 +228,16 @@ impl Array {
         out: &Bound<'_, PyAny>,
         cache: Option<PyRef<'_, PyChunkCache>>,
         prefix_decode: Option<bool>,
+        io_concurrency: Option<usize>,
     ) -> PyResult<()> {
         let target = import_dlpack(out)?;
         let subset = to_ranges(&ranges);
-        let opts = self
+        let mut opts = self
             .read_options(cache.as_deref())
             .with_decode_needed_prefix(prefix_decode.unwrap_or(self.prefix_decode));
+        if io_concurrency.is_some() {
+            opts.io_concurrency = io_concurrency;
+        }
         run(py, || {
             let mut target = insert_axes(target, &drop)?;
             call!(
@@ -236,6 +252,13 @@ impl Array {
     #[getter]
     fn prefix_decode(&self) -> bool {
         self.prefix_decode
+    }
+
+    /// Requests to an object store this array's reads keep in flight (`zarrbuf.open(...,
+    /// io_concurrency=N)`; the default, `ZARRBUF_IO_CONCURRENCY` or 128, when not given).
+    #[getter]
+    fn io_concurrency(&self) -> usize {
+        zarrbuf::options::io_concurrency(self.io_concurrency)
     }
 
     /// The array's decoded-chunk cache (`zarrbuf.open(..., cache=...)`), or None.

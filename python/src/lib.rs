@@ -149,9 +149,10 @@ fn open_options(
 /// repository, at `branch` (default main), `tag` or `snapshot`). Every read goes through
 /// `cache` (a shared `ChunkCache`), or a new cache of `cache_bytes` (not both). With
 /// `prefix_decode`, small reads decode zstd chunks only as far as they need
-/// (`ReadOptions::decode_needed_prefix`).
+/// (`ReadOptions::decode_needed_prefix`); reads keep up to `io_concurrency` requests to an
+/// object store in flight (`ReadOptions::io_concurrency`).
 #[pyfunction]
-#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None, prefix_decode = false))]
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None, prefix_decode = false, io_concurrency = None))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
@@ -164,7 +165,13 @@ fn open(
     cache: Option<PyRef<'_, PyChunkCache>>,
     cache_bytes: Option<u64>,
     prefix_decode: bool,
+    io_concurrency: Option<usize>,
 ) -> PyResult<Py<PyAny>> {
+    if io_concurrency == Some(0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "io_concurrency must be at least 1 (requests to an object store in flight)",
+        ));
+    }
     let label = label(location, path);
     let cache = match (cache, cache_bytes) {
         (Some(_), Some(_)) => {
@@ -181,6 +188,7 @@ fn open(
     opened
         .with_cache(cache)
         .with_prefix_decode(prefix_decode)
+        .with_io_concurrency(io_concurrency)
         .into_py(py)
 }
 

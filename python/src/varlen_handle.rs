@@ -69,6 +69,14 @@ impl Opened {
         }
     }
 
+    /// Reads of a fixed-size array keep up to `n` requests to an object store in flight.
+    pub(crate) fn with_io_concurrency(self, n: Option<usize>) -> Self {
+        match self {
+            Opened::Fixed(a) => Opened::Fixed(a.with_io_concurrency(n)),
+            v @ Opened::VarLen(_) => v,
+        }
+    }
+
     /// Small reads of a fixed-size array decode zstd chunks only as far as they need.
     /// Variable-length arrays decode their chunks whole (they read through another route).
     pub(crate) fn with_prefix_decode(self, on: bool) -> Self {
@@ -200,10 +208,11 @@ impl VarLenHandle {
     /// Reads `ranges` into `out`: a NumPy `StringDType` array (strings) or object array
     /// (byte strings) shaped as the ranges without the axes `drop`, any strides (a view of
     /// a larger array is fine). Strings are packed in place, without a temporary array.
-    /// `cache` and `prefix_decode` are accepted for symmetry with `Array.read_into` (the
-    /// codec pipeline passes them to both); variable-length arrays are not cached, and
-    /// their chunks are decoded whole.
-    #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None))]
+    /// `cache`, `prefix_decode` and `io_concurrency` are accepted for symmetry with
+    /// `Array.read_into` (the codec pipeline passes them to both); variable-length arrays
+    /// are not cached, their chunks are decoded whole, and their fetches are not run ahead.
+    #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None, io_concurrency = None))]
+    #[allow(clippy::too_many_arguments)]
     fn read_into(
         &self,
         py: Python<'_>,
@@ -212,8 +221,9 @@ impl VarLenHandle {
         out: &Bound<'_, PyAny>,
         cache: Option<&Bound<'_, PyAny>>,
         prefix_decode: Option<bool>,
+        io_concurrency: Option<usize>,
     ) -> PyResult<()> {
-        let _ = (cache, prefix_decode);
+        let _ = (cache, prefix_decode, io_concurrency);
         let v = self.read_buffer(py, &ranges, &drop, "cpu")?;
         let out_shape: Vec<u64> = out.getattr("shape")?.extract()?;
         if out_shape != v.shape() {

@@ -60,6 +60,14 @@ A read of a few chunks then decodes each zstd chunk only up to its last element 
 needs (``zarrbuf.open(..., prefix_decode=True)``, Rust's ``decode_needed_prefix``): damage
 inside the later compressed blocks of a chunk goes unseen; headers, sizes and block headers
 are still checked; checksummed chunks and cached reads decode whole.
+
+Reads from object stores keep many requests in flight ahead of zarrbuf's decoders
+(``zarrbuf.open(..., io_concurrency=N)``); the pipeline takes ``N`` from
+``codec_pipeline.zarrbuf_io_concurrency``, else from zarr-python's ``async.concurrency``
+when it was changed from its default of 10, else zarrbuf's default (128, or
+``ZARRBUF_IO_CONCURRENCY``)::
+
+    zarr.config.set({"async.concurrency": 128})
 """
 
 from __future__ import annotations
@@ -163,6 +171,33 @@ def pipeline_prefix_decode() -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{PREFIX_DECODE_CONFIG_KEY} must be True or False, got {value!r}")
     return bool(value)
+
+
+#: The config key that sets how many requests to an object store the pipeline's reads keep
+#: in flight (a positive int; default: zarr-python's ``async.concurrency`` when a user set it
+#: to something other than its default of 10, else zarrbuf's own default).
+IO_CONCURRENCY_CONFIG_KEY = "codec_pipeline.zarrbuf_io_concurrency"
+# zarr-python's default async.concurrency: tuned for its own pipeline, one request per
+# chunk task; zarrbuf's reads fetch ahead with a larger default of their own.
+_ZARR_DEFAULT_CONCURRENCY = 10
+
+
+def pipeline_io_concurrency() -> int | None:
+    """Requests to an object store the pipeline's reads keep in flight:
+    ``codec_pipeline.zarrbuf_io_concurrency`` when set, else zarr-python's
+    ``async.concurrency`` when a user changed it from its default, else None (zarrbuf's
+    default: ``ZARRBUF_IO_CONCURRENCY`` or 128)."""
+    for key, default in ((IO_CONCURRENCY_CONFIG_KEY, None), ("async.concurrency", _ZARR_DEFAULT_CONCURRENCY)):
+        value = config.get(key, None)
+        if isinstance(value, str):  # from the environment
+            value = value.strip()
+            value = int(value) if value.isdigit() else value
+        if value is None or value == default:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{key} must be a positive number of requests, got {value!r}")
+        return int(value)
+    return None
 
 
 def _s3_options(fs: Any) -> list[tuple[str, str]] | None:
@@ -747,11 +782,13 @@ class ZarrbufCodecPipeline(CodecPipeline):
             _cupy().cuda.get_current_stream().synchronize()
         cache = pipeline_cache()
         prefix = pipeline_prefix_decode()
+        io = pipeline_io_concurrency()
         if len(batch) <= _INLINE_CHUNKS and plan.target.nbytes <= _INLINE_BYTES:
             # A patch of a few chunks decodes in about the time a hand-off to a thread and
             # back takes: read it here (the GIL released) instead.
             plan.array.read_into(
-                plan.ranges, plan.drop, plan.target, cache=cache, prefix_decode=prefix
+                plan.ranges, plan.drop, plan.target, cache=cache, prefix_decode=prefix,
+                io_concurrency=io,
             )
         else:
             await asyncio.to_thread(
@@ -761,6 +798,7 @@ class ZarrbufCodecPipeline(CodecPipeline):
                 plan.target,
                 cache=cache,
                 prefix_decode=prefix,
+                io_concurrency=io,
             )
         # zarr-python looks at the statuses only with array.read_missing_chunks = False,
         # which _plan hands to its own pipeline.

@@ -56,6 +56,9 @@ pub struct CopyOptions {
     /// What a directory store does before each destination write is reported done (default
     /// [`Durability::Rename`]).
     pub durability: Durability,
+    /// Requests to an object store in flight, reading the source and writing the
+    /// destination (default `None`: see [`ReadOptions::with_io_concurrency`]).
+    pub io_concurrency: Option<usize>,
 }
 
 impl Default for CopyOptions {
@@ -70,6 +73,7 @@ impl Default for CopyOptions {
             compress: Compress::Auto,
             resume: false,
             durability: Durability::Rename,
+            io_concurrency: None,
         }
     }
 }
@@ -124,6 +128,17 @@ impl CopyOptions {
     /// ```
     pub fn with_resume(mut self, resume: bool) -> Self {
         self.resume = resume;
+        self
+    }
+
+    /// Keeps up to `n` requests to an object store in flight, on either side of the copy.
+    ///
+    /// ```
+    /// let o = zarrbuf::options::CopyOptions::default().with_io_concurrency(64);
+    /// assert_eq!(o.io_concurrency, Some(64));
+    /// ```
+    pub fn with_io_concurrency(mut self, n: usize) -> Self {
+        self.io_concurrency = Some(n.max(1));
         self
     }
 
@@ -426,6 +441,10 @@ fn block_options(opts: &CopyOptions) -> (ReadOptions, WriteOptions) {
     if let Some(n) = opts.concurrency {
         read_opts = read_opts.with_concurrency(n);
         write_opts = write_opts.with_concurrency(n);
+    }
+    if let Some(n) = opts.io_concurrency {
+        read_opts = read_opts.with_io_concurrency(n);
+        write_opts = write_opts.with_io_concurrency(n);
     }
     (read_opts, write_opts)
 }

@@ -64,6 +64,10 @@ pub(crate) enum Command {
         /// is allocated: read a --subset of it instead.
         #[arg(long)]
         memory: Option<String>,
+        /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
+        /// 128, more for small chunks); local stores ignore it.
+        #[arg(long, value_name = "N")]
+        io_concurrency: Option<usize>,
         #[command(flatten)]
         version: VersionArgs,
     },
@@ -133,6 +137,10 @@ pub(crate) enum Command {
         /// chunk goes unseen; see docs/caching.md).
         #[arg(long)]
         prefix_decode: bool,
+        /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
+        /// 128, more for small chunks); local stores ignore it.
+        #[arg(long, value_name = "N")]
+        io_concurrency: Option<usize>,
         #[command(flatten)]
         version: VersionArgs,
     },
@@ -294,4 +302,8 @@ pub(crate) struct CopyCli {
     /// repeatable.
     #[arg(long = "virtual-access", value_name = "URL_PREFIX")]
     pub(crate) virtual_access: Vec<String>,
+    /// Requests to an object store kept in flight, reading the source and writing the
+    /// destination (default: ZARRBUF_IO_CONCURRENCY, else 128); local stores ignore it.
+    #[arg(long, value_name = "N")]
+    pub(crate) io_concurrency: Option<usize>,
 }

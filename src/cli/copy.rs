@@ -248,6 +248,7 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         } else {
             Durability::Rename
         });
+    opts.io_concurrency = a.io_concurrency;
     let bar = chunk_progress("copying", true);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());

@@ -56,6 +56,8 @@ pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> R
 pub(crate) struct ReadChoices {
     pub(crate) decode: Decode,
     pub(crate) max_bytes: Option<u64>,
+    /// `--io-concurrency`: requests to an object store in flight.
+    pub(crate) io_concurrency: Option<usize>,
 }
 
 pub(crate) fn read(
@@ -79,6 +81,7 @@ pub(crate) fn read(
     if let Some(n) = choices.max_bytes {
         opts = opts.with_max_bytes(n);
     }
+    opts.io_concurrency = choices.io_concurrency;
     if array.varlen_kind().is_some() {
         let read = super::read_varlen::read(&array, &ranges, &proto, &opts, out.as_deref());
         if let Some(b) = bar {
@@ -174,6 +177,22 @@ pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// For object-store URLs, the limit on requests in flight the reads ran with.
+fn io_note(store: &str, opts: &ReadOptions) -> String {
+    let remote = zarrbuf::store::Location::parse(store).is_ok_and(|l| l.is_url());
+    if !remote {
+        return String::new();
+    }
+    let n = zarrbuf::options::io_concurrency(opts.io_concurrency);
+    let auto =
+        if opts.io_concurrency.is_none() && std::env::var_os("ZARRBUF_IO_CONCURRENCY").is_none() {
+            ", more for small chunks"
+        } else {
+            ""
+        };
+    format!(", io concurrency {n}{auto}")
+}
+
 pub(crate) fn bench(
     store: &str,
     path: &str,
@@ -219,11 +238,12 @@ pub(crate) fn bench(
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
     outln!(
-        "{}: {bytes} bytes into {}: median {median:.3} GB/s over {reps} reads (min {:.3}, max {:.3})",
+        "{}: {bytes} bytes into {}: median {median:.3} GB/s over {reps} reads (min {:.3}, max {:.3}){}",
         label(store, path),
         proto.memory(),
         rates[0],
-        rates[rates.len() - 1]
+        rates[rates.len() - 1],
+        io_note(store, opts)
     )?;
     Ok(())
 }

@@ -68,6 +68,16 @@ fn device_compress(
     })
 }
 
+/// Chunks stored at once: `io_concurrency` into an object store, whose uploads each wait a
+/// round trip; `store_concurrency` into anything else.
+fn store_threads<S: ?Sized>(array: &Array<S>, opts: &WriteOptions) -> usize {
+    if crate::store::fetches_are_remote(array.storage().as_ref()) {
+        crate::options::io_concurrency(opts.io_concurrency)
+    } else {
+        opts.store_concurrency.max(1)
+    }
+}
+
 /// [`write_staged`] on the device `ops` (tests pass their own).
 pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
     ops: Arc<dyn DeviceOps>,
@@ -107,7 +117,10 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         codec_opts: opts.codec_options().with_concurrent_target(1),
         fill_encoded: fill_encoded(array, chain.as_ref(), data)?,
         // No more store threads than chunks: a small write need not start sixteen.
-        stores: StoreQueue::new(opts.store_concurrency.min(units.len()), opts.staging_bytes),
+        stores: StoreQueue::new(
+            store_threads(array, opts).min(units.len()),
+            opts.staging_bytes,
+        ),
     };
     let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     let in_place = |unit: &Unit| writer.whole_shard(unit).is_some();

@@ -43,6 +43,7 @@ mod read_stream;
 mod realign;
 mod regressions;
 mod remote;
+mod remote_latency;
 mod s3_faults;
 mod s3_requests;
 mod shard_encode;

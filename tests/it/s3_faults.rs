@@ -286,10 +286,11 @@ fn killing_the_server_mid_read_gives_one_error_and_the_next_read_succeeds() {
     });
 
     // Kill the server once the first chunk of the next read is in: the other chunks are in
-    // flight or not yet asked for.
+    // flight or not yet asked for (one request fetched ahead at a time, so that the read
+    // cannot have fetched them all before the first is decoded).
     let killed_at = Arc::new(AtomicUsize::new(0));
     let (killer, k) = (moto.clone(), killed_at.clone());
-    let faulty = opts.clone().with_progress(move |p| {
+    let faulty = opts.clone().with_io_concurrency(1).with_progress(move |p| {
         if k.load(Ordering::SeqCst) == 0 {
             killer.lock().unwrap().kill();
             k.store(p.chunks_done, Ordering::SeqCst);

@@ -1,0 +1,308 @@
+//! Reads and writes of object stores at latency: nginx on 127.0.0.1 answering every request
+//! after a delay (scripts/latency-server.sh, started by scripts/start-test-servers.sh), its
+//! access log telling how many requests a read sent and how many were in flight at once.
+//! These assert what the fetch-ahead stage guarantees — every chunk fetched once, many
+//! requests in flight, the limit obeyed, faults retried or reported — never a speed.
+//! Without the servers they skip visibly, failing under ZARRBUF_REQUIRE_SERVERS=1.
+
+use crate::common::{Need, skip};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use zarrbuf::options::{CopyOptions, ReadOptions};
+use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
+use zarrs::array::{ArrayBuilder, data_type};
+
+/// One latency server: its URL, the directory it serves and its access log.
+struct Server {
+    url: String,
+    root: PathBuf,
+    log: PathBuf,
+}
+
+fn server(name: &str) -> Option<Server> {
+    let var = |what: &str| std::env::var(format!("ZARRBUF_TEST_{name}_{what}"));
+    match (var("URL"), var("ROOT"), var("LOG")) {
+        (Ok(url), Ok(root), Ok(log)) => Some(Server {
+            url,
+            root: root.into(),
+            log: log.into(),
+        }),
+        _ => {
+            skip(
+                Need::Servers,
+                "reads and writes against the local latency servers",
+                &format!(
+                    "ZARRBUF_TEST_{name}_URL / _ROOT / _LOG are not set: \
+                     source <(bash scripts/start-test-servers.sh)"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// What the access log says about the requests of one array since the log had `from` bytes.
+#[derive(Debug)]
+struct Traffic {
+    /// (method, path, range) of every request.
+    requests: Vec<(String, String, String)>,
+    peak_in_flight: usize,
+}
+
+fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The requests logged after byte `from` whose path starts with `/{prefix}`, once at least
+/// `expected` are there (or 5 s have passed): nginx writes a request's line after it has
+/// sent the answer, so the last lines may come a moment after the client has returned.
+fn traffic(log: &Path, from: u64, prefix: &str, expected: usize) -> Traffic {
+    let waited = std::time::Instant::now();
+    loop {
+        let t = traffic_now(log, from, prefix);
+        if t.requests.len() >= expected || waited.elapsed() > std::time::Duration::from_secs(5) {
+            return t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn traffic_now(log: &Path, from: u64, prefix: &str) -> Traffic {
+    let text = std::fs::read(log).unwrap();
+    let text = String::from_utf8_lossy(&text[from as usize..]).into_owned();
+    let mut spans = Vec::new();
+    let mut requests = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        if parts.len() < 8 || !parts[7].starts_with(&format!("/{prefix}")) {
+            continue;
+        }
+        let end: f64 = parts[0].parse().unwrap();
+        let took: f64 = parts[1].parse().unwrap();
+        // Milliseconds, nginx's own resolution.
+        let (start, end) = (
+            ((end - took) * 1000.0).round() as i64,
+            (end * 1000.0).round() as i64,
+        );
+        spans.push((start, end));
+        requests.push((
+            parts[5].to_string(),
+            parts[7].to_string(),
+            parts[4].trim_matches('"').to_string(),
+        ));
+    }
+    let mut events: Vec<(i64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    // A request that ends in the millisecond another starts did not overlap it.
+    events.sort();
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, step) in events {
+        now += step;
+        peak = peak.max(now);
+    }
+    Traffic {
+        requests,
+        peak_in_flight: peak as usize,
+    }
+}
+
+/// A `[64, 256, 256]` float32 zstd array written into `dir` (chunks `chunk`³, inner chunks
+/// `inner`³ in shards of `chunk`³ when given), and its data.
+fn write_array(dir: &Path, chunk: u64, inner: Option<u64>) -> NDBuffer {
+    let _ = std::fs::remove_dir_all(dir);
+    let store = zarrbuf::store::open_store(dir.to_str().unwrap()).unwrap();
+    let shape = vec![64u64, 256, 256];
+    let mut builder = ArrayBuilder::new(shape, vec![chunk; 3], data_type::float32(), 0.0f32);
+    builder.bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(
+        1, false,
+    ))]);
+    if let Some(inner) = inner {
+        builder.subchunk_shape(vec![inner; 3]);
+    }
+    let array = builder.build(store, "/").unwrap();
+    array.store_metadata().unwrap();
+    let values: Vec<f32> = (0..64u64 * 256 * 256)
+        .map(|i| ((i * 7919) % 1000) as f32 * 0.5)
+        .collect();
+    let data = NDBuffer::from_vec(values, &[64, 256, 256]).unwrap();
+    array.write_all(&data).unwrap();
+    data
+}
+
+/// A store name no earlier run used (the servers keep per-path state, and their logs grow).
+fn unique(what: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{what}-{}-{n}-{nanos}.zarr", std::process::id())
+}
+
+fn same(what: &str, got: &NDBuffer, want: &NDBuffer) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    assert!(
+        got.to_vec::<f32>().unwrap() == want.to_vec::<f32>().unwrap(),
+        "{what}: the data differ"
+    );
+}
+
+/// Every chunk of a whole read is fetched once, with many requests in flight (the workers
+/// alone would keep one per core), on the sync and the async API alike.
+#[test]
+fn whole_reads_fetch_every_chunk_once_with_many_requests_in_flight() {
+    let Some(sv) = server("LATENCY") else { return };
+    let name = unique("plain");
+    let want = write_array(&sv.root.join(&name), 32, None);
+    let url = format!("{}/{name}", sv.url);
+    let chunks = 2 * 8 * 8;
+    for api in ["sync", "async"] {
+        let from = log_len(&sv.log);
+        let got = match api {
+            "sync" => zarrbuf::open(&url, "")
+                .unwrap()
+                .read_all(&BufferPrototype::cpu())
+                .unwrap(),
+            _ => {
+                let rt = tokio::runtime::Runtime::new().unwrap();
+                rt.block_on(async {
+                    let array = zarrbuf::open_async(&url, "").await.unwrap();
+                    array.read_all_async(&BufferPrototype::cpu()).await.unwrap()
+                })
+            }
+        };
+        same(api, &got, &want);
+        let t = traffic(&sv.log, from, &format!("{name}/c/"), chunks);
+        let mut keys: Vec<&String> = t.requests.iter().map(|(_, path, _)| path).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            (t.requests.len(), keys.len()),
+            (chunks, chunks),
+            "{api}: every chunk once: {t:?}"
+        );
+        assert!(
+            t.peak_in_flight >= 16,
+            "{api}: only {} requests were ever in flight at once",
+            t.peak_in_flight
+        );
+    }
+}
+
+/// `io_concurrency` bounds the requests in flight: the fetch-ahead threads plus the
+/// decoding workers, which fetch a chunk themselves when no thread has started it.
+#[test]
+fn io_concurrency_bounds_the_requests_in_flight() {
+    let Some(sv) = server("LATENCY") else { return };
+    let name = unique("bounded");
+    let want = write_array(&sv.root.join(&name), 32, None);
+    let array = zarrbuf::open(&format!("{}/{name}", sv.url), "").unwrap();
+    let opts = ReadOptions::default()
+        .with_io_concurrency(3)
+        .with_concurrency(2);
+    let from = log_len(&sv.log);
+    let got = array.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
+    same("bounded", &got, &want);
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), 128);
+    assert_eq!(t.requests.len(), 128, "{t:?}");
+    assert!(
+        (2..=3 + 2).contains(&t.peak_in_flight),
+        "3 fetch-ahead threads and 2 workers, yet {} requests in flight",
+        t.peak_in_flight
+    );
+}
+
+/// A sharded read sends each shard's index request and its data in merged ranges of at
+/// most 8 MiB, fetching each byte once, with several shards' requests in flight together.
+#[test]
+fn sharded_reads_merge_ranges_and_fetch_shards_together() {
+    let Some(sv) = server("LATENCY") else { return };
+    let name = unique("sharded");
+    let want = write_array(&sv.root.join(&name), 64, Some(16));
+    let array = zarrbuf::open(&format!("{}/{name}", sv.url), "").unwrap();
+    let from = log_len(&sv.log);
+    let got = array.read_all(&BufferPrototype::cpu()).unwrap();
+    same("sharded", &got, &want);
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), 32);
+    let shards = 4 * 4;
+    let index_requests = t
+        .requests
+        .iter()
+        .filter(|(_, _, r)| r.starts_with("bytes=-"))
+        .count();
+    assert_eq!(index_requests, shards, "one index request per shard: {t:?}");
+    // Each shard's 64 inner chunks lie back to back: one merged request per shard.
+    assert_eq!(t.requests.len(), 2 * shards, "{t:?}");
+    assert!(
+        t.peak_in_flight >= 8,
+        "the shards' requests went out {} at a time",
+        t.peak_in_flight
+    );
+}
+
+/// Faults: 503 on the first request for each chunk is retried (object_store's retries) and
+/// the read is exact; a body that comes back short is an error naming the chunk, not data.
+#[test]
+fn failing_requests_are_retried_and_short_bodies_refused() {
+    let Some(faulty) = server("FAULTY") else {
+        return;
+    };
+    let Some(short) = server("SHORT") else { return };
+    // Names never used before: the servers fault the first request for each path.
+    let name = unique("retried");
+    let want = write_array(&faulty.root.join(&name), 32, None);
+    let url = format!("{}/{name}", faulty.url);
+    let got = zarrbuf::open(&url, "")
+        .unwrap()
+        .read_all(&BufferPrototype::cpu())
+        .unwrap();
+    same("after 503s", &got, &want);
+    let name = unique("cut");
+    write_array(&short.root.join(&name), 32, None);
+    let err = zarrbuf::open(&format!("{}/{name}", short.url), "")
+        .unwrap()
+        .read_all(&BufferPrototype::cpu())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("chunk [") && err.contains("key c/"),
+        "the error names no chunk: {err}"
+    );
+}
+
+/// A copy into an object store uploads many chunks at once and reads back exactly.
+#[test]
+fn copies_to_a_server_at_latency_upload_in_parallel() {
+    let Some(sv) = server("LATENCY") else { return };
+    let src_dir = std::env::temp_dir().join(format!("zarrbuf-latency-src-{}", std::process::id()));
+    let want = write_array(&src_dir, 32, None);
+    let src = zarrbuf::open(src_dir.to_str().unwrap(), "").unwrap();
+    let name = unique("uploaded");
+    let dst_store = zarrbuf::store::open_store(&format!("{}/{name}", sv.url)).unwrap();
+    let shape = src.shape().to_vec();
+    let dst = zarrbuf::create_like(
+        &src,
+        &shape,
+        dst_store,
+        "/",
+        &zarrbuf::ArrayLayout::default(),
+        false,
+    )
+    .unwrap();
+    let from = log_len(&sv.log);
+    zarrbuf::copy_array(&src, &dst, &CopyOptions::default()).unwrap();
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), 128);
+    let puts = t.requests.iter().filter(|(m, _, _)| m == "PUT").count();
+    assert_eq!(puts, 128, "one PUT per chunk: {t:?}");
+    assert!(
+        t.peak_in_flight >= 16,
+        "only {} uploads were in flight at once",
+        t.peak_in_flight
+    );
+    let back = zarrbuf::open(sv.root.join(&name).to_str().unwrap(), "")
+        .unwrap()
+        .read_all(&BufferPrototype::cpu())
+        .unwrap();
+    same("uploaded", &back, &want);
+    let _ = std::fs::remove_dir_all(&src_dir);
+}
