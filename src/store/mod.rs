@@ -27,6 +27,8 @@ mod safe_file;
 mod store_runtime;
 mod write_lock;
 mod zip_entry_bound;
+mod zip_entry_read;
+mod zip_index;
 mod zip_store;
 
 // The public face of `zarrbuf::store`.

@@ -60,3 +60,4 @@ mod varlen_stream;
 mod varlen_write;
 mod write;
 mod zarrs_decoded;
+mod zip_integrity;
