@@ -38,6 +38,38 @@ pub fn available_bytes() -> Option<u64> {
     bytes
 }
 
+thread_local! {
+    /// A narrower budget for the decodes running on this thread ([`with_decode_cap`]).
+    static DECODE_CAP: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every decode on this thread whose size the data alone decides (a
+/// variable-length chunk) held to at most `cap` bytes ([`decode_room`]): a read's own
+/// budget (`ReadOptions::max_bytes`, less what it already holds) is often narrower than the
+/// process's memory. The cap in force before is restored afterwards, also on a panic.
+pub(crate) fn with_decode_cap<R>(cap: u64, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<u64>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DECODE_CAP.with(|c| c.set(self.0));
+        }
+    }
+    let before = DECODE_CAP.with(|c| c.replace(Some(cap)));
+    let _restore = Restore(before);
+    f()
+}
+
+/// The most bytes a decode on this thread may produce when the data alone decides its size:
+/// the memory this process may still take ([`available_bytes`]), or less under
+/// [`with_decode_cap`]; `None` where neither is known.
+pub(crate) fn decode_room() -> Option<u64> {
+    let cap = DECODE_CAP.with(std::cell::Cell::get);
+    match (available_bytes(), cap) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    }
+}
+
 fn measure() -> Option<u64> {
     [mem_available(), cgroup_room(), rlimit_room()]
         .into_iter()
@@ -127,6 +159,18 @@ mod tests {
         let text = "MemTotal:       16303148 kB\nMemAvailable:    9000 kB\n";
         assert_eq!(kb_field(text, "MemAvailable"), Some(9000 * 1024));
         assert_eq!(kb_field(text, "MemFree"), None);
+    }
+
+    #[test]
+    fn a_decode_cap_narrows_the_room_on_its_thread_only() {
+        let outside = decode_room();
+        let inside = with_decode_cap(1000, || {
+            let nested = with_decode_cap(10, decode_room);
+            assert_eq!(nested, Some(10));
+            decode_room()
+        });
+        assert_eq!(inside, Some(1000));
+        assert_eq!(decode_room(), outside);
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl Bound {
     /// that memory for an unbounded one.
     pub(crate) fn of(rep: &BytesRepresentation) -> Result<Bound, String> {
         let room = || {
-            crate::memory_limit::available_bytes()
+            crate::memory_limit::decode_room()
                 .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
         };
         Ok(match rep {

@@ -52,6 +52,7 @@ mod soundness;
 mod store_conformance;
 mod stores;
 mod string_fixtures;
+mod varlen_check;
 mod varlen_cli;
 mod varlen_copy;
 mod varlen_crash;
