@@ -15,6 +15,8 @@ pub(crate) mod atomic_store;
 mod blocking_store;
 #[cfg(feature = "icechunk")]
 pub(crate) mod icechunk;
+#[cfg(feature = "icechunk")]
+mod icechunk_files;
 mod key;
 mod local_reads;
 mod located;
