@@ -248,7 +248,7 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         } else {
             Durability::Rename
         });
-    let bar = chunk_progress("copying", true);
+    let bar = chunk_progress("copying", true, true);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
     }

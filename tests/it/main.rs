@@ -20,6 +20,7 @@ mod cli;
 mod conformance;
 mod copy;
 mod copy_overlap;
+mod copy_sparse;
 mod coverage;
 mod crash;
 mod damaged_codecs;
