@@ -204,10 +204,13 @@ fn v1_room(own: &str, mounts: &str, read: ReadText<'_>) -> Option<u64> {
                 .find_map(|l| l.strip_prefix("hierarchical_memory_limit "))
                 .and_then(|v| v.trim().parse::<u64>().ok())
         });
-        let limit = [number(read(&dir.join("memory.limit_in_bytes"))), hierarchical]
-            .into_iter()
-            .flatten()
-            .min()?;
+        let limit = [
+            number(read(&dir.join("memory.limit_in_bytes"))),
+            hierarchical,
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
         Some(limit.saturating_sub(usage))
     })
 }
@@ -249,7 +252,9 @@ fn rlimit_room() -> Option<u64> {
 fn rlimit_room_of(as_limit: Option<u64>, data_limit: Option<u64>, status: &str) -> Option<u64> {
     [(as_limit, "VmSize"), (data_limit, "VmData")]
         .into_iter()
-        .filter_map(|(limit, used)| Some(limit?.saturating_sub(kb_field(status, used).unwrap_or(0))))
+        .filter_map(|(limit, used)| {
+            Some(limit?.saturating_sub(kb_field(status, used).unwrap_or(0)))
+        })
         .min()
 }
 
@@ -286,15 +291,27 @@ mod tests {
                 "/proc/self/mountinfo",
                 "30 25 0:26 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n",
             ),
-            ("/sys/fs/cgroup/memory/user.slice/job/memory.limit_in_bytes", "2147483648\n"),
-            ("/sys/fs/cgroup/memory/user.slice/job/memory.usage_in_bytes", "536870912\n"),
+            (
+                "/sys/fs/cgroup/memory/user.slice/job/memory.limit_in_bytes",
+                "2147483648\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/user.slice/job/memory.usage_in_bytes",
+                "536870912\n",
+            ),
             (
                 "/sys/fs/cgroup/memory/user.slice/job/memory.stat",
                 "cache 0\nhierarchical_memory_limit 9223372036854771712\n",
             ),
             // An unlimited parent.
-            ("/sys/fs/cgroup/memory/user.slice/memory.limit_in_bytes", "9223372036854771712\n"),
-            ("/sys/fs/cgroup/memory/user.slice/memory.usage_in_bytes", "1073741824\n"),
+            (
+                "/sys/fs/cgroup/memory/user.slice/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/user.slice/memory.usage_in_bytes",
+                "1073741824\n",
+            ),
         ]);
         assert_eq!(cgroup_room_from(&read), Some(2147483648 - 536870912));
     }
@@ -304,8 +321,14 @@ mod tests {
         // The group's own limit is unset; a parent's hierarchical limit binds.
         let read = fixture(&[
             ("/proc/self/cgroup", V1_CGROUP),
-            ("/sys/fs/cgroup/memory/user.slice/job/memory.limit_in_bytes", "9223372036854771712"),
-            ("/sys/fs/cgroup/memory/user.slice/job/memory.usage_in_bytes", "100"),
+            (
+                "/sys/fs/cgroup/memory/user.slice/job/memory.limit_in_bytes",
+                "9223372036854771712",
+            ),
+            (
+                "/sys/fs/cgroup/memory/user.slice/job/memory.usage_in_bytes",
+                "100",
+            ),
             (
                 "/sys/fs/cgroup/memory/user.slice/job/memory.stat",
                 "hierarchical_memory_limit 1000\n",
@@ -350,8 +373,14 @@ mod tests {
             ),
             ("/cg2/user.slice/job/memory.max", "800"),
             ("/cg2/user.slice/job/memory.current", "100"),
-            ("/sys/fs/cgroup/memory/user.slice/job/memory.limit_in_bytes", "600"),
-            ("/sys/fs/cgroup/memory/user.slice/job/memory.usage_in_bytes", "100"),
+            (
+                "/sys/fs/cgroup/memory/user.slice/job/memory.limit_in_bytes",
+                "600",
+            ),
+            (
+                "/sys/fs/cgroup/memory/user.slice/job/memory.usage_in_bytes",
+                "100",
+            ),
         ]);
         assert_eq!(cgroup_room_from(&read), Some(500));
         // Nothing readable: no limit from cgroups.
@@ -366,7 +395,10 @@ mod tests {
     fn rlimits_leave_room_above_what_the_process_uses() {
         let status = "VmSize:  2048 kB\nVmData:  1024 kB\n";
         assert_eq!(rlimit_room_of(None, None, status), None);
-        assert_eq!(rlimit_room_of(Some(10 << 20), None, status), Some((10 << 20) - (2 << 20)));
+        assert_eq!(
+            rlimit_room_of(Some(10 << 20), None, status),
+            Some((10 << 20) - (2 << 20))
+        );
         assert_eq!(
             rlimit_room_of(Some(10 << 20), Some(2 << 20), status),
             Some((2 << 20) - (1 << 20))

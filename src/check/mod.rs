@@ -28,10 +28,10 @@ use finding::guarded;
 pub use finding::{Finding, Problem, chunk_indices};
 use rayon::prelude::*;
 use shard_check::ShardCheck;
-use vlen_check::VlenCheck;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use vlen_check::VlenCheck;
 use walk::{Entry, Kind, list_entries};
 use zarrs::array::{ArrayBytes, ArrayShardedExt, CodecOptions};
 

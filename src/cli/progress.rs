@@ -1,10 +1,10 @@
 //! Progress bars on a terminal (indicatif) and the callbacks that move them.
 
+use super::output::errln;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use zarrbuf::options::Progress;
 use zarrbuf::options::ReadOptions;
-use super::output::errln;
 
 /// Read options whose progress moves a bar of chunks (labelled `total_hint`) on a terminal,
 /// and the bar to clear when the read is done; plain options elsewhere.

@@ -202,7 +202,10 @@ fn over_budget<S: ?Sized>(
     (limit, from): (u64, &'static str),
 ) -> Error {
     Error::TooLarge {
-        what: format!("{what} of the variable-length read of array {}", array.path()),
+        what: format!(
+            "{what} of the variable-length read of array {}",
+            array.path()
+        ),
         bytes,
         limit,
         limit_from: from.into(),

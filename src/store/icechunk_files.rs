@@ -18,8 +18,8 @@ use std::path::Path;
 pub(crate) fn check_files(root: &Path) -> Result<(), String> {
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
         for entry in entries {
             let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
             let kind = entry

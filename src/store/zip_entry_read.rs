@@ -46,7 +46,8 @@ pub(crate) fn data_offset(file: &File, fe: &FileEntry) -> Result<u64, String> {
         ));
     }
     let u16_at = |i: usize| u16::from_le_bytes([fixed[i], fixed[i + 1]]);
-    let u32_at = |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
+    let u32_at =
+        |i: usize| u32::from_le_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
     let (name_len, extra_len) = (u64::from(u16_at(26)), u64::from(u16_at(28)));
     let data = at + LOCAL_HEADER_BYTES + name_len + extra_len;
     let end = data.saturating_add(e.compressed_size);
@@ -222,7 +223,8 @@ pub(crate) fn inflate(file: &File, fe: &FileEntry) -> Result<Vec<u8>, String> {
             }
             Ok(FsmResult::Done(_)) => break,
             Err(rc_zip::Error::Format(rc_zip::error::FormatError::WrongChecksum {
-                actual, ..
+                actual,
+                ..
             })) => return Err(crc_mismatch(fe.entry.crc32, actual)),
             Err(err) => return Err(format!("cannot be inflated ({method:?}): {err}")),
         }

@@ -101,7 +101,11 @@ impl ZipStore {
     pub(crate) fn open(location: &str, path: &Path) -> Result<Self> {
         let bad = |why: String| Error::store(location, why, None);
         let file = open_regular(path).map_err(|e| {
-            Error::store(location, format!("cannot open the zip file: {e}"), Some(Box::new(e)))
+            Error::store(
+                location,
+                format!("cannot open the zip file: {e}"),
+                Some(Box::new(e)),
+            )
         })?;
         let file_bytes = file
             .metadata()
@@ -136,7 +140,10 @@ impl ZipStore {
 
     /// The error for entry `key` of this zip file: `why` says what the entry does wrong.
     fn entry_error(&self, key: &StoreKey, why: &str) -> StorageError {
-        StorageError::Other(format!("the zip file {}: its entry {key} {why}", self.location))
+        StorageError::Other(format!(
+            "the zip file {}: its entry {key} {why}",
+            self.location
+        ))
     }
 
     /// Whether stored entry `key` was checked against its CRC-32 already.
@@ -337,7 +344,10 @@ impl ListableStorageTraits for ZipStore {
 
     fn list_dir(&self, prefix: &StorePrefix) -> Result<StoreKeysPrefixes, StorageError> {
         let (keys, prefixes) = list_dir_in(&self.files, &self.folders, prefix.as_str());
-        let keys = keys.iter().map(|k| store_key(k)).collect::<Result<_, _>>()?;
+        let keys = keys
+            .iter()
+            .map(|k| store_key(k))
+            .collect::<Result<_, _>>()?;
         let prefixes = prefixes
             .iter()
             .map(|p| StorePrefix::new(p).map_err(|e| StorageError::Other(e.to_string())))

@@ -3,6 +3,8 @@
 //! a 10^10-element fill-only array finishes in seconds and stores nothing, and the one
 //! chunk that is stored is copied exactly.
 
+#![allow(clippy::single_range_in_vec_init)] // 1-d subsets: one range per dimension
+
 use zarrbuf::{ArrayReadExt, BufferPrototype};
 
 fn meta(shape: u64, chunk: u64, fill: f64) -> String {
@@ -15,7 +17,8 @@ fn meta(shape: u64, chunk: u64, fill: f64) -> String {
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("copy-sparse-{name}"));
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("copy-sparse-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -46,7 +49,11 @@ fn absent_source_chunks_are_skipped_and_stored_ones_copied() {
         .env_remove("ZARRBUF_DEVICE")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stored_chunks(&dst), ["4321"]);
     let array = zarrbuf::open(dst.to_str().unwrap(), "").unwrap();
     let at = 4321 * 1_000_000;
@@ -72,15 +79,30 @@ fn a_different_fill_value_or_a_stored_destination_chunk_is_still_written() {
         zarrbuf::open(dst.to_str().unwrap(), "").unwrap(),
     );
     zarrbuf::copy_array(&s, &d, &Default::default()).unwrap();
-    let got = d.read_all(&BufferPrototype::cpu()).unwrap().to_vec::<f64>().unwrap();
+    let got = d
+        .read_all(&BufferPrototype::cpu())
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
     assert_eq!(got, [7.5; 8]);
     // Same fill value, but the destination holds a chunk: it is overwritten with the fill.
     let dst2 = scratch("fill-dst2");
     std::fs::create_dir_all(dst2.join("c")).unwrap();
     std::fs::write(dst2.join("zarr.json"), meta(8, 4, 7.5)).unwrap();
-    std::fs::write(dst2.join("c/1"), [1.0f64; 4].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(
+        dst2.join("c/1"),
+        [1.0f64; 4]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
     let d2 = zarrbuf::open(dst2.to_str().unwrap(), "").unwrap();
     zarrbuf::copy_array(&s, &d2, &Default::default()).unwrap();
-    let got = d2.read_all(&BufferPrototype::cpu()).unwrap().to_vec::<f64>().unwrap();
+    let got = d2
+        .read_all(&BufferPrototype::cpu())
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
     assert_eq!(got, [7.5; 8]);
 }

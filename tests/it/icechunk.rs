@@ -811,14 +811,20 @@ fn a_fifo_or_a_link_out_in_the_repository_is_an_error_not_a_hang() {
         files.sort();
         for at in &files {
             std::fs::remove_file(at).unwrap();
-            let made = Command::new("mkfifo").arg(at).status().expect("mkfifo runs");
+            let made = Command::new("mkfifo")
+                .arg(at)
+                .status()
+                .expect("mkfifo runs");
             assert!(made.success());
         }
         let err = match zarrbuf::open(dir.to_str().unwrap(), &path) {
             Ok(_) => panic!("{folder}: a repository with FIFOs opened"),
             Err(e) => e.to_string(),
         };
-        assert!(err.contains("FIFO") && err.contains(folder), "{folder}: {err}");
+        assert!(
+            err.contains("FIFO") && err.contains(folder),
+            "{folder}: {err}"
+        );
         let o = zarrbuf_cli(&["check", dir.to_str().unwrap(), "--path", &path], &[]);
         fails_with(&o, "FIFO");
     }

@@ -63,8 +63,16 @@ fn every_chunk_a_read_refuses_is_a_check_finding() {
     trailing.extend_from_slice(b"junk");
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("trailing", trailing, "4 bytes follow its last element"),
-        ("cut-last", good[..good.len() - 1].to_vec(), "element 1 claims 1 bytes"),
-        ("cut-prefix", good[..good.len() - 3].to_vec(), "length prefix of element 1"),
+        (
+            "cut-last",
+            good[..good.len() - 1].to_vec(),
+            "element 1 claims 1 bytes",
+        ),
+        (
+            "cut-prefix",
+            good[..good.len() - 3].to_vec(),
+            "length prefix of element 1",
+        ),
         ("count", vlen(&["a", "b", "c"]), "holds 3 elements"),
         ("utf8", vlen(&[&b"ok"[..], b"\xe2\x82"]), "not valid UTF-8"),
     ];
@@ -109,7 +117,10 @@ fn the_cli_check_of_a_cut_last_value_is_a_finding_not_a_panic() {
         !stderr.contains("internal error") && !stderr.contains("panicked"),
         "{stderr}"
     );
-    assert!(stdout.contains("c/1") || stderr.contains("c/1"), "{stdout} {stderr}");
+    assert!(
+        stdout.contains("c/1") || stderr.contains("c/1"),
+        "{stdout} {stderr}"
+    );
 }
 
 #[test]
@@ -142,7 +153,8 @@ fn a_damaged_inner_chunk_of_a_sharded_string_array_is_named_by_check() {
     let found = check_findings(&dir);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
-        found[0].starts_with("c/0 inner chunk [1]: undecodable:") && found[0].contains("2 bytes follow"),
+        found[0].starts_with("c/0 inner chunk [1]: undecodable:")
+            && found[0].contains("2 bytes follow"),
         "{found:?}"
     );
 }

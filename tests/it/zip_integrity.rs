@@ -117,10 +117,8 @@ fn array_items() -> Vec<Item> {
 }
 
 fn write_zip(tag: &str, bytes: &[u8]) -> String {
-    let path = std::env::temp_dir().join(format!(
-        "zarrbuf-zipint-{tag}-{}.zip",
-        std::process::id()
-    ));
+    let path =
+        std::env::temp_dir().join(format!("zarrbuf-zipint-{tag}-{}.zip", std::process::id()));
     std::fs::write(&path, bytes).unwrap();
     path.to_string_lossy().into_owned()
 }
@@ -138,7 +136,11 @@ fn a_good_zip_reads_whole_and_by_range() {
     let (bytes, _) = zip_bytes(&array_items());
     let zip = write_zip("good", &bytes);
     let array = zarrbuf::open(&zip, "").unwrap();
-    let got = array.read_all(&zarrbuf::BufferPrototype::cpu()).unwrap().to_native_bytes().unwrap();
+    let got = array
+        .read_all(&zarrbuf::BufferPrototype::cpu())
+        .unwrap()
+        .to_native_bytes()
+        .unwrap();
     assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
     let store = zarrbuf::store::open_store(&zip).unwrap();
     let key = zarrs::storage::StoreKey::new("c/1").unwrap();
@@ -269,7 +271,11 @@ fn a_compressed_entry_with_a_good_crc_reads() {
     items[2] = Item::deflate("c/1", &[5, 6, 7, 8]);
     let zip = write_zip("compressed", &zip_bytes(&items).0);
     let array = zarrbuf::open(&zip, "").unwrap();
-    let got = array.read_all(&zarrbuf::BufferPrototype::cpu()).unwrap().to_native_bytes().unwrap();
+    let got = array
+        .read_all(&zarrbuf::BufferPrototype::cpu())
+        .unwrap()
+        .to_native_bytes()
+        .unwrap();
     assert_eq!(got, [1, 2, 3, 4, 5, 6, 7, 8]);
     // The same entries with a wrong CRC-32 in both headers.
     items[1].crc ^= 1;

@@ -118,10 +118,16 @@ mod tests {
     #[test]
     fn huge_raw_elements_are_refused_before_a_fill_value_is_built() {
         for dtype in [r#""|V1099511627776""#, r#"[["a", "|V1099511627776"]]"#] {
-            let err = v2_metadata_fallback(&zarray(dtype, "null")).unwrap().unwrap_err();
+            let err = v2_metadata_fallback(&zarray(dtype, "null"))
+                .unwrap()
+                .unwrap_err();
             assert!(err.contains("1099511627776 bytes"), "{err}");
         }
-        assert!(v2_metadata_fallback(&zarray(r#""|V16""#, "null")).unwrap().is_ok());
+        assert!(
+            v2_metadata_fallback(&zarray(r#""|V16""#, "null"))
+                .unwrap()
+                .is_ok()
+        );
     }
 
     #[test]
