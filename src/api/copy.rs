@@ -254,13 +254,14 @@ where
         cb(progress);
     }
     for region in blocks(&shape, &block) {
-        let skip = opts.resume && block_is_stored(dst, &region, &unit)?;
+        let from: Vec<Range<u64>> = region
+            .iter()
+            .zip(&subset)
+            .map(|(r, s)| s.start + r.start..s.start + r.end)
+            .collect();
+        let skip = (opts.resume && block_is_stored(dst, &region, &unit)?)
+            || super::copy_skip::block_is_fill(src, dst, &from, &region)?;
         if !skip {
-            let from: Vec<Range<u64>> = region
-                .iter()
-                .zip(&subset)
-                .map(|(r, s)| s.start + r.start..s.start + r.end)
-                .collect();
             let data = src
                 .read_opt(&from, &opts.prototype, &read_opts)
                 .map_err(|e| tag(e, "source"))?;

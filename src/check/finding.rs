@@ -155,6 +155,8 @@ pub(super) fn guarded<T>(
 pub(super) fn storage_problem(e: &StorageError) -> (Problem, String) {
     let problem = if unreadable(e) {
         Problem::Unreadable
+    } else if failed_crc(e) {
+        Problem::Checksum
     } else {
         Problem::Undecodable
     };
@@ -167,6 +169,11 @@ fn unreadable(e: &StorageError) -> bool {
     matches!(e, StorageError::IOError(io) if io.kind() != std::io::ErrorKind::UnexpectedEof)
 }
 
+/// Whether a store error is a zip entry failing its CRC-32 check (`store/zip_entry_read.rs`).
+fn failed_crc(e: &StorageError) -> bool {
+    matches!(e, StorageError::Other(m) if m.contains("fails its CRC-32 check"))
+}
+
 /// The problem a decode error shows.
 pub(super) fn problem_of(e: &ArrayError) -> Problem {
     use zarrs::array::CodecError as C;
@@ -175,6 +182,11 @@ pub(super) fn problem_of(e: &ArrayError) -> Problem {
             if unreadable(s) =>
         {
             Problem::Unreadable
+        }
+        ArrayError::StorageError(s) | ArrayError::CodecError(C::StorageError(s))
+            if failed_crc(s) =>
+        {
+            Problem::Checksum
         }
         ArrayError::CodecError(C::UnexpectedChunkDecodedSize(_)) => Problem::WrongSize,
         // The bounded decoders' words for a chunk of the wrong decoded size.

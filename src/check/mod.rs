@@ -14,6 +14,7 @@
 mod finding;
 mod repair;
 mod shard_check;
+mod vlen_check;
 mod walk;
 
 use crate::error::{Error, Result};
@@ -30,6 +31,7 @@ use shard_check::ShardCheck;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use vlen_check::VlenCheck;
 use walk::{Entry, Kind, list_entries};
 use zarrs::array::{ArrayBytes, ArrayShardedExt, CodecOptions};
 
@@ -434,13 +436,14 @@ fn decode_all(
     } else {
         None
     };
+    let vlen = VlenCheck::of(array);
     let found: Vec<Vec<Finding>> = pool.install(|| {
         chunks
             .par_iter()
             .map(|chunk| {
                 let findings = match &shards {
                     Some(shards) => shards.check(array, &chunk.key, chunk.bytes),
-                    None => check_chunk(array, chunk),
+                    None => check_chunk(array, chunk, vlen.as_ref()),
                 };
                 report(done.fetch_add(1, Ordering::Relaxed) + 1);
                 findings
@@ -450,8 +453,9 @@ fn decode_all(
     Ok(found.into_iter().flatten().collect())
 }
 
-/// Decodes one (unsharded) chunk, unless it is stored larger than any encoding of it.
-fn check_chunk(array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
+/// Decodes one (unsharded) chunk, unless it is stored larger than any encoding of it; a
+/// variable-length chunk as a read decodes it (`vlen`).
+fn check_chunk(array: &DynArray, chunk: &StoredChunk, vlen: Option<&VlenCheck>) -> Vec<Finding> {
     let finding = |(problem, detail)| {
         vec![Finding {
             key: chunk.key.clone(),
@@ -462,6 +466,16 @@ fn check_chunk(array: &DynArray, chunk: &StoredChunk) -> Vec<Finding> {
     };
     if let Some(why) = oversized(array, chunk) {
         return finding((Problem::WrongSize, why));
+    }
+    if let Some(vlen) = vlen {
+        let checked = guarded(|| Ok(array.retrieve_encoded_chunk(&chunk.indices)?)).and_then(
+            |encoded| match (encoded, array.chunk_shape(&chunk.indices)) {
+                (None, _) => Ok(()),
+                (Some(encoded), Ok(shape)) => vlen.check(array, encoded, &shape),
+                (Some(_), Err(e)) => Err((Problem::Undecodable, e.to_string())),
+            },
+        );
+        return checked.err().map(finding).unwrap_or_default();
     }
     let options = CodecOptions::default().with_concurrent_target(1);
     if crate::zarr::has_unbounded_codec(&array.codecs()) {

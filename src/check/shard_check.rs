@@ -4,6 +4,7 @@
 //! cost, and an index entry claiming 2^63 bytes is a finding, not an allocation.
 
 use super::finding::{Finding, Problem, problem_of, storage_problem};
+use super::vlen_check::VlenCheck;
 use crate::store::DynArray;
 use crate::zarr::{ShardIndex, inner_chain};
 use std::borrow::Cow;
@@ -24,6 +25,8 @@ struct Shard<'a> {
 pub(super) struct ShardCheck {
     index: ShardIndex,
     chain: Arc<CodecChain>,
+    /// How a variable-length array's inner chunks decode (as reads decode them).
+    vlen: Option<VlenCheck>,
 }
 
 impl ShardCheck {
@@ -32,6 +35,7 @@ impl ShardCheck {
         Ok(ShardCheck {
             index: ShardIndex::new(array, true).map_err(|e| e.to_string())?,
             chain: inner_chain(array)?,
+            vlen: VlenCheck::of(array),
         })
     }
 
@@ -141,6 +145,9 @@ impl ShardCheck {
         let shape = array
             .subchunk_shape()
             .ok_or_else(|| undecodable("the array is not sharded".into()))?;
+        if let Some(vlen) = &self.vlen {
+            return vlen.check(array, bytes.to_vec(), &shape);
+        }
         let options = CodecOptions::default().with_concurrent_target(1);
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.chain.decode(

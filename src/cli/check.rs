@@ -68,7 +68,7 @@ pub(crate) fn check_one(
     let mut opts = zarrbuf::options::CheckOptions::default()
         .with_repair(repair)
         .with_open(open.clone());
-    let bar = chunk_progress("checking", !json);
+    let bar = chunk_progress("checking", !json, false);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
     }

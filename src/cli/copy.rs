@@ -249,7 +249,7 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
             Durability::Rename
         });
     opts.io_concurrency = a.io_concurrency;
-    let bar = chunk_progress("copying", true);
+    let bar = chunk_progress("copying", true, true);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
     }

@@ -1,5 +1,6 @@
 //! Progress bars on a terminal (indicatif) and the callbacks that move them.
 
+use super::output::errln;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use zarrbuf::options::Progress;
@@ -26,29 +27,56 @@ pub(crate) fn progress_options(total_hint: &str) -> (ReadOptions, Option<Progres
     (opts, Some(bar))
 }
 
+/// How often a progress line is printed where stderr is not a terminal.
+const LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A progress bar of chunks done ("{verb} [===  ] n/m chunks") on a terminal when `show`,
-/// and the callback that moves it.
+/// and the callback that moves it. Where stderr is not a terminal and `lines` is set (a
+/// copy, whose silence could pass for a hang in a log), the bar is hidden and the callback
+/// prints "{verb}: n/m chunks" at most every few seconds instead.
 pub(crate) fn chunk_progress(
     verb: &str,
     show: bool,
+    lines: bool,
 ) -> Option<(
     ProgressBar,
     impl Fn(Progress) + Clone + Send + Sync + 'static,
 )> {
-    if !show || !std::io::stderr().is_terminal() {
+    if !show {
         return None;
     }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {verb} [{{bar:30}}] {{pos}}/{{len}} chunks {{elapsed}}"
-        ))
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let terminal = std::io::stderr().is_terminal();
+    if !terminal && !lines {
+        return None;
+    }
+    let bar = if terminal {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(&format!(
+                "{{spinner}} {verb} [{{bar:30}}] {{pos}}/{{len}} chunks {{elapsed}}"
+            ))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
     let b = bar.clone();
+    let verb = verb.to_string();
+    let last = std::sync::Arc::new(std::sync::Mutex::new(std::time::Instant::now()));
     let update = move |p: Progress| {
-        b.set_length(p.chunks_total as u64);
-        b.set_position(p.chunks_done as u64);
+        if terminal {
+            b.set_length(p.chunks_total as u64);
+            b.set_position(p.chunks_done as u64);
+            return;
+        }
+        let mut last = last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.elapsed() >= LINE_EVERY {
+            *last = std::time::Instant::now();
+            errln!("{verb}: {}/{} chunks", p.chunks_done, p.chunks_total);
+        }
     };
     Some((bar, update))
 }

@@ -2,9 +2,11 @@
 //!
 //! Two passes over the units (chunks, or a shard's inner chunks) of a request, each in
 //! parallel on rayon's pool:
-//! 1. every unit is fetched, its bytes-to-bytes codecs run (bounded decoders), and its
-//!    encoded elements checked by [`scan_vlen`], which records where each element starts;
-//!    a missing unit reads as the fill value;
+//! 1. every unit is fetched, its bytes-to-bytes codecs run (bounded decoders, each held to
+//!    what is left of the read's budget), and its encoded elements checked (`UnitCodec`,
+//!    shared with `check`), which records where each element starts; a missing unit reads
+//!    as the fill value. The decoded units are counted against the budget as they arrive,
+//!    and the offsets of the result against it before anything is fetched;
 //! 2. the element lengths, gathered in C order of the request, give the offsets (a prefix
 //!    sum); the request is cut into *runs* (a unit's part of one row along the last axis,
 //!    contiguous in the unit and in the output) and each run copies its elements straight
@@ -20,11 +22,10 @@ use crate::error::{Error, Result};
 use crate::options::{Progress, ReadOptions};
 use crate::place::Memory;
 use crate::zarr::{
-    EncodedLayout, ShardIndex, Unit, UnitPlan, UnitSource, VlenIndex, VlenPlan, chunk_error,
-    plan_vlen, scan_vlen,
+    EncodedLayout, ShardIndex, Unit, UnitCodec, UnitFault, UnitPlan, UnitSource, VlenIndex,
+    VlenPlan, chunk_error, plan_vlen,
 };
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use zarrs::array::{Array, CodecOptions};
@@ -61,6 +62,24 @@ struct Run {
     count: usize,
 }
 
+/// How a message names `unit` of a read: the chunk, or the shard and the inner chunk.
+fn unit_name<S: ?Sized>(array: &Array<S>, shards: Option<&ShardReads>, unit: &Unit) -> String {
+    match shards {
+        Some(s) => {
+            let (shard, within) = s.index().split(&unit.indices);
+            format!(
+                "shard {shard:?} (key {}), inner chunk {within:?}",
+                array.chunk_key(&shard)
+            )
+        }
+        None => format!(
+            "chunk {:?} (key {})",
+            unit.indices,
+            array.chunk_key(&unit.indices)
+        ),
+    }
+}
+
 /// An error about `unit` of a read: it names the chunk, or the shard and the inner chunk.
 fn unit_error<S: ?Sized>(
     array: &Array<S>,
@@ -69,17 +88,11 @@ fn unit_error<S: ?Sized>(
     why: String,
 ) -> Error {
     match shards {
-        Some(s) => {
-            let (shard, within) = s.index().split(&unit.indices);
-            Error::zarr(
-                array.path().as_str(),
-                format!(
-                    "shard {shard:?} (key {}), inner chunk {within:?}: {why}",
-                    array.chunk_key(&shard)
-                ),
-                None,
-            )
-        }
+        Some(_) => Error::zarr(
+            array.path().as_str(),
+            format!("{}: {why}", unit_name(array, shards, unit)),
+            None,
+        ),
         None => chunk_error(array, &unit.indices, why),
     }
 }
@@ -139,6 +152,7 @@ impl VarLenRead {
         fetch: &VarLenFetch<'_>,
     ) -> Result<VarLenBuffer> {
         let (plan, shards) = (&self.plan, self.shards.as_ref());
+        check_offsets(array, &self.subset, read_budget(opts))?;
         let decoded = match opts.concurrency {
             // A pool of the asked size, for this read only; the process's pool otherwise.
             Some(n) => rayon::ThreadPoolBuilder::new()
@@ -169,7 +183,68 @@ pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
     VarLenRead::new(array, subset, proto, opts)?.run(array, proto, opts, fetch)
 }
 
-/// Pass 1: fetches, decompresses and checks every unit, in parallel.
+/// The bytes a variable-length read may hold, and where the number comes from: the read's
+/// `max_bytes`, else the memory this process may still take (its decoded units and the
+/// values it builds are host memory, pinned or not, whatever the output's memory).
+fn read_budget(opts: &ReadOptions) -> Option<(u64, &'static str)> {
+    match opts.max_bytes {
+        Some(n) => Some((n, "the read's max_bytes")),
+        None => crate::memory_limit::available_bytes()
+            .map(|n| (n, "the memory this process may still take")),
+    }
+}
+
+/// The error of a read that would hold `bytes` (of `what`) beyond `budget`.
+fn over_budget<S: ?Sized>(
+    array: &Array<S>,
+    what: &str,
+    bytes: u64,
+    (limit, from): (u64, &'static str),
+) -> Error {
+    Error::TooLarge {
+        what: format!(
+            "{what} of the variable-length read of array {}",
+            array.path()
+        ),
+        bytes,
+        limit,
+        limit_from: from.into(),
+        advice: "read a subset of it, or raise the limit (--memory, \
+                 ReadOptions::with_max_bytes) if the memory is there"
+            .into(),
+    }
+}
+
+/// Whether a codec error is the bounded decoders' refusal to produce more than their bound
+/// (`zarr/bounded_decode.rs`: "stopped there", or a header declaring more).
+fn over_cap(e: &zarrs::array::CodecError) -> bool {
+    let text = e.to_string();
+    text.contains("(stopped there)") || text.contains("decoded bytes, more than the")
+}
+
+/// Refuses a request whose offsets alone (8 bytes an element, and one) exceed the budget,
+/// before any unit is fetched.
+fn check_offsets<S: ?Sized>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    budget: Option<(u64, &'static str)>,
+) -> Result<()> {
+    let Some(budget) = budget else {
+        return Ok(());
+    };
+    let bytes = subset
+        .iter()
+        .try_fold(1u64, |n, r| n.checked_mul(r.end - r.start))
+        .and_then(|n| n.checked_add(1)?.checked_mul(8))
+        .unwrap_or(u64::MAX);
+    if bytes > budget.0 {
+        return Err(over_budget(array, "the offsets", bytes, budget));
+    }
+    Ok(())
+}
+
+/// Pass 1: fetches, decompresses and checks every unit, in parallel, holding the decoded
+/// units to the read's budget.
 fn decode_units<S: ?Sized + Send + Sync>(
     array: &Array<S>,
     plan: &VlenPlan,
@@ -183,8 +258,17 @@ fn decode_units<S: ?Sized + Send + Sync>(
         .chain
         .as_ref()
         .ok_or_else(|| Error::zarr(array.path().as_str(), "no codec plan", None))?;
+    let codec = UnitCodec {
+        chain,
+        kind: plan.kind,
+        data_type: array.data_type(),
+        fill_value: array.fill_value(),
+    };
+    let budget = read_budget(opts);
     let total = plan.units.units.len();
     let (done, bytes_done) = (AtomicUsize::new(0), AtomicU64::new(0));
+    // Decoded bytes held so far, with 8 bytes an element for where each one starts.
+    let held = AtomicU64::new(0);
     plan.units
         .units
         .par_iter()
@@ -204,17 +288,25 @@ fn decode_units<S: ?Sized + Send + Sync>(
                 report(0);
                 return Ok(Decoded::Missing);
             };
-            let bytes = chain
-                .decode_bytes(
-                    Cow::Owned(encoded),
-                    &unit.shape,
-                    array.data_type(),
-                    array.fill_value(),
-                    &codec_opts,
-                )
-                .map_err(|e| unit_error(array, shards, unit, e.to_string()))?;
-            let index = scan_vlen(&bytes, unit.num_elements(), plan.kind)
-                .map_err(|why| unit_error(array, shards, unit, why))?;
+            let cap = budget.map(|(b, _)| b.saturating_sub(held.load(Ordering::Relaxed)));
+            let (bytes, index) = codec
+                .decode(encoded, &unit.shape, &codec_opts, cap)
+                .map_err(|e| match (budget, e) {
+                    // A decoder stopped at what is left of the budget (or a header declared
+                    // more): the read is too large for it.
+                    (Some(budget), UnitFault::Codec(e)) if over_cap(&e) => {
+                        let what = format!("{}, decoded,", unit_name(array, shards, unit));
+                        over_budget(array, &what, budget.0 + 1, budget)
+                    }
+                    (_, e) => unit_error(array, shards, unit, e.to_string()),
+                })?;
+            let size = bytes.len() as u64 + 8 * unit.num_elements() as u64;
+            let now = held.fetch_add(size, Ordering::Relaxed) + size;
+            if let Some(budget) = budget
+                && now > budget.0
+            {
+                return Err(over_budget(array, "the decoded chunks", now, budget));
+            }
             report(bytes.len());
             Ok(Decoded::Stored { bytes, index })
         })
@@ -293,34 +385,11 @@ fn build_prototype(proto: &BufferPrototype) -> BufferPrototype {
 }
 
 /// Refuses a result larger than the read's memory limit before its values are allocated.
-fn check_result_size<S: ?Sized>(
-    array: &Array<S>,
-    bytes: u64,
-    proto: &BufferPrototype,
-    opts: &ReadOptions,
-) -> Result<()> {
-    let (limit, from) = match opts.max_bytes {
-        Some(n) => (n, "the read's max_bytes"),
-        None if proto.memory().is_host_accessible() => {
-            match crate::memory_limit::available_bytes() {
-                Some(n) => (n, "the memory this process may still take"),
-                None => return Ok(()),
-            }
-        }
-        None => return Ok(()),
-    };
-    if bytes > limit {
-        return Err(Error::TooLarge {
-            what: format!("the variable-length read of array {}", array.path()),
-            bytes,
-            limit,
-            limit_from: from.into(),
-            advice: "read a subset of it, or raise the limit (--memory, \
-                     ReadOptions::with_max_bytes) if the memory is there"
-                .into(),
-        });
+fn check_result_size<S: ?Sized>(array: &Array<S>, bytes: u64, opts: &ReadOptions) -> Result<()> {
+    match read_budget(opts) {
+        Some(budget) if bytes > budget.0 => Err(over_budget(array, "the result", bytes, budget)),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Pass 2: offsets from the lengths (prefix sums in output order), then each run's values
@@ -351,7 +420,7 @@ fn assemble<S: ?Sized>(
         run_bytes.push(total - start);
     }
     let build = build_prototype(proto);
-    check_result_size(array, (total + offsets.len()) as u64, &build, opts)?;
+    check_result_size(array, (total + offsets.len()) as u64, opts)?;
     // Every byte is written below (the runs tile the values); an error drops the buffer.
     let values = Buffer::empty_unwritten(total, &build)?;
     values.with_host_mut(|dst| {

@@ -96,6 +96,14 @@ async fn storage_for(location: &str, create: bool) -> Result<Arc<dyn Storage + S
                     Some(Box::new(e)),
                 )
             })?;
+            // icechunk opens the files itself, without zarrbuf's safe opens.
+            super::icechunk_files::check_files(&dir).map_err(|why| {
+                Error::store(
+                    location,
+                    format!("cannot open the icechunk repository: {why}"),
+                    None,
+                )
+            })?;
             icechunk::new_local_filesystem_storage(&dir)
                 .await
                 .map_err(failed)

@@ -15,6 +15,8 @@ pub(crate) mod atomic_store;
 mod blocking_store;
 #[cfg(feature = "icechunk")]
 pub(crate) mod icechunk;
+#[cfg(feature = "icechunk")]
+mod icechunk_files;
 mod key;
 mod local_reads;
 mod located;
@@ -27,6 +29,8 @@ mod safe_file;
 mod store_runtime;
 mod write_lock;
 mod zip_entry_bound;
+mod zip_entry_read;
+mod zip_index;
 mod zip_store;
 
 // The public face of `zarrbuf::store`.

@@ -1,11 +1,12 @@
-//! The bound on a zip entry zarrbuf lets zarrs_zip inflate: zarrs_zip allocates an entry's
-//! declared uncompressed size and inflates the whole entry into it, so a central directory
-//! entry declaring 2^63 bytes was an allocation of 2^63 bytes.
+//! The bound on a zip entry zarrbuf inflates: a compressed entry is inflated whole into a
+//! buffer of its declared uncompressed size (`zip_entry_read.rs`), so a central directory
+//! entry declaring 2^63 bytes would be an allocation of 2^63 bytes.
 //!
-//! An entry no larger than the zip file itself is read as zarrs_zip reads it (a stored entry
-//! by range; a compressed one inflates to at most what the archive holds on disk). A larger
-//! one is compressed, and is inflated only when it fits in half the memory this process may
-//! still take (the entry, and the bytes cut from it).
+//! An entry no larger than the zip file itself is inflated as it is (it takes at most what the
+//! archive holds on disk). A larger one is inflated only when it fits in half the memory this
+//! process may still take (the entry, and the bytes cut from it). A chunk's entry is also held
+//! to the chunk's own bound before it is fetched (`zarr/stored_size.rs` asks the declared size),
+//! and no entry inflates past its declared size.
 
 use zarrs::storage::{StorageError, StoreKey};
 

@@ -58,7 +58,9 @@ pub use store_open::{open_store, open_store_opt};
 pub(crate) use stored_size::{check_stored_size, check_stored_size_async, stored_size_problem};
 pub use subset::parse_subset;
 pub(crate) use units::{Unit, UnitPlan, UnitSource, check_subset, plan_chunks, plan_units};
-pub(crate) use vlen::{VlenIndex, VlenPlan, plan_vlen, scan as scan_vlen, vlen_kind};
+pub(crate) use vlen::{
+    UnitCodec, UnitFault, VlenIndex, VlenPlan, plan_vlen, vlen_chain, vlen_kind,
+};
 pub(crate) use vlen_encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
 pub use vlen_type::{VarLenInfo, describe_varlen};
 pub(crate) use vlen_type::{invalid_utf8, require_vlen, zarr_name as varlen_zarr_name};

@@ -19,6 +19,7 @@ ERROR = "error"  # exit 1 with an `error:` line (or, for check, a damage report)
 BOUNDED_DECODE = "bounded-decode"  # items 1-2: decode bounds and size checks
 SAFE_WRITES = "safe-writes"  # items 3-6: repair safety, check/read agreement, special files, lock, output
 STORE_FLOOR = "store-floor"  # copy overlap refusal, traversal keys
+ZIP_VLEN = "zip-vlen"  # issue 36: zip integrity, strings under the bound, memory limits, no hang
 
 MiB = 1 << 20
 

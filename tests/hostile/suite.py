@@ -29,7 +29,7 @@ from case import CORRECT, ERROR, MiB  # noqa: E402
 from ctx import Ctx  # noqa: E402
 from runner import SEVERITY, Runner  # noqa: E402
 
-CLASSES = ["bombs", "wrong_size", "huge_metadata", "shard_index", "special_files", "traversal", "data_loss", "two_writers", "output_errors"]
+CLASSES = ["bombs", "wrong_size", "huge_metadata", "shard_index", "special_files", "traversal", "data_loss", "two_writers", "output_errors", "zip_integrity", "strings"]
 
 
 def main() -> int:

@@ -166,6 +166,7 @@ fn replay(target: &str, data: &[u8]) -> Vec<Outcome> {
         "check_walk" => vec![harness::check_walk(data)],
         "bounded_decode" => vec![harness::bounded_decode(data)],
         "vlen_decode" => vec![harness::vlen_decode(data)],
+        "zip_directory" => vec![harness::zip_directory(data)],
         other => panic!("unknown fuzz target {other:?}"),
     }
 }
@@ -283,6 +284,7 @@ fn seed_corpora_run_cleanly() {
         "subset_parser",
         "check_walk",
         "vlen_decode",
+        "zip_directory",
     ] {
         for input in std::fs::read_dir(corpus.join(target)).expect("a seed corpus") {
             let data = std::fs::read(input.expect("an entry").path()).expect("readable");

@@ -795,3 +795,48 @@ fn repositories_in_the_local_s3_server_read_and_take_copies() {
         &zarrbuf::npy::read(&root().join("data/v3_int8.npy")).unwrap(),
     );
 }
+
+#[test]
+fn a_fifo_or_a_link_out_in_the_repository_is_an_error_not_a_hang() {
+    let (_, arrays) = versions().into_iter().next().expect("a version");
+    let path = arrays[0].0.clone();
+    // A chunk and a manifest icechunk would open replaced by FIFOs (a blocking open of one
+    // never returns).
+    for folder in ["chunks", "manifests"] {
+        let dir = repo_copy(&format!("ic-fifo-{folder}"));
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(folder))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for at in &files {
+            std::fs::remove_file(at).unwrap();
+            let made = Command::new("mkfifo")
+                .arg(at)
+                .status()
+                .expect("mkfifo runs");
+            assert!(made.success());
+        }
+        let err = match zarrbuf::open(dir.to_str().unwrap(), &path) {
+            Ok(_) => panic!("{folder}: a repository with FIFOs opened"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("FIFO") && err.contains(folder),
+            "{folder}: {err}"
+        );
+        let o = zarrbuf_cli(&["check", dir.to_str().unwrap(), "--path", &path], &[]);
+        fails_with(&o, "FIFO");
+    }
+    // A link to a file outside the repository.
+    let dir = repo_copy("ic-link-out");
+    let outside = scratch("ic-link-out-target");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), b"not a chunk").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), dir.join("chunks/YYYYYYYY")).unwrap();
+    let err = match zarrbuf::open(dir.to_str().unwrap(), &path) {
+        Ok(_) => panic!("a repository with a link out opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("leads out"), "{err}");
+}

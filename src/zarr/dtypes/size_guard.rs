@@ -20,15 +20,26 @@ use zarrs_plugin::PluginCreateError;
 /// numpy or tensorstore write in practice (a 16 MiB string or record per element).
 pub(crate) const MAX_ELEMENT_BYTES: usize = 16 << 20;
 
+/// Why elements of `bytes` bytes of the data type `name` are refused, if they are larger
+/// than [`MAX_ELEMENT_BYTES`].
+pub(crate) fn element_too_large(name: &str, bytes: u64) -> Option<String> {
+    (bytes > MAX_ELEMENT_BYTES as u64).then(|| {
+        format!(
+            "the data type {name} has elements of {bytes} bytes; zarrbuf reads elements of at \
+             most {MAX_ELEMENT_BYTES} bytes (the metadata is damaged, or the array needs \
+             another reader)"
+        )
+    })
+}
+
 /// `data_type` unless its elements are larger than [`MAX_ELEMENT_BYTES`].
 fn capped(data_type: DataType, name: &str) -> Result<DataType, PluginCreateError> {
-    match data_type.fixed_size() {
-        Some(n) if n > MAX_ELEMENT_BYTES => Err(PluginCreateError::Other(format!(
-            "the data type {name} has elements of {n} bytes; zarrbuf reads elements of at most \
-             {MAX_ELEMENT_BYTES} bytes (the metadata is damaged, or the array needs another \
-             reader)"
-        ))),
-        _ => Ok(data_type),
+    match data_type
+        .fixed_size()
+        .and_then(|n| element_too_large(name, n as u64))
+    {
+        Some(why) => Err(PluginCreateError::Other(why)),
+        None => Ok(data_type),
     }
 }
 

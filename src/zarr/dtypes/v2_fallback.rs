@@ -54,20 +54,24 @@ fn field_size(field: &Json) -> Option<u64> {
 }
 
 /// The fill value zarr-python uses for `"fill_value": null` of a (simple) v2 dtype, spelled
-/// as zarrs reads it; `None` to leave the null as it is.
-fn default_fill(dtype: &str) -> Option<Json> {
+/// as zarrs reads it; `None` to leave the null as it is; `Err` for a raw type whose element
+/// (which the fill value spells out byte by byte) is larger than zarrbuf reads.
+fn default_fill(dtype: &str) -> Option<Result<Json, String>> {
     let code = dtype.trim_start_matches(['<', '>', '|', '=']);
-    let n: usize = code
+    let n: u64 = code
         .get(1..)
         .and_then(|r| r.parse().ok())
         .unwrap_or_default();
-    Some(match code.chars().next()? {
+    Some(Ok(match code.chars().next()? {
         'M' | 'm' => Json::from("NaT"),
         'c' => Json::from(vec![0.0, 0.0]),
         'U' | 'S' => Json::from(""),
-        'V' => Json::from(vec![0u8; n]),
+        'V' => match super::size_guard::element_too_large(dtype, n) {
+            Some(why) => return Some(Err(why)),
+            None => Json::from(vec![0u8; n as usize]),
+        },
         _ => return None,
-    })
+    }))
 }
 
 /// The rewritten metadata of a `.zarray` zarrs refused, or `None` when neither rewrite
@@ -82,6 +86,9 @@ pub(crate) fn v2_metadata_fallback(zarray: &[u8]) -> Option<Result<ArrayMetadata
                 "the structured dtype {dtype} has a field type zarrbuf cannot size"
             )));
         };
+        if let Some(why) = super::size_guard::element_too_large(&dtype.to_string(), size) {
+            return Some(Err(why));
+        }
         meta["dtype"] = Json::from(format!("|V{size}"));
         if meta.get("fill_value").is_none_or(Json::is_null) {
             meta["fill_value"] = Json::from(vec![0u8; size as usize]);
@@ -90,6 +97,10 @@ pub(crate) fn v2_metadata_fallback(zarray: &[u8]) -> Option<Result<ArrayMetadata
     } else if meta.get("fill_value").is_some_and(Json::is_null)
         && let Some(fill) = dtype.as_str().and_then(default_fill)
     {
+        let fill = match fill {
+            Ok(fill) => fill,
+            Err(why) => return Some(Err(why)),
+        };
         meta["fill_value"] = fill;
         changed = true;
     }
@@ -103,6 +114,21 @@ pub(crate) fn v2_metadata_fallback(zarray: &[u8]) -> Option<Result<ArrayMetadata
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_raw_elements_are_refused_before_a_fill_value_is_built() {
+        for dtype in [r#""|V1099511627776""#, r#"[["a", "|V1099511627776"]]"#] {
+            let err = v2_metadata_fallback(&zarray(dtype, "null"))
+                .unwrap()
+                .unwrap_err();
+            assert!(err.contains("1099511627776 bytes"), "{err}");
+        }
+        assert!(
+            v2_metadata_fallback(&zarray(r#""|V16""#, "null"))
+                .unwrap()
+                .is_ok()
+        );
+    }
 
     #[test]
     fn record_sizes_follow_numpy() {

@@ -57,11 +57,11 @@ fn vlen_codec_chain<S: ?Sized>(array: &Array<S>) -> std::result::Result<Arc<Code
     }
 }
 
-/// Plans a read of `subset` (checked against the array's shape by the caller) of a
-/// variable-length array: `Unsupported` for arrays of fixed-size elements and for
-/// variable-length encodings other than numcodecs' (zarrs' own `vlen`, `vlen-array`), or
-/// with array-to-array codecs in front of them.
-pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> Result<VlenPlan> {
+/// The kind of a variable-length array's elements and the plan of one unit's chain (its
+/// bytes-to-bytes codecs, and where each element is stored): `Unsupported` for arrays of
+/// fixed-size elements and for variable-length encodings other than numcodecs' (zarrs' own
+/// `vlen`, `vlen-array`), or with array-to-array codecs other than transposes in front.
+pub(crate) fn vlen_chain<S: ?Sized>(array: &Array<S>) -> Result<(VarLenKind, ChainPlan)> {
     let path = array.path().to_string();
     let Some(kind) = vlen_kind(array) else {
         let name = array
@@ -90,6 +90,22 @@ pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> R
             codec_names(&chain)
         )));
     };
+    let plan = ChainPlan {
+        chain,
+        // Elements have no byte order; the order is where each one is stored.
+        layout: EncodedLayout {
+            order,
+            endian: ByteOrder::native(),
+        },
+    };
+    Ok((kind, plan))
+}
+
+/// Plans a read of `subset` (checked against the array's shape by the caller) of a
+/// variable-length array (see [`vlen_chain`] for what is refused).
+pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> Result<VlenPlan> {
+    let path = array.path().to_string();
+    let (kind, chain) = vlen_chain(array)?;
     let (source, grid) = if array.is_exclusively_sharded() {
         (UnitSource::Subchunk, array.subchunk_grid())
     } else {
@@ -101,14 +117,7 @@ pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> R
         kind,
         units: UnitPlan {
             source,
-            chain: Some(ChainPlan {
-                chain,
-                // Elements have no byte order; the order is where each one is stored.
-                layout: EncodedLayout {
-                    order,
-                    endian: ByteOrder::native(),
-                },
-            }),
+            chain: Some(chain),
             units,
         },
         fill: array.fill_value().as_ne_bytes().to_vec(),

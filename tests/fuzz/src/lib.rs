@@ -965,5 +965,134 @@ pub fn vlen_decode(data: &[u8]) -> Outcome {
             );
         }
     }
+    // `check` decodes each unit as reads do: clean exactly when the whole read succeeds.
+    let report = zarrbuf::check::check_array(dir.location(), "", &Default::default());
+    let clean = report.as_ref().is_ok_and(|r| r.is_clean());
+    assert_eq!(
+        clean,
+        whole.is_ok(),
+        "check and read disagree: read {:?}, check {:?}",
+        whole.as_ref().err().map(ToString::to_string),
+        report
+            .as_ref()
+            .map(|r| r.findings.clone())
+            .map_err(ToString::to_string)
+    );
     Outcome::of(&whole)
+}
+
+/// CRC-32 (IEEE, as zip files use it), bit by bit: the fuzz crate depends on nothing else.
+pub fn crc32_ieee(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// The array of `zip_directory`'s template: 8 uint8 elements in chunks of 4, uncompressed.
+const ZIP_ZARR_JSON: &str = r#"{"zarr_format":3,"node_type":"array","shape":[8],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[4]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+
+/// The values the template's array holds.
+pub const ZIP_VALUES: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+/// A zip file of the template array (`zarr.json` and `c/0` stored, `c/1` deflated as one
+/// stored deflate block), and where its central directory starts.
+pub fn zip_template() -> (Vec<u8>, usize) {
+    let mut c1 = vec![1u8, 4, 0, 0xFB, 0xFF];
+    c1.extend_from_slice(&ZIP_VALUES[4..]);
+    let entries: [(&str, u16, &[u8], &[u8]); 3] = [
+        (
+            "zarr.json",
+            0,
+            ZIP_ZARR_JSON.as_bytes(),
+            ZIP_ZARR_JSON.as_bytes(),
+        ),
+        ("c/0", 0, &ZIP_VALUES[..4], &ZIP_VALUES[..4]),
+        ("c/1", 8, &c1, &ZIP_VALUES[4..]),
+    ];
+    let header = |out: &mut Vec<u8>, method: u16, stored: &[u8], plain: &[u8], name: &str| {
+        out.extend_from_slice(&[20, 0, 0, 0]);
+        out.extend_from_slice(&method.to_le_bytes());
+        out.extend_from_slice(&[0, 0, 0x21, 0]);
+        out.extend_from_slice(&crc32_ieee(plain).to_le_bytes());
+        out.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        out.extend_from_slice(&[0, 0]);
+    };
+    let mut out = Vec::new();
+    let mut offsets = Vec::new();
+    for (name, method, stored, plain) in entries {
+        offsets.push(out.len() as u32);
+        out.extend_from_slice(b"PK\x03\x04");
+        header(&mut out, method, stored, plain, name);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(stored);
+    }
+    let central = out.len();
+    for ((name, method, stored, plain), at) in entries.into_iter().zip(offsets) {
+        out.extend_from_slice(b"PK\x01\x02\x14\x03");
+        header(&mut out, method, stored, plain, name);
+        out.extend_from_slice(&[0; 6]);
+        out.extend_from_slice(&[0, 0, 0xa4, 0x81]);
+        out.extend_from_slice(&at.to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+    }
+    let size = out.len() - central;
+    out.extend_from_slice(b"PK\x05\x06\0\0\0\0\x03\0\x03\0");
+    out.extend_from_slice(&(size as u32).to_le_bytes());
+    out.extend_from_slice(&(central as u32).to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    (out, central)
+}
+
+/// Fuzz target `zip_directory`: the input is XORed into the central directory and
+/// end-of-central-directory record of [`zip_template`] (the local headers and the data stay
+/// as written), the result opened as a zip store, read whole and checked. Properties: a
+/// read that succeeds gives exactly [`ZIP_VALUES`] (no key reads another key's bytes, or
+/// bytes its CRC-32 does not vouch for), and `check` calls the store clean exactly when the
+/// read succeeds.
+pub fn zip_directory(data: &[u8]) -> Outcome {
+    let (mut zip, central) = zip_template();
+    let tail = zip.len() - central;
+    for (i, b) in data.iter().enumerate().take(tail) {
+        zip[central + i] ^= b;
+    }
+    let dir = TempDir::new();
+    dir.put("t.zip", &zip);
+    let location = dir.path().join("t.zip");
+    let location = location.to_str().expect("temp paths are UTF-8");
+    let array = match zarrbuf::open(location, "") {
+        Ok(a) => a,
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    let read = array.read_all(&BufferPrototype::cpu());
+    if let Ok(got) = &read {
+        let bytes = got.to_native_bytes().expect("a host result");
+        assert_eq!(bytes, ZIP_VALUES, "a damaged zip read as other values");
+    }
+    let report = zarrbuf::check::check_array(location, "", &Default::default());
+    let clean = report.as_ref().is_ok_and(|r| r.is_clean());
+    assert_eq!(
+        clean,
+        read.is_ok(),
+        "check and read disagree: read {:?}, check {:?}",
+        read.as_ref().err().map(ToString::to_string),
+        report
+            .as_ref()
+            .map(|r| r.findings.clone())
+            .map_err(ToString::to_string)
+    );
+    match read {
+        Ok(_) => Outcome::Ok,
+        Err(e) => Outcome::Err(e.to_string()),
+    }
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from case import BOUNDED_DECODE, CORRECT, ERROR, SAFE_WRITES, Case
+from case import BOUNDED_DECODE, CORRECT, ERROR, SAFE_WRITES, ZIP_VLEN, Case
 from stores import put, v2_array, v3_array, v3_codecs
 
 CLS = "huge-metadata"
@@ -23,6 +23,13 @@ def cases(ctx):
         Case(f"{CLS}/S8GiB/info", args=["info", str(big)], expect={CORRECT, ERROR}, kind="other", **c),
         Case(f"{CLS}/S8GiB/info-json", args=["info", str(big), "--json"], expect={CORRECT, ERROR}, kind="other", **c),
         Case(f"{CLS}/S8GiB/check-empty", args=["check", str(big)], expect={CORRECT, ERROR}, kind="check", **c),
+    ]
+    # A 1 TiB raw element (v2 `|V`): info must describe or refuse it, never build one.
+    raw = ctx.store("huge-V1TiB")
+    v2_array(raw, [4], [2], dtype="|V1099511627776", fill=None)
+    out += [
+        Case(f"{CLS}/V1TiB/info", args=["info", str(raw)], expect={CORRECT, ERROR}, kind="other", **{**c, "fixer": ZIP_VLEN}),
+        Case(f"{CLS}/V1TiB/info-json", args=["info", str(raw), "--json"], expect={CORRECT, ERROR}, kind="other", **{**c, "fixer": ZIP_VLEN}),
     ]
     big2 = ctx.store("huge-S8GiB-chunk")
     v2_array(big2, [4], [2], dtype="|S8589934592", fill=None)
