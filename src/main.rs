@@ -145,7 +145,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             force_async,
             staged,
             direct,
-            prefix_decode,
+            no_prefix_decode,
+            prefix_decode: _,
             io_concurrency,
             version,
         } => {
@@ -157,7 +158,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let mut opts = ReadOptions::default()
                 .with_decode(decode)
                 .with_mode(mode)
-                .with_decode_needed_prefix(prefix_decode);
+                .with_decode_needed_prefix(!no_prefix_decode);
             opts.io_concurrency = io_concurrency;
             bench(
                 &store,

@@ -325,7 +325,7 @@ pub struct ReadOptions {
     /// A decoded-chunk cache the read consults and fills (default `None`: every chunk is
     /// decoded from the store). Set it with `with_cache` (see `zarrbuf::cache::ChunkCache`).
     pub cache: Option<CacheHandle>,
-    /// Decode only the part of a zstd chunk a small read needs (default false; see
+    /// Decode only the part of a zstd chunk a small read needs (default true; see
     /// [`ReadOptions::with_decode_needed_prefix`]).
     pub decode_needed_prefix: bool,
     /// Requests to an object store a read keeps in flight ahead of its decoders (default
@@ -344,7 +344,7 @@ impl Default for ReadOptions {
             decode: Decode::Auto,
             max_bytes: None,
             cache: None,
-            decode_needed_prefix: false,
+            decode_needed_prefix: true,
             io_concurrency: None,
         }
     }
@@ -400,30 +400,33 @@ impl ReadOptions {
         self
     }
 
-    /// Decodes only the needed prefix of zstd chunks in small reads (off by default).
+    /// Decodes only the needed prefix of zstd chunks in small reads (on by default; `false`
+    /// decodes every chunk whole).
     ///
     /// A chunk's elements are stored in C order and a zstd frame decodes from its start, so
     /// a read that needs a few planes of a chunk needs only the decoded bytes up to its last
     /// element: a 1 × 64 × 64 patch at depth `k` of a 64³ chunk, `(k + 1) / 64` of the
-    /// chunk, half of it on average. With this on, small host reads (a few chunks or inner
-    /// chunks, the route of a training loop's random patches) decode zstd chunks only that
-    /// far.
+    /// chunk, half of it on average. Small host reads (a few chunks or inner chunks, the
+    /// route of a training loop's random patches) decode zstd chunks only that far.
     ///
-    /// The trade-off: the rest of the chunk is not decoded, so damage inside the compressed
-    /// contents of its later blocks is not seen (a whole decode reports it). Everything that
-    /// can be checked without decoding still is, and is refused with the whole decode's
-    /// error: the frame's header and declared content size (the chunk's size), every block
-    /// header, blocks inside the stored bytes, no trailing bytes. These chunks are decoded
-    /// whole as before: those with a crc32c codec, frames with a content checksum while
-    /// checksums are validated, frames that do not declare their size, several frames,
-    /// other compressors, byte-swapped or transposed layouts, reads through a
-    /// [`crate::cache::ChunkCache`] (a cached chunk is decoded whole), and the staged
-    /// pipeline's reads.
+    /// Why this is safe: zstd blocks refer only to earlier data, so the bytes decoded from an
+    /// intact prefix are the bytes that were written. Everything that can be checked without
+    /// decoding the rest still is, and is refused with the whole decode's error: the frame's
+    /// header and declared content size (the chunk's size), every block header, blocks inside
+    /// the stored bytes, no trailing bytes. What goes unseen is damage inside the compressed
+    /// contents of blocks after the prefix — which a whole decode does not always see either
+    /// (a flipped bit in a raw or literal block decodes to other bytes); only a checksum does,
+    /// and checksummed chunks decode whole. A read that needs those later elements reports
+    /// the damage, and so does `check`. These chunks are decoded whole: those with a crc32c
+    /// codec, frames with a content checksum while checksums are validated, frames that do
+    /// not declare their size, several frames, other compressors, byte-swapped or transposed
+    /// layouts, reads through a [`crate::cache::ChunkCache`] (a cached chunk is decoded
+    /// whole), the staged pipeline's reads, copies and `check`.
     ///
     /// ```
-    /// let o = zarrbuf::options::ReadOptions::default().with_decode_needed_prefix(true);
-    /// assert!(o.decode_needed_prefix);
-    /// assert!(!zarrbuf::options::ReadOptions::default().decode_needed_prefix);
+    /// let o = zarrbuf::options::ReadOptions::default().with_decode_needed_prefix(false);
+    /// assert!(!o.decode_needed_prefix);
+    /// assert!(zarrbuf::options::ReadOptions::default().decode_needed_prefix);
     /// ```
     pub fn with_decode_needed_prefix(mut self, on: bool) -> Self {
         self.decode_needed_prefix = on;

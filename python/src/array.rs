@@ -127,7 +127,7 @@ impl Array {
             info,
             label,
             cache: None,
-            prefix_decode: false,
+            prefix_decode: true,
             io_concurrency: None,
         })
     }

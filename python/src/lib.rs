@@ -152,7 +152,7 @@ fn open_options(
 /// (`ReadOptions::decode_needed_prefix`); reads keep up to `io_concurrency` requests to an
 /// object store in flight (`ReadOptions::io_concurrency`).
 #[pyfunction]
-#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None, prefix_decode = false, io_concurrency = None))]
+#[pyo3(signature = (location, path = "", *, branch = None, tag = None, snapshot = None, virtual_access = None, cache = None, cache_bytes = None, prefix_decode = true, io_concurrency = None))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,

@@ -2,7 +2,8 @@
 pipeline's ``codec_pipeline.zarrbuf_prefix_decode``): exact against what zarr-python wrote at
 every depth of a chunk, for element sizes 1 to 8, plain and sharded; and a chunk whose last
 zstd block is garbled (its sizes intact) reads for a first-plane patch only with the option
-on, which proves that only the needed prefix is decoded and that the default decodes whole."""
+on (the default), which proves that only the needed prefix is decoded and that
+``prefix_decode=False`` decodes whole."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def test_every_depth_reads_exactly(tmp_path, dtype, sharded):
     path = str(tmp_path / "a.zarr")
     values = _write(path, dtype, sharded)
     a = zarrbuf.open(path, prefix_decode=True)
-    assert a.prefix_decode and not zarrbuf.open(path).prefix_decode
+    assert a.prefix_decode and zarrbuf.open(path).prefix_decode
+    assert not zarrbuf.open(path, prefix_decode=False).prefix_decode
     for z in range(SHAPE[0]):
         for sel in [(z, slice(0, 64), slice(64, 128)), (slice(z, z + 1), slice(5, 128), slice(0, 127))]:
             np.testing.assert_array_equal(a[sel], values[sel], err_msg=f"{dtype} {sel}")
@@ -80,22 +82,26 @@ def test_a_garbled_last_block_reads_past_only_with_the_option_on(tmp_path):
     _garble_last_block(path / "c" / "0" / "0" / "0")
     patch = (0, slice(0, 64), slice(0, 64))
     np.testing.assert_array_equal(zarrbuf.open(str(path), prefix_decode=True)[patch], values[patch])
+    # The default is the prefix decode; turned off, the chunk decodes whole.
+    np.testing.assert_array_equal(zarrbuf.open(str(path))[patch], values[patch])
     with pytest.raises(zarrbuf.ZarrbufError):
-        zarrbuf.open(str(path))[patch]
+        zarrbuf.open(str(path), prefix_decode=False)[patch]
     # A patch that needs the last block, and a read through a cache, decode it.
     with pytest.raises(zarrbuf.ZarrbufError):
         zarrbuf.open(str(path), prefix_decode=True)[15, 64:, 64:]
     with pytest.raises(zarrbuf.ZarrbufError):
         zarrbuf.open(str(path), prefix_decode=True, cache_bytes=1 << 24)[patch]
-    # The pipeline: the config key on, then off.
-    with zarr.config.set({**PIPELINE, zpipeline.PREFIX_DECODE_CONFIG_KEY: True}):
+    # The pipeline: the config key on (the default), then off.
+    with zarr.config.set(PIPELINE):
         np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[patch], values[patch])
-    with zarr.config.set(PIPELINE), pytest.raises(zarrbuf.ZarrbufError):
+    with zarr.config.set({**PIPELINE, zpipeline.PREFIX_DECODE_CONFIG_KEY: False}), pytest.raises(
+        zarrbuf.ZarrbufError
+    ):
         zarr.open_array(str(path), mode="r")[patch]
 
 
 def test_the_config_key_and_reopening(tmp_path):
-    assert zpipeline.pipeline_prefix_decode() is False
+    assert zpipeline.pipeline_prefix_decode() is True
     for value, want in [(True, True), (False, False), ("true", True), ("0", False)]:
         with zarr.config.set({zpipeline.PREFIX_DECODE_CONFIG_KEY: value}):
             assert zpipeline.pipeline_prefix_decode() is want
@@ -104,9 +110,10 @@ def test_the_config_key_and_reopening(tmp_path):
     # What a worker process reopens the array with keeps the option.
     path = str(tmp_path / "r.zarr")
     _write(path, "u1", sharded=False)
-    location, p, opts = pickle.loads(pickle.dumps(zarrbuf.open(path, prefix_decode=True)._open_args))
-    assert opts == {"prefix_decode": True}
-    assert zarrbuf.open(location, p, **opts).prefix_decode
+    location, p, opts = pickle.loads(pickle.dumps(zarrbuf.open(path, prefix_decode=False)._open_args))
+    assert opts == {"prefix_decode": False}
+    assert not zarrbuf.open(location, p, **opts).prefix_decode
+    assert pickle.loads(pickle.dumps(zarrbuf.open(path)._open_args))[2] == {}
 
 
 def test_string_arrays_read_through_the_pipeline_with_the_key_on(tmp_path):

@@ -161,8 +161,8 @@ class Array:
 
     @property
     def prefix_decode(self) -> bool:
-        """Whether small reads decode zstd chunks only as far as they need (``open(...,
-        prefix_decode=True)``)."""
+        """Whether small reads decode zstd chunks only as far as they need (the default;
+        ``open(..., prefix_decode=False)`` decodes them whole)."""
         return bool(getattr(self._inner, "prefix_decode", False))
 
     @property
@@ -295,7 +295,7 @@ def open(  # noqa: A001 - mirrors zarr.open
     virtual_access: list[str] | None = None,
     cache: ChunkCache | None = None,
     cache_bytes: int | None = None,
-    prefix_decode: bool = False,
+    prefix_decode: bool = True,
     io_concurrency: int | None = None,
 ) -> Array:
     """Opens the zarr array at ``path`` in the store at ``location``: a directory, a zip file
@@ -323,12 +323,13 @@ def open(  # noqa: A001 - mirrors zarr.open
         >>> cache.stats()["hits"]
         0
 
-    ``prefix_decode=True`` (off by default) makes small reads (a few chunks, such as a
-    training loop's patches) decode a zstd chunk only up to the last element they need:
-    about half of it for a random plane. The rest of the chunk is not decoded, so damage
-    inside its later compressed blocks goes unseen (a whole decode reports it); the frame's
-    header, declared size and block headers are still checked. Chunks with a crc32c codec
-    or a zstd content checksum, and reads through a cache, decode whole.
+    Small reads (a few chunks, such as a training loop's patches) decode a zstd chunk only
+    up to the last element they need: about half of it for a random plane. The bytes decoded
+    from an intact prefix are the bytes written (zstd blocks refer only to earlier data), and
+    the frame's header, declared size and block headers are still checked; damage inside the
+    compressed contents of later blocks is reported by reads that need them and by ``zarrbuf
+    check``. ``prefix_decode=False`` decodes every chunk whole. Chunks with a crc32c codec or
+    a zstd content checksum, and reads through a cache, decode whole either way.
 
     Reads from object stores keep many requests in flight ahead of the decoders: each waits a
     round trip (20-80 ms on S3) before its bytes come. ``io_concurrency=N`` sets how many
@@ -343,7 +344,7 @@ def open(  # noqa: A001 - mirrors zarr.open
     # the cache stays behind: caches are per process).
     a._open_args = (str(location), path, {k: v for k, v in (
         ("branch", branch), ("tag", tag), ("snapshot", snapshot),
-        ("virtual_access", virtual_access), ("prefix_decode", prefix_decode or None),
+        ("virtual_access", virtual_access), ("prefix_decode", None if prefix_decode else False),
         ("io_concurrency", io_concurrency))
         if v is not None})
     return a

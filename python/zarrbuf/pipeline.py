@@ -52,14 +52,15 @@ Changes made to the store any other way (another process, ``store.delete``) are 
 ``pipeline_cache().clear()`` forgets everything. Arrays in local directories share cached
 chunks across ``zarr.open`` calls; arrays on object stores are cached per opened array.
 
-Small reads can decode zstd chunks only as far as they need (off by default)::
+Small reads decode zstd chunks only as far as they need (on by default; off with)::
 
-    zarr.config.set({"codec_pipeline.zarrbuf_prefix_decode": True})
+    zarr.config.set({"codec_pipeline.zarrbuf_prefix_decode": False})
 
-A read of a few chunks then decodes each zstd chunk only up to its last element the read
-needs (``zarrbuf.open(..., prefix_decode=True)``, Rust's ``decode_needed_prefix``): damage
-inside the later compressed blocks of a chunk goes unseen; headers, sizes and block headers
-are still checked; checksummed chunks and cached reads decode whole.
+A read of a few chunks decodes each zstd chunk only up to its last element the read needs
+(``zarrbuf.open(..., prefix_decode=...)``, Rust's ``decode_needed_prefix``): the bytes decoded
+from an intact prefix are the bytes written; headers, sizes and block headers are still
+checked; damage inside the later compressed blocks of a chunk is reported by the reads that
+need them and by ``zarrbuf check``; checksummed chunks and cached reads decode whole.
 
 Reads from object stores keep many requests in flight ahead of zarrbuf's decoders
 (``zarrbuf.open(..., io_concurrency=N)``); the pipeline takes ``N`` from
@@ -154,20 +155,20 @@ def pipeline_cache() -> _zarrbuf.ChunkCache | None:
 
 
 #: The config key that makes the pipeline's small reads decode zstd chunks only as far as
-#: they need (a bool, default False).
+#: they need (a bool, default True; False decodes every chunk whole).
 PREFIX_DECODE_CONFIG_KEY = "codec_pipeline.zarrbuf_prefix_decode"
 
 
 def pipeline_prefix_decode() -> bool:
-    """Whether ``codec_pipeline.zarrbuf_prefix_decode`` is set: the pipeline's small reads
-    then decode zstd chunks only up to the last element they need."""
-    value = config.get(PREFIX_DECODE_CONFIG_KEY, False)
+    """Whether the pipeline's small reads decode zstd chunks only up to the last element they
+    need: ``codec_pipeline.zarrbuf_prefix_decode``, True unless set False."""
+    value = config.get(PREFIX_DECODE_CONFIG_KEY, True)
     if isinstance(value, str):  # from the environment: ZARR_CODEC_PIPELINE__ZARRBUF_PREFIX_DECODE
         value = {"true": True, "1": True, "false": False, "0": False, "": False}.get(
             value.strip().lower(), value
         )
     if value is None:
-        return False
+        return True
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{PREFIX_DECODE_CONFIG_KEY} must be True or False, got {value!r}")
     return bool(value)

@@ -434,7 +434,10 @@ fn check_destination<S: ?Sized, D: ?Sized>(
 
 /// The read and write options of every block.
 fn block_options(opts: &CopyOptions) -> (ReadOptions, WriteOptions) {
-    let mut read_opts = ReadOptions::default().with_mode(opts.mode);
+    // A copy decodes every chunk whole: what it writes must be all the source vouches for.
+    let mut read_opts = ReadOptions::default()
+        .with_mode(opts.mode)
+        .with_decode_needed_prefix(false);
     let mut write_opts = WriteOptions::default()
         .with_mode(opts.mode)
         .with_compress(opts.compress)

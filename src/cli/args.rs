@@ -132,10 +132,13 @@ pub(crate) enum Command {
         /// small reads take; `PipelineMode::Direct`).
         #[arg(long)]
         direct: bool,
-        /// Small reads decode a zstd chunk only up to their last element
-        /// (`ReadOptions::with_decode_needed_prefix`: faster, but damage in the rest of the
-        /// chunk goes unseen; see docs/caching.md).
+        /// Small reads decode every zstd chunk whole, instead of only up to their last
+        /// element (`ReadOptions::with_decode_needed_prefix(false)`; see docs/caching.md).
         #[arg(long)]
+        no_prefix_decode: bool,
+        /// The default (small reads decode a zstd chunk only up to their last element);
+        /// kept so that scripts written for the opt-in keep working.
+        #[arg(long, hide = true, conflicts_with = "no_prefix_decode")]
         prefix_decode: bool,
         /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
         /// 128, more for small chunks); local stores ignore it.

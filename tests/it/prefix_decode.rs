@@ -21,6 +21,11 @@ fn on() -> ReadOptions {
     ReadOptions::default().with_decode_needed_prefix(true)
 }
 
+/// Every chunk decoded whole (the default is prefix decoding).
+fn off() -> ReadOptions {
+    ReadOptions::default().with_decode_needed_prefix(false)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -101,7 +106,7 @@ fn zarr_python_fixtures_read_the_same_with_the_prefix_decoded() {
         let shape = zarrbuf::open(&store, &f.path).unwrap().shape().to_vec();
         for depth in 0..shape[0] {
             for patch in plane_patches(&shape, chunks, depth) {
-                let off = both(&store, &f.path, &patch, &ReadOptions::default());
+                let off = both(&store, &f.path, &patch, &off());
                 let prefix = both(&store, &f.path, &patch, &on());
                 for (o, p) in off.iter().zip(&prefix) {
                     let (o, p) = (o.as_ref().unwrap(), p.as_ref().unwrap());
@@ -305,7 +310,7 @@ fn multi_block_chunks_read_exactly_at_every_depth() {
                     vec![z..z + 1, 3..50, 17..200],
                 ] {
                     let want = b.expected(&patch, elem);
-                    for opts in [ReadOptions::default(), on()] {
+                    for opts in [off(), on(), ReadOptions::default()] {
                         for r in both(b.store(), "", &patch, &opts) {
                             assert!(r.unwrap() == want, "{dtype} sharded={sharded} {patch:?}");
                         }
@@ -332,8 +337,7 @@ fn a_garbled_last_block_is_read_past_only_with_the_option_on() {
             for r in both(b.store(), "", &first, &on()) {
                 assert!(r.unwrap() == b.expected(&first, elem), "{what}");
             }
-            let off = ReadOptions::default();
-            for opts in [off.clone(), off.with_validate_checksums(false)] {
+            for opts in [off(), off().with_validate_checksums(false)] {
                 for r in both(b.store(), "", &first, &opts) {
                     assert!(r.is_err(), "{what}: read with the option off");
                 }
@@ -382,7 +386,7 @@ fn damage_the_walk_sees_and_checksummed_frames_are_refused_with_the_option_on() 
     for (what, edit) in edits {
         for sharded in [false, true] {
             let b = build("walk", "uint32", 4, sharded, false, edit);
-            let off = both(b.store(), "", &first, &ReadOptions::default());
+            let off = both(b.store(), "", &first, &off());
             let prefix = both(b.store(), "", &first, &on());
             for (o, p) in off.into_iter().zip(prefix) {
                 let (o, p) = (o.unwrap_err().to_string(), p.unwrap_err().to_string());

@@ -173,8 +173,11 @@ pub fn small_enough(array: &DynArray) -> bool {
     }
 }
 
+/// Whole decodes on every path (the prefix decoder, which reads past damage it need not
+/// decode, is compared with the whole decode on its own: [`prefix_decode_agrees`]).
 fn options(mode: PipelineMode, validate_checksums: bool) -> ReadOptions {
     ReadOptions::default()
+        .with_decode_needed_prefix(false)
         .with_mode(mode)
         .with_validate_checksums(validate_checksums)
         .with_staging_bytes(4 << 20)
@@ -524,7 +527,7 @@ pub fn prefix_decode_agrees(array: &DynArray, validate_checksums: bool) {
     let first: Vec<Range<u64>> = vec![0..1; array.dimensionality()];
     let proto = BufferPrototype::cpu();
     let opts = options(PipelineMode::Auto, validate_checksums);
-    let whole = array.read_opt(&first, &proto, &opts);
+    let whole = array.read_opt(&first, &proto, &opts.clone().with_decode_needed_prefix(false));
     let prefix = array.read_opt(&first, &proto, &opts.with_decode_needed_prefix(true));
     if let Ok(w) = &whole {
         let p = prefix
