@@ -14,6 +14,7 @@
 mod finding;
 mod repair;
 mod shard_check;
+mod shard_rewrite;
 mod walk;
 
 use crate::error::{Error, Result};
