@@ -135,7 +135,10 @@ impl ShardCheck {
             return Ok(None);
         };
         if bytes < self.index.encoded_size() {
-            return Err((Problem::WrongSize, "the shard is shorter than its index".into()));
+            return Err((
+                Problem::WrongSize,
+                "the shard is shorter than its index".into(),
+            ));
         }
         let Some(encoded) = storage
             .get_partial(&key, self.index.index_range())
