@@ -14,6 +14,9 @@ use zarrs::array::{
 use zarrs::storage::StoreKey;
 use zarrs::storage::byte_range::ByteRange;
 
+/// A stored shard's decoded index ((offset, size) pairs) and the shard's size in bytes.
+pub(super) type StoredIndex = (Vec<u64>, u64);
+
 /// The stored shard being checked.
 struct Shard<'a> {
     key: &'a str,
@@ -128,7 +131,7 @@ impl ShardCheck {
         &self,
         array: &DynArray,
         key: &str,
-    ) -> Result<Option<(Vec<u64>, u64)>, (Problem, String)> {
+    ) -> Result<Option<StoredIndex>, (Problem, String)> {
         let key = StoreKey::new(key).map_err(|e| (Problem::Undecodable, e.to_string()))?;
         let storage = array.storage();
         let Some(bytes) = storage.size_key(&key).map_err(|e| storage_problem(&e))? else {
