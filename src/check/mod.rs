@@ -14,6 +14,7 @@
 mod finding;
 mod repair;
 mod shard_check;
+mod shard_rewrite;
 mod vlen_check;
 mod walk;
 

@@ -15,6 +15,9 @@ use zarrs::array::{
 use zarrs::storage::StoreKey;
 use zarrs::storage::byte_range::ByteRange;
 
+/// A stored shard's decoded index ((offset, size) pairs) and the shard's size in bytes.
+pub(super) type StoredIndex = (Vec<u64>, u64);
+
 /// The stored shard being checked.
 struct Shard<'a> {
     key: &'a str,
@@ -73,12 +76,14 @@ impl ShardCheck {
             .map_err(|e| storage_problem(&e))
             .and_then(|encoded| match encoded {
                 None => Ok(None),
-                Some(encoded) => {
-                    let undecodable = |why| (Problem::Undecodable, why);
-                    let index = self.index.decode(&encoded).map_err(undecodable)?;
-                    self.index.check(&index).map_err(undecodable)?;
-                    Ok(Some(index))
-                }
+                // An impossible entry in an index that decodes (its checksum holds) is a
+                // finding for its inner chunk alone (`inner_range` refuses it below), so
+                // that a repair keeps the others.
+                Some(encoded) => self
+                    .index
+                    .decode(&encoded)
+                    .map(Some)
+                    .map_err(|why| (Problem::Undecodable, why)),
             });
         let index = match index {
             Ok(Some(index)) => index,
@@ -121,9 +126,74 @@ impl ShardCheck {
         index: &[u64],
         local: &[u64],
     ) -> Result<(), (Problem, String)> {
+        self.read_inner(array, key, chunk, index, local).map(|_| ())
+    }
+
+    /// The stored shard `key`'s index (decoded, not checked: see [`Self::read_inner`]) and
+    /// size, for a rewrite; `None` when the shard is not stored.
+    pub(super) fn index_of(
+        &self,
+        array: &DynArray,
+        key: &str,
+    ) -> Result<Option<StoredIndex>, (Problem, String)> {
+        let key = StoreKey::new(key).map_err(|e| (Problem::Undecodable, e.to_string()))?;
+        let storage = array.storage();
+        let Some(bytes) = storage.size_key(&key).map_err(|e| storage_problem(&e))? else {
+            return Ok(None);
+        };
+        if bytes < self.index.encoded_size() {
+            return Err((
+                Problem::WrongSize,
+                "the shard is shorter than its index".into(),
+            ));
+        }
+        let Some(encoded) = storage
+            .get_partial(&key, self.index.index_range())
+            .map_err(|e| storage_problem(&e))?
+        else {
+            return Ok(None);
+        };
+        let index = self
+            .index
+            .decode(&encoded)
+            .map_err(|why| (Problem::Undecodable, why))?;
+        Ok(Some((index, bytes)))
+    }
+
+    /// The encoded bytes of inner chunk `local` of the shard `key` (`bytes` long, with
+    /// `index`), read by its range and checked to decode; `None` when it is not stored.
+    pub(super) fn inner_bytes(
+        &self,
+        array: &DynArray,
+        key: &str,
+        bytes: u64,
+        index: &[u64],
+        local: &[u64],
+    ) -> Result<Option<bytes::Bytes>, (Problem, String)> {
+        let store_key = StoreKey::new(key).map_err(|e| (Problem::Undecodable, e.to_string()))?;
+        let chunk = Shard { key, bytes };
+        self.read_inner(array, &store_key, &chunk, index, local)
+    }
+
+    /// The shard index layout (its codecs, size and place), for a rewrite.
+    pub(super) fn index(&self) -> &ShardIndex {
+        &self.index
+    }
+
+    /// Reads inner chunk `local` by its range (the index entry checked on its own, by
+    /// `inner_range`) and decodes it; its encoded bytes when it decodes, `None` when it is
+    /// not stored.
+    fn read_inner(
+        &self,
+        array: &DynArray,
+        key: &StoreKey,
+        chunk: &Shard<'_>,
+        index: &[u64],
+        local: &[u64],
+    ) -> Result<Option<bytes::Bytes>, (Problem, String)> {
         let undecodable = |why: String| (Problem::Undecodable, why);
         let Some(range) = self.index.inner_range(index, local).map_err(undecodable)? else {
-            return Ok(());
+            return Ok(None);
         };
         if range.end > chunk.bytes {
             return Err((
@@ -146,7 +216,7 @@ impl ShardCheck {
             .subchunk_shape()
             .ok_or_else(|| undecodable("the array is not sharded".into()))?;
         if let Some(vlen) = &self.vlen {
-            return vlen.check(array, bytes.to_vec(), &shape);
+            return vlen.check(array, bytes.to_vec(), &shape).map(|()| Some(bytes));
         }
         let options = CodecOptions::default().with_concurrent_target(1);
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -161,7 +231,7 @@ impl ShardCheck {
         match decoded {
             Ok(Ok(decoded)) => match crate::zarr::invalid_utf8(array, &decoded) {
                 Some(why) => Err((Problem::Undecodable, why)),
-                None => Ok(()),
+                None => Ok(Some(bytes)),
             },
             Ok(Err(e)) => {
                 let e = ArrayError::CodecError(e);

@@ -29,6 +29,23 @@ pub(crate) fn destination_store(
     zarrbuf::store::open_store(&dir.to_string_lossy())
 }
 
+/// Refuses `memory://` on either side of a copy: a store in memory lives only as long as
+/// this process, so a copy into it would report success over data that is already gone, and
+/// one out of it would find a new, empty store.
+pub(crate) fn refuse_memory_store(a: &CopyCli) -> Result<()> {
+    for (side, text) in [("destination", &a.dst), ("source", &a.src)] {
+        if Location::parse(text)?.is_memory() {
+            return Err(Error::Unsupported(format!(
+                "copy {side} {text}: a memory:// store lives only inside this zarrbuf process \
+                 and is gone when it exits, so the copy would be lost (or, as a source, read \
+                 a new, empty store); copy into or out of a directory, a zip file (source \
+                 only) or an object-store URL instead"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses a zip file (or a path named `.zip`) as copy's destination: zip stores are read
 /// only. Other files are refused as not being directories.
 pub(crate) fn refuse_zip_destination(a: &CopyCli, dst: &std::path::Path) -> Result<()> {
@@ -187,6 +204,7 @@ pub(crate) fn commit(w: Writer, _message: &str) -> Result<String> {
 }
 
 pub(crate) fn copy(a: &CopyCli) -> Result<()> {
+    refuse_memory_store(a)?;
     let proto = prototype(a.device.as_deref())?;
     let memory_bytes = parse_bytes(&a.memory)?;
     let branch = icechunk_destination(a)?;

@@ -1,8 +1,10 @@
 //! What a store location names — a local path (a directory, a zip file or an icechunk
 //! repository's directory; a `file://` URL is the same path), an object-store URL, or
 //! `memory://` — parsed once from the user's string, and compared canonically: symlinks and
-//! `..` resolved, path components rather than string prefixes.
+//! `..` resolved, path components rather than string prefixes, and existing local directories
+//! also by identity (device and inode), which no second path to them (a bind mount) escapes.
 
+use super::file_identity::{FileId, is_at_or_above};
 use crate::error::{Error, Result};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -17,7 +19,8 @@ use std::str::FromStr;
 /// [`contains`](Self::contains) and [`overlaps`](Self::overlaps) compare locations after
 /// resolving symlinks and `..` (local paths) or normalising the URL (scheme and host in lower
 /// case, empty and `.` segments dropped, `..` applied), always by whole path components, so
-/// `data.zarr` never contains `data.zarr2`.
+/// `data.zarr` never contains `data.zarr2`; existing local directories are also compared by
+/// device and inode, so a bind mount of a directory is that directory.
 ///
 /// Every `memory://` location names a new, empty store of its own, so a memory location never
 /// contains or overlaps another (stores in memory are compared by identity instead).
@@ -249,11 +252,17 @@ impl Location {
     }
 
     /// Whether `other` is this location or lies inside it, compared canonically (see
-    /// [`canonical`](Self::canonical)) by whole path components. A local path and a URL
-    /// never contain each other; memory locations contain nothing.
+    /// [`canonical`](Self::canonical)) by whole path components, and for local paths also by
+    /// identity: when this location exists, it contains `other` if it is `other` or one of
+    /// `other`'s existing ancestors by device and inode, however the two are named (a bind
+    /// mount of a directory is that directory). A local path and a URL never contain each
+    /// other; memory locations contain nothing.
     pub fn contains(&self, other: &Location) -> bool {
         match (&self.canonical().kind, &other.canonical().kind) {
-            (Kind::Local(outer), Kind::Local(inner)) => inner.starts_with(outer),
+            (Kind::Local(outer), Kind::Local(inner)) => {
+                inner.starts_with(outer)
+                    || FileId::of(outer).is_some_and(|id| is_at_or_above(id, inner))
+            }
             (
                 Kind::Url {
                     scheme: s1,

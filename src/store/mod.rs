@@ -13,6 +13,7 @@
 
 pub(crate) mod atomic_store;
 mod blocking_store;
+mod file_identity;
 #[cfg(feature = "icechunk")]
 pub(crate) mod icechunk;
 #[cfg(feature = "icechunk")]

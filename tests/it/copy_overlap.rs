@@ -1,7 +1,8 @@
 //! A copy never writes into its own source: `zarrbuf copy` and the library (`create_like`,
 //! `resume_like`, `copy_array`) refuse a destination that is the source, lies inside it or
 //! holds it — named through another path, a symlink, `..` or a `file://` URL, in memory —
-//! with or without `--overwrite`, and the source stays whole.
+//! with or without `--overwrite`, and the source stays whole; a bind mount of the source is
+//! the source (compared by device and inode); and `memory://` is refused on either side.
 
 use crate::common::root;
 use std::path::{Path, PathBuf};
@@ -225,5 +226,101 @@ fn library_refuses_overlapping_locations_of_stores_it_opened() {
     // Another directory is fine.
     let elsewhere = zarrbuf::store::open_store(&format!("{d}/store.zarr2")).unwrap();
     zarrbuf::create_like(&src, src.shape(), elsewhere, "/", &layout, false).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `zarrbuf ARGS` in a private mount namespace where `target` is a bind mount of
+/// `source` (`unshare -m`: the mount is gone when the command ends); `None` when this user
+/// cannot bind-mount.
+fn zarrbuf_through_bind_mount(source: &Path, target: &Path, args: &[&str]) -> Option<Output> {
+    let script = r#"mount --bind "$1" "$2" || exit 97; shift 2; exec "$@""#;
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(source)
+        .arg(target)
+        .arg(env!("CARGO_BIN_EXE_zarrbuf"))
+        .args(args)
+        .env_remove("ZARRBUF_DEVICE")
+        .output()
+        .ok()?;
+    // 97: mount refused; unshare's own failure (no namespaces for this user) exits 1 before
+    // anything ran and says so on stderr.
+    let unshare_failed = String::from_utf8_lossy(&o.stderr).starts_with("unshare:");
+    (o.status.code() != Some(97) && !unshare_failed).then_some(o)
+}
+
+#[test]
+fn cli_refuses_a_destination_that_is_a_bind_mount_of_the_source() {
+    let dir = stores("bind-mount");
+    let d = dir.to_str().unwrap();
+    let store = dir.join("store.zarr");
+    let mount = dir.join("mnt");
+    std::fs::create_dir_all(&mount).unwrap();
+    let want = contents(&store, "");
+    let want_inner = contents(&store, "inner");
+    let m = mount.to_str().unwrap();
+    let s = format!("{d}/store.zarr");
+    // `mnt` is `store.zarr` by identity only: no symlink or `..` leads from one to the other.
+    let cases: Vec<Vec<String>> = vec![
+        vec![s.clone(), m.into()],
+        vec![format!("{s}/inner"), m.into()],
+        vec![s.clone(), format!("{m}/inner")],
+        vec![s.clone(), format!("{m}/new/deeper")],
+        vec![m.into(), s.clone()],
+        vec![s.clone(), m.into(), "--dst-path".into(), "inner/x".into()],
+    ];
+    for case in &cases {
+        for flag in ["--overwrite", "--resume", ""] {
+            let mut args: Vec<&str> = vec!["copy"];
+            args.extend(case.iter().map(String::as_str));
+            if !flag.is_empty() {
+                args.push(flag);
+            }
+            let Some(o) = zarrbuf_through_bind_mount(&store, &mount, &args) else {
+                zarrbuf_test_support::skip(
+                    zarrbuf_test_support::Need::Mounts,
+                    "copies into a bind mount of their source",
+                    "this user cannot bind-mount in a private mount namespace (unshare -m)",
+                );
+                std::fs::remove_dir_all(&dir).unwrap();
+                return;
+            };
+            assert_refused(&o);
+            assert_eq!(contents(&store, ""), want, "{args:?} changed the source");
+            assert_eq!(contents(&store, "inner"), want_inner, "{args:?} changed it");
+        }
+    }
+    // Beside the source through the mount is still fine.
+    let o = zarrbuf_through_bind_mount(
+        &store,
+        &mount,
+        &["copy", &format!("{s}/inner"), m, "--dst-path", "inner2"],
+    )
+    .expect("mounted above");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(contents(&store, "inner2"), want_inner);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cli_refuses_a_memory_store_on_either_side() {
+    let dir = stores("memory");
+    let s = dir.join("store.zarr").to_string_lossy().into_owned();
+    let want = contents(&dir.join("store.zarr"), "");
+    for args in [
+        vec!["copy", s.as_str(), "memory://x"],
+        vec!["copy", s.as_str(), "MEMORY://", "--overwrite"],
+        vec!["copy", "memory://", s.as_str(), "--overwrite"],
+    ] {
+        let o = zarrbuf(&args);
+        assert!(!o.status.success(), "{args:?} ran: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.starts_with("error: ") && err.contains("memory:// store lives only"),
+            "{args:?}: {err}"
+        );
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("copied"));
+        assert_eq!(contents(&dir.join("store.zarr"), ""), want, "{args:?}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -49,6 +49,7 @@ mod s3_faults;
 mod s3_requests;
 mod shard_encode;
 mod shard_index_cache;
+mod shard_repair;
 mod shared_fetch;
 mod soundness;
 mod store_conformance;

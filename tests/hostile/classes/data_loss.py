@@ -1,7 +1,9 @@
 """Commands that must not destroy what they were not asked to: copies whose destination
 overlaps their source (inside it, around it, the same directory by another spelling, a
-symlink to it), and check --repair on files it must leave alone (an intact chunk it cannot
-open, a user's `draft#2`, a live writer's temporary file)."""
+symlink to it, a bind mount of it), copies into memory://, check --repair on files it must
+leave alone (an intact chunk it cannot open, a user's `draft#2`, a live writer's temporary
+file) and on a shard with one impossible index entry, and a second writer after the lock
+file was deleted (the last four: `data_loss_round2.py`, issue 36)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import socket
 import subprocess
 
 from case import CORRECT, ERROR, SAFE_WRITES, STORE_FLOOR, Case
+from classes import data_loss_round2
 from stores import chunk_path, dense_1d, v3_group
 
 CLS = "data-loss"
@@ -94,4 +97,4 @@ def cases(ctx):
     staging = live / "c" / "3#1"
     staging.write_bytes(b"half a chunk")
     out.append(Case(f"{CLS}/repair-live-writer-temp/check-repair", args=["check", str(live), "--repair"], protect=[tmp, staging], **r))
-    return out
+    return out + data_loss_round2.cases(ctx)

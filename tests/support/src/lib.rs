@@ -51,6 +51,10 @@ pub enum Need {
     /// A user whom file permissions bind (root reads a file whatever its mode);
     /// `ZARRBUF_REQUIRE_UNPRIVILEGED=1` turns the skip into a failure.
     Unprivileged,
+    /// Bind mounts in a private mount namespace (`unshare -m` and `mount --bind`: root, or
+    /// a user namespace); `ZARRBUF_REQUIRE_MOUNTS=1` (set by scripts/test when it runs as
+    /// root, as CI does) turns the skip into a failure.
+    Mounts,
 }
 
 impl Need {
@@ -62,6 +66,7 @@ impl Need {
             Need::Nvcomp => "ZARRBUF_REQUIRE_NVCOMP",
             Need::Nvrtc => "ZARRBUF_REQUIRE_NVRTC",
             Need::Unprivileged => "ZARRBUF_REQUIRE_UNPRIVILEGED",
+            Need::Mounts => "ZARRBUF_REQUIRE_MOUNTS",
         }
     }
 
