@@ -98,11 +98,7 @@ pub struct ArrayId(Arc<Ident>);
 
 impl std::fmt::Debug for ArrayId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ArrayId({:?} #{:016x})",
-            self.0.node, self.0.fingerprint
-        )
+        write!(f, "ArrayId({:?} #{:016x})", self.0.node, self.0.fingerprint)
     }
 }
 
