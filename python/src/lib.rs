@@ -41,8 +41,12 @@ use varlen_handle::Opened;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// Named `zarrbuf.ZarrbufError` (where `zarrbuf/__init__.py` exports it), not after the
+// extension module: pickle finds a class by `__module__` and `__qualname__`, and a worker
+// process (a DataLoader's, a process pool's) can only send its error back when that name
+// imports. Instances keep their args and `__dict__` through BaseException's `__reduce__`.
 create_exception!(
-    _zarrbuf,
+    zarrbuf,
     ZarrbufError,
     PyException,
     "An error reported by zarrbuf (the message is zarrbuf's)."

@@ -3,6 +3,8 @@ and the codec pipeline's process-wide cache (codec_pipeline.zarrbuf_cache_bytes)
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import zarr
@@ -83,6 +85,40 @@ def test_a_zarrbuf_write_invalidates_every_cache(tmp_path):
     assert np.asarray(reader[0:1, 0:1])[0, 0] == 0
     reader.invalidate_cache()
     assert np.asarray(reader[0:1, 0:1])[0, 0] == 12345
+
+
+def spellings(store, link):
+    """Every way of naming node g/a of the directory store ``store`` as (location, path)."""
+    s, rel = str(store), "./" + os.path.relpath(store)
+    return [
+        (s, "g/a"), (s + "/", "/g/a/"), ("file://" + s, "g/a"), (s + "/./g/../", "g/a"),
+        (rel, "g/a"), (s + "/g", "a"), (s + "/g/", "/a"), ("file://" + s + "/g/", "a/"),
+        (s + "/./g", "a"), (rel + "/g/", "a"), (s + "/g/a", ""), (str(link) + "/g", "a"),
+    ]
+
+
+def test_one_array_however_it_is_named(tmp_path):
+    store = tmp_path / "s.zarr"
+    zarr.create_group(str(store)).create_group("g").create_array(
+        "a", shape=(16, 16), chunks=(8, 8), dtype="i4", fill_value=0)
+    (tmp_path / "link.zarr").symlink_to(store)
+    names = spellings(store, tmp_path / "link.zarr")
+    value = 0
+    for w, (wloc, wpath) in enumerate(names):
+        writer = zarrbuf.open(wloc, wpath)
+        for r, (rloc, rpath) in enumerate(names):
+            if r == w:
+                continue
+            reader = zarrbuf.open(rloc, rpath, cache_bytes=1 << 20)
+            assert (np.asarray(reader[...]) == value).all()
+            value += 1
+            writer[...] = np.full((16, 16), value, "i4")
+            got = np.asarray(reader[...])
+            assert (got == value).all(), (
+                f"written through {(wloc, wpath)}, read through {(rloc, rpath)}: its cache "
+                f"served {got[0, 0]}"
+            )
+            assert reader.cache.stats()["misses"] == 8, reader.cache.stats()
 
 
 def test_streams_read_through_the_cache(tmp_path):

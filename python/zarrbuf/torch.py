@@ -31,6 +31,12 @@ warm from epoch to epoch. Workers started by ``fork`` (Linux's default), ``forks
 ``spawn`` all work: zarrbuf builds its thread pool and async runtime again in a forked
 process.
 
+Errors in DataLoader worker processes reach the training loop: zarrbuf's errors (a damaged
+chunk, a store that went away) cross to the main process as ``ZarrbufError`` with their
+message, for both datasets and any ``num_workers``; an error whose class a worker cannot
+send (one defined inside a function, raised by a ``transform``) arrives as ``RuntimeError``
+naming it, instead of hanging the loader or ending an iterable epoch early.
+
 This module imports torch; ``import zarrbuf`` does not.
 """
 
@@ -39,9 +45,10 @@ from __future__ import annotations
 import itertools
 import operator
 import os
+import pickle
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -340,6 +347,28 @@ class _Source:
         return state
 
 
+def _class_crosses(cls: type) -> bool:
+    """Whether a DataLoader worker can send an exception of class ``cls`` to the main process:
+    torch pickles the class by name (with the message as text), and a class it cannot find
+    by name is lost, which hangs a map-style loader and ends an iterable epoch silently."""
+    try:
+        return pickle.loads(pickle.dumps(cls)) is cls
+    except Exception:
+        return False
+
+
+def _raise_sendable(error: Exception) -> NoReturn:
+    """Raises ``error`` (call it in an ``except`` block), or, in a DataLoader worker when its
+    class cannot cross to the main process, a ``RuntimeError`` naming it and chained to it."""
+    if torch.utils.data.get_worker_info() is None or _class_crosses(type(error)):
+        raise error
+    cls = type(error)
+    raise RuntimeError(
+        f"{cls.__module__}.{cls.__qualname__} (a class a DataLoader worker cannot send to the "
+        f"main process, so it arrives as RuntimeError): {error}"
+    ) from error
+
+
 def _device(device: Any) -> str:
     d = str(device)
     if d != "cpu" and not d.startswith("cuda"):
@@ -447,14 +476,20 @@ class ZarrDataset(_PatchReader, Dataset):
         return len(self.origins)
 
     def __getitem__(self, index: int) -> Any:
-        sel = self.selection(self._index(index))
-        return self._tensor(self.array.read(sel, device=self.device))
+        try:
+            sel = self.selection(self._index(index))
+            return self._tensor(self.array.read(sel, device=self.device))
+        except Exception as e:
+            _raise_sendable(e)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """The patches of ``indices``, read concurrently (at most ``prefetch`` at once)."""
-        sels = [self.selection(self._index(i)) for i in indices]
-        stream = self.array.read_stream(sels, device=self.device, prefetch=self.prefetch)
-        return [self._tensor(x) for x in stream]
+        try:
+            sels = [self.selection(self._index(i)) for i in indices]
+            stream = self.array.read_stream(sels, device=self.device, prefetch=self.prefetch)
+            return [self._tensor(x) for x in stream]
+        except Exception as e:
+            _raise_sendable(e)
 
 
 class ZarrIterableDataset(_PatchReader, IterableDataset):
@@ -504,6 +539,12 @@ class ZarrIterableDataset(_PatchReader, IterableDataset):
         self.sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self._patches_or_batches()
+        except Exception as e:
+            _raise_sendable(e)
+
+    def _patches_or_batches(self) -> Iterator[Any]:
         sels = (self.selection(i) for i in self.sampler)
         stream = self.array.read_stream(sels, device=self.device, prefetch=self.prefetch)
         patches = (self._tensor(x) for x in stream)

@@ -7,56 +7,64 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Weak};
 use zarrs::array::Array;
 
-/// Which store an array lives in.
+/// Where an array lives: a node of a store, whatever its metadata.
 #[derive(Clone)]
-enum StoreId {
-    /// The canonical location of a store zarrbuf opened at a directory, a zip file or an
-    /// object-store URL: stores opened at one place more than once share it.
-    Location(String),
-    /// Any other store (memory, icechunk sessions, a caller's own store object), by the
-    /// address of the store object. The key holds a weak reference to it, which keeps the
-    /// allocation from being reused by another store while the key exists.
+pub(crate) enum Node {
+    /// The canonical location of the node in a store zarrbuf opened at a directory, a zip
+    /// file or an object-store URL: the store's location joined with the node path, so that
+    /// one place is one node however the user split it (`s.zarr` and `g/a`, or `s.zarr/g`
+    /// and `a`; a `file://` URL, trailing slashes, `./`, symlinks).
+    Located(String),
+    /// A node of any other store (memory, icechunk sessions, a caller's own store object):
+    /// the address of the store object and the node path. The key holds a weak reference to
+    /// the store, which keeps the allocation from being reused by another store while the
+    /// key exists.
     Object {
         address: usize,
+        path: String,
         _keep: Arc<dyn Any + Send + Sync>,
     },
 }
 
-impl PartialEq for StoreId {
+impl PartialEq for Node {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (StoreId::Location(a), StoreId::Location(b)) => a == b,
-            (StoreId::Object { address: a, .. }, StoreId::Object { address: b, .. }) => a == b,
+            (Node::Located(a), Node::Located(b)) => a == b,
+            (
+                Node::Object {
+                    address: a,
+                    path: p,
+                    ..
+                },
+                Node::Object {
+                    address: b,
+                    path: q,
+                    ..
+                },
+            ) => a == b && p == q,
             _ => false,
         }
     }
 }
 
-impl Eq for StoreId {}
+impl Eq for Node {}
 
-impl Hash for StoreId {
+impl Hash for Node {
     fn hash<H: Hasher>(&self, state: &mut H) {
         match self {
-            StoreId::Location(l) => (0u8, l).hash(state),
-            StoreId::Object { address, .. } => (1u8, address).hash(state),
+            Node::Located(l) => (0u8, l).hash(state),
+            Node::Object { address, path, .. } => (1u8, address, path).hash(state),
         }
     }
 }
 
-impl std::fmt::Debug for StoreId {
+impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreId::Location(l) => write!(f, "{l}"),
-            StoreId::Object { address, .. } => write!(f, "store@{address:#x}"),
+            Node::Located(l) => write!(f, "{l}"),
+            Node::Object { address, path, .. } => write!(f, "store@{address:#x}:{path}"),
         }
     }
-}
-
-/// A node of a store: an array whatever its metadata.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub(crate) struct Node {
-    store: StoreId,
-    path: String,
 }
 
 #[derive(PartialEq, Eq, Hash, Debug)]
@@ -65,9 +73,9 @@ struct Ident {
     fingerprint: u64,
 }
 
-/// One array as a cache knows it: its store (the canonical location when zarrbuf opened the
-/// store at a directory, zip file or URL, else the store object itself), its node path and a
-/// fingerprint of its metadata (attributes left out), so that the same array opened twice
+/// One array as a cache knows it: its node (the canonical location of the store joined with
+/// the node path when zarrbuf opened the store at a directory, zip file or URL, else the
+/// store object itself and the node path) and a fingerprint of its metadata (attributes left out), so that the same array opened twice
 /// shares cached chunks and an array re-created with other metadata never sees the old
 /// one's. Cheap to clone.
 ///
@@ -90,11 +98,7 @@ pub struct ArrayId(Arc<Ident>);
 
 impl std::fmt::Debug for ArrayId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ArrayId({:?}:{} #{:016x})",
-            self.0.node.store, self.0.node.path, self.0.fingerprint
-        )
+        write!(f, "ArrayId({:?} #{:016x})", self.0.node, self.0.fingerprint)
     }
 }
 
@@ -102,21 +106,20 @@ impl ArrayId {
     /// The identity of `array`.
     pub fn of<S: ?Sized + Send + Sync + 'static>(array: &Array<S>) -> ArrayId {
         let storage = array.storage();
-        let store = match crate::store::store_identity(storage.as_ref()) {
-            Some(location) => StoreId::Location(location),
+        let path = array.path().as_str();
+        let node = match crate::store::node_identity(storage.as_ref(), path) {
+            Some(location) => Node::Located(location),
             None => {
                 let weak: Weak<S> = Arc::downgrade(&storage);
-                StoreId::Object {
+                Node::Object {
                     address: Arc::as_ptr(&storage).cast::<()>() as usize,
+                    path: path.to_string(),
                     _keep: Arc::new(weak),
                 }
             }
         };
         ArrayId(Arc::new(Ident {
-            node: Node {
-                store,
-                path: array.path().as_str().to_string(),
-            },
+            node,
             fingerprint: crate::zarr::metadata_fingerprint(array),
         }))
     }

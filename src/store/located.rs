@@ -8,15 +8,23 @@
 //! `MemoryStore` it built) are compared by identity only.
 
 use super::location::Location;
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// How many node identities each store keeps (a store's arrays; past it they are made again).
+const MAX_NODE_IDENTITIES: usize = 4096;
 
 /// A store zarrbuf opened: its address, whether it is still alive, and its location.
 struct Entry {
     address: usize,
     alive: Box<dyn Fn() -> bool + Send + Sync>,
     location: Location,
-    /// The canonical location as text, made once here (it asks the file system).
-    identity: Option<String>,
+    /// `location` made canonical when the store was opened (a relative path taken from the
+    /// current directory then).
+    canonical: Location,
+    /// The canonical location of each node asked for so far, by node path (see
+    /// [`node_identity`]): made once, since it asks the file system.
+    nodes: Mutex<HashMap<String, Option<String>>>,
 }
 
 static OPENED: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -33,7 +41,8 @@ pub(crate) fn remember<T: ?Sized + Send + Sync + 'static>(store: &Arc<T>, locati
         address: address(store.as_ref()),
         alive: Box::new(move || weak.strong_count() > 0),
         location: location.clone(),
-        identity: location.identity(),
+        canonical: location.canonical(),
+        nodes: Mutex::new(HashMap::new()),
     };
     let mut opened = OPENED
         .lock()
@@ -61,11 +70,32 @@ fn with_opened<T: ?Sized, R>(store: &T, f: impl FnOnce(&Entry) -> Option<R>) -> 
         .and_then(f)
 }
 
-/// The canonical location of `store` as text (see [`Location::identity`]), if zarrbuf opened
-/// it at a directory, a zip file or an object-store URL and it is still alive: two stores
-/// opened at one place have the same identity.
-pub(crate) fn store_identity<T: ?Sized>(store: &T) -> Option<String> {
-    with_opened(store, |e| e.identity.clone())
+/// The canonical location of the node at `path` in `store`, as text (see
+/// [`Location::identity`]): the store's canonical location joined with the node path, then
+/// resolved again (a group may be a symlink).
+/// Every way of splitting one place into a store location and a node path — `s.zarr` with
+/// `g/a`, `s.zarr/g` with `a`, a `file://` URL, trailing slashes, `./`, a symlink — gives the
+/// same text. `None` when zarrbuf did not open `store` at a directory, a zip file or an
+/// object-store URL, or the store is gone.
+pub(crate) fn node_identity<T: ?Sized>(store: &T, path: &str) -> Option<String> {
+    let known = |e: &Entry| {
+        let nodes = e.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(nodes.get(path).cloned().ok_or_else(|| e.canonical.clone()))
+    };
+    // Resolved outside the registry's lock: it asks the file system.
+    let identity = match with_opened(store, known)? {
+        Ok(identity) => return identity,
+        Err(location) => location.join(path).identity(),
+    };
+    with_opened(store, |e| {
+        let mut nodes = e.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        if nodes.len() >= MAX_NODE_IDENTITIES {
+            nodes.clear();
+        }
+        nodes.insert(path.to_string(), identity.clone());
+        Some(())
+    });
+    identity
 }
 
 /// Whether `store` tells a key's size cheaply: zarrbuf opened it on a local path (a
@@ -150,6 +180,28 @@ mod tests {
         let address_of_inner = address(inner.as_ref());
         drop(inner);
         assert!(location_of_address(address_of_inner).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_node_has_one_identity_however_it_is_split() {
+        let dir = std::env::temp_dir().join(format!("zarrbuf-node-id-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("s.zarr/g/a")).unwrap();
+        let at = |p: &str| Location::parse(&format!("{}/{p}", dir.display())).unwrap();
+        let root: Arc<Vec<u8>> = Arc::new(Vec::new());
+        let group: Arc<Vec<u8>> = Arc::new(Vec::new());
+        let other: Arc<Vec<u8>> = Arc::new(Vec::new());
+        remember(&root, &at("s.zarr/"));
+        remember(&group, &at("./s.zarr/g/../g"));
+        remember(&other, &at("s.zarr/g/a"));
+        let id = node_identity(&*root, "/g/a").unwrap();
+        assert_eq!(node_identity(&*root, "/g/a"), Some(id.clone())); // remembered
+        assert_eq!(node_identity(&*group, "/a"), Some(id.clone()));
+        assert_eq!(node_identity(&*other, "/"), Some(id.clone()));
+        assert_ne!(node_identity(&*group, "/b"), Some(id));
+        let memory: Arc<Vec<u8>> = Arc::new(Vec::new());
+        remember(&memory, &Location::parse("memory://").unwrap());
+        assert_eq!(node_identity(&*memory, "/a"), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -47,8 +47,8 @@ pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
 pub(crate) use key::check_key;
 pub(crate) use local_reads::{LocalReads, reading_inline};
 pub(crate) use located::{
-    fetches_are_remote, location_of, nodes_in_stores_overlap, remember, sizes_are_cheap,
-    store_identity,
+    fetches_are_remote, location_of, node_identity, nodes_in_stores_overlap, remember,
+    sizes_are_cheap,
 };
 pub(crate) use open::{
     DynArray, check_local_location, icechunk_route, icechunk_sync_store, label, opens_as_icechunk,

@@ -15,6 +15,7 @@ mod common;
 
 mod array_facts;
 mod blosc_device;
+mod cache_identity;
 mod chunk_cache;
 mod cli;
 mod conformance;
