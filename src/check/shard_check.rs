@@ -216,7 +216,9 @@ impl ShardCheck {
             .subchunk_shape()
             .ok_or_else(|| undecodable("the array is not sharded".into()))?;
         if let Some(vlen) = &self.vlen {
-            return vlen.check(array, bytes.to_vec(), &shape).map(|()| Some(bytes));
+            return vlen
+                .check(array, bytes.to_vec(), &shape)
+                .map(|()| Some(bytes));
         }
         let options = CodecOptions::default().with_concurrent_target(1);
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

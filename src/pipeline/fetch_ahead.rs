@@ -25,13 +25,17 @@
 //! finish the request they are in and stop.
 
 use super::ShardReads;
-use super::read_driver::Fetch;
 use super::shard_reads::Ahead;
 use crate::error::Result;
 use crate::zarr::{Unit, UnitPlan};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads
+/// and on the fetch-ahead stage's I/O threads.
+pub(crate) type Fetch<'a> =
+    dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
 
 /// Runs one shard request a fetch-ahead thread leads (an index or a merged range), on the
 /// read's store; its outcome is published to the workers through the leader it carries.

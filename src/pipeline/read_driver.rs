@@ -5,6 +5,7 @@
 use super::ShardReads;
 use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
+use super::fetch_ahead::Fetch;
 use super::fetch_ahead::{AheadLimits, FetchAhead, RunAhead};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
@@ -21,10 +22,6 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Once;
 use zarrs::array::{Array, CodecOptions};
-
-/// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads.
-pub(crate) type Fetch<'a> =
-    dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
 
 /// How a read fetches the inner chunks of a sharded array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,8 +13,8 @@
 //! plan and decoders ([`SmallRead`]) through `small_read_async.rs`.
 
 use super::ShardReads;
+use super::fetch_ahead::Fetch;
 use super::fetch_flight::{FlightKey, fetch_shared};
-use super::read_driver::Fetch;
 use crate::buffer::NDBuffer;
 use crate::dtype::ByteOrder;
 use crate::error::Result;

@@ -527,7 +527,11 @@ pub fn prefix_decode_agrees(array: &DynArray, validate_checksums: bool) {
     let first: Vec<Range<u64>> = vec![0..1; array.dimensionality()];
     let proto = BufferPrototype::cpu();
     let opts = options(PipelineMode::Auto, validate_checksums);
-    let whole = array.read_opt(&first, &proto, &opts.clone().with_decode_needed_prefix(false));
+    let whole = array.read_opt(
+        &first,
+        &proto,
+        &opts.clone().with_decode_needed_prefix(false),
+    );
     let prefix = array.read_opt(&first, &proto, &opts.with_decode_needed_prefix(true));
     if let Ok(w) = &whole {
         let p = prefix
