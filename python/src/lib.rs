@@ -252,20 +252,19 @@ fn open_with_metadata(
             Inner::Sync(Arc::new(array))
         } else {
             let store = match &session {
-                Some(bytes) => zarrbuf::store::RemoteStore::from_icechunk_session(bytes)?,
+                Some(bytes) => Arc::new(zarrbuf::store::RemoteStore::from_icechunk_session(bytes)?),
                 None => {
                     let options = options.unwrap_or_default();
                     let pairs: Vec<(&str, &str)> = options
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.as_str()))
                         .collect();
-                    zarrbuf::store::RemoteStore::new(zarrbuf::store::object_store_for_url(
-                        root, &pairs,
-                    )?)
+                    // Remembered as living at `root`: its reads fetch ahead of the decoders.
+                    zarrbuf::store::RemoteStore::at_url(root, &pairs)?
                 }
             };
-            let array = zarrs::array::Array::new_with_metadata(Arc::new(store), &node, meta)
-                .map_err(refused)?;
+            let array =
+                zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Async(Arc::new(array))
         };
         Opened::new(inner, label)

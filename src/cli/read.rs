@@ -176,7 +176,6 @@ pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 /// For object-store URLs, the limit on requests in flight the reads ran with.
 fn io_note(store: &str, opts: &ReadOptions) -> String {
     let remote = zarrbuf::store::Location::parse(store).is_ok_and(|l| l.is_url());
@@ -193,6 +192,7 @@ fn io_note(store: &str, opts: &ReadOptions) -> String {
     format!(", io concurrency {n}{auto}")
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn bench(
     store: &str,
     path: &str,

@@ -4,7 +4,7 @@
 //! them), so that arrays a caller builds over the store with zarrs directly read as
 //! [`open`](crate::open)'s do.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::{Location, OpenOptions, RemoteStore};
 use object_store::ObjectStore;
 use std::sync::Arc;
@@ -86,6 +86,29 @@ impl RemoteStore {
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
         super::codecs::register_zarrs_overrides();
         RemoteStore::over(store)
+    }
+
+    /// The store at an object-store URL (or a `file://` one, read straight from its files),
+    /// with object_store's options from the environment and `options` (see
+    /// [`crate::store::object_store_for_url`]), remembered as living there: its reads fetch
+    /// ahead of their decoders (`ReadOptions::with_io_concurrency`), and copies and caches
+    /// know where it is. What `open_async` opens arrays in; for callers that build arrays
+    /// from metadata they already hold.
+    ///
+    /// ```
+    /// let store = zarrbuf::store::RemoteStore::at_url("memory://", &[])?;
+    /// assert!(store.object_store().unwrap().to_string().contains("InMemory"));
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    pub fn at_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<Self>> {
+        let parsed = crate::store::Location::parse(url)?;
+        let mut store = RemoteStore::new(crate::store::object_store_for_url(url, options)?);
+        if let Some(local) = crate::store::LocalReads::for_url(url) {
+            store = store.with_local_reads(local.map_err(|e| Error::store(url, e, None))?);
+        }
+        let store = Arc::new(store);
+        crate::store::remember(&store, &parsed);
+        Ok(store)
     }
 
     /// Reads through a read-only icechunk session that icechunk serialized
