@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{
-    InnerFetch, caches_on_device, check_output_size, fetch_unit, miss_options, miss_output,
-    read_small, read_through_cache, run_ahead_sync, run_staged,
+    FetchStage, InnerFetch, caches_on_device, check_output_size, fetch_unit, miss_options,
+    miss_output, read_small, read_through_cache, run_ahead_sync, run_staged,
 };
 use crate::zarr::{
     ShardIndex, UnitSource, check_stored_size, check_subset, chunk_error, data_type_of,
@@ -612,7 +612,11 @@ fn read_staged<S: ?Sized + ReadableStorageTraits + 'static>(
         out,
         opts,
         InnerFetch::for_store(array),
-        &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
-        Some(&|shards, job| run_ahead_sync(array, shards, job)),
+        &FetchStage {
+            fetch: &|plan, shards, unit| fetch_unit(array, plan, shards, unit),
+            run_ahead: Some(&|shards, job| run_ahead_sync(array, shards, job)),
+            fetch_async: None,
+            check: &|| Ok(()),
+        },
     )
 }

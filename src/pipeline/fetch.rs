@@ -3,14 +3,16 @@
 //! reads as the fill value. A whole chunk stored larger than any encoding of it is refused
 //! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
 
-use super::ShardReads;
+use super::fetch_ahead::AsyncFetch;
 use super::fetch_flight::{FlightKey, fetch_shared, fetch_shared_async};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
 use super::small_read::flight_unit;
+use super::{Cancel, ShardReads};
 use crate::error::{Error, Result};
 use crate::zarr::{
     ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };
+use futures::future::BoxFuture;
 use futures::future::join_all;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -312,6 +314,36 @@ fn get_index_sync<S: ?Sized + ReadableStorageTraits + 'static>(
                 .map_err(|e| e.to_string()),
         )
     }))
+}
+
+/// The units of a read of an async store fetched as futures by the fetch-ahead stage, on the
+/// read's runtime, each given up when the read's future is dropped.
+pub(crate) struct AsyncUnits<'a, S: ?Sized> {
+    pub array: &'a Array<S>,
+    pub handle: &'a tokio::runtime::Handle,
+    pub cancel: &'a Cancel,
+    /// What the cancellation error calls the operation ("read", "read stream").
+    pub what: &'static str,
+}
+
+impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits<'_, S> {
+    fn block_on(&self, fut: BoxFuture<'_, ()>) {
+        crate::store::reading_inline(|| self.handle.block_on(fut));
+    }
+
+    fn fetch<'b>(
+        &'b self,
+        plan: &'b UnitPlan,
+        shards: Option<&'b ShardReads>,
+        unit: &'b Unit,
+    ) -> BoxFuture<'b, Result<Option<Vec<u8>>>> {
+        Box::pin(async move {
+            self.cancel.check(self.what)?;
+            self.cancel
+                .unless_dropped(self.what, fetch_unit_async(self.array, plan, shards, unit))
+                .await
+        })
+    }
 }
 
 /// One ranged read of `key` from an async store, as the shard fetch stage keeps it.

@@ -28,6 +28,8 @@ use super::ShardReads;
 use super::shard_reads::Ahead;
 use crate::error::Result;
 use crate::zarr::{Unit, UnitPlan};
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -36,6 +38,37 @@ use std::time::Duration;
 /// and on the fetch-ahead stage's I/O threads.
 pub(crate) type Fetch<'a> =
     dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
+
+/// Fetches for the fetch-ahead stage of an async store: one I/O thread drives every request
+/// in flight as a future on the read's runtime, instead of a thread blocked per request
+/// (measured on 2 cores: 512 threads each waiting for one request read 32³ chunks at a
+/// quarter of the rate of 32, with no delay at all).
+pub(crate) trait AsyncFetch: Sync {
+    /// Runs `fut` to completion from this (blocking) thread, on the read's runtime.
+    fn block_on(&self, fut: BoxFuture<'_, ()>);
+    /// The encoded bytes of `unit` (`None`: not stored).
+    fn fetch<'a>(
+        &'a self,
+        plan: &'a UnitPlan,
+        shards: Option<&'a ShardReads>,
+        unit: &'a Unit,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>>>;
+}
+
+/// How a read fetches: the plain fetch its workers call, and what the fetch-ahead stage
+/// may use besides (for object stores).
+#[derive(Clone, Copy)]
+pub(crate) struct FetchStage<'a> {
+    /// One unit's bytes, on the calling thread.
+    pub fetch: &'a Fetch<'a>,
+    /// Runs a shard request led ahead (sharded reads that merge ranges).
+    pub run_ahead: Option<&'a RunAhead<'a>>,
+    /// Fetches plain units as futures (async stores).
+    pub fetch_async: Option<&'a dyn AsyncFetch>,
+    /// Whether the read was given up (its future dropped): checked before a worker takes a
+    /// unit fetched ahead, as the plain fetch checks before fetching.
+    pub check: &'a (dyn Fn() -> Result<()> + Sync),
+}
 
 /// Runs one shard request a fetch-ahead thread leads (an index or a merged range), on the
 /// read's store; its outcome is published to the workers through the leader it carries.
@@ -94,8 +127,13 @@ pub(crate) struct FetchAhead<'a> {
     shards: Option<&'a ShardReads>,
     fetch: &'a Fetch<'a>,
     run_ahead: Option<&'a RunAhead<'a>>,
+    /// Plain units of an async store: fetched as futures by one I/O thread.
+    fetch_async: Option<&'a dyn AsyncFetch>,
+    check: &'a (dyn Fn() -> Result<()> + Sync),
     limits: AheadLimits,
     state: Mutex<State>,
+    /// The async driver's twin of `room` (it waits on the runtime, not on a condvar).
+    room_async: tokio::sync::Notify,
     /// Signalled when a unit is parked: the workers waiting for one look again.
     arrived: Condvar,
     /// Signalled when a request may start (bytes were taken, the read ended): idle I/O
@@ -116,11 +154,16 @@ impl<'a> FetchAhead<'a> {
         plan: &'a UnitPlan,
         units: &'a [Unit],
         shards: Option<&'a ShardReads>,
-        fetch: &'a Fetch<'a>,
-        run_ahead: Option<&'a RunAhead<'a>>,
+        stage: &FetchStage<'a>,
         limits: AheadLimits,
         body: impl FnOnce(&FetchAhead<'a>) -> R,
     ) -> R {
+        let FetchStage {
+            fetch,
+            run_ahead,
+            fetch_async,
+            check,
+        } = *stage;
         let ahead = FetchAhead {
             units,
             position: units
@@ -132,7 +175,10 @@ impl<'a> FetchAhead<'a> {
             shards,
             fetch,
             run_ahead,
+            fetch_async,
+            check,
             limits,
+            room_async: tokio::sync::Notify::new(),
             state: Mutex::new(State {
                 entries: units.iter().map(|_| Entry::Waiting).collect(),
                 next: 0,
@@ -145,12 +191,11 @@ impl<'a> FetchAhead<'a> {
             arrived: Condvar::new(),
             room: Condvar::new(),
         };
-        let most = if limits.auto && shards.is_none() {
-            limits.requests.max(AUTO_MAX_REQUESTS)
+        let threads = if ahead.drives_futures() {
+            1
         } else {
-            limits.requests
+            limits.requests.clamp(1, units.len().max(1))
         };
-        let threads = most.clamp(1, units.len().max(1));
         std::thread::scope(|scope| {
             let ahead = &ahead;
             for _ in 0..threads {
@@ -166,6 +211,7 @@ impl<'a> FetchAhead<'a> {
                 fn drop(&mut self) {
                     lock(&self.0.state).stop = true;
                     self.0.room.notify_all();
+                    self.0.room_async.notify_one();
                 }
             }
             let _stop = StopOnExit(ahead);
@@ -176,6 +222,7 @@ impl<'a> FetchAhead<'a> {
     /// The encoded bytes of `unit` for a worker: parked by an I/O thread, awaited while one
     /// fetches it, or fetched here when no I/O thread has started it.
     pub(crate) fn fetch(&self, unit: &Unit) -> Result<Option<Vec<u8>>> {
+        (self.check)()?;
         let own = || (self.fetch)(self.plan, self.shards, unit);
         if self.leads_shard_requests() {
             // The I/O threads lead the shards' requests; the worker's fetch joins them.
@@ -199,6 +246,7 @@ impl<'a> FetchAhead<'a> {
                     state.parked -= parked_bytes(&outcome);
                     drop(state);
                     self.room.notify_one();
+                    self.room_async.notify_one();
                     return outcome;
                 }
             }
@@ -211,12 +259,91 @@ impl<'a> FetchAhead<'a> {
         self.shards.is_some() && self.run_ahead.is_some()
     }
 
+    /// Whether one I/O thread drives every request as a future (plain units of an async
+    /// store) rather than a thread per request.
+    fn drives_futures(&self) -> bool {
+        self.fetch_async.is_some() && !self.leads_shard_requests()
+    }
+
     /// What one I/O thread does until the read ends or nothing is left to fetch.
     fn io_thread(&self) {
         if let (Some(shards), Some(run)) = (self.shards, self.run_ahead) {
             self.lead_shard_requests(shards, run);
+        } else if let Some(source) = self.fetch_async {
+            source.block_on(Box::pin(self.drive_futures(source)));
         } else {
             self.fetch_units();
+        }
+    }
+
+    /// Claims the next unit nobody took, if a request may start now.
+    fn claim_next(&self, state: &mut State) -> Claim {
+        if state.stop {
+            return Claim::Stop;
+        }
+        while state.next < state.entries.len()
+            && !matches!(state.entries[state.next], Entry::Waiting)
+        {
+            state.next += 1;
+        }
+        if state.next >= state.entries.len() {
+            return Claim::Done;
+        }
+        if self.over_budget(state) || state.in_flight >= self.allowed_requests(state) {
+            return Claim::NoRoom;
+        }
+        let i = state.next;
+        state.next += 1;
+        state.entries[i] = Entry::InFlight;
+        state.in_flight += 1;
+        Claim::Unit(i)
+    }
+
+    /// Parks a fetched unit's outcome for its worker.
+    fn park(&self, i: usize, outcome: Result<Option<Vec<u8>>>) {
+        let mut state = lock(&self.state);
+        let bytes = parked_bytes(&outcome);
+        state.in_flight -= 1;
+        state.finished += 1;
+        state.fetched += bytes;
+        state.parked += bytes;
+        state.entries[i] = Entry::Parked(outcome);
+        drop(state);
+        self.arrived.notify_all();
+    }
+
+    /// Plain units of an async store: every request in flight is a future polled here,
+    /// started in read order while there is room, parked as it completes. Returning drops
+    /// (cancels) the requests still in flight.
+    async fn drive_futures(&self, source: &dyn AsyncFetch) {
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            loop {
+                let claim = self.claim_next(&mut lock(&self.state));
+                match claim {
+                    Claim::Unit(i) => {
+                        let unit = &self.units[i];
+                        let fetch = source.fetch(self.plan, self.shards, unit);
+                        in_flight.push(async move { (i, fetch.await) });
+                    }
+                    Claim::Stop => return,
+                    Claim::Done if in_flight.is_empty() => return,
+                    Claim::Done | Claim::NoRoom => break,
+                }
+            }
+            if in_flight.is_empty() {
+                // No room (bytes parked): wait until a worker takes some, or the read ends.
+                self.room_async.notified().await;
+                continue;
+            }
+            tokio::select! {
+                done = in_flight.next() => {
+                    if let Some((i, outcome)) = done {
+                        self.park(i, outcome);
+                    }
+                }
+                () = self.room_async.notified() => {}
+            }
         }
     }
 
@@ -224,39 +351,22 @@ impl<'a> FetchAhead<'a> {
     fn fetch_units(&self) {
         let mut state = lock(&self.state);
         loop {
-            if state.stop {
-                return;
-            }
-            while state.next < state.entries.len()
-                && !matches!(state.entries[state.next], Entry::Waiting)
-            {
-                state.next += 1;
-            }
-            if state.next >= state.entries.len() {
-                return;
-            }
-            if self.over_budget(&state) || state.in_flight >= self.allowed_requests(&state) {
-                state = self.room.wait(state).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            let i = state.next;
-            state.next += 1;
-            state.entries[i] = Entry::InFlight;
-            state.in_flight += 1;
+            let i = match self.claim_next(&mut state) {
+                Claim::Unit(i) => i,
+                Claim::NoRoom => {
+                    state = self.room.wait(state).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                Claim::Done | Claim::Stop => return,
+            };
             if state.in_flight < self.allowed_requests(&state) && !self.over_budget(&state) {
                 // Room for one more: pass the wake-up on.
                 self.room.notify_one();
             }
             drop(state);
             let outcome = (self.fetch)(self.plan, self.shards, &self.units[i]);
+            self.park(i, outcome);
             state = lock(&self.state);
-            let bytes = parked_bytes(&outcome);
-            state.in_flight -= 1;
-            state.finished += 1;
-            state.fetched += bytes;
-            state.parked += bytes;
-            state.entries[i] = Entry::Parked(outcome);
-            self.arrived.notify_all();
         }
     }
 
@@ -267,7 +377,7 @@ impl<'a> FetchAhead<'a> {
         let Some(average) = state.fetched.checked_div(state.finished) else {
             return limit;
         };
-        if !self.limits.auto || average == 0 {
+        if !self.limits.auto || average == 0 || !self.drives_futures() {
             return limit;
         }
         (AUTO_BYTES_IN_FLIGHT / average).clamp(limit, AUTO_MAX_REQUESTS as u64)
@@ -275,12 +385,13 @@ impl<'a> FetchAhead<'a> {
 
     /// Whether starting one more request could take the parked bytes over the budget: the
     /// parked bytes plus the requests in flight and the new one, each at the average size
-    /// fetched so far. One request may always run.
+    /// fetched so far (1 MiB before any is back). One request may always run.
     fn over_budget(&self, state: &State) -> bool {
         if state.parked == 0 && state.in_flight == 0 {
             return false;
         }
-        let average = state.fetched.checked_div(state.finished).unwrap_or(0);
+        // Before the first request is back, each counts as a 1 MiB chunk.
+        let average = state.fetched.checked_div(state.finished).unwrap_or(1 << 20);
         state.parked + (state.in_flight + 1) * average > self.limits.bytes
     }
 
@@ -314,6 +425,18 @@ impl<'a> FetchAhead<'a> {
             }
         }
     }
+}
+
+/// What [`FetchAhead::claim_next`] found.
+enum Claim {
+    /// Fetch this unit.
+    Unit(usize),
+    /// The byte budget or the request limit is reached.
+    NoRoom,
+    /// Every unit was taken.
+    Done,
+    /// The read is over.
+    Stop,
 }
 
 /// The bytes a parked outcome holds.

@@ -5,8 +5,7 @@
 use super::ShardReads;
 use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
-use super::fetch_ahead::Fetch;
-use super::fetch_ahead::{AheadLimits, FetchAhead, RunAhead};
+use super::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
@@ -60,15 +59,14 @@ impl InnerFetch {
 }
 
 /// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
-/// with `fetch` and decoding it on the worker thread that fetched it.
+/// through `stage` (ahead of the workers for object stores) and decoding it on a worker.
 pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
     out: &NDBuffer,
     opts: &ReadOptions,
     inner_fetch: InnerFetch,
-    fetch: &Fetch<'_>,
-    run_ahead: Option<&RunAhead<'_>>,
+    stage: &FetchStage<'_>,
 ) -> Result<()> {
     let elem = out.dtype().size();
     let mut plan = plan_units(array, subset, elem)?;
@@ -149,12 +147,11 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
             &plan,
             &plan.units,
             shards.as_ref(),
-            fetch,
-            run_ahead,
+            stage,
             limits,
             |ahead| run(&|unit| ahead.fetch(unit)),
         ),
-        None => run(&|unit| fetch(&plan, shards.as_ref(), unit)),
+        None => run(&|unit| (stage.fetch)(&plan, shards.as_ref(), unit)),
     }
 }
 

@@ -5,8 +5,8 @@
 //! types and their documented behaviour are in `api/read_stream.rs`.
 
 use super::{
-    Cancel, ChunkShare, Claim, FinishOnDrop, InnerFetch, StopOnDrop, caches_on_device, fetch_unit,
-    fetch_unit_async, miss_options, miss_output, read_through_cache, run_ahead_async,
+    Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop, caches_on_device,
+    fetch_unit, fetch_unit_async, miss_options, miss_output, read_through_cache, run_ahead_async,
     run_ahead_sync, run_staged,
 };
 use crate::buffer::{BufferPrototype, NDBuffer};
@@ -80,11 +80,15 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
             out,
             opts,
             InnerFetch::for_store(array),
-            &|plan, shards, unit| {
-                cancel.check("read stream")?;
-                claim.get(&unit.indices, || fetch_unit(array, plan, shards, unit))
+            &FetchStage {
+                fetch: &|plan, shards, unit| {
+                    cancel.check("read stream")?;
+                    claim.get(&unit.indices, || fetch_unit(array, plan, shards, unit))
+                },
+                run_ahead: Some(&|shards, job| run_ahead_sync(array, shards, job)),
+                fetch_async: None,
+                check: &|| cancel.check("read stream"),
             },
-            Some(&|shards, job| run_ahead_sync(array, shards, job)),
         )
     }
 
@@ -129,27 +133,33 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
             out,
             opts,
             InnerFetch::for_async_store(array),
-            &|plan, shards, unit| {
-                cancel.check("read stream")?;
-                claim.get(&unit.indices, || {
-                    // This worker waits for the fetch anyway: local files are read on it.
-                    crate::store::reading_inline(|| {
-                        self.handle.block_on(cancel.unless_dropped(
-                            "read stream",
-                            fetch_unit_async(array, plan, shards, unit),
-                        ))
+            // Stream reads share chunks through `claim`: the fetch-ahead stage runs the
+            // workers' fetch on its threads rather than futures of its own.
+            &FetchStage {
+                fetch: &|plan, shards, unit| {
+                    cancel.check("read stream")?;
+                    claim.get(&unit.indices, || {
+                        // This worker waits for the fetch anyway: local files are read on it.
+                        crate::store::reading_inline(|| {
+                            self.handle.block_on(cancel.unless_dropped(
+                                "read stream",
+                                fetch_unit_async(array, plan, shards, unit),
+                            ))
+                        })
                     })
-                })
+                },
+                run_ahead: Some(&|shards, job| {
+                    let _ = crate::store::reading_inline(|| {
+                        self.handle
+                            .block_on(cancel.unless_dropped("read stream", async {
+                                run_ahead_async(array, shards, job).await;
+                                Ok(())
+                            }))
+                    });
+                }),
+                fetch_async: None,
+                check: &|| cancel.check("read stream"),
             },
-            Some(&|shards, job| {
-                let _ = crate::store::reading_inline(|| {
-                    self.handle
-                        .block_on(cancel.unless_dropped("read stream", async {
-                            run_ahead_async(array, shards, job).await;
-                            Ok(())
-                        }))
-                });
-            }),
         )
     }
 
