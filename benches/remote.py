@@ -21,9 +21,9 @@ Readers, interleaved round by round (``--rounds``), each opening the array once 
 
 Then ``--patches`` random 1×64×64 patches (seeded; 100 by default), one read at a time, of
 the 64³ and the sharded arrays (reads/s; the readers at their default concurrency, which a
-read of one patch does not use), and a copy of the 64³ array into the server (GB/s): ``zarrbuf
-copy`` against zarr-python writing through obstore's ``HTTPStore`` (tensorstore's ``http``
-kvstore is read-only). The server's access log gives each reader's requests, bytes and peak
+read of one patch does not use), and a copy of the 64³ array from disk into the server (GB/s):
+``zarrbuf copy`` against zarr-python reading it and writing through obstore's ``HTTPStore``
+(tensorstore's ``http`` kvstore is read-only). The server's access log gives each reader's requests, bytes and peak
 of requests in flight. Prints a markdown table (and ``--json`` writes every figure).
 
     .venv/bin/python benches/remote.py [--mib 256] [--rounds 3] [--profiles 0,20:100m,80:50m]
@@ -246,10 +246,12 @@ def copies(server: Server, root: Path, data: np.ndarray, results: dict, profile:
             from obstore.store import HTTPStore
             from zarr.storage import ObjectStore
             with zarr.config.set({"async.concurrency": 128}):
+                # A copy: the source is read from disk too, as `zarrbuf copy` reads it.
+                values = zarr.open_array(str(src), mode="r")[...]
                 z = zarr.create_array(store=ObjectStore(HTTPStore.from_url(f"{server.url}/{dst}", client_options={"allow_http": True})),
                                       shape=data.shape, dtype="f4", chunks=(64, 64, 64),
                                       compressors=ZstdCodec(level=1))
-                z[...] = data
+                z[...] = values
         seconds = time.perf_counter() - start
         back = zarr.open_array(str(root / dst), mode="r")[...]
         if not np.array_equal(back, data):
