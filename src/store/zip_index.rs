@@ -65,6 +65,15 @@ fn parse(file: &File, size: u64) -> Result<rc_zip::parse::Archive, String> {
             let want = (space.len() as u64).min(size.saturating_sub(offset));
             // `want` is at most `space.len()`, a usize.
             let want = usize::try_from(want).unwrap_or(space.len());
+            if want == 0 {
+                // rc-zip asks for bytes past the end (a length field in the directory runs
+                // beyond the file) and would ask again forever: nothing more will come.
+                return Err(format!(
+                    "its central directory runs past the end of the file (an entry's name, extra field or \
+                     comment is longer than the {size} bytes the file holds): the file is cut \
+                     short or damaged"
+                ));
+            }
             file.read_exact_at(&mut space[..want], offset)
                 .map_err(|e| format!("cannot read the zip file: {e}"))?;
             fsm.fill(want);
