@@ -1067,6 +1067,23 @@ pub fn zip_template() -> (Vec<u8>, usize) {
 /// read that succeeds gives exactly [`ZIP_VALUES`] (no key reads another key's bytes, or
 /// bytes its CRC-32 does not vouch for), and `check` calls the store clean exactly when the
 /// read succeeds.
+/// The names of the central directory entries in `dir` (the directory and what follows it),
+/// walked as a zip reader walks them; `None` when the walk goes wrong.
+fn central_names(dir: &[u8]) -> Option<Vec<String>> {
+    let u16_at = |at: usize| -> Option<usize> {
+        Some(u16::from_le_bytes([*dir.get(at)?, *dir.get(at + 1)?]) as usize)
+    };
+    let mut names = Vec::new();
+    let mut at = 0;
+    while dir.get(at..at + 4) == Some(b"PK\x01\x02".as_slice()) {
+        let (name, extra, comment) = (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
+        let bytes = dir.get(at + 46..at + 46 + name)?;
+        names.push(String::from_utf8_lossy(bytes).into_owned());
+        at += 46 + name + extra + comment;
+    }
+    Some(names)
+}
+
 pub fn zip_directory(data: &[u8]) -> Outcome {
     let (mut zip, central) = zip_template();
     let tail = zip.len() - central;
@@ -1082,9 +1099,28 @@ pub fn zip_directory(data: &[u8]) -> Outcome {
         Err(e) => return Outcome::Err(e.to_string()),
     };
     let read = array.read_all(&BufferPrototype::cpu());
+    // A chunk whose entry no longer bears its key (a name byte changed) is not stored: it
+    // reads as the fill value (0), and `check` may report the stray name.
+    let names = central_names(&zip[central..]);
+    let mut renamed = false;
     if let Ok(got) = &read {
         let bytes = got.to_native_bytes().expect("a host result");
-        assert_eq!(bytes, ZIP_VALUES, "a damaged zip read as other values");
+        for (k, (got, want)) in bytes.chunks(4).zip(ZIP_VALUES.chunks(4)).enumerate() {
+            if got == want {
+                continue;
+            }
+            let absent = names
+                .as_ref()
+                .is_some_and(|n| !n.iter().any(|name| name == &format!("c/{k}")));
+            assert!(
+                absent && got.iter().all(|&b| b == 0),
+                "a damaged zip read as other values: {bytes:?}"
+            );
+            renamed = true;
+        }
+    }
+    if renamed {
+        return Outcome::Ok;
     }
     let report = zarrbuf::check::check_array(location, "", &Default::default());
     let clean = report.as_ref().is_ok_and(|r| r.is_clean());
