@@ -159,6 +159,13 @@ const CASES: &[(&str, &str, Expect)] = &[
     // A central directory entry renamed from c/0 to c.0 (with a wrong CRC-32 it is never
     // asked for): chunk 0 is not stored and reads as the fill value.
     ("zip_directory", "renamed-chunk-entry", Expect::Returns),
+    // The c/0 entry's Unix mode made a character device: not a file, so chunk 0 is not
+    // stored and reads as the fill value.
+    (
+        "zip_directory",
+        "chunk-entry-made-a-device",
+        Expect::Returns,
+    ),
 ];
 
 fn regressions() -> PathBuf {

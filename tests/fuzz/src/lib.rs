@@ -1067,8 +1067,10 @@ pub fn zip_template() -> (Vec<u8>, usize) {
 /// read that succeeds gives exactly [`ZIP_VALUES`] (no key reads another key's bytes, or
 /// bytes its CRC-32 does not vouch for), and `check` calls the store clean exactly when the
 /// read succeeds.
-/// The names of the central directory entries in `dir` (the directory and what follows it),
-/// walked as a zip reader walks them; `None` when the walk goes wrong.
+/// The names of the central directory entries in `dir` (the directory and what follows it)
+/// that a zip reader takes for plain files, walked as it walks them; `None` when the walk
+/// goes wrong. An entry made on Unix whose mode says directory, link or device is not a
+/// plain file (zarrbuf reads only files), nor is a name ending in `/`.
 fn central_names(dir: &[u8]) -> Option<Vec<String>> {
     let u16_at = |at: usize| -> Option<usize> {
         Some(u16::from_le_bytes([*dir.get(at)?, *dir.get(at + 1)?]) as usize)
@@ -1078,7 +1080,13 @@ fn central_names(dir: &[u8]) -> Option<Vec<String>> {
     while dir.get(at..at + 4) == Some(b"PK\x01\x02".as_slice()) {
         let (name, extra, comment) = (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
         let bytes = dir.get(at + 46..at + 46 + name)?;
-        names.push(String::from_utf8_lossy(bytes).into_owned());
+        let unix = *dir.get(at + 5)? == 3;
+        let mode = u16_at(at + 40)?;
+        let kind = mode & 0o170000;
+        let file = !(unix && kind != 0 && kind != 0o100000) && !bytes.ends_with(b"/");
+        if file {
+            names.push(String::from_utf8_lossy(bytes).into_owned());
+        }
         at += 46 + name + extra + comment;
     }
     Some(names)
@@ -1099,8 +1107,9 @@ pub fn zip_directory(data: &[u8]) -> Outcome {
         Err(e) => return Outcome::Err(e.to_string()),
     };
     let read = array.read_all(&BufferPrototype::cpu());
-    // A chunk whose entry no longer bears its key (a name byte changed) is not stored: it
-    // reads as the fill value (0), and `check` may report the stray name.
+    // A chunk whose entry no longer bears its key (a name byte changed) or is no longer a
+    // plain file (its Unix mode says directory, link or device) is not stored: it reads as
+    // the fill value (0), and `check` may report the stray entry.
     let names = central_names(&zip[central..]);
     let mut renamed = false;
     if let Ok(got) = &read {
