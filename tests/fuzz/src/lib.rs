@@ -1083,8 +1083,8 @@ fn central_names(dir: &[u8]) -> Option<Vec<String>> {
         let unix = *dir.get(at + 5)? == 3;
         let mode = u16_at(at + 40)?;
         let kind = mode & 0o170000;
-        let file = !(unix && kind != 0 && kind != 0o100000) && !bytes.ends_with(b"/");
-        if file {
+        let special = unix && kind != 0 && kind != 0o100000;
+        if !special && !bytes.ends_with(b"/") {
             names.push(String::from_utf8_lossy(bytes).into_owned());
         }
         at += 46 + name + extra + comment;
