@@ -1068,23 +1068,26 @@ pub fn zip_template() -> (Vec<u8>, usize) {
 /// bytes its CRC-32 does not vouch for), and `check` calls the store clean exactly when the
 /// read succeeds.
 /// The names of the central directory entries in `dir` (the directory and what follows it)
-/// that a zip reader takes for plain files, walked as it walks them; `None` when the walk
-/// goes wrong. An entry made on Unix whose mode says directory, link or device is not a
-/// plain file (zarrbuf reads only files), nor is a name ending in `/`.
-fn central_names(dir: &[u8]) -> Option<Vec<String>> {
+/// that are plain files for certain, walked as a zip reader walks them; `None` when the walk
+/// goes wrong. An entry whose "made by" or external-attribute bytes `mask` changed may now
+/// say directory, link or device (in Unix modes or DOS attributes, as each reader reads
+/// them: zarrbuf reads only files), and a name ending in `/` is a folder.
+fn central_names(dir: &[u8], mask: &[u8]) -> Option<Vec<String>> {
     let u16_at = |at: usize| -> Option<usize> {
         Some(u16::from_le_bytes([*dir.get(at)?, *dir.get(at + 1)?]) as usize)
+    };
+    let changed = |range: std::ops::Range<usize>| {
+        range
+            .into_iter()
+            .any(|i| mask.get(i).is_some_and(|&b| b != 0))
     };
     let mut names = Vec::new();
     let mut at = 0;
     while dir.get(at..at + 4) == Some(b"PK\x01\x02".as_slice()) {
         let (name, extra, comment) = (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
         let bytes = dir.get(at + 46..at + 46 + name)?;
-        let unix = *dir.get(at + 5)? == 3;
-        let mode = u16_at(at + 40)?;
-        let kind = mode & 0o170000;
-        let special = unix && kind != 0 && kind != 0o100000;
-        if !special && !bytes.ends_with(b"/") {
+        let kind_changed = changed(at + 4..at + 6) || changed(at + 38..at + 42);
+        if !kind_changed && !bytes.ends_with(b"/") {
             names.push(String::from_utf8_lossy(bytes).into_owned());
         }
         at += 46 + name + extra + comment;
@@ -1107,10 +1110,10 @@ pub fn zip_directory(data: &[u8]) -> Outcome {
         Err(e) => return Outcome::Err(e.to_string()),
     };
     let read = array.read_all(&BufferPrototype::cpu());
-    // A chunk whose entry no longer bears its key (a name byte changed) or is no longer a
-    // plain file (its Unix mode says directory, link or device) is not stored: it reads as
-    // the fill value (0), and `check` may report the stray entry.
-    let names = central_names(&zip[central..]);
+    // A chunk whose entry no longer bears its key (a name byte changed) or may no longer be
+    // a plain file (its "made by" or attribute bytes changed) is not stored: it reads as the
+    // fill value (0), and `check` may report the stray entry.
+    let names = central_names(&zip[central..], data);
     let mut renamed = false;
     if let Ok(got) = &read {
         let bytes = got.to_native_bytes().expect("a host result");
