@@ -181,7 +181,7 @@ pub mod options {
     pub use crate::option_types::{
         CacheHandle, Compress, DEFAULT_IO_CONCURRENCY, Decode, Durability, MAX_IO_CONCURRENCY,
         PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
-        io_concurrency,
+        io_concurrency, io_concurrency_is_default,
     };
     pub use crate::store::open_options::OpenOptions;
 }

@@ -282,14 +282,27 @@ pub const MAX_IO_CONCURRENCY: usize = 1024;
 /// ```
 pub fn io_concurrency(requested: Option<usize>) -> usize {
     requested
-        .or_else(|| {
-            std::env::var("ZARRBUF_IO_CONCURRENCY")
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .filter(|&n| n > 0)
-        })
+        .or_else(io_concurrency_from_env)
         .unwrap_or(DEFAULT_IO_CONCURRENCY)
         .clamp(1, MAX_IO_CONCURRENCY)
+}
+
+/// Whether neither `requested` nor `ZARRBUF_IO_CONCURRENCY` chose the requests in flight:
+/// reads then take more of them for small chunks than [`DEFAULT_IO_CONCURRENCY`].
+///
+/// ```
+/// assert!(!zarrbuf::options::io_concurrency_is_default(Some(16)));
+/// ```
+pub fn io_concurrency_is_default(requested: Option<usize>) -> bool {
+    requested.is_none() && io_concurrency_from_env().is_none()
+}
+
+/// `ZARRBUF_IO_CONCURRENCY` when it is a positive number.
+fn io_concurrency_from_env() -> Option<usize> {
+    std::env::var("ZARRBUF_IO_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
 }
 
 /// Options for reads.

@@ -19,12 +19,11 @@ use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
-    Ahead, AsyncUnits, CachedRead, Cancel, FetchStage, InnerFetch, ShardReads, caches_on_device,
-    check_output_size, fetch_unit_async, miss_options, miss_output, read_small_async,
-    run_ahead_async, run_staged,
+    AsyncUnits, CachedRead, Cancel, FetchStage, InnerFetch, caches_on_device, check_output_size,
+    miss_options, miss_output, read_small_async, run_staged,
 };
 use crate::store::reading_inline;
-use crate::zarr::{Unit, UnitPlan, check_subset, data_type_of};
+use crate::zarr::{check_subset, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
@@ -328,24 +327,6 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     handle: &tokio::runtime::Handle,
     cancel: &Cancel,
 ) -> Result<()> {
-    let fetch = |plan: &UnitPlan, shards: Option<&ShardReads>, unit: &Unit| {
-        cancel.check("read")?;
-        // This worker waits for the fetch anyway: local files are read on it.
-        reading_inline(|| {
-            handle.block_on(
-                cancel.unless_dropped("read", fetch_unit_async(array.as_ref(), plan, shards, unit)),
-            )
-        })
-    };
-    let run_ahead = |shards: &ShardReads, job: Ahead<'_>| {
-        // Its outcome, a cancellation included, reaches the workers through the leader.
-        let _ = reading_inline(|| {
-            handle.block_on(cancel.unless_dropped("read", async {
-                run_ahead_async(array.as_ref(), shards, job).await;
-                Ok(())
-            }))
-        });
-    };
     let units = AsyncUnits {
         array: array.as_ref(),
         handle,
@@ -359,10 +340,10 @@ fn read_blocking<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         opts,
         InnerFetch::for_async_store(array.as_ref()),
         &FetchStage {
-            fetch: &fetch,
-            run_ahead: Some(&run_ahead),
+            fetch: &|plan, shards, unit| units.fetch_blocking(plan, shards, unit),
+            run_ahead: Some(&|shards, job| units.run_ahead(shards, job)),
             fetch_async: Some(&units),
-            check: &|| cancel.check("read"),
+            check: &|| units.check(),
         },
     )
 }

@@ -183,12 +183,11 @@ fn io_note(store: &str, opts: &ReadOptions) -> String {
         return String::new();
     }
     let n = zarrbuf::options::io_concurrency(opts.io_concurrency);
-    let auto =
-        if opts.io_concurrency.is_none() && std::env::var_os("ZARRBUF_IO_CONCURRENCY").is_none() {
-            ", more for small chunks"
-        } else {
-            ""
-        };
+    let auto = if zarrbuf::options::io_concurrency_is_default(opts.io_concurrency) {
+        ", more for small chunks"
+    } else {
+        ""
+    };
     format!(", io concurrency {n}{auto}")
 }
 

@@ -248,7 +248,7 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
 
 /// Runs one shard request led ahead of the workers (by a waiting worker or the fetch-ahead
 /// stage) on an async store, and publishes its outcome, error included, to the workers.
-pub(crate) async fn run_ahead_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+async fn run_ahead_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Array<S>,
     shards: &ShardReads,
     job: Ahead<'_>,
@@ -316,7 +316,8 @@ fn get_index_sync<S: ?Sized + ReadableStorageTraits + 'static>(
     }))
 }
 
-/// The units of a read of an async store fetched as futures by the fetch-ahead stage, on the
+/// How a read of an async store fetches from a blocking thread: its units (as futures for the
+/// fetch-ahead stage, or waited for by a worker) and its shard requests led ahead, on the
 /// read's runtime, each given up when the read's future is dropped.
 pub(crate) struct AsyncUnits<'a, S: ?Sized> {
     pub array: &'a Array<S>,
@@ -324,6 +325,36 @@ pub(crate) struct AsyncUnits<'a, S: ?Sized> {
     pub cancel: &'a Cancel,
     /// What the cancellation error calls the operation ("read", "read stream").
     pub what: &'static str,
+}
+
+impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncUnits<'_, S> {
+    /// An error once the read's future was dropped.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.cancel.check(self.what)
+    }
+
+    /// `unit`'s encoded bytes, waited for on this (worker) thread.
+    pub(crate) fn fetch_blocking(
+        &self,
+        plan: &UnitPlan,
+        shards: Option<&ShardReads>,
+        unit: &Unit,
+    ) -> Result<Option<Vec<u8>>> {
+        // This worker waits for the fetch anyway: local files are read on it.
+        crate::store::reading_inline(|| self.handle.block_on(self.fetch(plan, shards, unit)))
+    }
+
+    /// Runs a shard request led ahead of the workers; its outcome, a cancellation included,
+    /// reaches them through the leader it carries.
+    pub(crate) fn run_ahead(&self, shards: &ShardReads, job: Ahead<'_>) {
+        let _ = crate::store::reading_inline(|| {
+            self.handle
+                .block_on(self.cancel.unless_dropped(self.what, async {
+                    run_ahead_async(self.array, shards, job).await;
+                    Ok(())
+                }))
+        });
+    }
 }
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits<'_, S> {
@@ -338,7 +369,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits
         unit: &'b Unit,
     ) -> BoxFuture<'b, Result<Option<Vec<u8>>>> {
         Box::pin(async move {
-            self.cancel.check(self.what)?;
+            self.check()?;
             self.cancel
                 .unless_dropped(self.what, fetch_unit_async(self.array, plan, shards, unit))
                 .await

@@ -77,7 +77,7 @@ pub(crate) type RunAhead<'a> = dyn Fn(&ShardReads, Ahead<'_>) + Sync + 'a;
 /// How far a read's fetch stage runs ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct AheadLimits {
-    /// Requests in flight at most (one I/O thread each).
+    /// Requests in flight at most (a thread each, except for an async store's futures).
     pub requests: usize,
     /// The caller did not choose `requests`: plain units may take more requests in flight
     /// when they are small (see [`AUTO_BYTES_IN_FLIGHT`]).
@@ -91,7 +91,7 @@ pub(crate) struct AheadLimits {
 /// compresses to about 120 KB; 128 of them in flight carry only 0.19 GB/s at 80 ms).
 const AUTO_BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// The most requests in flight the default limit grows to.
-pub(crate) const AUTO_MAX_REQUESTS: usize = 512;
+const AUTO_MAX_REQUESTS: usize = 512;
 
 /// Where one unit's fetch stands.
 enum Entry {
@@ -403,7 +403,7 @@ impl<'a> FetchAhead<'a> {
             if lock(&self.state).stop {
                 return;
             }
-            match shards.lead_ahead(self.limits.bytes) {
+            match shards.lead_ahead() {
                 super::shard_reads::LeadAhead::Job(job) => {
                     run(shards, job);
                     idle = Duration::from_micros(200);

@@ -10,8 +10,8 @@ use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
 use crate::error::{BoxError, Error, Result};
-use crate::options::io_concurrency;
 use crate::options::{Decode, ReadOptions};
+use crate::options::{io_concurrency, io_concurrency_is_default};
 use crate::place::Memory;
 use crate::zarr::{
     DeviceCodec, DevicePayload, Framing, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error,
@@ -170,7 +170,7 @@ fn fetch_ahead_limits<S: ?Sized + 'static>(
     }
     Some(AheadLimits {
         requests: io_concurrency(opts.io_concurrency),
-        auto: opts.io_concurrency.is_none() && std::env::var_os("ZARRBUF_IO_CONCURRENCY").is_none(),
+        auto: io_concurrency_is_default(opts.io_concurrency),
         bytes: opts.staging_bytes.max(1) as u64,
     })
 }

@@ -5,9 +5,9 @@
 //! types and their documented behaviour are in `api/read_stream.rs`.
 
 use super::{
-    Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop, caches_on_device,
-    fetch_unit, fetch_unit_async, miss_options, miss_output, read_through_cache, run_ahead_async,
-    run_ahead_sync, run_staged,
+    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop,
+    caches_on_device, fetch_unit, miss_options, miss_output, read_through_cache, run_ahead_sync,
+    run_staged,
 };
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
@@ -127,6 +127,12 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
                 Ok(chunk)
             });
         }
+        let units = AsyncUnits {
+            array,
+            handle: &self.handle,
+            cancel,
+            what: "read stream",
+        };
         run_staged(
             array,
             subset,
@@ -137,28 +143,12 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
             // workers' fetch on its threads rather than futures of its own.
             &FetchStage {
                 fetch: &|plan, shards, unit| {
-                    cancel.check("read stream")?;
-                    claim.get(&unit.indices, || {
-                        // This worker waits for the fetch anyway: local files are read on it.
-                        crate::store::reading_inline(|| {
-                            self.handle.block_on(cancel.unless_dropped(
-                                "read stream",
-                                fetch_unit_async(array, plan, shards, unit),
-                            ))
-                        })
-                    })
+                    units.check()?;
+                    claim.get(&unit.indices, || units.fetch_blocking(plan, shards, unit))
                 },
-                run_ahead: Some(&|shards, job| {
-                    let _ = crate::store::reading_inline(|| {
-                        self.handle
-                            .block_on(cancel.unless_dropped("read stream", async {
-                                run_ahead_async(array, shards, job).await;
-                                Ok(())
-                            }))
-                    });
-                }),
+                run_ahead: Some(&|shards, job| units.run_ahead(shards, job)),
                 fetch_async: None,
-                check: &|| cancel.check("read stream"),
+                check: &|| units.check(),
             },
         )
     }

@@ -294,11 +294,11 @@ impl ShardReads {
 
     /// The next request the fetch-ahead stage (`fetch_ahead.rs`) should lead, in read order:
     /// a shard's index nobody has asked for, else a merged range of a shard whose index is
-    /// known, nobody has started and `budget` has room for (the bytes fetched and not yet
-    /// taken plus those being fetched ahead; one request may always run). Index requests
+    /// known, nobody has started and the read's byte budget has room for (the bytes fetched
+    /// and not yet taken plus those being fetched ahead; one request may always run). Index requests
     /// need no room: they are small, and a read's indexes all go out while the first data
     /// arrives. Only for merged reads (object stores); local reads get `Done`.
-    pub(crate) fn lead_ahead(&self, budget: u64) -> LeadAhead<'_> {
+    pub(crate) fn lead_ahead(&self) -> LeadAhead<'_> {
         if !self.merge {
             return LeadAhead::Done;
         }
@@ -354,7 +354,7 @@ impl ShardReads {
             }
             let len = group.end - group.start;
             let busy = self.alive.load(Ordering::Relaxed) + self.reserved.load(Ordering::Relaxed);
-            if busy > 0 && busy + len > budget {
+            if busy > 0 && busy + len > self.budget {
                 return LeadAhead::Later;
             }
             let users = self.users_of(&shard, &group);

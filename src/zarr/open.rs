@@ -9,8 +9,7 @@ use super::store_open::store_for;
 use crate::error::{Error, Result};
 use crate::store::{
     AsyncArray, DynArray, Location, OpenOptions, RemoteStore, check_local_location, icechunk_route,
-    icechunk_sync_store, label, node_path, object_store_for_url, url_holds_repository,
-    url_is_repository,
+    icechunk_sync_store, label, node_path, url_holds_repository, url_is_repository,
 };
 use std::sync::Arc;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableWritableListableStorageTraits};
@@ -130,12 +129,7 @@ pub async fn open_opt_async(url: &str, array_path: &str, opts: &OpenOptions) -> 
     check_async_location(&parsed)?;
     let location = url_of_location(&parsed)?;
     let path = node_path(array_path)?;
-    let mut remote = RemoteStore::new(object_store_for_url(&location, &opts.store_pairs())?);
-    if let Some(local) = crate::store::LocalReads::for_url(&location) {
-        remote = remote.with_local_reads(local.map_err(|e| Error::store(&location, e, None))?);
-    }
-    let remote = Arc::new(remote);
-    crate::store::remember(&remote, &parsed);
+    let remote = RemoteStore::remembered_at(&location, &opts.store_pairs(), &parsed)?;
     match open_in_async(remote, url, array_path, &path).await {
         Err(_) if !parsed.is_plain_path() && url_holds_repository(&parsed).await => {
             open_icechunk_async(url, array_path, opts).await

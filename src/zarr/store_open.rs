@@ -101,13 +101,22 @@ impl RemoteStore {
     /// # Ok::<(), zarrbuf::Error>(())
     /// ```
     pub fn at_url(url: &str, options: &[(&str, &str)]) -> Result<Arc<Self>> {
-        let parsed = crate::store::Location::parse(url)?;
+        RemoteStore::remembered_at(url, options, &Location::parse(url)?)
+    }
+
+    /// [`RemoteStore::at_url`], remembered as opened at `location` (the place as the user
+    /// named it, which `url` spells as a URL).
+    pub(crate) fn remembered_at(
+        url: &str,
+        options: &[(&str, &str)],
+        location: &Location,
+    ) -> Result<Arc<Self>> {
         let mut store = RemoteStore::new(crate::store::object_store_for_url(url, options)?);
         if let Some(local) = crate::store::LocalReads::for_url(url) {
             store = store.with_local_reads(local.map_err(|e| Error::store(url, e, None))?);
         }
         let store = Arc::new(store);
-        crate::store::remember(&store, &parsed);
+        crate::store::remember(&store, location);
         Ok(store)
     }
 
