@@ -37,7 +37,6 @@ zarr-python in .venv (fixtures/requirements.txt).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -107,7 +106,7 @@ class Server:
 
     def traffic(self, since: float, prefix: str) -> dict:
         time.sleep(0.1)  # nginx logs a request after answering it
-        rows = [r for r in access_log_stats.parse(self.log, since=since - 0.001)]
+        rows = access_log_stats.parse(self.log, since=since - 0.001, prefix=f"/{prefix}")
         return access_log_stats.stats(rows)
 
     def stop(self) -> None:
@@ -334,5 +333,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.set_event_loop_policy(None)
     main()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Requests, bytes and the peak of requests in flight, from the latency server's access log.
 
-    access_log_stats.py LOG [--since EPOCH_SECONDS] [--until EPOCH_SECONDS] [--json]
+    access_log_stats.py LOG [--since EPOCH_SECONDS] [--until EPOCH_SECONDS] [--prefix /PATH] [--json]
 
 Each line of the log (scripts/latency-server.sh) is `$msec $request_time $connection
 $body_bytes_sent "$http_range" $method $status $uri`: the time a request ended and how long
@@ -14,7 +14,7 @@ import json
 import sys
 
 
-def parse(path, since=None, until=None):
+def parse(path, since=None, until=None, prefix=None):
     rows = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -29,6 +29,8 @@ def parse(path, since=None, until=None):
             if since is not None and start < since:
                 continue
             if until is not None and end > until:
+                continue
+            if prefix is not None and not parts[7].startswith(prefix):
                 continue
             rows.append({"start": start, "end": end, "bytes": sent, "method": parts[5],
                          "status": parts[6], "range": parts[4] != '"-"'})
@@ -63,9 +65,10 @@ def main():
     ap.add_argument("log")
     ap.add_argument("--since", type=float)
     ap.add_argument("--until", type=float)
+    ap.add_argument("--prefix", help="only requests whose path starts with this, e.g. /data.zarr/")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    s = stats(parse(args.log, args.since, args.until))
+    s = stats(parse(args.log, args.since, args.until, args.prefix))
     if args.json:
         json.dump(s, sys.stdout)
         print()
