@@ -29,7 +29,8 @@
 // The `mod` lines are in rustfmt's alphabetical order, not in layer order. The layers,
 // bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
-// - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
+// - the leaves: `place` (Device, Memory), `process_local` (values a forked child builds
+//   afresh), `error` (imports `place`), `dtype` (imports
 //   `error`), `options` and `memory_limit` (how much host memory this process may still
 //   take; both import nothing from the crate);
 // - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
@@ -65,6 +66,7 @@ mod memory_limit;
 mod option_types;
 mod pipeline;
 mod place;
+mod process_local;
 pub mod store;
 pub mod thread_pool;
 mod zarr;

@@ -9,36 +9,26 @@
 //! id, builds a new one the first time a process asks, and runs the work inside it, so every
 //! `par_iter` underneath runs on live threads.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::process_local::ProcessLocal;
+use std::sync::Arc;
 
-/// The pool and the process that built it.
-static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+/// The pool of this process; a forked child builds its own and leaves the parent's, whose
+/// threads it does not have, alone (see [`ProcessLocal`]).
+static POOL: ProcessLocal<Option<Arc<rayon::ThreadPool>>> = ProcessLocal::new(build);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+fn build() -> Option<Arc<rayon::ThreadPool>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("zarrbuf-{i}"))
+        .build()
+        .ok()
+        .map(Arc::new)
 }
 
 /// This process's pool; `None` when no thread could be started (then work runs where it is).
 fn pool() -> Option<Arc<rayon::ThreadPool>> {
-    let pid = std::process::id();
-    let mut slot = lock(&POOL);
-    if let Some((owner, pool)) = slot.as_ref()
-        && *owner == pid
-    {
-        return Some(pool.clone());
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("zarrbuf-{i}"))
-        .build()
-        .ok()?;
-    // The parent's pool in a forked child: its threads are gone, so dropping it would ask
-    // them to stop; leak it instead (one per fork, a few hundred bytes).
-    if let Some(inherited) = slot.replace((pid, Arc::new(pool))) {
-        std::mem::forget(inherited);
-    }
-    slot.as_ref().map(|(_, pool)| pool.clone())
+    POOL.get().clone()
 }
 
 /// Runs `op` inside this process's pool (directly when the calling thread is one of its

@@ -6,6 +6,7 @@
 //! future is gone nothing writes into the caller's buffer (or reads its data) any more.
 
 use crate::error::{Error, Result};
+use crate::process_local::MadeIn;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::watch;
 
@@ -14,6 +15,8 @@ pub(crate) struct Cancel {
     stop: watch::Sender<bool>,
     finished: Mutex<bool>,
     finished_cv: Condvar,
+    /// The blocking half runs on a thread of this process only.
+    made_in: MadeIn,
 }
 
 impl Cancel {
@@ -25,6 +28,7 @@ impl Cancel {
             stop: watch::Sender::new(false),
             finished: Mutex::new(false),
             finished_cv: Condvar::new(),
+            made_in: MadeIn::here(),
         });
         (StopOnDrop(cancel.clone()), FinishOnDrop(cancel))
     }
@@ -66,6 +70,13 @@ impl StopOnDrop {
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
+        if self.0.made_in.is_another_process() {
+            // A forked child dropping its parent's future: the blocking half ran on a parent
+            // thread that does not exist here and will never finish, and nothing in this
+            // process writes into the future's buffers. Waiting would hang (a DataLoader
+            // worker collecting inherited garbage); there is nothing to wait for.
+            return;
+        }
         self.0.stop.send_replace(true);
         let mut finished = self.0.finished.lock().unwrap_or_else(|p| p.into_inner());
         while !*finished {

@@ -24,9 +24,10 @@
 //! being polled (neither awaited nor dropped) keeps its waiters waiting, as a held lock would.
 
 use crate::error::{Error, Result};
+use crate::process_local::ProcessLocal;
 use bytes::Bytes;
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use zarrs::array::Array;
 
 /// Fetches in flight the table tracks at most; a fetch beyond runs on its own.
@@ -105,13 +106,20 @@ impl Flight {
     }
 }
 
-static FLIGHTS: LazyLock<Mutex<HashMap<FlightKey, Arc<Flight>>>> = LazyLock::new(Mutex::default);
+/// The table, one per process: a forked child must not wait on flights its parent's threads
+/// were leading when it forked (they do not exist in the child).
+static FLIGHTS: ProcessLocal<Mutex<HashMap<FlightKey, Arc<Flight>>>> =
+    ProcessLocal::new(Mutex::default);
+
+fn flights() -> MutexGuard<'static, HashMap<FlightKey, Arc<Flight>>> {
+    lock(FLIGHTS.get())
+}
 
 /// Readers waiting on the flight under `key` (`None`: no flight).
 #[cfg(test)]
 fn waiters(key: &FlightKey) -> Option<usize> {
     // One reference is the table's, one the leader's.
-    lock(&FLIGHTS)
+    flights()
         .get(key)
         .map(|f| Arc::strong_count(f).saturating_sub(2))
 }
@@ -129,7 +137,7 @@ impl Lead {
     fn finish(mut self, result: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
         self.finished = true;
         let waited = {
-            let mut table = lock(&FLIGHTS);
+            let mut table = flights();
             table.remove(&self.key);
             // The table's reference is gone: any other is a waiter's.
             Arc::strong_count(&self.flight) > 1
@@ -156,7 +164,7 @@ impl Drop for Lead {
     fn drop(&mut self) {
         if !self.finished {
             {
-                let mut table = lock(&FLIGHTS);
+                let mut table = flights();
                 if table
                     .get(&self.key)
                     .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
@@ -177,7 +185,7 @@ enum Join {
 }
 
 fn join(key: &FlightKey) -> Join {
-    let mut table = lock(&FLIGHTS);
+    let mut table = flights();
     if let Some(f) = table.get(key) {
         return Join::Wait(f.clone());
     }

@@ -13,6 +13,7 @@ use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::dtype::{DataType, Order};
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
+use crate::process_local::MadeIn;
 use crate::zarr::{check_subset, data_type_of, plan_units};
 use futures::channel::oneshot;
 use std::collections::VecDeque;
@@ -178,6 +179,8 @@ pub(crate) struct StreamReads {
     in_flight: VecDeque<InFlight>,
     next_index: usize,
     exhausted: bool,
+    /// Where the reads' threads run (see `Drop`).
+    made_in: MadeIn,
 }
 
 impl StreamReads {
@@ -241,6 +244,7 @@ impl StreamReads {
             in_flight: VecDeque::new(),
             next_index: 0,
             exhausted: false,
+            made_in: MadeIn::here(),
         }
     }
 
@@ -351,6 +355,13 @@ impl StreamReads {
 
 impl Drop for StreamReads {
     fn drop(&mut self) {
+        if self.made_in.is_another_process() {
+            // A forked child dropping its parent's stream: the reads ran on parent threads
+            // that do not exist here, and what they share may be locked by them for good.
+            // Leave it all alone (leaked) rather than wait on it.
+            std::mem::forget(std::mem::take(&mut self.in_flight));
+            return;
+        }
         // Stop every read first, so they stop together; each guard then waits for its own.
         for f in &self.in_flight {
             if let Some(stop) = &f.stop {

@@ -10,6 +10,7 @@ use super::{Cancel, StopOnDrop};
 use crate::buffer::VarLenBuffer;
 use crate::error::{Error, Result};
 use crate::options::StreamOptions;
+use crate::process_local::MadeIn;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, mpsc};
@@ -35,6 +36,8 @@ pub(crate) struct VarLenStreamReads {
     in_flight: VecDeque<InFlight>,
     next_index: usize,
     exhausted: bool,
+    /// Where the reads' threads run (see `Drop`).
+    made_in: MadeIn,
 }
 
 impl VarLenStreamReads {
@@ -51,6 +54,7 @@ impl VarLenStreamReads {
             in_flight: VecDeque::new(),
             next_index: 0,
             exhausted: false,
+            made_in: MadeIn::here(),
         }
     }
 
@@ -131,6 +135,13 @@ impl VarLenStreamReads {
 
 impl Drop for VarLenStreamReads {
     fn drop(&mut self) {
+        if self.made_in.is_another_process() {
+            // A forked child dropping its parent's stream: the reads ran on parent threads
+            // that do not exist here, and what they share may be locked by them for good.
+            // Leave it all alone (leaked) rather than wait on it.
+            std::mem::forget(std::mem::take(&mut self.in_flight));
+            return;
+        }
         // Stop every read first, so they stop together; each guard then waits for its own.
         for f in &self.in_flight {
             f.stop.signal();

@@ -6,22 +6,24 @@
 //! another executor's `block_on`.
 
 use crate::error::{Error, Result};
-use std::sync::{Arc, OnceLock};
+use crate::process_local::ProcessLocal;
+use std::sync::Arc;
 use zarrs::storage::storage_adapter::async_to_sync::AsyncToSyncBlockOn;
 
 /// The runtime every blocking URL store runs its requests on.
 pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
-    static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("zarrbuf-store")
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(|e| {
+    // One per process: a forked child (a DataLoader worker) inherits the parent's runtime
+    // without its threads, where every request would wait forever.
+    static RT: ProcessLocal<std::result::Result<tokio::runtime::Runtime, String>> =
+        ProcessLocal::new(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("zarrbuf-store")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        });
+    RT.get().as_ref().map_err(|e| {
         Error::InvalidArgument(format!(
             "cannot start the tokio runtime for object stores: {e}"
         ))

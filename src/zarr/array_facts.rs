@@ -52,9 +52,10 @@ use super::array::checked_data_type;
 use super::codec_plan::{ChainPlan, EncodedLayout};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
+use crate::process_local::ProcessLocal;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use zarrs::array::codec::ShardingCodecConfiguration;
 use zarrs::array::{
     Array, ArrayShardedExt, ChunkGrid, ChunkGridTraits, ChunkShape, CodecChain,
@@ -204,10 +205,11 @@ impl Memo {
     }
 }
 
-static MEMO: LazyLock<Mutex<Memo>> = LazyLock::new(|| Mutex::new(Memo::default()));
+/// One per process: a forked child does not lock what its parent's threads held.
+static MEMO: ProcessLocal<Mutex<Memo>> = ProcessLocal::new(Mutex::default);
 
 fn memo() -> MutexGuard<'static, Memo> {
-    MEMO.lock().unwrap_or_else(|p| p.into_inner())
+    MEMO.get().lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn address(chain: &Arc<CodecChain>) -> usize {

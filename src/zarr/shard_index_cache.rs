@@ -17,10 +17,11 @@
 //! for it: open the store again (a new store object starts with no entries).
 
 use super::plan_chunks;
+use crate::process_local::ProcessLocal;
 use crate::store::{Location, location_of};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use zarrs::array::Array;
 
 /// Bytes of decoded indexes the cache keeps at most (16 bytes per inner chunk): 64 MiB,
@@ -72,9 +73,10 @@ struct Cache {
 }
 
 fn cache() -> MutexGuard<'static, Cache> {
-    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+    // One per process: a forked child does not lock what its parent's threads held.
+    static CACHE: ProcessLocal<Mutex<Cache>> = ProcessLocal::new(Mutex::default);
     // The maps agree between any two statements, so a panic elsewhere leaves them usable.
-    CACHE.lock().unwrap_or_else(|p| p.into_inner())
+    CACHE.get().lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn entry_bytes(index: &[u64]) -> u64 {

@@ -504,7 +504,7 @@ fn src_has_no_import_cycles() {
 /// layers of one rank (`buffer` and `zarr`; `pipeline` and `check`) sit side by side and
 /// import nothing from each other.
 const LAYERS: &[&[&str]] = &[
-    &["place"],
+    &["place", "process_local"],
     &["error"],
     &["dtype", "options", "memory_limit", "thread_pool"],
     &["store"],
