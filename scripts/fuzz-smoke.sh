@@ -20,7 +20,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 seconds=${FUZZ_SECONDS:-30}
-targets=(${FUZZ_TARGETS:-metadata chunk_decode shard_index npy_read subset_parser check_walk bounded_decode vlen_decode zip_directory})
+targets=(${FUZZ_TARGETS:-metadata chunk_decode shard_index npy_read subset_parser check_walk bounded_decode vlen_decode zip_directory prefix_decode})
 rss_mb=${FUZZ_RSS_MB:-2048}
 per_input=${FUZZ_TIMEOUT:-10}
 

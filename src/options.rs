@@ -338,7 +338,7 @@ pub struct ReadOptions {
     /// A decoded-chunk cache the read consults and fills (default `None`: every chunk is
     /// decoded from the store). Set it with `with_cache` (see `zarrbuf::cache::ChunkCache`).
     pub cache: Option<CacheHandle>,
-    /// Decode only the part of a zstd chunk a small read needs (default true; see
+    /// Decode only the part of a chunk a small read needs (default true; see
     /// [`ReadOptions::with_decode_needed_prefix`]).
     pub decode_needed_prefix: bool,
     /// Requests to an object store a read keeps in flight ahead of its decoders (default
@@ -413,28 +413,36 @@ impl ReadOptions {
         self
     }
 
-    /// Decodes only the needed prefix of zstd chunks in small reads (on by default; `false`
-    /// decodes every chunk whole).
+    /// Decodes only the needed prefix of zstd, blosc (LZ4, zstd) and — without validated
+    /// checksums — gzip and zlib chunks in small reads (on by default; `false` decodes
+    /// every chunk whole).
     ///
-    /// A chunk's elements are stored in C order and a zstd frame decodes from its start, so
-    /// a read that needs a few planes of a chunk needs only the decoded bytes up to its last
-    /// element: a 1 × 64 × 64 patch at depth `k` of a 64³ chunk, `(k + 1) / 64` of the
-    /// chunk, half of it on average. Small host reads (a few chunks or inner chunks, the
-    /// route of a training loop's random patches) decode zstd chunks only that far.
+    /// A chunk's elements are stored in C order, so a read that needs a few planes of a
+    /// chunk needs only the decoded bytes up to its last element: a 1 × 64 × 64 patch at
+    /// depth `k` of a 64³ chunk, `(k + 1) / 64` of the chunk, half of it on average. A zstd
+    /// frame and a DEFLATE stream decode from their start, and a blosc frame's blocks are
+    /// independent; small host reads (a few chunks or inner chunks, the route of a training
+    /// loop's random patches) decode such chunks only that far (blosc: the blocks that hold
+    /// the prefix).
     ///
-    /// Why this is safe: zstd blocks refer only to earlier data, so the bytes decoded from an
-    /// intact prefix are the bytes that were written. Everything that can be checked without
-    /// decoding the rest still is, and is refused with the whole decode's error: the frame's
-    /// header and declared content size (the chunk's size), every block header, blocks inside
-    /// the stored bytes, no trailing bytes. What goes unseen is damage inside the compressed
-    /// contents of blocks after the prefix — which a whole decode does not always see either
-    /// (a flipped bit in a raw or literal block decodes to other bytes); only a checksum does,
-    /// and checksummed chunks decode whole. A read that needs those later elements reports
-    /// the damage, and so does `check`. These chunks are decoded whole: those with a crc32c
-    /// codec, frames with a content checksum while checksums are validated, frames that do
-    /// not declare their size, several frames, other compressors, byte-swapped or transposed
-    /// layouts, reads through a [`crate::cache::ChunkCache`] (a cached chunk is decoded
-    /// whole), the staged pipeline's reads, copies and `check`.
+    /// Why this is safe: a read returns only bytes the chunk's own structure vouches for.
+    /// zstd and DEFLATE refer only to earlier data and blosc blocks to nothing outside
+    /// themselves, so the bytes decoded from an intact prefix are the bytes that were
+    /// written. Everything that can be checked without decoding the rest still is, and is
+    /// refused with the whole decode's error: a zstd frame's header and declared content size
+    /// (the chunk's size), every block header, blocks inside the stored bytes, no trailing
+    /// bytes; a blosc frame's header, sizes and every block's and stream's place; a gzip or
+    /// zlib header (and gzip's declared size). What goes unseen is damage inside the
+    /// compressed contents after the prefix — which a whole decode does not always see
+    /// either (a flipped bit in a raw or literal block decodes to other bytes); only a
+    /// checksum does, and checksummed chunks decode whole. A read that needs those later
+    /// elements reports the damage, and so does `check`. These chunks are decoded whole:
+    /// those with a crc32c codec, zstd frames with a content checksum and gzip and zlib
+    /// chunks (whose trailers are content checksums) while checksums are validated, frames
+    /// that do not declare their size, several frames, other compressors (lz4, blosc's
+    /// blosclz, snappy and zlib), byte-swapped or transposed layouts, reads through a
+    /// [`crate::cache::ChunkCache`] (a cached chunk is decoded whole), the staged pipeline's
+    /// reads, copies and `check`.
     ///
     /// ```
     /// let o = zarrbuf::options::ReadOptions::default().with_decode_needed_prefix(false);

@@ -152,7 +152,7 @@ fn open_options(
 /// `memory://`, or an object-store URL such as `s3://bucket/data.zarr`; or an icechunk
 /// repository, at `branch` (default main), `tag` or `snapshot`). Every read goes through
 /// `cache` (a shared `ChunkCache`), or a new cache of `cache_bytes` (not both). With
-/// `prefix_decode`, small reads decode zstd chunks only as far as they need
+/// `prefix_decode`, small reads decode zstd and blosc chunks only as far as they need
 /// (`ReadOptions::decode_needed_prefix`); reads keep up to `io_concurrency` requests to an
 /// object store in flight (`ReadOptions::io_concurrency`).
 #[pyfunction]

@@ -323,13 +323,16 @@ def open(  # noqa: A001 - mirrors zarr.open
         >>> cache.stats()["hits"]
         0
 
-    Small reads (a few chunks, such as a training loop's patches) decode a zstd chunk only
-    up to the last element they need: about half of it for a random plane. The bytes decoded
-    from an intact prefix are the bytes written (zstd blocks refer only to earlier data), and
-    the frame's header, declared size and block headers are still checked; damage inside the
+    Small reads (a few chunks, such as a training loop's patches) decode a zstd or blosc
+    (LZ4, zstd) chunk only up to the last element they need: about half of it for a random
+    plane (blosc: the blocks that hold it). The bytes decoded from an intact prefix are the
+    bytes written (zstd blocks refer only to earlier data, blosc blocks are independent), and
+    the frame's header, declared size and block layout are still checked; damage inside the
     compressed contents of later blocks is reported by reads that need them and by ``zarrbuf
     check``. ``prefix_decode=False`` decodes every chunk whole. Chunks with a crc32c codec or
-    a zstd content checksum, and reads through a cache, decode whole either way.
+    a zstd content checksum, and reads through a cache, decode whole either way; gzip and
+    zlib chunks (whose trailers are content checksums) decode by prefix only when checksums
+    are not validated.
 
     Reads from object stores keep many requests in flight ahead of the decoders: each waits a
     round trip (20-80 ms on S3) before its bytes come. ``io_concurrency=N`` sets how many

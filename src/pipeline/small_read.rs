@@ -66,7 +66,7 @@ pub(crate) struct SmallRead {
     fill: Vec<u8>,
     elem: usize,
     validate_checksums: bool,
-    /// Decode only the needed prefix of zstd units (`ReadOptions::decode_needed_prefix`).
+    /// Decode only the needed prefix of units (`ReadOptions::decode_needed_prefix`).
     prefix: bool,
 }
 
@@ -129,7 +129,7 @@ impl SmallRead {
 
     /// Decodes one unit's fetched bytes (`None`: not stored, read as the fill value) into a
     /// recycled buffer of exactly its decoded size; a unit that does not decode is an error
-    /// naming it. With `decode_needed_prefix`, a zstd unit may be decoded only up to the
+    /// naming it. With `decode_needed_prefix`, a unit may be decoded only up to the
     /// read's last element in it (`zarr/prefix_decode.rs`): the bytes after are unspecified
     /// and never read.
     pub(crate) fn decode<S: ?Sized>(

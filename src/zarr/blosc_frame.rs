@@ -383,7 +383,7 @@ fn split_streams(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::ffi::c_void;
 

@@ -5,6 +5,7 @@
 mod array;
 mod array_facts;
 mod blosc_frame;
+mod blosc_prefix;
 mod bounded_decode;
 mod codec_plan;
 mod codec_spec;

@@ -1,27 +1,45 @@
-//! Decoding only the needed prefix of a zstd chunk: the opt-in of
-//! [`crate::options::ReadOptions::decode_needed_prefix`].
+//! Decoding only the needed prefix of a chunk: [`crate::options::ReadOptions::decode_needed_prefix`]
+//! (on by default; small host reads use it).
 //!
 //! A chunk's decoded bytes are in C order, so the elements a small read needs from it all lie
-//! before the last of them, and a zstd frame decodes from its start: the prefix up to that
-//! element is all that must be decoded (a 1 × 64 × 64 patch of a 64³ chunk at depth `k` needs
-//! `(k + 1) / 64` of it). The frame is first checked as far as it can be without decoding:
-//! [`zstd_frame_end`] walks every block header (magic, frame header, a declared content size
-//! equal to the chunk's, block types and sizes, every block inside the stored bytes), and the
-//! chunk must be exactly that one frame. Then zstd's streaming decoder is fed one block at a
-//! time (its own input hint) into the first `prefix` bytes of the chunk's buffer and stops
-//! as soon as they are written: it never writes past them, and its window is bounded by the
-//! declared content size, which equals the chunk's (a frame that does not declare its size
-//! is decoded whole).
+//! before the last of them: the prefix up to that element is all that must be decoded (a
+//! 1 × 64 × 64 patch of a 64³ chunk at depth `k` needs `(k + 1) / 64` of it). The rule: a
+//! read returns only bytes the chunk's own structure vouches for; it need not decode what it
+//! does not return. Three framings decode by prefix:
+//!
+//! - **zstd.** A frame decodes from its start. It is first checked as far as it can be
+//!   without decoding: [`zstd_frame_end`] walks every block header (magic, frame header, a
+//!   declared content size equal to the chunk's, block types and sizes, every block inside
+//!   the stored bytes), and the chunk must be exactly that one frame. Then zstd's streaming
+//!   decoder is fed one block at a time (its own input hint) into the first `prefix` bytes of
+//!   the chunk's buffer and stops as soon as they are written: it never writes past them,
+//!   and its window is bounded by the declared content size, which equals the chunk's (a
+//!   frame that does not declare its size is decoded whole).
+//! - **blosc** (LZ4 and zstd streams, and frames stored uncompressed): its blocks are
+//!   independent, so only those whose decoded bytes start before the prefix ends are
+//!   decoded, after the whole frame's layout is checked ([`super::blosc_prefix`]). The bytes
+//!   right are then those up to the end of the last block decoded.
+//! - **gzip and zlib**, when checksums are not validated: the header is checked (and gzip's
+//!   declared size, as for the device decoder), then flate2's streaming inflater runs until
+//!   `prefix` bytes are written.
+//!
+//! Checksums: a checksum of the whole content (zstd's content checksum, gzip's CRC-32,
+//! zlib's Adler-32, a crc32c codec's over the stored chunk) vouches only for the whole, so
+//! a chunk that has one is decoded whole while checksums are validated — the default, so
+//! gzip and zlib chunks decode whole by default (they always carry one), and zstd frames
+//! decode by prefix only when written without a content checksum (zarr-python's and
+//! numcodecs' default). A crc32c codec always decodes whole. blosc 1.x frames carry no
+//! checksum.
 //!
 //! Anything else decodes whole with [`DeviceCodec::decode_into`], so that what is refused is
-//! refused with exactly the whole decode's error: another compressor, a crc32c codec (its
-//! checksum covers the whole chunk), a frame with a content checksum when checksums are
-//! validated (it covers the whole content), a frame the walk finds damaged, several frames,
-//! trailing bytes, and any error of the streaming decoder. What the prefix decode does not
-//! see is damage inside the entropy-coded contents of the blocks after the prefix, which a
-//! whole decode reports: the reason the option is off by default.
+//! refused with exactly the whole decode's error: other compressors (lz4, blosc's blosclz,
+//! snappy and zlib), a frame a walk or parse finds damaged, several zstd frames, trailing
+//! bytes, and any error of a prefix decoder. What a prefix decode does not see is damage
+//! inside the compressed contents of what comes after the prefix (zstd blocks, blosc blocks,
+//! DEFLATE data), which a whole decode reports, as does `check`.
 
 use super::Unit;
+use super::blosc_prefix::blosc_prefix_into;
 use super::framing::{DeviceCodec, Framing, zstd_frame_end};
 use std::cell::Cell;
 use zstd::zstd_safe::{DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
@@ -44,8 +62,8 @@ pub(crate) fn needed_prefix(unit: &Unit, elem: usize) -> usize {
 /// Decodes the stored chunk `encoded` into `out` (exactly the chunk's decoded size) far
 /// enough that its first `prefix` bytes are right, and returns how many leading bytes of
 /// `out` are (at least `prefix`; bytes after them are unspecified). Decodes only the prefix
-/// where the module docs say it may; otherwise, or when the streaming decoder fails,
-/// decodes whole with [`DeviceCodec::decode_into`] and returns its result.
+/// where the module docs say it may; otherwise, or when a prefix decoder fails, decodes
+/// whole with [`DeviceCodec::decode_into`] and returns its result.
 pub(crate) fn decode_prefix_into(
     codec: DeviceCodec,
     encoded: &[u8],
@@ -53,27 +71,40 @@ pub(crate) fn decode_prefix_into(
     prefix: usize,
     validate_checksums: bool,
 ) -> Result<usize, String> {
-    if prefix < out.len()
-        && prefix_decodable(codec, encoded, out.len(), validate_checksums)
-        && let Some(prefix_out) = out.get_mut(..prefix)
-        && stream_prefix(encoded, prefix_out).is_ok()
-    {
-        return Ok(prefix);
+    if prefix < out.len() && !codec.crc32c {
+        let decoded = match codec.framing {
+            Framing::Zstd => zstd_prefix(encoded, out, prefix, validate_checksums),
+            Framing::Blosc(compressor) => blosc_prefix_into(compressor, encoded, out, prefix),
+            Framing::Gzip | Framing::Zlib if !validate_checksums => {
+                deflate_prefix(codec, encoded, out, prefix)
+            }
+            Framing::Gzip | Framing::Zlib | Framing::Lz4 => None,
+        };
+        if let Some(n) = decoded {
+            return Ok(n);
+        }
     }
     codec.decode_into(encoded, out, validate_checksums)
 }
 
-/// Whether `encoded`, a chunk of `expected` decoded bytes under `codec`, may be decoded by
-/// prefix (see the module docs).
-fn prefix_decodable(
-    codec: DeviceCodec,
+/// The zstd prefix decode: `None` when the frame is not prefix-decodable (see the module
+/// docs) or the streaming decoder fails.
+fn zstd_prefix(
     encoded: &[u8],
-    expected: usize,
+    out: &mut [u8],
+    prefix: usize,
     validate_checksums: bool,
-) -> bool {
-    if codec.framing != Framing::Zstd || codec.crc32c {
-        return false;
+) -> Option<usize> {
+    if !zstd_prefix_decodable(encoded, out.len(), validate_checksums) {
+        return None;
     }
+    let prefix_out = out.get_mut(..prefix)?;
+    stream_prefix(encoded, prefix_out).ok()?;
+    Some(prefix)
+}
+
+/// Whether `encoded`, a zstd chunk of `expected` decoded bytes, may be decoded by prefix.
+fn zstd_prefix_decodable(encoded: &[u8], expected: usize, validate_checksums: bool) -> bool {
     // One frame, its header and every block header intact, ending where the chunk ends.
     if zstd_frame_end(encoded, expected) != Ok(encoded.len()) {
         return false;
@@ -83,6 +114,29 @@ fn prefix_decodable(
     let declares_size = descriptor >> 6 != 0 || descriptor & 0x20 != 0;
     let has_checksum = descriptor & 0x04 != 0;
     declares_size && !(has_checksum && validate_checksums)
+}
+
+/// The gzip or zlib prefix decode (checksums not validated, no crc32c): the header checks
+/// the device decoder runs (gzip: magic, method, flags, fields, a trailer declaring the
+/// chunk's size; zlib: method, header check, no dictionary), then flate2's streaming
+/// inflater — which checks the header again, as a whole decode does — until `prefix` bytes
+/// are written. `None` when a check or the inflater fails.
+fn deflate_prefix(
+    codec: DeviceCodec,
+    encoded: &[u8],
+    out: &mut [u8],
+    prefix: usize,
+) -> Option<usize> {
+    use std::io::Read;
+    codec.payload(encoded, out.len(), false).ok()??;
+    let out = out.get_mut(..prefix)?;
+    // `bufread` decoders read straight from the slice: no buffer of their own.
+    let read = match codec.framing {
+        Framing::Gzip => flate2::bufread::GzDecoder::new(encoded).read_exact(out),
+        Framing::Zlib => flate2::bufread::ZlibDecoder::new(encoded).read_exact(out),
+        _ => return None,
+    };
+    read.ok().map(|()| prefix)
 }
 
 thread_local! {
@@ -347,6 +401,118 @@ mod tests {
         for validate in [true, false] {
             assert!(decode_prefix_into(crc, &with_crc, &mut out, 10, validate).is_err());
         }
+    }
+
+    fn deflate_codec(framing: Framing) -> DeviceCodec {
+        DeviceCodec {
+            framing,
+            crc32c: false,
+        }
+    }
+
+    /// `data` as a gzip member and as a zlib stream.
+    fn deflated(data: &[u8]) -> [(Framing, Vec<u8>); 2] {
+        use std::io::Write;
+        let level = flate2::Compression::fast();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), level);
+        gz.write_all(data).unwrap();
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), level);
+        zl.write_all(data).unwrap();
+        [
+            (Framing::Gzip, gz.finish().unwrap()),
+            (Framing::Zlib, zl.finish().unwrap()),
+        ]
+    }
+
+    fn inflate(
+        framing: Framing,
+        encoded: &[u8],
+        prefix: usize,
+        validate: bool,
+    ) -> Result<(usize, Vec<u8>), String> {
+        let mut out = vec![0u8; SIZE];
+        let n = decode_prefix_into(deflate_codec(framing), encoded, &mut out, prefix, validate)?;
+        Ok((n, out))
+    }
+
+    fn inflate_whole(framing: Framing, encoded: &[u8]) -> Result<usize, String> {
+        let mut out = vec![0u8; SIZE];
+        deflate_codec(framing).decode_into(encoded, &mut out, false)
+    }
+
+    /// Without validated checksums a gzip or zlib chunk is inflated only up to the prefix,
+    /// and the bytes are the whole decode's; with them (the default) it is decoded whole.
+    #[test]
+    fn gzip_and_zlib_prefixes_equal_the_whole_decode() {
+        let data = data();
+        for (framing, encoded) in deflated(&data) {
+            for prefix in [0, 1, 1000, 65_536, 300_001, SIZE - 1, SIZE] {
+                let (n, out) = inflate(framing, &encoded, prefix, false).unwrap();
+                assert_eq!(n, prefix.max(usize::from(prefix == SIZE) * SIZE));
+                assert_eq!(out[..n], data[..n], "{framing:?} prefix {prefix}");
+                let (n, out) = inflate(framing, &encoded, prefix, true).unwrap();
+                assert_eq!((n, &out), (SIZE, &data), "{framing:?}: decoded whole");
+            }
+        }
+    }
+
+    /// Damage after the prefix (compressed data near the end, the trailer's checksum) is
+    /// not seen without validated checksums, and is with them; damage the prefix needs
+    /// (its compressed data, the header, a stream cut short) is the whole decode's error.
+    #[test]
+    fn gzip_and_zlib_damage_is_refused_where_needed() {
+        let data = data();
+        for (framing, encoded) in deflated(&data) {
+            let what = format!("{framing:?}");
+            let mut late = encoded.clone();
+            let at = encoded.len() - 20;
+            late[at..at + 4].fill(0xff);
+            let mut checksum = encoded.clone();
+            *checksum.last_mut().unwrap() ^= 1;
+            if framing == Framing::Gzip {
+                // The CRC-32 comes before the size.
+                let n = checksum.len();
+                checksum[n - 1] ^= 1;
+                checksum[n - 8] ^= 1;
+            }
+            for bad in [&late, &checksum] {
+                let e = inflate_whole(framing, bad).unwrap_err();
+                let (n, out) = inflate(framing, bad, 1000, false).unwrap();
+                assert_eq!(out[..n], data[..n], "{what}");
+                let p = inflate(framing, bad, 1000, true).map(|(n, _)| n);
+                assert_eq!(p, Err(e), "{what}");
+            }
+            assert_eq!(
+                inflate(framing, &late, SIZE - 1, false).map(|(n, _)| n),
+                Err(inflate_whole(framing, &late).unwrap_err()),
+                "{what}"
+            );
+            // The first DEFLATE block's header (a reserved block type), the header, and a
+            // stream cut before the prefix's data ends.
+            let mut early = encoded.clone();
+            let body = if framing == Framing::Gzip { 10 } else { 2 };
+            early[body..body + 30].fill(0xff);
+            let mut header = encoded.clone();
+            header[0] ^= 0x40;
+            let cut = encoded[..100].to_vec();
+            for bad in [early, header, cut] {
+                let e = inflate_whole(framing, &bad).unwrap_err();
+                let p = inflate(framing, &bad, 1000, false).map(|(n, _)| n);
+                assert_eq!(p, Err(e), "{what}");
+            }
+        }
+        // A crc32c chain decodes whole.
+        let [(_, gz), _] = deflated(&data);
+        let mut late = gz.clone();
+        let at = gz.len() - 20;
+        late[at..at + 4].fill(0xff);
+        late.extend_from_slice(&crc32c::crc32c(&late).to_le_bytes());
+        let crc = DeviceCodec {
+            framing: Framing::Gzip,
+            crc32c: true,
+        };
+        let mut out = vec![0u8; SIZE];
+        assert!(decode_prefix_into(crc, &late, &mut out, 10, false).is_err());
     }
 
     #[test]

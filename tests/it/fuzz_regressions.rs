@@ -187,6 +187,7 @@ fn replay(target: &str, data: &[u8]) -> Vec<Outcome> {
         "bounded_decode" => vec![harness::bounded_decode(data)],
         "vlen_decode" => vec![harness::vlen_decode(data)],
         "zip_directory" => vec![harness::zip_directory(data)],
+        "prefix_decode" => vec![harness::prefix_decode(data)],
         other => panic!("unknown fuzz target {other:?}"),
     }
 }
@@ -305,6 +306,7 @@ fn seed_corpora_run_cleanly() {
         "check_walk",
         "vlen_decode",
         "zip_directory",
+        "prefix_decode",
     ] {
         for input in std::fs::read_dir(corpus.join(target)).expect("a seed corpus") {
             let data = std::fs::read(input.expect("an entry").path()).expect("readable");

@@ -4,7 +4,10 @@
 //! multi-block frames built here, a chunk whose last block is garbled (its sizes intact)
 //! reads for a first-plane patch with the option on and is refused with it off (the proof
 //! that the prefix is decoded, and that the default decodes whole), while what the block
-//! walk sees (cut short, trailing bytes, another size) is refused either way.
+//! walk sees (cut short, trailing bytes, another size) is refused either way. The same for
+//! blosc (LZ4 with each shuffle, zstd), gzip and zlib chunks written by zarrbuf: a chunk
+//! whose later blocks (later DEFLATE data) are garbled reads for a first-plane patch with the
+//! option on (gzip and zlib: without validated checksums) and is refused with it off.
 
 #![allow(clippy::single_range_in_vec_init)]
 
@@ -407,5 +410,126 @@ fn damage_the_walk_sees_and_checksummed_frames_are_refused_with_the_option_on() 
         for r in both(b.store(), "", &first, &on().with_validate_checksums(false)) {
             assert!(r.unwrap() == b.expected(&first, 4), "sharded={sharded}");
         }
+    }
+}
+
+/// The blosc, gzip and zlib codecs prefix decoding covers (a v3 `codecs` entry after
+/// `bytes`).
+const MORE_CODECS: [&str; 6] = [
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 16384}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "bitshuffle", "typesize": 4, "blocksize": 16384}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 4, "blocksize": 16384}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "shuffle", "typesize": 4, "blocksize": 16384}}"#,
+    r#"{"name": "gzip", "configuration": {"level": 1}}"#,
+    r#"{"name": "numcodecs.zlib", "configuration": {"level": 1}}"#,
+];
+
+/// A uint32 array of two `CHUNK`s under `codec`, written by zarrbuf; returns its directory
+/// and values (a wave of small whole numbers, which every codec compresses).
+fn written(tag: &str, codec: &str) -> (PathBuf, Vec<u32>) {
+    use zarrbuf::ArrayWriteExt;
+    let dir = store_dir(tag);
+    let meta = format!(
+        r#"{{"zarr_format": 3, "node_type": "array", "shape": [16, 128, 256],
+            "data_type": "uint32", "fill_value": 0,
+            "chunk_grid": {{"name": "regular", "configuration": {{"chunk_shape": {CHUNK:?}}}}},
+            "chunk_key_encoding": {{"name": "default", "configuration": {{"separator": "/"}}}},
+            "codecs": [{{"name": "bytes", "configuration": {{"endian": "little"}}}}, {codec}]}}"#
+    );
+    std::fs::write(dir.join("zarr.json"), meta).unwrap();
+    let values: Vec<u32> = (0..16 * PLANE as u32)
+        .map(|i| (i / 7) % 500 + i % 3)
+        .collect();
+    let a = zarrbuf::open(dir.to_str().unwrap(), "").unwrap();
+    a.write_all(&NDBuffer::from_vec(values.clone(), &[16, 128, 256]).unwrap())
+        .unwrap();
+    (dir, values)
+}
+
+fn patch_values(values: &[u32], patch: &[Range<u64>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for z in patch[0].clone() {
+        for y in patch[1].clone() {
+            for x in patch[2].clone() {
+                let i = z as usize * PLANE + y as usize * 256 + x as usize;
+                out.extend_from_slice(&values[i].to_ne_bytes());
+            }
+        }
+    }
+    out
+}
+
+/// blosc (LZ4 with each shuffle, zstd), gzip and zlib chunks: a plane and a box at every
+/// depth read the chunk's values with the option on and off, checksums validated or not,
+/// sync and async.
+#[test]
+fn blosc_gzip_and_zlib_chunks_read_exactly_at_every_depth() {
+    for codec in MORE_CODECS {
+        let (dir, values) = written("codecs", codec);
+        let store = dir.to_str().unwrap();
+        for z in [0, 1, 5, 7, 8, 15] {
+            for patch in [
+                vec![z..z + 1, 0..128, 0..256],
+                vec![z..z + 1, 3..50, 17..200],
+            ] {
+                let want = patch_values(&values, &patch);
+                for opts in [off(), on(), on().with_validate_checksums(false)] {
+                    for r in both(store, "", &patch, &opts) {
+                        assert!(r.unwrap() == want, "{codec} {patch:?}");
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A blosc chunk whose last block's first stream is garbled (every size intact), and a
+/// gzip or zlib chunk whose last compressed bytes are: a first-plane patch reads with the
+/// option on (gzip and zlib: only without validated checksums, their trailer being a
+/// content checksum) and is refused with it off; the last plane is refused either way.
+#[test]
+fn garbled_later_blosc_blocks_and_deflate_data_are_read_past_only_with_the_option_on() {
+    let le32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    for codec in MORE_CODECS {
+        let (dir, values) = written("garbled", codec);
+        let store = dir.to_str().unwrap();
+        let key = dir.join("c/0/0/0");
+        let mut chunk = std::fs::read(&key).unwrap();
+        let deflate = !codec.contains("blosc");
+        if deflate {
+            let n = chunk.len();
+            chunk[n - 40..n - 8].fill(0xff);
+        } else {
+            assert_eq!(chunk[2] & 0x02, 0, "{codec}: compressed, not stored");
+            let (nbytes, blocksize) = (le32(&chunk, 4), le32(&chunk, 8));
+            let last = le32(&chunk, 16 + 4 * (nbytes.div_ceil(blocksize) - 1));
+            let csize = le32(&chunk, last);
+            chunk[last + 4..last + 4 + csize].fill(0xff);
+        }
+        std::fs::write(&key, &chunk).unwrap();
+        let first = [0..1, 0..64, 0..64];
+        let last = [7..8, 100..128, 200..256];
+        let prefix = if deflate {
+            on().with_validate_checksums(false)
+        } else {
+            on()
+        };
+        for r in both(store, "", &first, &prefix) {
+            assert!(r.unwrap() == patch_values(&values, &first), "{codec}");
+        }
+        let mut refused = vec![off(), off().with_validate_checksums(false)];
+        if deflate {
+            refused.push(on());
+        }
+        for opts in refused {
+            for r in both(store, "", &first, &opts) {
+                assert!(r.is_err(), "{codec}: a whole decode");
+            }
+        }
+        for r in both(store, "", &last, &prefix) {
+            assert!(r.is_err(), "{codec}: the last block was needed");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1151,3 +1151,145 @@ pub fn zip_directory(data: &[u8]) -> Outcome {
         Err(e) => Outcome::Err(e.to_string()),
     }
 }
+
+/// The codecs target `prefix_decode` stores its chunk in (a zarr v3 `codecs` list after
+/// `bytes`): blosc with LZ4 streams (byte shuffle, bit shuffle, none) and zstd streams, each
+/// in blocks of a few KiB, then gzip, zlib and zstd.
+pub const PREFIX_CODECS: &[&str] = &[
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 1024}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "bitshuffle", "typesize": 4, "blocksize": 1024}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 4, "blocksize": 1024}}"#,
+    r#"{"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "shuffle", "typesize": 4, "blocksize": 2048}}"#,
+    r#"{"name": "gzip", "configuration": {"level": 1}}"#,
+    r#"{"name": "numcodecs.zlib", "configuration": {"level": 1}}"#,
+    r#"{"name": "zstd", "configuration": {"level": 1, "checksum": false}}"#,
+];
+
+/// The uint32 elements of the one chunk of target `prefix_decode`.
+pub const PREFIX_ELEMENTS: u64 = 4096;
+
+/// The values of target `prefix_decode`'s chunk: a slow wave with noise, which every codec
+/// compresses into several blocks without making them trivial.
+pub fn prefix_values() -> Vec<u32> {
+    let mut x = 0x9e37_79b9_u32;
+    (0..PREFIX_ELEMENTS as u32)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (i / 5) % 300 + x % 4
+        })
+        .collect()
+}
+
+/// Writes the metadata of target `prefix_decode`'s array with `codec` into `dir`.
+fn put_prefix_array(dir: &TempDir, codec: &str) {
+    let n = PREFIX_ELEMENTS;
+    dir.put(
+        "zarr.json",
+        format!(
+            r#"{{"zarr_format": 3, "node_type": "array", "shape": [{n}],
+                "data_type": "uint32", "fill_value": 0,
+                "chunk_grid": {{"name": "regular", "configuration": {{"chunk_shape": [{n}]}}}},
+                "chunk_key_encoding": {{"name": "default"}},
+                "codecs": [{{"name": "bytes", "configuration": {{"endian": "little"}}}}, {codec}]}}"#
+        )
+        .as_bytes(),
+    );
+}
+
+/// The stored chunk of [`prefix_values`] under each of [`PREFIX_CODECS`], written once per
+/// process by zarrbuf itself (the same encoders a user's writes go through).
+pub fn prefix_templates() -> &'static [Vec<u8>] {
+    static TEMPLATES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    TEMPLATES.get_or_init(|| {
+        use zarrbuf::{ArrayWriteExt, NDBuffer};
+        let values = NDBuffer::from_vec(prefix_values(), &[PREFIX_ELEMENTS as usize])
+            .expect("a host buffer");
+        PREFIX_CODECS
+            .iter()
+            .map(|codec| {
+                let dir = TempDir::new();
+                put_prefix_array(&dir, codec);
+                let array = zarrbuf::open(dir.location(), "").expect("the array opens");
+                array.write_all(&values).expect("the chunk is written");
+                std::fs::read(dir.path().join("c/0")).expect("the chunk is stored")
+            })
+            .collect()
+    })
+}
+
+/// Target `prefix_decode`: byte 0 picks a codec of [`PREFIX_CODECS`] (low 3 bits, modulo
+/// their count) and flags (`0x80`: do not validate checksums, which gzip and zlib need to be
+/// decoded by prefix; `0x40`: cut the chunk where the mask ends); bytes 1–2 (little-endian,
+/// modulo [`PREFIX_ELEMENTS`]) the element to read; bytes 3–4 (modulo the chunk's length)
+/// where the rest, a mask, is XORed into the template chunk of [`prefix_templates`]. Reads
+/// that one element (the prefix of the chunk up to it) with and without
+/// `ReadOptions::with_decode_needed_prefix`: wherever the whole decode reads, the prefix
+/// decode reads the same bytes; an unchanged chunk reads its value both ways. Returns the
+/// prefix read's outcome.
+pub fn prefix_decode(data: &[u8]) -> Outcome {
+    let (Some(&sel), Some(at), Some(offset)) = (
+        data.first(),
+        data.get(1..3).map(|b| u16::from_le_bytes([b[0], b[1]])),
+        data.get(3..5).map(|b| u16::from_le_bytes([b[0], b[1]])),
+    ) else {
+        return Outcome::Skipped;
+    };
+    let mask = &data[5..];
+    let which = usize::from(sel & 0x07) % PREFIX_CODECS.len();
+    let validate_checksums = sel & 0x80 == 0;
+    let mut chunk = prefix_templates()[which].clone();
+    let start = usize::from(offset) % chunk.len().max(1);
+    for (b, m) in chunk[start..].iter_mut().zip(mask) {
+        *b ^= m;
+    }
+    let cut = sel & 0x40 != 0;
+    if cut {
+        chunk.truncate(start + mask.len());
+    }
+    let intact = !cut && mask.iter().all(|&m| m == 0);
+    let dir = TempDir::new();
+    put_prefix_array(&dir, PREFIX_CODECS[which]);
+    dir.put("c/0", &chunk);
+    let array = match zarrbuf::open(dir.location(), "") {
+        Ok(a) => a,
+        Err(e) => return Outcome::Err(e.to_string()),
+    };
+    let k = u64::from(at) % PREFIX_ELEMENTS;
+    let proto = BufferPrototype::cpu();
+    let opts = options(PipelineMode::Auto, validate_checksums);
+    let read = |prefix: bool| {
+        array
+            .read_opt(
+                &[k..k + 1],
+                &proto,
+                &opts.clone().with_decode_needed_prefix(prefix),
+            )
+            .and_then(|b| b.to_native_bytes())
+    };
+    let (whole, prefix) = (read(false), read(true));
+    if let Ok(w) = &whole {
+        let p = prefix
+            .as_ref()
+            .unwrap_or_else(|e| panic!("the prefix decode refused what a whole decode read: {e}"));
+        assert!(
+            w == p,
+            "the prefix and whole decodes read element {k} differently"
+        );
+    }
+    if intact {
+        let want = prefix_values()[k as usize].to_ne_bytes();
+        assert!(
+            whole.as_ref().ok().map(Vec::as_slice) == Some(&want[..])
+                && prefix.as_ref().ok().map(Vec::as_slice) == Some(&want[..]),
+            "an intact chunk did not read its value: {:?} / {:?}",
+            whole.as_ref().err().map(ToString::to_string),
+            prefix.as_ref().err().map(ToString::to_string)
+        );
+    }
+    match prefix {
+        Ok(_) => Outcome::Ok,
+        Err(e) => Outcome::Err(e.to_string()),
+    }
+}
