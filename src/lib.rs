@@ -121,11 +121,14 @@ pub fn check_array(
 // The specialised ones, in named modules.
 pub use buffer::{dlpack, npy};
 
-// README.md's Rust examples are compiled as doc tests (`no_run`: they need stores and GPUs),
-// so the API tour cannot drift from the API.
+// README.md's and docs/rust-api.md's Rust examples are compiled as doc tests (`no_run`: they
+// need stores and GPUs), so the API tour cannot drift from the API.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rust-api.md")]
+struct RustApiExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
 /// the process-wide default prototype, how much host memory is left, and the memory zarrbuf
