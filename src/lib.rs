@@ -87,29 +87,53 @@ pub use zarr::{open, open_async, open_opt, open_opt_async};
 // Names that had a second public path: each now has one (docs/api-changes.md), and the
 // second is a deprecated alias or wrapper saying which.
 /// Options of reads. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::ReadOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::ReadOptions; removed in 0.2.0"
+)]
 pub type ReadOptions = options::ReadOptions;
 /// Options of writes. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::WriteOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::WriteOptions; removed in 0.2.0"
+)]
 pub type WriteOptions = options::WriteOptions;
 /// The route of a read or write. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::PipelineMode")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::PipelineMode; removed in 0.2.0"
+)]
 pub type PipelineMode = options::PipelineMode;
 /// Options of opening. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::OpenOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::OpenOptions; removed in 0.2.0"
+)]
 pub type OpenOptions = options::OpenOptions;
 /// Options of [`copy_array`]. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::CopyOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::CopyOptions; removed in 0.2.0"
+)]
 pub type CopyOptions = options::CopyOptions;
 /// Options of [`check::check_array`]. Deprecated at the root: options types are in
 /// [`options`].
-#[deprecated(note = "use zarrbuf::options::CheckOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::CheckOptions; removed in 0.2.0"
+)]
 pub type CheckOptions = options::CheckOptions;
 /// What [`check::check_array`] found. Deprecated at the root: checking is [`check`].
-#[deprecated(note = "use zarrbuf::check::CheckReport")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::check::CheckReport; removed in 0.2.0"
+)]
 pub type CheckReport = check::CheckReport;
 /// Checks a stored array for damage. Deprecated at the root: checking is [`check`].
-#[deprecated(note = "use zarrbuf::check::check_array")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::check::check_array; removed in 0.2.0"
+)]
 pub fn check_array(
     location: &str,
     array_path: &str,
@@ -148,7 +172,9 @@ pub mod cuda {
     /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
     /// returns the bytes freed.
     #[deprecated(
-        note = "use zarrbuf::alloc::release_cached_memory: it frees host and pinned memory too"
+        since = "0.1.0",
+        note = "use zarrbuf::alloc::release_cached_memory (it frees host and pinned memory \
+                too); removed in 0.2.0"
     )]
     pub fn release_cached_memory() -> usize {
         crate::memory::release_cached_memory()
@@ -172,7 +198,10 @@ pub mod check {
 
     /// Options of [`check_array`]. Deprecated here: options types are in
     /// [`crate::options`].
-    #[deprecated(note = "use zarrbuf::options::CheckOptions")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::options::CheckOptions; removed in 0.2.0"
+    )]
     pub type CheckOptions = crate::options::CheckOptions;
 }
 
@@ -194,18 +223,24 @@ pub mod hierarchy {
     pub use crate::zarr::{ArraySummary, NodeInfo, NodeKind};
 
     /// A listing of groups and arrays. Deprecated here: it is [`crate::Hierarchy`].
-    #[deprecated(note = "use zarrbuf::Hierarchy")]
+    #[deprecated(since = "0.1.0", note = "use zarrbuf::Hierarchy; removed in 0.2.0")]
     pub type Hierarchy = crate::zarr::Hierarchy;
 
     /// Lists the groups and arrays under a path. Deprecated here: it is
     /// [`crate::list_hierarchy`].
-    #[deprecated(note = "use zarrbuf::list_hierarchy")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::list_hierarchy; removed in 0.2.0"
+    )]
     pub fn list_hierarchy(location: &str, path: &str) -> crate::Result<crate::Hierarchy> {
         crate::list_hierarchy(location, path)
     }
 
     /// [`crate::list_hierarchy_opt`]. Deprecated here: it is [`crate::list_hierarchy_opt`].
-    #[deprecated(note = "use zarrbuf::list_hierarchy_opt")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::list_hierarchy_opt; removed in 0.2.0"
+    )]
     pub fn list_hierarchy_opt(
         location: &str,
         path: &str,
@@ -244,7 +279,10 @@ pub mod stream {
     pub use crate::api::{BlockingReadStream, ReadStream, VarLenReadStream};
 
     /// Options of read streams. Deprecated here: options types are in [`crate::options`].
-    #[deprecated(note = "use zarrbuf::options::StreamOptions")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::options::StreamOptions; removed in 0.2.0"
+    )]
     pub type StreamOptions = crate::options::StreamOptions;
 }
 
