@@ -29,9 +29,9 @@
 // The `mod` lines are in rustfmt's alphabetical order, not in layer order. The layers,
 // bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
-// - the leaves: `place` (Device, Memory), `error` (imports `place`), `dtype` (imports
-//   `error`), `options` and `memory_limit` (how much host memory this process may still
-//   take; both import nothing from the crate);
+// - the leaves: `place` (Device, Memory), `errors` (error.rs; imports `place`),
+//   `data_types` (dtype.rs; imports `errors`), `options` and `memory_limit` (how much host
+//   memory this process may still take; both import nothing from the crate);
 // - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
 //   only the leaves, and its public face `zarrbuf::store` also re-exports the zarr floor's
 //   `open_store`, `open_store_opt` and `zarrs_safe_metadata`;
@@ -55,10 +55,15 @@ pub mod cache;
 // hold what is defined elsewhere (`OpenOptions`, `CopyOptions`); the files keep their names.
 #[path = "check/mod.rs"]
 mod checking;
+// `dtype` and `error` are public through the modules of those names below, which hold only
+// what is not at the root (`ByteOrder`, `TimeUnit`; `BoxError`): every name has one public
+// path. The files keep their names.
+#[path = "dtype.rs"]
+mod data_types;
 mod device;
 mod driver;
-pub mod dtype;
-pub mod error;
+#[path = "error.rs"]
+mod errors;
 mod memory;
 mod memory_limit;
 #[path = "options.rs"]
@@ -74,8 +79,8 @@ pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt
 pub use api::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, ArrayWriteVarLenExt};
 pub use api::{copy_array, create_like};
 pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer};
-pub use dtype::{DataType, Element, Order, VarLenKind};
-pub use error::{Error, Result};
+pub use data_types::{DataType, Element, Order, VarLenKind};
+pub use errors::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
 pub use store::open::DynArray;
 pub use store::remote::AsyncArray;
@@ -248,6 +253,17 @@ pub mod hierarchy {
     ) -> crate::Result<crate::Hierarchy> {
         crate::list_hierarchy_opt(location, path, opts)
     }
+}
+
+/// Data type details: byte order and time units. [`DataType`], [`Element`], [`Order`] and
+/// [`VarLenKind`] are at the root.
+pub mod dtype {
+    pub use crate::data_types::{ByteOrder, TimeUnit};
+}
+
+/// Error sources. [`Error`] and [`Result`] are at the root.
+pub mod error {
+    pub use crate::errors::BoxError;
 }
 
 /// Borrowed views of host memory: bytes, and typed n-d arrays (ndarray) of an NDBuffer.

@@ -21,7 +21,7 @@
 //! [`crate::ArrayReadAsyncExt::read_into_async`].
 
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::options::StreamOptions;
 use crate::pipeline::StreamReads;
 use futures::Stream;

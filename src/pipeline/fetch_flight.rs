@@ -23,7 +23,7 @@
 //! async leader is a future like any other: one that was polled and is then kept without
 //! being polled (neither awaited nor dropped) keeps its waiters waiting, as a held lock would.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
