@@ -4,7 +4,7 @@
 //! nothing touches CUDA before [`cuda_device_count`] found the driver; its absence becomes
 //! [`Error::DeviceUnavailable`] with a sentence a user understands.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Device;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! Data types (with their zarr names), byte order and memory order.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use half::{bf16, f16};
 use num_complex::Complex;
 use zarrbuf_codecs::ScalarKind;

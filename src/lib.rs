@@ -30,8 +30,8 @@
 // bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `process_local` (values a forked child builds
-//   afresh), `error` (imports `place`), `dtype` (imports
-//   `error`), `options` and `memory_limit` (how much host memory this process may still
+//   afresh), `errors` (error.rs; imports `place`), `data_types` (dtype.rs; imports
+//   `errors`), `options` and `memory_limit` (how much host memory this process may still
 //   take; both import nothing from the crate);
 // - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
 //   only the leaves, and its public face `zarrbuf::store` also re-exports the zarr floor's
@@ -56,10 +56,15 @@ pub mod cache;
 // hold what is defined elsewhere (`OpenOptions`, `CopyOptions`); the files keep their names.
 #[path = "check/mod.rs"]
 mod checking;
+// `dtype` and `error` are public through the modules of those names below, which hold only
+// what is not at the root (`ByteOrder`, `TimeUnit`; `BoxError`): every name has one public
+// path. The files keep their names.
+#[path = "dtype.rs"]
+mod data_types;
 mod device;
 mod driver;
-pub mod dtype;
-pub mod error;
+#[path = "error.rs"]
+mod errors;
 mod memory;
 mod memory_limit;
 #[path = "options.rs"]
@@ -76,8 +81,8 @@ pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt
 pub use api::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, ArrayWriteVarLenExt};
 pub use api::{copy_array, create_like};
 pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer};
-pub use dtype::{DataType, Element, Order, VarLenKind};
-pub use error::{Error, Result};
+pub use data_types::{DataType, Element, Order, VarLenKind};
+pub use errors::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
 pub use store::open::DynArray;
 pub use store::remote::AsyncArray;
@@ -89,29 +94,53 @@ pub use zarr::{open, open_async, open_opt, open_opt_async};
 // Names that had a second public path: each now has one (docs/api-changes.md), and the
 // second is a deprecated alias or wrapper saying which.
 /// Options of reads. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::ReadOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::ReadOptions; removed in 0.2.0"
+)]
 pub type ReadOptions = options::ReadOptions;
 /// Options of writes. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::WriteOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::WriteOptions; removed in 0.2.0"
+)]
 pub type WriteOptions = options::WriteOptions;
 /// The route of a read or write. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::PipelineMode")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::PipelineMode; removed in 0.2.0"
+)]
 pub type PipelineMode = options::PipelineMode;
 /// Options of opening. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::OpenOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::OpenOptions; removed in 0.2.0"
+)]
 pub type OpenOptions = options::OpenOptions;
 /// Options of [`copy_array`]. Deprecated at the root: options types are in [`options`].
-#[deprecated(note = "use zarrbuf::options::CopyOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::CopyOptions; removed in 0.2.0"
+)]
 pub type CopyOptions = options::CopyOptions;
 /// Options of [`check::check_array`]. Deprecated at the root: options types are in
 /// [`options`].
-#[deprecated(note = "use zarrbuf::options::CheckOptions")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::options::CheckOptions; removed in 0.2.0"
+)]
 pub type CheckOptions = options::CheckOptions;
 /// What [`check::check_array`] found. Deprecated at the root: checking is [`check`].
-#[deprecated(note = "use zarrbuf::check::CheckReport")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::check::CheckReport; removed in 0.2.0"
+)]
 pub type CheckReport = check::CheckReport;
 /// Checks a stored array for damage. Deprecated at the root: checking is [`check`].
-#[deprecated(note = "use zarrbuf::check::check_array")]
+#[deprecated(
+    since = "0.1.0",
+    note = "use zarrbuf::check::check_array; removed in 0.2.0"
+)]
 pub fn check_array(
     location: &str,
     array_path: &str,
@@ -123,11 +152,14 @@ pub fn check_array(
 // The specialised ones, in named modules.
 pub use buffer::{dlpack, npy};
 
-// README.md's Rust examples are compiled as doc tests (`no_run`: they need stores and GPUs),
-// so the API tour cannot drift from the API.
+// README.md's and docs/rust-api.md's Rust examples are compiled as doc tests (`no_run`: they
+// need stores and GPUs), so the API tour cannot drift from the API.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rust-api.md")]
+struct RustApiExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
 /// the process-wide default prototype, how much host memory is left, and the memory zarrbuf
@@ -147,7 +179,9 @@ pub mod cuda {
     /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
     /// returns the bytes freed.
     #[deprecated(
-        note = "use zarrbuf::alloc::release_cached_memory: it frees host and pinned memory too"
+        since = "0.1.0",
+        note = "use zarrbuf::alloc::release_cached_memory (it frees host and pinned memory \
+                too); removed in 0.2.0"
     )]
     pub fn release_cached_memory() -> usize {
         crate::memory::release_cached_memory()
@@ -171,7 +205,10 @@ pub mod check {
 
     /// Options of [`check_array`]. Deprecated here: options types are in
     /// [`crate::options`].
-    #[deprecated(note = "use zarrbuf::options::CheckOptions")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::options::CheckOptions; removed in 0.2.0"
+    )]
     pub type CheckOptions = crate::options::CheckOptions;
 }
 
@@ -193,18 +230,24 @@ pub mod hierarchy {
     pub use crate::zarr::{ArraySummary, NodeInfo, NodeKind};
 
     /// A listing of groups and arrays. Deprecated here: it is [`crate::Hierarchy`].
-    #[deprecated(note = "use zarrbuf::Hierarchy")]
+    #[deprecated(since = "0.1.0", note = "use zarrbuf::Hierarchy; removed in 0.2.0")]
     pub type Hierarchy = crate::zarr::Hierarchy;
 
     /// Lists the groups and arrays under a path. Deprecated here: it is
     /// [`crate::list_hierarchy`].
-    #[deprecated(note = "use zarrbuf::list_hierarchy")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::list_hierarchy; removed in 0.2.0"
+    )]
     pub fn list_hierarchy(location: &str, path: &str) -> crate::Result<crate::Hierarchy> {
         crate::list_hierarchy(location, path)
     }
 
     /// [`crate::list_hierarchy_opt`]. Deprecated here: it is [`crate::list_hierarchy_opt`].
-    #[deprecated(note = "use zarrbuf::list_hierarchy_opt")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::list_hierarchy_opt; removed in 0.2.0"
+    )]
     pub fn list_hierarchy_opt(
         location: &str,
         path: &str,
@@ -212,6 +255,17 @@ pub mod hierarchy {
     ) -> crate::Result<crate::Hierarchy> {
         crate::list_hierarchy_opt(location, path, opts)
     }
+}
+
+/// Data type details: byte order and time units. [`DataType`], [`Element`], [`Order`] and
+/// [`VarLenKind`] are at the root.
+pub mod dtype {
+    pub use crate::data_types::{ByteOrder, TimeUnit};
+}
+
+/// Error sources. [`Error`] and [`Result`] are at the root.
+pub mod error {
+    pub use crate::errors::BoxError;
 }
 
 /// Borrowed views of host memory: bytes, and typed n-d arrays (ndarray) of an NDBuffer.
@@ -243,7 +297,10 @@ pub mod stream {
     pub use crate::api::{BlockingReadStream, ReadStream, VarLenReadStream};
 
     /// Options of read streams. Deprecated here: options types are in [`crate::options`].
-    #[deprecated(note = "use zarrbuf::options::StreamOptions")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "use zarrbuf::options::StreamOptions; removed in 0.2.0"
+    )]
     pub type StreamOptions = crate::options::StreamOptions;
 }
 

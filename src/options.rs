@@ -104,8 +104,8 @@ pub enum PipelineMode {
 /// Measured on an H100 with 16 host cores (`benches/gpu-runs/gpu-run-12-nvcomp-1GiB.txt`),
 /// 1 GiB float32 zstd-1 in 1 MiB chunks into CUDA memory, with batches of about 110 chunks
 /// (before batches were sized by SM count): CPU 9.3 GB/s, GPU 7.9, both 8.2. `Auto`
-/// therefore decodes on the CPU until a GPU run shows the device decoder exact and faster
-/// for a format.
+/// therefore decodes on the CPU except for the formats a later GPU run showed the device
+/// decoder exact and faster for: zstd so far.
 ///
 /// ```
 /// use zarrbuf::options::ReadOptions;
@@ -128,7 +128,7 @@ pub enum Decode {
     Both,
     /// The CPU, or `Both` for formats a GPU run has shown the device decoder exact and
     /// faster for, into CUDA outputs, with nvCOMP present and at least two batches of
-    /// chunks. No format is so marked yet, so today `Auto` is the CPU.
+    /// chunks. Zstd is the one format so marked (`benches/gpu-runs/gpu-run-21-all.txt`).
     #[default]
     Auto,
 }
@@ -172,8 +172,9 @@ impl std::str::FromStr for Decode {
 /// codec's level is recorded in the metadata but not applied); gzip and zlib levels pick the
 /// nearest nvCOMP algorithm (fast up to level 3, medium up to 6, high above).
 ///
-/// `Auto` compresses on the CPU: GPU compression has not yet been verified on a GPU to read
-/// back exactly (see the README), and will become `Auto`'s choice once it has.
+/// `Auto` compresses on the CPU: on an H100 every chunk compressed on the GPU read back
+/// exactly, but nvCOMP compressed zstd and lz4 several times slower than 16 CPU cores
+/// (docs/gpu-verification.md).
 ///
 /// ```
 /// use zarrbuf::options::WriteOptions;

@@ -6,7 +6,7 @@ use super::read_varlen::ArrayReadVarLenExt;
 use super::write::ArrayWriteExt;
 use super::write_varlen::ArrayWriteVarLenExt;
 use crate::buffer::BufferPrototype;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };

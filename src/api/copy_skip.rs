@@ -4,7 +4,7 @@
 //! with nothing stored then costs one key lookup per chunk, not a read, an encode and a
 //! comparison with the fill value of every block.
 
-use crate::error::Result;
+use crate::errors::Result;
 use crate::zarr::chunk_error;
 use std::ops::Range;
 use zarrs::array::Array;

@@ -1,6 +1,6 @@
 //! [`create_like`]: a new array shaped like another, replacing what was at its path.
 
-use crate::error::Result;
+use crate::errors::Result;
 use crate::store::DynArray;
 use crate::zarr::ArrayLayout;
 use std::sync::Arc;

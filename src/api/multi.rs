@@ -4,8 +4,8 @@
 
 use super::read::ArrayReadExt;
 use crate::buffer::{MultiNDBuffer, MultiPrototype, Placement, join_worker};
-use crate::dtype::Order;
-use crate::error::{Error, Result};
+use crate::data_types::Order;
+use crate::errors::{Error, Result};
 use crate::options::{Progress, ReadOptions};
 use crate::zarr::{check_subset, chunk_aligned_partitions};
 use std::ops::Range;

@@ -3,8 +3,8 @@
 use super::read_stream::BlockingReadStream;
 use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::dtype::{ByteOrder, DataType, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType, Order};
+use crate::errors::{Error, Result};
 use crate::memory::with_decode_target;
 use crate::options::{PipelineMode, ReadOptions, StreamOptions};
 use crate::pipeline::{

@@ -15,8 +15,8 @@ use super::read_stream::ReadStream;
 use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::cache::ChunkCache;
-use crate::dtype::{DataType, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{DataType, Order};
+use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
     AsyncUnits, CachedRead, Cancel, FetchStage, InnerFetch, caches_on_device, check_output_size,

@@ -21,7 +21,7 @@
 //! [`crate::ArrayReadAsyncExt::read_into_async`].
 
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::options::StreamOptions;
 use crate::pipeline::StreamReads;
 use futures::Stream;
@@ -32,8 +32,8 @@ use zarrs::array::Array;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
 /// A stream of the NDBuffers of many subsets of one array, read ahead and yielded in order
-/// (see [`StreamOptions`] for the bound on reads in flight, and the crate's README for the
-/// design). Made by [`crate::ArrayReadAsyncExt::read_stream`] (async stores) or
+/// (see [`StreamOptions`] for the bound on reads in flight, and docs/rust-api.md's "Read
+/// streams" for the design). Made by [`crate::ArrayReadAsyncExt::read_stream`] (async stores) or
 /// [`crate::ArrayReadExt::read_stream`] (sync stores, as a [`BlockingReadStream`]).
 ///
 /// The subsets' iterator is pulled while the stream is polled, so it should not block.

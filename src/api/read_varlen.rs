@@ -2,8 +2,8 @@
 
 use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
-use crate::dtype::VarLenKind;
-use crate::error::Result;
+use crate::data_types::VarLenKind;
+use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{Cancel, VarLenStreamReads, fetch_unit, read_varlen};
 use crate::zarr::{check_subset, vlen_kind};

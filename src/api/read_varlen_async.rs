@@ -2,7 +2,7 @@
 
 use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{Cancel, ShardReads, VarLenRead, VarLenStreamReads, fetch_unit_async};
 use crate::zarr::{Unit, check_subset};

@@ -10,7 +10,7 @@
 //! chunks.
 
 use crate::buffer::VarLenBuffer;
-use crate::error::Result;
+use crate::errors::Result;
 use crate::pipeline::VarLenStreamReads;
 
 /// A blocking iterator over the [`VarLenBuffer`]s of many subsets of one variable-length

@@ -2,8 +2,8 @@
 //! that sync and async operations report the same error for the same mistake.
 
 use crate::buffer::NDBuffer;
-use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::data_types::DataType;
+use crate::errors::{Error, Result};
 use crate::zarr::{check_subset, data_type_of};
 use std::ops::Range;
 use zarrs::array::Array;

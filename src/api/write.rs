@@ -3,8 +3,8 @@
 use super::target::{Role, check_target};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::cache::invalidate_written;
-use crate::dtype::{ByteOrder, DataType, Order};
-use crate::error::Result;
+use crate::data_types::{ByteOrder, DataType, Order};
+use crate::errors::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::write_staged;
 use crate::store::SyncedWrites;

@@ -7,7 +7,7 @@
 use super::target::{Role, check_target};
 use crate::buffer::NDBuffer;
 use crate::cache::invalidate_written;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::WriteOptions;
 use crate::pipeline::{Cancel, ChunkSink, write_staged};
 use crate::zarr::{chunk_error, forget_written_shard_indexes};
@@ -78,7 +78,7 @@ impl<S: ?Sized> AsyncSink<'_, S> {
 
     /// Runs one store operation on the runtime, abandoned if the future is dropped (a put
     /// is atomic: the chunk is either stored whole or not at all).
-    fn run<T, E: Into<crate::error::BoxError>>(
+    fn run<T, E: Into<crate::errors::BoxError>>(
         &self,
         indices: &[u64],
         op: impl Future<Output = std::result::Result<T, E>>,

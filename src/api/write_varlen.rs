@@ -3,8 +3,8 @@
 
 use super::target::subset_shape;
 use crate::buffer::VarLenBuffer;
-use crate::dtype::VarLenKind;
-use crate::error::{Error, Result};
+use crate::data_types::VarLenKind;
+use crate::errors::{Error, Result};
 use crate::options::{Durability, WriteOptions};
 use crate::store::SyncedWrites;
 use crate::zarr::{

@@ -3,7 +3,7 @@
 use super::lazy::{Allocate, LazyCell};
 use crate::device::Stream;
 use crate::device::{CudaOps, DeviceOps, Queue, ops_for, ops_for_pair, track};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::{
     ForeignCuda, ForeignHost, ReadGuard, Region, StorageKind, WriteGuard, next_id,
 };
@@ -310,7 +310,7 @@ impl Buffer {
     }
 
     /// Takes a typed Vec without copying (its elements' bytes, native order).
-    pub(crate) fn from_typed_vec<T: crate::dtype::Element>(vec: Vec<T>) -> Self {
+    pub(crate) fn from_typed_vec<T: crate::data_types::Element>(vec: Vec<T>) -> Self {
         Self::from_storage(StorageKind::ForeignHost(ForeignHost::from_typed_vec(vec)))
     }
 
@@ -512,7 +512,7 @@ impl Buffer {
     }
 
     /// A typed host ndarray view (see [`crate::NDBuffer::as_ndarray`]); offset relative to this handle.
-    pub(crate) fn storage_view<T: crate::dtype::Element>(
+    pub(crate) fn storage_view<T: crate::data_types::Element>(
         &self,
         offset: usize,
         shape: &[usize],
@@ -523,7 +523,7 @@ impl Buffer {
     }
 
     /// A typed, mutable host ndarray view (see [`crate::NDBuffer::as_ndarray_mut`]).
-    pub(crate) fn storage_view_mut<T: crate::dtype::Element>(
+    pub(crate) fn storage_view_mut<T: crate::data_types::Element>(
         &self,
         offset: usize,
         shape: &[usize],

@@ -12,7 +12,7 @@
 //! exporters and importers; `crate::memory::ipc` makes the driver calls.
 
 use super::{Allocator, Buffer, BufferPrototype};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::ipc::{self as mem_ipc, HANDLE_LEN};
 use crate::memory::{Init, Region};
 use crate::place::Memory;

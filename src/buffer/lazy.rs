@@ -5,7 +5,7 @@
 //! the views report (fixed when the buffer is described, so it does not change when memory
 //! arrives) and, once allocated, the region every view slices.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::{Region, next_id};
 use crate::place::Memory;
 use std::sync::{Mutex, OnceLock};

@@ -7,8 +7,8 @@
 //! partitioning and the parallel pipelines are then exercised without a GPU.
 
 use super::{Buffer, BufferPrototype, NDBuffer};
-use crate::dtype::Order;
-use crate::error::{Error, Result};
+use crate::data_types::Order;
+use crate::errors::{Error, Result};
 use crate::place::Device;
 use std::ops::Range;
 

@@ -2,8 +2,8 @@
 
 use crate::buffer::Buffer;
 use crate::buffer::NDBuffer;
-use crate::dtype::{ByteOrder, DataType, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType, Order};
+use crate::errors::{Error, Result};
 use std::io::{Read, Write};
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 
 use super::Buffer;
 use crate::device::Stream;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Device;
 use crate::place::Memory;

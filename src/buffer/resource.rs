@@ -2,7 +2,7 @@
 //! (morok's `allocator_arc`, cuda.core's `Buffer.memory_resource`).
 
 use super::{Allocator, Buffer, BufferPrototype};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::place::Memory;
 use std::sync::Arc;
 

@@ -2,8 +2,8 @@
 //! `i64` offsets buffer and one values buffer) in any memory.
 
 use super::{Buffer, BufferPrototype};
-use crate::dtype::VarLenKind;
-use crate::error::{Error, Result};
+use crate::data_types::VarLenKind;
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 
 /// An n-d array of variable-length elements (strings or byte strings) in Arrow's *large*

@@ -3,8 +3,8 @@
 //! NULs — the form `.npy` files hold them in without pickling.
 
 use super::{Buffer, NDBuffer, VarLenBuffer};
-use crate::dtype::{DataType, Order, VarLenKind};
-use crate::error::{Error, Result};
+use crate::data_types::{DataType, Order, VarLenKind};
+use crate::errors::{Error, Result};
 
 /// The numpy fixed-width type that holds every element of `data`: `<U{n}`
 /// ([`DataType::FixedUtf32`]) for strings, `n` the most characters of any element, or `|S{n}`

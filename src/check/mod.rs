@@ -18,7 +18,7 @@ mod shard_rewrite;
 mod vlen_check;
 mod walk;
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 pub use crate::store::atomic_store::is_temporary_name;
 use crate::store::{

@@ -9,7 +9,7 @@
 
 use super::finding::{Finding, Problem, chunk_indices};
 use super::shard_rewrite::rewrite_shard;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::{DynArray, writer_is_gone};
 use std::path::Path;
 

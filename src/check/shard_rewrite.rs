@@ -7,7 +7,7 @@
 
 use super::finding::Problem;
 use super::shard_check::ShardCheck;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::{DynArray, SyncedWrites};
 use zarrs::storage::StoreKey;
 

@@ -4,7 +4,7 @@
 //! own variable-length decoder (which panics on some of them) never sees damaged bytes.
 
 use super::finding::{Problem, problem_of};
-use crate::dtype::VarLenKind;
+use crate::data_types::VarLenKind;
 use crate::store::DynArray;
 use crate::zarr::{ChainPlan, UnitCodec, UnitFault, vlen_chain, vlen_kind};
 use std::num::NonZeroU64;

@@ -3,7 +3,7 @@
 //! store — so that what reads refuse is reported rather than skipped. Links inside the store
 //! are followed (each directory once).
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::kind_name;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

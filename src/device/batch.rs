@@ -8,7 +8,7 @@
 //! the CPU codecs into the same descriptor layout, so the pipeline's batching, result checks
 //! and error paths run in CI exactly as they do on a GPU.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::Region;
 
 /// A compression format devices decompress in batches.

@@ -4,7 +4,7 @@
 //! reused only once the fences its last batch left on it have passed; until then later
 //! batches take another pair (or a new one), never blocking.
 
-use crate::error::Result;
+use crate::errors::Result;
 use crate::memory::{Init, Region};
 use std::sync::Mutex;
 

@@ -7,7 +7,7 @@ use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue, track};
 use crate::driver::cuda_context;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaContext, CudaStream, sys};

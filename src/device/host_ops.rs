@@ -10,7 +10,7 @@ use super::compress::{
 use super::ops::HostQueue;
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 
 use super::batch::{BatchDesc, BatchItem, Compression};
 use super::compress::CompressSettings;
-use crate::error::Result;
+use crate::errors::Result;
 use crate::memory::{Fence, Region};
 use crate::place::Memory;
 use cudarc::driver::{CudaEvent, CudaStream};
@@ -116,7 +116,7 @@ impl Event {
             Event::Complete => Ok(()),
             Event::Cuda(e) => e
                 .synchronize()
-                .map_err(|e| crate::error::Error::cuda("cuEventSynchronize", e)),
+                .map_err(|e| crate::errors::Error::cuda("cuEventSynchronize", e)),
             #[cfg(test)]
             Event::At(t) => {
                 std::thread::sleep(t.saturating_duration_since(std::time::Instant::now()));

@@ -2,7 +2,7 @@
 //! CUDA device N for its memory (and for copies that touch it).
 
 use super::{CudaOps, DeviceOps, HostOps};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::place::Memory;
 use std::sync::Arc;
 

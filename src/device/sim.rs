@@ -13,7 +13,7 @@ use super::compress::CompressSettings;
 use super::ops::HostQueue;
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, HostOps, Queue};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::memory::Region;
 use crate::place::Memory;
 use std::collections::HashMap;

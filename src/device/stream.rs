@@ -1,7 +1,7 @@
 //! A public handle on a CUDA stream, for prototypes and copies that run on the caller's stream.
 
 use crate::driver::cuda_context;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Device;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;

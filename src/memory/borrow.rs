@@ -5,7 +5,7 @@
 //! `&[u8]` that [`crate::Buffer::as_host_bytes`] hands out sound: while it lives, writes
 //! through any other handle fail with [`crate::Error::Busy`] instead of racing.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 /// `n > 0`: n readers; `-1`: one writer; `0`: free.

@@ -11,7 +11,7 @@
 //! Work on one stream completes in order, so an allocation keeps at most one fence per
 //! stream: the newest.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::{Arc, Mutex, MutexGuard};
 

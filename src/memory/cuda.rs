@@ -3,7 +3,7 @@
 
 use super::completion::Fence;
 use crate::driver::{alloc_stream, cuda_context};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Device;
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Lending a host region to zarrs' decode-into as a disjoint n-d view.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{ArrayBytesDecodeIntoTarget, ArrayBytesFixedDisjointView, ArraySubset};
 

@@ -42,7 +42,7 @@ impl ForeignHost {
     }
 
     /// Takes a typed Vec without copying (the bytes of its elements).
-    pub(crate) fn from_typed_vec<T: crate::dtype::Element>(mut vec: Vec<T>) -> Self {
+    pub(crate) fn from_typed_vec<T: crate::data_types::Element>(mut vec: Vec<T>) -> Self {
         let (ptr, len) = (
             vec.as_mut_ptr() as *mut u8,
             std::mem::size_of_val(vec.as_slice()),

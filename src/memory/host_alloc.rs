@@ -4,7 +4,7 @@
 //! take 12+ GB/s, and whole-array reads are bound by that first write.
 
 use super::cache::{self, BlockKind, Reusable};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 

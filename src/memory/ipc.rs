@@ -11,7 +11,7 @@
 
 use super::{ForeignCuda, Region, StorageKind};
 use crate::driver::{cuda_context, cuda_device_count};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 use cudarc::driver::{CudaContext, DriverError, result, sys};
 use std::sync::Arc;

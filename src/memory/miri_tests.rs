@@ -15,7 +15,7 @@
 use super::HostAlloc;
 use super::cache::{self, BlockKind};
 use super::host_alloc::MIN_ALIGN;
-use crate::dtype::ByteOrder;
+use crate::data_types::ByteOrder;
 use crate::{Buffer, BufferPrototype, DataType, Error, NDBuffer, Order};
 use bytes::Bytes;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 
 use super::cache::{self, BlockKind, Reusable};
 use crate::driver::cuda_context;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use cudarc::driver::{CudaContext, result};
 use std::sync::Arc;
 

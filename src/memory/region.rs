@@ -4,7 +4,7 @@
 //! on `Region`s so that it sits below the buffer types instead of beside them.
 
 use super::{CudaAlloc, HostAlloc, PinnedAlloc, ReadGuard, Storage, StorageKind, WriteGuard};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 use std::sync::Arc;
 
@@ -164,7 +164,7 @@ impl Region {
     }
 
     /// A typed host ndarray view; `offset` is relative to this region's first byte.
-    pub(crate) fn ndarray_view<T: crate::dtype::Element>(
+    pub(crate) fn ndarray_view<T: crate::data_types::Element>(
         &self,
         offset: usize,
         shape: &[usize],
@@ -175,7 +175,7 @@ impl Region {
     }
 
     /// A typed, mutable ndarray view; `offset` is relative to this region's first byte.
-    pub(crate) fn ndarray_view_mut<T: crate::dtype::Element>(
+    pub(crate) fn ndarray_view_mut<T: crate::data_types::Element>(
         &self,
         offset: usize,
         shape: &[usize],

@@ -6,7 +6,7 @@
 //! shares it with its workers through this handle.
 
 use super::{Region, WriteGuard};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use zarrbuf_codecs::{Strided, host};
 
 /// Exclusive host write access to one region for the length of a run, shared by threads

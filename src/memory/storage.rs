@@ -4,7 +4,7 @@
 use super::borrow::BorrowFlag;
 use super::completion::{Completion, Fence};
 use super::{CudaAlloc, ForeignCuda, ForeignHost, HostAlloc, PinnedAlloc, ReadGuard, WriteGuard};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -179,7 +179,7 @@ impl Storage {
     /// A typed ndarray view of host memory: `shape` elements with element `strides`, the first
     /// at byte `offset`. The caller has checked that every element lies inside the storage
     /// (NDBuffer's invariant); alignment and bounds are checked again here.
-    pub(crate) fn ndarray_view<T: crate::dtype::Element>(
+    pub(crate) fn ndarray_view<T: crate::data_types::Element>(
         &self,
         offset: usize,
         shape: &[usize],
@@ -224,7 +224,7 @@ impl Storage {
     /// write guard that keeps every other host reader and writer out while it lives. Views
     /// whose elements overlap (a zero stride, strides shorter than the axes below them) are
     /// refused: two `&mut` to one element would be undefined behaviour.
-    pub(crate) fn ndarray_view_mut<T: crate::dtype::Element>(
+    pub(crate) fn ndarray_view_mut<T: crate::data_types::Element>(
         &self,
         offset: usize,
         shape: &[usize],
@@ -266,7 +266,7 @@ impl Storage {
         }
         let guard = self.write()?;
         let dims = ndarray::ShapeBuilder::strides(ndarray::IxDyn(shape), ndarray::IxDyn(strides));
-        if T::DTYPE == crate::dtype::DataType::Bool {
+        if T::DTYPE == crate::data_types::DataType::Bool {
             // A bool view over another byte would be undefined behaviour: look at the bytes
             // first (as bytes, under the guard already held).
             // SAFETY: as below, with u8 (size and alignment 1, every byte valid); this view

@@ -5,9 +5,9 @@
 use super::StagedRead;
 use super::device_parts::Scatter;
 use crate::buffer::NDBuffer;
+use crate::data_types::Order;
 use crate::device::{CopyBatch, CopyBatchItem, Queue, StridedCopy};
-use crate::dtype::Order;
-use crate::error::Result;
+use crate::errors::Result;
 use crate::memory::Region;
 use crate::zarr::Unit;
 use zarrbuf_codecs::Strided;

@@ -6,8 +6,8 @@
 
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::cache::{ArrayId, ChunkCache, ChunkKey, Epoch};
-use crate::dtype::{DataType, Order};
-use crate::error::Result;
+use crate::data_types::{DataType, Order};
+use crate::errors::Result;
 use crate::options::{Progress, ReadOptions};
 use crate::place::Device;
 use crate::zarr::{Unit, plan_units};

@@ -5,7 +5,7 @@
 //! abandoned at once. The drop then waits until the blocking half has stopped, so once the
 //! future is gone nothing writes into the caller's buffer (or reads its data) any more.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::process_local::MadeIn;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::watch;

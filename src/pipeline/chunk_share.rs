@@ -12,7 +12,7 @@
 //! A leader whose fetch fails (or is cancelled) publishes nothing: its waiters fetch the unit
 //! themselves, so every read reports its own error.
 
-use crate::error::Result;
+use crate::errors::Result;
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -1,7 +1,7 @@
 //! Where the staged write puts finished chunks ([`ChunkSink`]): a sync array here, an async
 //! one in `api/write_async.rs`. The write driver and the store threads both write through it.
 
-use crate::error::Result;
+use crate::errors::Result;
 use crate::zarr::chunk_error;
 use zarrs::array::{Array, ArrayBytes, ArraySubset, CodecOptions};
 use zarrs::storage::ReadableWritableStorageTraits;

@@ -4,8 +4,8 @@
 
 use super::{ChunkSink, DeviceChunk, Gathered, StoreQueue};
 use crate::buffer::NDBuffer;
-use crate::dtype::ByteOrder;
-use crate::error::Result;
+use crate::data_types::ByteOrder;
+use crate::errors::Result;
 use crate::options::WriteOptions;
 use crate::zarr::{ChainPlan, ShardEncoder, ShardSource, Unit, WriteCodec, chunk_error};
 use std::ops::Range;

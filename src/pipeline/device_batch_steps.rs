@@ -10,7 +10,7 @@ use super::hybrid::{BatchId, WorkQueue};
 use super::{Slot, StagedRead};
 use crate::device::Unshuffle;
 use crate::device::{BatchItem, Event, Queue};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::Region;
 use crate::options::Progress;
 use crate::zarr::BloscFrame;

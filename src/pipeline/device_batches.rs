@@ -17,7 +17,7 @@ use super::device_cache::Kept;
 use super::device_parts::{Compressed, DeviceDecode, MAX_STREAMS_PER_CHUNK};
 use super::hybrid::BatchId;
 use crate::device::{BatchDesc, Compression, DeviceOps, Event, Queue};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::memory::Region;
 use std::time::Instant;
 

@@ -22,7 +22,7 @@ use super::cached_read::cached_region;
 use crate::buffer::{Buffer, NDBuffer};
 use crate::cache::{ArrayId, ChunkCache, ChunkKey, Epoch};
 use crate::device::{DeviceOps, Queue};
-use crate::error::Result;
+use crate::errors::Result;
 use crate::memory::Region;
 use crate::options::{PipelineMode, ReadOptions};
 use crate::place::{Device, Memory};

@@ -8,7 +8,7 @@ use super::fetch_flight::{FlightKey, fetch_shared, fetch_shared_async};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
 use super::small_read::flight_unit;
 use super::{Cancel, ShardReads};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::zarr::{
     ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };

@@ -26,7 +26,7 @@
 
 use super::ShardReads;
 use super::shard_reads::Ahead;
-use crate::error::Result;
+use crate::errors::Result;
 use crate::zarr::{Unit, UnitPlan};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};

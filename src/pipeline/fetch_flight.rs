@@ -23,7 +23,7 @@
 //! async leader is a future like any other: one that was polled and is then kept without
 //! being polled (neither awaited nor dropped) keeps its waiters waiting, as a held lock would.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::process_local::ProcessLocal;
 use bytes::Bytes;
 use std::collections::HashMap;

@@ -10,8 +10,8 @@
 
 use super::{Produced, Slot, StagedRead};
 use crate::buffer::NDBuffer;
-use crate::dtype::{ByteOrder, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, Order};
+use crate::errors::{Error, Result};
 use crate::memory::SharedHostOutput;
 use crate::options::Progress;
 use crate::place::Memory;

@@ -11,9 +11,9 @@
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts};
 use super::staged_read::{Produced, StagedRead};
 use crate::buffer::{BufferPrototype, NDBuffer};
+use crate::data_types::{DataType, Order};
 use crate::device::{Compression, DeviceOps, SimulatedOps};
-use crate::dtype::{DataType, Order};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::zarr::{EncodedLayout, Unit};
 use std::num::NonZeroU64;
 use std::sync::Arc;

@@ -2,8 +2,8 @@
 //! output is allocated, by every read that allocates one: sync, async and read streams.
 
 use crate::buffer::BufferPrototype;
-use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::data_types::DataType;
+use crate::errors::{Error, Result};
 use crate::options::ReadOptions;
 use std::ops::Range;
 

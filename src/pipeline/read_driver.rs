@@ -9,7 +9,7 @@ use super::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
-use crate::error::{BoxError, Error, Result};
+use crate::errors::{BoxError, Error, Result};
 use crate::options::{Decode, ReadOptions};
 use crate::options::{io_concurrency, io_concurrency_is_default};
 use crate::place::Memory;

@@ -10,8 +10,8 @@ use super::{
     run_staged,
 };
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::dtype::{DataType, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{DataType, Order};
+use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::process_local::MadeIn;
 use crate::zarr::{check_subset, data_type_of, plan_units};

@@ -5,7 +5,7 @@
 use super::slot_pool::{self, Slot};
 use crate::buffer::Buffer;
 use crate::device::DeviceOps;
-use crate::error::Result;
+use crate::errors::Result;
 use crate::zarr::Unit;
 use std::sync::Mutex;
 

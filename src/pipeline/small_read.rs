@@ -16,8 +16,8 @@ use super::ShardReads;
 use super::fetch_ahead::Fetch;
 use super::fetch_flight::{FlightKey, fetch_shared};
 use crate::buffer::NDBuffer;
-use crate::dtype::ByteOrder;
-use crate::error::Result;
+use crate::data_types::ByteOrder;
+use crate::errors::Result;
 use crate::options::{PipelineMode, ReadOptions};
 use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,
@@ -186,7 +186,7 @@ impl SmallRead {
             .into_iter()
             .map(|r| {
                 r.unwrap_or_else(|| {
-                    Err(crate::error::Error::InvalidArgument(
+                    Err(crate::errors::Error::InvalidArgument(
                         "internal error: a unit of a small read was not decoded (please report)"
                             .into(),
                     ))

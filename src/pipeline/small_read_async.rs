@@ -15,7 +15,7 @@ use super::cancel::Cancel;
 use super::fetch::fetch_units_async;
 use super::small_read::SmallRead;
 use crate::buffer::NDBuffer;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::ReadOptions;
 use crate::zarr::{ShardIndex, UnitSource};
 use std::ops::Range;

@@ -26,9 +26,9 @@ use super::hybrid::{BatchId, Split, Take, WorkQueue};
 use super::tuning::Tuning;
 use super::{Slot, allocate_slots, finish};
 use crate::buffer::NDBuffer;
+use crate::data_types::ByteOrder;
 use crate::device::{DeviceOps, Queue};
-use crate::dtype::ByteOrder;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::memory::Region;
 use crate::options::{Progress, ProgressFn};
 use crate::zarr::{EncodedLayout, STREAM_ALIGN, Unit};
@@ -440,7 +440,7 @@ impl StagedRead<'_> {
             return false;
         }
         let shape = unit.shape_usize();
-        let c = crate::dtype::Order::C.strides(&shape, out.dtype().size());
+        let c = crate::data_types::Order::C.strides(&shape, out.dtype().size());
         shape
             .iter()
             .zip(c.iter().zip(out.strides()))

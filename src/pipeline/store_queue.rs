@@ -9,7 +9,7 @@
 //! error stops the write: chunks stored before it stay stored.
 
 use super::ChunkSink;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::Scope;

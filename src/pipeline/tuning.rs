@@ -4,7 +4,7 @@
 //! try another setting without a rebuild (`docs/gpu-verification.md`). Read once per
 //! process, checked, and reported by [`tuning`].
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::sync::OnceLock;
 
 /// Chunks per batch for each of the device's SMs (the least a batch aims for) by default.

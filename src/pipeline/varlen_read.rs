@@ -18,7 +18,7 @@
 
 use super::ShardReads;
 use crate::buffer::{Buffer, BufferPrototype, VarLenBuffer};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::{Progress, ReadOptions};
 use crate::place::Memory;
 use crate::zarr::{

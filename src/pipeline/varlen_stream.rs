@@ -8,7 +8,7 @@
 use super::read_stream::ranges_text;
 use super::{Cancel, StopOnDrop};
 use crate::buffer::VarLenBuffer;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::StreamOptions;
 use crate::process_local::MadeIn;
 use std::collections::VecDeque;

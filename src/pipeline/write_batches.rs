@@ -13,7 +13,7 @@
 use super::Slot;
 use crate::buffer::Buffer;
 use crate::device::{BatchDesc, BatchItem, CompressSettings, DeviceOps, Event, Queue};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use zarrbuf_codecs::host::adler32_piece_count;
 
 /// Most chunks in one compression batch (nvCOMP compresses a chunk per thread block, so

@@ -4,9 +4,9 @@
 
 use super::{ChunkSink, ChunkWriter, DeviceCompress, StagedWrite, StoreQueue, largest_unit_bytes};
 use crate::buffer::NDBuffer;
+use crate::data_types::ByteOrder;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
-use crate::dtype::ByteOrder;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::options::{Compress, WriteOptions};
 use crate::zarr::{
     ChainPlan, ShardEncoder, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,

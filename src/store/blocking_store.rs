@@ -7,7 +7,7 @@
 use super::remote::object_store_for_url;
 use super::remote_store::RemoteStore;
 use super::store_runtime::WaitOnRuntime;
-use crate::error::Result;
+use crate::errors::Result;
 use std::sync::Arc;
 use zarrs::storage::ReadableWritableListableStorageTraits;
 use zarrs::storage::storage_adapter::async_to_sync::AsyncToSyncStorageAdapter;

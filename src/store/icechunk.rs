@@ -16,7 +16,7 @@
 use super::location::Location;
 use super::open_options::{IcechunkVersion, OpenOptions};
 use super::store_runtime::{WaitOnRuntime, runtime, wait};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! `.zmetadata` once sent `zarrbuf info` over the whole file system). A key here may not be
 //! absolute, may not hold a `.` or `..` component, and may not hold a NUL byte.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 
 /// Why `key` would leave its store, or `None` when it stays inside.
 pub(crate) fn escape(key: &str) -> Option<&'static str> {

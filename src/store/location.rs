@@ -5,7 +5,7 @@
 //! also by identity (device and inode), which no second path to them (a bind mount) escapes.
 
 use super::file_identity::{FileId, is_at_or_above};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;

@@ -5,7 +5,7 @@
 use super::atomic_store::AtomicDirectoryStore;
 use super::location::Location;
 use super::open_options::{OpenOptions, is_repository_dir, not_a_repository, url_holds_repository};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::ReadableWritableListableStorageTraits;

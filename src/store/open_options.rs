@@ -5,7 +5,7 @@
 //! still recognises a repository and says how to read it.
 
 use super::location::Location;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::path::Path;
 
 /// Which version of an icechunk repository to open: the tip of a branch (the default is

@@ -2,7 +2,7 @@
 //! for a URL, and the type of the async zarrs arrays over it (opened in `open.rs`).
 
 pub use super::remote_store::RemoteStore;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! also inside another tokio runtime, where `Runtime::block_on` would panic, or inside
 //! another executor's `block_on`.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::process_local::ProcessLocal;
 use std::sync::Arc;
 use zarrs::storage::storage_adapter::async_to_sync::AsyncToSyncBlockOn;

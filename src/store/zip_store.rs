@@ -12,7 +12,7 @@
 use super::location::Location;
 use super::zip_entry_read;
 use super::zip_index::{FileEntry, Names, Node};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use rc_zip::parse::Method;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs::File;

@@ -3,8 +3,8 @@
 //! metadata that does not open (with the v2 fallback zarrbuf opens instead).
 
 use super::dtypes::{NullTerminatedBytesDataType, StructDataType};
-use crate::dtype::{ByteOrder, DataType, TimeUnit};
-use crate::error::{BoxError, Error, Result};
+use crate::data_types::{ByteOrder, DataType, TimeUnit};
+use crate::errors::{BoxError, Error, Result};
 use zarrs::array::data_type::{
     FixedLengthUTF32DataType, NumpyDateTime64DataType, NumpyTimeDelta64DataType,
 };

@@ -50,8 +50,8 @@
 
 use super::array::checked_data_type;
 use super::codec_plan::{ChainPlan, EncodedLayout};
-use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::data_types::DataType;
+use crate::errors::{Error, Result};
 use crate::process_local::ProcessLocal;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

@@ -2,8 +2,8 @@
 //! checksums) and the part the device runs (the `bytes` codec's byte swap and the
 //! `transpose` codec's permutation, fused with the scatter into the output).
 
-use crate::dtype::ByteOrder;
-use crate::error::{Error, Result};
+use crate::data_types::ByteOrder;
+use crate::errors::{Error, Result};
 use std::borrow::Cow;
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -38,10 +38,10 @@ impl EncodedLayout {
     /// Byte strides of each decoded axis in the encoded bytes of a chunk of `shape`.
     pub(crate) fn decoded_strides(&self, shape: &[usize], elem: usize) -> Vec<isize> {
         match &self.order {
-            None => crate::dtype::Order::C.strides(shape, elem),
+            None => crate::data_types::Order::C.strides(shape, elem),
             Some(order) => {
                 let enc_shape: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
-                let enc_strides = crate::dtype::Order::C.strides(&enc_shape, elem);
+                let enc_strides = crate::data_types::Order::C.strides(&enc_shape, elem);
                 let mut strides = vec![0isize; shape.len()];
                 for (i, &a) in order.iter().enumerate() {
                     strides[a] = enc_strides[i];

@@ -1,6 +1,6 @@
 //! The text form of a bytes-to-bytes codec chain, as `zarrbuf copy --codec` takes it.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::sync::Arc;
 use zarrs::array::BytesToBytesCodecTraits;
 use zarrs::array::codec::{

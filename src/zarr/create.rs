@@ -4,7 +4,7 @@
 use super::vlen::vlen_kind;
 use super::vlen_type::{describe_varlen, zarr_python_bytes_metadata};
 use super::{CodecSpec, data_type_of, describe, inner_chain};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::{DynArray, label};
 use std::sync::Arc;
 use zarrs::array::codec::{BytesCodec, ShardingCodec};

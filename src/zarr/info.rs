@@ -1,8 +1,8 @@
 //! A summary of an array's metadata, for `zarrbuf info` and for users.
 
 use super::{data_type_of, fill_bytes};
-use crate::dtype::DataType;
-use crate::error::Result;
+use crate::data_types::DataType;
+use crate::errors::Result;
 use crate::zarr::codec_names;
 use zarrs::array::{Array, ArrayMetadata, ArrayShardedExt};
 

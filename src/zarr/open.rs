@@ -6,7 +6,7 @@ use super::array::{describe_open_error, open_fallback};
 use super::hierarchy::{group_error_async, group_error_sync};
 use super::metadata_guard::{async_open_array, new_array, open_array};
 use super::store_open::store_for;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::{
     AsyncArray, DynArray, Location, OpenOptions, RemoteStore, check_local_location, icechunk_route,
     icechunk_sync_store, label, node_path, url_holds_repository, url_is_repository,

@@ -2,7 +2,7 @@
 //! no chunk (or shard) is fetched and decoded by two devices.
 
 use super::zarr_error;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::ops::Range;
 use zarrs::array::{Array, ArraySubset};
 

@@ -11,8 +11,8 @@
 //! are taken; every other shard, and a shard a write covers only in part, goes through zarrs.
 
 use super::{ChainPlan, ShardIndex, inner_chain};
-use crate::dtype::ByteOrder;
-use crate::error::Result;
+use crate::data_types::ByteOrder;
+use crate::errors::Result;
 use rayon::prelude::*;
 use zarrbuf_codecs::{Strided, host};
 use zarrs::array::{Array, ArrayShardedExt, CodecOptions};
@@ -102,7 +102,7 @@ impl ShardEncoder {
             ));
         }
         let shape: Vec<usize> = extent.iter().map(|&e| e as usize).collect();
-        let strides = crate::dtype::Order::C.strides(&shape, self.elem);
+        let strides = crate::data_types::Order::C.strides(&shape, self.elem);
         let source = ShardSource {
             bytes: region,
             offset: 0,
@@ -305,7 +305,7 @@ impl ShardEncoder {
         chunk: &mut [u8],
     ) -> std::result::Result<(), String> {
         let inner: Vec<usize> = self.inner_shape.iter().map(|&s| s as usize).collect();
-        let dst_strides = crate::dtype::Order::C.strides(&inner, self.elem);
+        let dst_strides = crate::data_types::Order::C.strides(&inner, self.elem);
         let dst_view = Strided {
             offset: 0,
             strides: &dst_strides,

@@ -5,7 +5,7 @@
 //! zarrbuf.
 
 use super::shard_index_cache::{Layout, SharedIndexes};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::num::NonZeroU64;

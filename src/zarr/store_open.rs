@@ -4,7 +4,7 @@
 //! them), so that arrays a caller builds over the store with zarrs directly read as
 //! [`open`](crate::open)'s do.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::{Location, OpenOptions, RemoteStore};
 use object_store::ObjectStore;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 //! shard some writers updated in place holds dead bytes beyond any encoding of it.
 
 use super::array::chunk_error;
-use crate::error::Result;
+use crate::errors::Result;
 use zarrs::array::{Array, ArrayShardedExt, ArrayToBytesCodecTraits, BytesRepresentation};
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 

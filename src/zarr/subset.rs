@@ -1,6 +1,6 @@
 //! The text form of an array subset, as the CLI's `--subset` takes it.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::ops::Range;
 
 /// Parses a half-open subset written as one `start:stop` per dimension, separated by commas

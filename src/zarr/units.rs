@@ -1,7 +1,7 @@
 //! The units of work of a read or write: the chunks (or, for sharded arrays, the inner
 //! chunks) that intersect a subset, each with the codec plan that decodes it.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::zarr::{ChainPlan, EncodedLayout, unit_codecs};
 use std::num::NonZeroU64;
 use std::ops::Range;

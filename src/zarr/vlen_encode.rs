@@ -7,7 +7,7 @@
 //! `n`, then for each element in C order a little-endian `u32` byte length followed by its
 //! bytes. Counts and lengths over `u32::MAX` cannot be written (an error says so).
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use zarrs::array::codec::{VlenBytesCodec, VlenUtf8Codec, VlenV2Codec};
 use zarrs::array::{Array, ArrayBytes, ArrayBytesOffsets, ArrayShardedExt};
 

@@ -4,8 +4,8 @@
 
 use super::info::codec_list;
 use super::vlen::vlen_kind;
-use crate::dtype::VarLenKind;
-use crate::error::{Error, Result};
+use crate::data_types::VarLenKind;
+use crate::errors::{Error, Result};
 use zarrs::array::{Array, ArrayMetadata, ArrayShardedExt};
 
 /// The zarr v3 data type name zarr-python writes for `kind`.

@@ -2,7 +2,7 @@
 //! the tensor and the two managed tensors (versioned and legacy), and the owning handles
 //! that call a managed tensor's deleter exactly once.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 

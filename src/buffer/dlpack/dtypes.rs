@@ -1,8 +1,8 @@
 //! zarrbuf's data types as DLPack type codes, and back.
 
 use super::abi::{DLDataType, type_code};
-use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::data_types::DataType;
+use crate::errors::{Error, Result};
 
 /// The DLPack type of a zarrbuf data type.
 ///

@@ -4,8 +4,8 @@
 use super::abi::*;
 use super::dtypes::dlpack_dtype;
 use crate::buffer::NDBuffer;
-use crate::dtype::ByteOrder;
-use crate::error::{Error, Result};
+use crate::data_types::ByteOrder;
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 use std::ffi::c_void;
 

@@ -4,8 +4,8 @@
 use super::abi::*;
 use super::dtypes::dtype_from_dlpack;
 use crate::buffer::{Buffer, NDBuffer};
-use crate::dtype::{ByteOrder, DataType};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType};
+use crate::errors::{Error, Result};
 use std::ffi::c_void;
 
 impl NDBuffer {

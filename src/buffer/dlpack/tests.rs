@@ -1,7 +1,7 @@
 use super::*;
 use crate::buffer::{Buffer, NDBuffer};
-use crate::dtype::{ByteOrder, DataType};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType};
+use crate::errors::{Error, Result};
 use crate::{BufferPrototype, Order};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -65,7 +65,7 @@ fn types_without_a_dlpack_code_are_errors() -> Result<()> {
         DataType::RawBits(3),
         DataType::FixedBytes(4),
         DataType::FixedUtf32(2),
-        DataType::DateTime64(crate::dtype::TimeUnit::Second, 1),
+        DataType::DateTime64(crate::data_types::TimeUnit::Second, 1),
     ] {
         let a = NDBuffer::zeros(&[2], dt, Order::C, &BufferPrototype::cpu())?;
         let e = a.to_dlpack().unwrap_err();

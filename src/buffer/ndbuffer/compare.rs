@@ -1,8 +1,8 @@
 //! Comparison: element-wise equality with NaN and signed-zero rules per data type.
 
 use super::NDBuffer;
-use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::data_types::DataType;
+use crate::errors::{Error, Result};
 use std::sync::Arc;
 
 impl NDBuffer {

@@ -2,8 +2,8 @@
 
 use super::{NDBuffer, byte_len, checked_count};
 use crate::buffer::{Buffer, BufferPrototype};
-use crate::dtype::{ByteOrder, DataType, Element, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType, Element, Order};
+use crate::errors::{Error, Result};
 use zarrbuf_codecs::Strided;
 
 impl NDBuffer {

@@ -2,10 +2,10 @@
 
 use super::NDBuffer;
 use crate::buffer::{Buffer, BufferPrototype};
+use crate::data_types::{ByteOrder, DataType, Element, Order};
 use crate::device::{DeviceOps, Queue, Stream, ops_for, ops_for_pair};
 use crate::device::{StridedCast, StridedCopy};
-use crate::dtype::{ByteOrder, DataType, Element, Order};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 use std::ops::Range;
 

@@ -2,8 +2,8 @@
 
 use super::NDBuffer;
 use crate::buffer::{Buffer, BufferPrototype};
-use crate::dtype::{ByteOrder, DataType, Element};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType, Element};
+use crate::errors::{Error, Result};
 use crate::memory::{ReadGuard, WriteGuard};
 
 /// A host ndarray view that keeps the buffer borrowed (no writes elsewhere) while it lives.

@@ -9,8 +9,8 @@ mod views;
 pub use host_export::{HostArrayView, HostArrayViewMut};
 
 use super::Buffer;
-use crate::dtype::{ByteOrder, DataType, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType, Order};
+use crate::errors::{Error, Result};
 use crate::place::Memory;
 use std::ops::Range;
 use zarrbuf_codecs::Strided;

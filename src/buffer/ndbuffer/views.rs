@@ -1,8 +1,8 @@
 //! Views: new shapes, strides and types over the same buffer (no copies).
 
 use super::{NDBuffer, checked_count};
-use crate::dtype::{ByteOrder, DataType, Order};
-use crate::error::{Error, Result};
+use crate::data_types::{ByteOrder, DataType, Order};
+use crate::errors::{Error, Result};
 use std::ops::Range;
 
 impl NDBuffer {

@@ -3,7 +3,7 @@
 
 use super::bindings::*;
 use super::loader::{CompressFormat, Format, Nvcomp};
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use cudarc::driver::sys::CUstream;
 use std::ffi::{CStr, c_void};
 

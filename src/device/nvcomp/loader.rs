@@ -2,7 +2,7 @@
 //! zarrbuf declares, and asking the compressors the query that needs no GPU.
 
 use super::bindings::*;
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 

@@ -19,7 +19,7 @@ mod walk;
 
 pub use nodes::{ArraySummary, Hierarchy, NodeInfo, NodeKind};
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::{Location, OpenOptions, RemoteStore, label, node_path};
 use serde_json::Value as Json;
 use source::{AsyncSource, Source, SyncSource};

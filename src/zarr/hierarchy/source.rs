@@ -1,7 +1,7 @@
 //! The store operations a hierarchy listing needs — get, list, size — over sync and async
 //! stores alike, with every key checked to lie inside the store.
 
-use crate::error::{Error, Result};
+use crate::errors::{Error, Result};
 use crate::store::check_key;
 use zarrs::storage::{
     AsyncListableStorageTraits, AsyncReadableStorageTraits, Bytes, ListableStorageTraits,

@@ -6,7 +6,7 @@
 //! it allocates nothing before the count is known to fit the chunk's bytes (every element
 //! takes at least its 4-byte length prefix), so a hostile count cannot size an allocation.
 
-use crate::dtype::VarLenKind;
+use crate::data_types::VarLenKind;
 
 /// Bytes of the element count and of each length prefix.
 const PREFIX: usize = 4;

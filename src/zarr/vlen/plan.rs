@@ -3,9 +3,9 @@
 //! object arrays with the `VLenUTF8` or `VLenBytes` filter, sharded or not, behind any
 //! bytes-to-bytes codecs (compressors, checksums), after transposes (v2 F order).
 
-use crate::dtype::ByteOrder;
-use crate::dtype::VarLenKind;
-use crate::error::{Error, Result};
+use crate::data_types::ByteOrder;
+use crate::data_types::VarLenKind;
+use crate::errors::{Error, Result};
 use crate::zarr::{
     ChainPlan, EncodedLayout, UnitPlan, UnitSource, codec_names, inner_chain, transpose_order,
 };

@@ -5,7 +5,7 @@
 //! `check` reports, and neither runs zarrs' own variable-length decoder on damaged bytes.
 
 use super::format::{VlenIndex, scan};
-use crate::dtype::VarLenKind;
+use crate::data_types::VarLenKind;
 use crate::zarr::ChainPlan;
 use std::borrow::Cow;
 use std::num::NonZeroU64;
