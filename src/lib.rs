@@ -30,7 +30,7 @@
 // bottom to top, each importing only from the layers below it (ARCHITECTURE.md has the map;
 // tests/it/import_cycles.rs fails on any import cycle between the files of src/):
 // - the leaves: `place` (Device, Memory), `process_local` (values a forked child builds
-//   afresh), `errors` (error.rs; imports `place`), `data_types` (dtype.rs; imports
+//   afresh), `errors` (imports `place`), `data_types` (imports
 //   `errors`), `options` and `memory_limit` (how much host memory this process may still
 //   take; both import nothing from the crate);
 // - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
@@ -52,22 +52,17 @@
 mod api;
 mod buffer;
 pub mod cache;
-// `check` and `options` are public through the modules of those names below, which also
-// hold what is defined elsewhere (`OpenOptions`, `CopyOptions`); the files keep their names.
-#[path = "check/mod.rs"]
+// `checking`, `data_types`, `errors` and `option_types` are public through the modules
+// `check`, `dtype`, `error` and `options` below, which hold only what has no other public
+// path (the root has `Error`, `DataType` and the like; `options` also holds `OpenOptions`
+// and `CopyOptions`, defined elsewhere): every name has one public path.
 mod checking;
-// `dtype` and `error` are public through the modules of those names below, which hold only
-// what is not at the root (`ByteOrder`, `TimeUnit`; `BoxError`): every name has one public
-// path. The files keep their names.
-#[path = "dtype.rs"]
 mod data_types;
 mod device;
 mod driver;
-#[path = "error.rs"]
 mod errors;
 mod memory;
 mod memory_limit;
-#[path = "options.rs"]
 mod option_types;
 mod pipeline;
 mod place;

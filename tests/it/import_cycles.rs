@@ -505,15 +505,15 @@ fn src_has_no_import_cycles() {
 /// import nothing from each other.
 const LAYERS: &[&[&str]] = &[
     &["place", "process_local"],
-    &["error"],
-    &["dtype", "options", "memory_limit", "thread_pool"],
+    &["errors"],
+    &["data_types", "option_types", "memory_limit", "thread_pool"],
     &["store"],
     &["driver"],
     &["memory"],
     &["device"],
     &["buffer", "zarr"],
     &["cache"],
-    &["pipeline", "check"],
+    &["pipeline", "checking"],
     &["api"],
     &["lib"],
 ];
@@ -573,7 +573,7 @@ fn the_layer_check_finds_an_import_up_or_across() {
     assert!(edge("src/zarr/array.rs", "src/zarr/units.rs").is_empty());
     assert_eq!(edge("src/memory/pinned.rs", "src/device/ops.rs").len(), 1);
     assert_eq!(edge("src/buffer/npy.rs", "src/zarr/array.rs").len(), 1);
-    assert_eq!(edge("src/error.rs", "src/dtype.rs").len(), 1);
+    assert_eq!(edge("src/errors.rs", "src/data_types.rs").len(), 1);
     assert!(edge("src/zarr/store_open.rs", "src/store/open.rs").is_empty());
     assert_eq!(edge("src/store/open.rs", "src/zarr/array.rs").len(), 1);
 }
