@@ -222,7 +222,7 @@ impl DeviceCodec {
         };
         match self.framing {
             Framing::Zstd => {
-                let n = zstd::zstd_safe::decompress(&mut *out, body).map_err(|code| {
+                let n = super::zstd_context::decompress(out, body).map_err(|code| {
                     let name = zstd::zstd_safe::get_error_name(code);
                     if name.contains("too small") {
                         format!("decodes to more than the chunk's {want} bytes (stopped there)")

@@ -30,6 +30,7 @@ mod vlen;
 mod vlen_encode;
 mod vlen_type;
 mod write_framing;
+mod zstd_context;
 
 pub(crate) use array::{chunk_error, fill_bytes, guard_zarrs, zarr_error};
 pub(crate) use array_facts::{
