@@ -15,10 +15,10 @@
 //!   the chunk's buffer and stops as soon as they are written: it never writes past them,
 //!   and its window is bounded by the declared content size, which equals the chunk's (a
 //!   frame that does not declare its size is decoded whole).
-//! - **blosc** (LZ4 and zstd streams, and frames stored uncompressed): its blocks are
-//!   independent, so only those whose decoded bytes start before the prefix ends are
-//!   decoded, after the whole frame's layout is checked ([`super::blosc_prefix`]). The bytes
-//!   right are then those up to the end of the last block decoded.
+//! - **blosc** (every compressor c-blosc has): its blocks are independent, so only those
+//!   whose decoded bytes start before the prefix ends are decoded (by c-blosc's
+//!   `blosc_getitem`), after the whole frame's layout is checked ([`super::blosc_prefix`]).
+//!   The bytes right are then the prefix rounded up to whole elements.
 //! - **gzip and zlib**, when checksums are not validated: the header is checked (and gzip's
 //!   declared size, as for the device decoder), then flate2's streaming inflater runs until
 //!   `prefix` bytes are written.
@@ -32,8 +32,7 @@
 //! checksum.
 //!
 //! Anything else decodes whole with [`DeviceCodec::decode_into`], so that what is refused is
-//! refused with exactly the whole decode's error: other compressors (lz4, blosc's blosclz,
-//! snappy and zlib), a frame a walk or parse finds damaged, several zstd frames, trailing
+//! refused with exactly the whole decode's error: numcodecs' lz4 (one LZ4 block), a frame a walk or parse finds damaged, several zstd frames, trailing
 //! bytes, and any error of a prefix decoder. What a prefix decode does not see is damage
 //! inside the compressed contents of what comes after the prefix (zstd blocks, blosc blocks,
 //! DEFLATE data), which a whole decode reports, as does `check`.
