@@ -228,7 +228,7 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
     let bytes =
         fetched.ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
     shards
-        .take(&shard, &group, &bytes, &range)
+        .take(&shard, &group, bytes, &range)
         .map(Some)
         .map_err(fail)
 }

@@ -549,12 +549,13 @@ impl ShardReads {
     }
 
     /// Takes inner chunk `range` out of the fetched bytes of merged request `group`, and
-    /// drops the bytes once every inner chunk in them was taken.
+    /// drops the bytes once every inner chunk in them was taken. An inner chunk that is the
+    /// whole request, no longer shared with a waiter, is handed over without a copy.
     pub(crate) fn take(
         &self,
         shard: &[u64],
         group: &Range<u64>,
-        bytes: &Bytes,
+        bytes: Bytes,
         range: &Range<u64>,
     ) -> std::result::Result<Vec<u8>, String> {
         let key = FlightKey::Group(shard.to_vec(), group.start);
@@ -588,6 +589,11 @@ impl ShardReads {
         check_length(group, bytes.len())?;
         let from = (range.start - group.start) as usize;
         let to = (range.end - group.start) as usize;
+        if from == 0 && to == bytes.len() {
+            // The flight's copy was let go above once every taker took its part: the
+            // bytes are this read's alone then, and become its `Vec` as they are.
+            return Ok(Vec::from(bytes));
+        }
         Ok(bytes[from..to].to_vec())
     }
 }
@@ -634,7 +640,7 @@ pub(crate) fn inner_chunk_sync(
         Role::Wait(flight) => reads.waited_group(&flight),
     }?;
     let bytes = fetched.ok_or("the shard disappeared while it was being read")?;
-    reads.take(shard, &group, &bytes, &range).map(Some)
+    reads.take(shard, &group, bytes, &range).map(Some)
 }
 
 #[cfg(test)]

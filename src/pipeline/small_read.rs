@@ -19,6 +19,7 @@ use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
 use crate::options::{PipelineMode, ReadOptions};
+use crate::process_local::ProcessLocal;
 use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,
     fill_bytes, needed_prefix, plan_units,
@@ -32,11 +33,12 @@ use zarrs::array::Array;
 const KEPT_BUFFER_BYTES: usize = 64 << 20;
 
 /// Buffers of decoded units, recycled between reads (a fresh MiB faults in its pages on
-/// every read).
-static BUFFERS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// every read); one set per process, so that a forked worker never takes a lock a parent
+/// thread held when it forked.
+static BUFFERS: ProcessLocal<Mutex<Vec<Vec<u8>>>> = ProcessLocal::new(Mutex::default);
 
 fn take_buffer(len: usize) -> Vec<u8> {
-    let mut kept = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut kept = BUFFERS.get().lock().unwrap_or_else(|p| p.into_inner());
     match kept.iter().position(|b| b.capacity() >= len) {
         Some(i) => {
             let mut b = kept.swap_remove(i);
@@ -48,7 +50,7 @@ fn take_buffer(len: usize) -> Vec<u8> {
 }
 
 fn give_back(buffers: impl IntoIterator<Item = Vec<u8>>) {
-    let mut kept = BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut kept = BUFFERS.get().lock().unwrap_or_else(|p| p.into_inner());
     for b in buffers {
         let held: usize = kept.iter().map(Vec::capacity).sum();
         if held + b.capacity() <= KEPT_BUFFER_BYTES {
