@@ -1,6 +1,7 @@
 //! Copying an array (or a subset) into another one block by block: the library side of
 //! `zarrbuf copy`, for rechunking and recompressing.
 
+use super::copy_read_ahead::read_ahead_of_writes;
 use super::read::ArrayReadExt;
 use super::read_varlen::ArrayReadVarLenExt;
 use super::write::ArrayWriteExt;
@@ -160,6 +161,17 @@ impl CopyOptions {
     }
 }
 
+/// Bytes of a block beyond which a copy cuts more blocks: with fewer, little of the reads
+/// overlaps the writes (the first block's read and the last one's write never do).
+const MAX_BLOCK_BYTES: usize = 64 << 20;
+
+/// The bytes of one block under a copy's memory budget: two are held at once (one written,
+/// the next read; see `copy_read_ahead.rs`), each at most [`MAX_BLOCK_BYTES`]. A block still
+/// holds at least one whole destination chunk.
+fn block_bytes(memory_bytes: usize) -> usize {
+    (memory_bytes / 2).min(MAX_BLOCK_BYTES)
+}
+
 /// The block shape: whole destination chunks (`unit`), grown from the last dimension to the
 /// first while the block fits in `budget` bytes.
 fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u64> {
@@ -188,8 +200,9 @@ fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u
 
 /// Copies `src` (or `opts.subset` of it) into `dst`, block by block: each block is whole
 /// destination chunks (shards, for sharded destinations), read from `src` into
-/// `opts.prototype`'s memory and written to `dst` before the next block is read, so memory
-/// stays within `opts.memory_bytes` and destination chunks are stored whole (chunks that
+/// `opts.prototype`'s memory and written to `dst` while the next block is read, in order
+/// (two blocks at most are held, each within half of `opts.memory_bytes` unless one
+/// destination chunk is larger); destination chunks are stored whole (chunks that
 /// hold only the fill value are not stored, like zarr's `write_empty_chunks=False`).
 ///
 /// `dst` must exist with the source's data type and the subset's shape — see
@@ -243,7 +256,7 @@ where
         .map(|n| n.get())
         .collect();
     check_chunk_budget(dst, &unit, elem, opts.memory_bytes)?;
-    let block = block_shape(&shape, &unit, elem, opts.memory_bytes);
+    let block = block_shape(&shape, &unit, elem, block_bytes(opts.memory_bytes));
     let (read_opts, write_opts) = block_options(opts);
     let mut progress = Progress {
         chunks_done: 0,
@@ -253,28 +266,40 @@ where
     if let Some(cb) = &opts.progress {
         cb(progress);
     }
-    for region in blocks(&shape, &block) {
-        let from: Vec<Range<u64>> = region
+    let source_region = |region: &[Range<u64>]| -> Vec<Range<u64>> {
+        region
             .iter()
             .zip(&subset)
             .map(|(r, s)| s.start + r.start..s.start + r.end)
-            .collect();
-        let skip = (opts.resume && block_is_stored(dst, &region, &unit)?)
-            || super::copy_skip::block_is_fill(src, dst, &from, &region)?;
-        if !skip {
-            let data = src
-                .read_opt(&from, &opts.prototype, &read_opts)
-                .map_err(|e| tag(e, "source"))?;
-            dst.write_opt(&region, &data, &write_opts)
-                .map_err(|e| tag(e, "destination"))?;
-        }
-        progress.chunks_done += chunks_in(&unit, &region);
-        progress.bytes_done +=
-            region.iter().map(|r| r.end - r.start).product::<u64>() * elem as u64;
-        if let Some(cb) = &opts.progress {
-            cb(progress);
-        }
-    }
+            .collect()
+    };
+    read_ahead_of_writes(
+        blocks(&shape, &block),
+        |region| {
+            let from = source_region(region);
+            let skip = (opts.resume && block_is_stored(dst, region, &unit)?)
+                || super::copy_skip::block_is_fill(src, dst, &from, region)?;
+            if skip {
+                return Ok(None);
+            }
+            src.read_opt(&from, &opts.prototype, &read_opts)
+                .map(Some)
+                .map_err(|e| tag(e, "source"))
+        },
+        |region, data| {
+            if let Some(data) = data {
+                dst.write_opt(region, &data, &write_opts)
+                    .map_err(|e| tag(e, "destination"))?;
+            }
+            progress.chunks_done += chunks_in(&unit, region);
+            progress.bytes_done +=
+                region.iter().map(|r| r.end - r.start).product::<u64>() * elem as u64;
+            if let Some(cb) = &opts.progress {
+                cb(progress);
+            }
+            Ok(())
+        },
+    )?;
     sync_metadata(dst, opts)
 }
 
@@ -342,7 +367,12 @@ where
         .map(|n| n.get())
         .collect();
     check_chunk_budget(dst, &unit, VARLEN_ELEMENT_BYTES, opts.memory_bytes)?;
-    let block = block_shape(&shape, &unit, VARLEN_ELEMENT_BYTES, opts.memory_bytes);
+    let block = block_shape(
+        &shape,
+        &unit,
+        VARLEN_ELEMENT_BYTES,
+        block_bytes(opts.memory_bytes),
+    );
     let (read_opts, write_opts) = block_options(opts);
     let mut progress = Progress {
         chunks_done: 0,
@@ -352,25 +382,34 @@ where
     if let Some(cb) = &opts.progress {
         cb(progress);
     }
-    for region in blocks(&shape, &block) {
-        if !(opts.resume && block_is_stored(dst, &region, &unit)?) {
+    read_ahead_of_writes(
+        blocks(&shape, &block),
+        |region| {
+            if opts.resume && block_is_stored(dst, region, &unit)? {
+                return Ok(None);
+            }
             let from: Vec<Range<u64>> = region
                 .iter()
                 .zip(subset)
                 .map(|(r, s)| s.start + r.start..s.start + r.end)
                 .collect();
-            let data = src
-                .read_varlen_opt(&from, &BufferPrototype::cpu(), &read_opts)
-                .map_err(|e| tag(e, "source"))?;
-            dst.write_varlen_opt(&region, &data, &write_opts)
-                .map_err(|e| tag(e, "destination"))?;
-            progress.bytes_done += (data.offsets().len() + data.values().len()) as u64;
-        }
-        progress.chunks_done += chunks_in(&unit, &region);
-        if let Some(cb) = &opts.progress {
-            cb(progress);
-        }
-    }
+            src.read_varlen_opt(&from, &BufferPrototype::cpu(), &read_opts)
+                .map(Some)
+                .map_err(|e| tag(e, "source"))
+        },
+        |region, data| {
+            if let Some(data) = data {
+                dst.write_varlen_opt(region, &data, &write_opts)
+                    .map_err(|e| tag(e, "destination"))?;
+                progress.bytes_done += (data.offsets().len() + data.values().len()) as u64;
+            }
+            progress.chunks_done += chunks_in(&unit, region);
+            if let Some(cb) = &opts.progress {
+                cb(progress);
+            }
+            Ok(())
+        },
+    )?;
     sync_metadata(dst, opts)
 }
 

@@ -13,6 +13,7 @@
 //! `read_varlen`.
 
 mod copy;
+mod copy_read_ahead;
 mod copy_skip;
 mod create;
 pub(crate) mod multi;
