@@ -38,9 +38,10 @@ pub struct CopyOptions {
     /// Where each block is staged between the read and the write (default: the CPU). A device
     /// prototype sends every block through the device read and write pipelines.
     pub prototype: BufferPrototype,
-    /// Budget for one block in bytes (default 1 GiB). A block is never smaller than one
-    /// destination chunk (shard, for sharded destinations), so one chunk larger than the
-    /// budget is copied on its own.
+    /// Budget for the blocks in flight in bytes (default 1 GiB): two at most (one written
+    /// while the next is read), each within half of it and at most 64 MiB. A block is never
+    /// smaller than one destination chunk (shard, for sharded destinations), so one chunk
+    /// larger than that is copied on its own.
     pub memory_bytes: usize,
     /// CPU threads decoding and encoding (default: all cores).
     pub concurrency: Option<usize>,

@@ -258,8 +258,9 @@ pub(crate) struct CopyCli {
     /// Where each block is staged between read and write: cpu, cuda, cuda:N or auto.
     #[arg(long)]
     pub(crate) device: Option<String>,
-    /// Memory for one block, e.g. 512MiB, 2GiB or a byte count (default 1GiB); a block
-    /// is never smaller than one destination chunk (shard).
+    /// Memory for the blocks in flight, e.g. 512MiB, 2GiB or a byte count (default 1GiB):
+    /// two at most (one written while the next is read), each at most half of it and at
+    /// most 64 MiB, never smaller than one destination chunk (shard).
     #[arg(long, default_value = "1GiB")]
     pub(crate) memory: String,
     /// Replace an existing array (or group) at the destination; everything under its
