@@ -1,9 +1,10 @@
 //! `Array`, an opened zarr array, and the `ReadStream` its `read_stream` returns.
 
-use crate::ZarrbufError;
 use crate::cache::PyChunkCache;
+use crate::errors::ZarrbufError;
+use crate::errors::{py_err, run};
 use crate::ndarray::{NDArray, import_dlpack};
-use crate::{py_err, run, runtime};
+use crate::runtime::runtime;
 use pyo3::prelude::*;
 use pyo3::types::PyIterator;
 use pyo3::types::PyTuple;

@@ -127,7 +127,7 @@ fn array(v: &VarLenBuffer) -> PyResult<ArrowArray> {
     let (offsets, values) = (v.offsets().clone(), v.values().clone());
     let host = |b: &Buffer, what: &str| {
         b.host_ptr().ok_or_else(|| {
-            crate::ZarrbufError::new_err(format!(
+            crate::errors::ZarrbufError::new_err(format!(
                 "__arrow_c_array__ needs host memory; the {what} are in {} (read with \
                  device=\"cpu\", or take .offsets and .values through DLPack)",
                 b.memory()
@@ -145,7 +145,7 @@ fn array(v: &VarLenBuffer) -> PyResult<ArrowArray> {
     let mut pointers = Box::new([ptr::null::<c_void>(), offsets_ptr, values_ptr]);
     let buffers = pointers.as_mut_ptr();
     let length = i64::try_from(v.len()).map_err(|_| {
-        crate::ZarrbufError::new_err(format!("{} elements are too many for Arrow", v.len()))
+        crate::errors::ZarrbufError::new_err(format!("{} elements are too many for Arrow", v.len()))
     })?;
     let private = Box::new(ArrayPrivate {
         _pointers: pointers,

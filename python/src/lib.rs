@@ -10,22 +10,26 @@
 //! The GIL is released while zarrbuf works; zarrbuf errors become `ZarrbufError` with
 //! zarrbuf's message; a panic inside zarrbuf becomes a `ZarrbufError` too.
 
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use zarrbuf::{BufferPrototype, NDBuffer};
 
+// The files below import from each other downwards only (`errors` and `runtime` at the
+// bottom, this file at the top); tests/it/import_cycles.rs checks it.
 mod array;
 mod arrow;
 mod cache;
+mod errors;
 mod ndarray;
 mod numpy_strings;
+mod runtime;
 mod varlen;
 mod varlen_handle;
 mod varlen_stream;
+
+use errors::{ZarrbufError, py_err, run};
+use runtime::runtime;
 
 use array::{Array, Inner, ReadStream};
 use cache::PyChunkCache;
@@ -40,87 +44,6 @@ use varlen_handle::Opened;
 /// allocations are not affected.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-// Named `zarrbuf.ZarrbufError` (where `zarrbuf/__init__.py` exports it), not after the
-// extension module: pickle finds a class by `__module__` and `__qualname__`, and a worker
-// process (a DataLoader's, a process pool's) can only send its error back when that name
-// imports. Instances keep their args and `__dict__` through BaseException's `__reduce__`.
-create_exception!(
-    zarrbuf,
-    ZarrbufError,
-    PyException,
-    "An error reported by zarrbuf (the message is zarrbuf's)."
-);
-
-/// zarrbuf's error, with the sources its message does not already spell out.
-fn py_err(e: zarrbuf::Error) -> PyErr {
-    let mut msg = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        source = s.source();
-    }
-    ZarrbufError::new_err(msg)
-}
-
-/// Runs zarrbuf work with the GIL released, turning errors and panics into `ZarrbufError`.
-fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> zarrbuf::Result<T> + Send) -> PyResult<T> {
-    let out = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
-    match out {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(py_err(e)),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(ZarrbufError::new_err(format!(
-                "internal error in zarrbuf (please report): {what}"
-            )))
-        }
-    }
-}
-
-/// The runtime that drives object-store reads and writes (built on first use, once per
-/// process). A child of `fork()` (a PyTorch DataLoader worker, a multiprocessing pool)
-/// inherits the parent's runtime without its threads, where every call would wait forever,
-/// so it builds its own; the parent's stays there unused (dropping it would wait for
-/// threads that do not exist in the child).
-fn runtime() -> zarrbuf::Result<&'static tokio::runtime::Runtime> {
-    type Built = std::result::Result<tokio::runtime::Runtime, String>;
-    fn build() -> Built {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-    }
-    fn ok(rt: &'static Built) -> zarrbuf::Result<&'static tokio::runtime::Runtime> {
-        rt.as_ref().map_err(|e| {
-            zarrbuf::Error::InvalidArgument(format!("cannot start the tokio runtime: {e}"))
-        })
-    }
-    static FIRST: OnceLock<(u32, Built)> = OnceLock::new();
-    static FORKED: Mutex<Option<(u32, &'static Built)>> = Mutex::new(None);
-    let pid = std::process::id();
-    let (first_pid, first) = FIRST.get_or_init(|| (pid, build()));
-    if *first_pid == pid {
-        return ok(first);
-    }
-    let mut forked = array::lock(&FORKED);
-    match *forked {
-        Some((p, rt)) if p == pid => ok(rt),
-        _ => {
-            let rt: &'static Built = Box::leak(Box::new(build()));
-            *forked = Some((pid, rt));
-            ok(rt)
-        }
-    }
-}
 
 /// A short label for messages: `store` or `store:path`.
 fn label(location: &str, path: &str) -> String {
@@ -376,6 +299,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ReadStream>()?;
     m.add_class::<varlen_stream::VarLenReadStream>()?;
     varlen::register(m)?;
+    m.add_class::<varlen_handle::VarLenHandle>()?;
     m.add_class::<PyChunkCache>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;

@@ -1,7 +1,7 @@
 //! `NDArray`, a zarrbuf NDBuffer seen from Python: the array interfaces and DLPack, both
 //! ways.
 
-use crate::{py_err, run};
+use crate::errors::{py_err, run};
 use pyo3::exceptions::{PyAttributeError, PyBufferError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;

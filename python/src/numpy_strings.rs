@@ -7,7 +7,7 @@
 //! `numpy_api.py`), present when `PyArray_GetNDArrayCFeatureVersion()` (slot 211) is at
 //! least `NPY_2_0_API_VERSION`.
 
-use crate::ZarrbufError;
+use crate::errors::ZarrbufError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;

@@ -4,8 +4,9 @@
 //! the conversions of Python data (lists, NumPy arrays, Arrow arrays) into a `VarLenBuffer`
 //! for writes.
 
+use crate::errors::{ZarrbufError, py_err};
 use crate::ndarray::{NDArray, import_dlpack};
-use crate::{ZarrbufError, arrow, numpy_strings, py_err};
+use crate::{arrow, numpy_strings};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyList, PySlice, PyString, PyTuple};
@@ -215,7 +216,7 @@ impl VarLenArray {
 
     /// A copy in host memory (this result itself when it is there already).
     fn to_host(&self, py: Python<'_>) -> PyResult<VarLenArray> {
-        let v = crate::run(py, || self.v.to_host())?;
+        let v = crate::errors::run(py, || self.v.to_host())?;
         Ok(VarLenArray { v })
     }
 
@@ -269,7 +270,7 @@ pub(crate) fn varlen_from(
         ("arrow", Some(b)) => {
             let offsets = contiguous(import_dlpack(a)?, "offsets")?;
             let values = contiguous(import_dlpack(b)?, "values")?;
-            crate::run(py, || {
+            crate::errors::run(py, || {
                 VarLenBuffer::from_parts(shape, kind, offsets, values)
             })?
         }
@@ -360,10 +361,10 @@ fn short_repr(item: &Bound<'_, PyAny>) -> String {
     }
 }
 
-/// Adds `VarLenArray` and `varlen_from` to the extension module.
+/// Adds `VarLenArray` and `varlen_from` to the extension module (`lib.rs` adds the
+/// handle and stream classes that use them).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<VarLenArray>()?;
-    m.add_class::<crate::varlen_handle::VarLenHandle>()?;
     m.add_function(wrap_pyfunction!(varlen_from, m)?)?;
     Ok(())
 }

@@ -4,9 +4,11 @@
 //! other (see [`Opened`]).
 
 use crate::array::{Array, Inner, PySubsets, to_ranges};
+use crate::errors::{ZarrbufError, py_err, run};
+use crate::numpy_strings;
+use crate::runtime::runtime;
 use crate::varlen::{VarLenArray, element, kind_name, reshape};
 use crate::varlen_stream::VarLenReadStream;
-use crate::{ZarrbufError, numpy_strings, py_err, run, runtime};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};

@@ -1,9 +1,9 @@
 //! `VarLenReadStream`, the iterator `VarLenHandle.read_stream` returns: the twin of
 //! `ReadStream` (python/src/array.rs) for arrays of strings or bytes, yielding `VarLenArray`s.
 
-use crate::ZarrbufError;
 use crate::array::lock;
-use crate::py_err;
+use crate::errors::ZarrbufError;
+use crate::errors::py_err;
 use crate::varlen::{VarLenArray, reshape};
 use pyo3::prelude::*;
 use std::collections::VecDeque;

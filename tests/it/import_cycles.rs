@@ -499,6 +499,24 @@ fn src_has_no_import_cycles() {
     assert!(found.is_empty(), "{}", text.join("\n"));
 }
 
+/// The workspace's other crates with a module tree of their own (the Python package's
+/// extension and the kernels crate): no import cycles between their files either.
+#[test]
+fn the_other_crates_have_no_import_cycles() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for (krate, at_least) in [("python", 9), ("codecs", 10)] {
+        let graph = file_graph(&root.join(krate));
+        assert!(
+            graph.len() >= at_least,
+            "only {} files found under {krate}/src/",
+            graph.len()
+        );
+        let found = cycles(&graph);
+        let text: Vec<String> = found.iter().map(|c| describe(&graph, c)).collect();
+        assert!(found.is_empty(), "{krate}/: {}", text.join("\n"));
+    }
+}
+
 /// The layers of ARCHITECTURE.md, bottom to top: a file's layer is the first part of its path
 /// under `src/`. A file may import from its own layer's files and from lower layers only;
 /// layers of one rank (`buffer` and `zarr`; `pipeline` and `check`) sit side by side and
