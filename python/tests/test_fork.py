@@ -108,3 +108,20 @@ def test_a_child_reads_what_a_parent_thread_was_fetching():
         assert _in_child(read_same_array) == 0
     finally:
         t.join()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_an_array_used_in_a_forked_child_says_to_open_it_again(tmp_path):
+    z = zarr.create_array(tmp_path / "a.zarr", shape=(4,), chunks=(2,), dtype="i4")
+    z[:] = np.arange(4, dtype="i4")
+    a = zarrbuf.open(str(tmp_path / "a.zarr"))
+
+    def use_inherited():
+        try:
+            a[:]
+        except zarrbuf.ZarrbufError as e:
+            return "open it again" in str(e)
+        return False
+
+    assert _in_child(use_inherited) == 0
+    assert np.array_equal(np.asarray(a[:]), np.arange(4))  # the parent's is still its own

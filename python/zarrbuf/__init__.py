@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -133,7 +134,21 @@ class Array:
     """A zarr array opened by :func:`open`."""
 
     def __init__(self, inner: Any) -> None:
-        self._inner = inner
+        self._opened = inner
+        self._opened_in = os.getpid()
+
+    @property
+    def _inner(self) -> Any:
+        # An open array belongs to the process that opened it: its connections and locks
+        # are its threads', and a forked child using it could wait on them forever.
+        if self._opened_in != os.getpid():
+            raise ZarrbufError(
+                f"this array was opened in process {self._opened_in}, and this is a forked "
+                f"process ({os.getpid()}): open it again here with zarrbuf.open(...) (a "
+                "DataLoader or multiprocessing worker opens its own; zarrbuf.torch's "
+                "datasets do)"
+            )
+        return self._opened
 
     @property
     def shape(self) -> tuple[int, ...]:
