@@ -267,17 +267,10 @@ where
     if let Some(cb) = &opts.progress {
         cb(progress);
     }
-    let source_region = |region: &[Range<u64>]| -> Vec<Range<u64>> {
-        region
-            .iter()
-            .zip(&subset)
-            .map(|(r, s)| s.start + r.start..s.start + r.end)
-            .collect()
-    };
     read_ahead_of_writes(
         blocks(&shape, &block),
         |region| {
-            let from = source_region(region);
+            let from = source_region(region, &subset);
             let skip = (opts.resume && block_is_stored(dst, region, &unit)?)
                 || super::copy_skip::block_is_fill(src, dst, &from, region)?;
             if skip {
@@ -389,11 +382,7 @@ where
             if opts.resume && block_is_stored(dst, region, &unit)? {
                 return Ok(None);
             }
-            let from: Vec<Range<u64>> = region
-                .iter()
-                .zip(subset)
-                .map(|(r, s)| s.start + r.start..s.start + r.end)
-                .collect();
+            let from = source_region(region, subset);
             src.read_varlen_opt(&from, &BufferPrototype::cpu(), &read_opts)
                 .map(Some)
                 .map_err(|e| tag(e, "source"))
@@ -491,6 +480,16 @@ fn block_options(opts: &CopyOptions) -> (ReadOptions, WriteOptions) {
         write_opts = write_opts.with_io_concurrency(n);
     }
     (read_opts, write_opts)
+}
+
+/// The source's part that block `region` of the destination copies (`subset` is the part
+/// of the source copied).
+fn source_region(region: &[Range<u64>], subset: &[Range<u64>]) -> Vec<Range<u64>> {
+    region
+        .iter()
+        .zip(subset)
+        .map(|(r, s)| s.start + r.start..s.start + r.end)
+        .collect()
 }
 
 /// The blocks of an array of `shape` cut into `block`s, last dimension fastest.
