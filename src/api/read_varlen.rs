@@ -5,7 +5,9 @@ use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::data_types::VarLenKind;
 use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{Cancel, VarLenStreamReads, fetch_unit, read_varlen};
+use crate::pipeline::{
+    Cancel, FetchStage, InnerFetch, VarLenStreamReads, fetch_unit, read_varlen, run_ahead_sync,
+};
 use crate::zarr::{check_subset, vlen_kind};
 use std::ops::Range;
 use std::sync::Arc;
@@ -117,9 +119,19 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         opts: &ReadOptions,
     ) -> Result<VarLenBuffer> {
         check_subset(self.shape(), subset, self.path().as_str())?;
-        read_varlen(self, subset, proto, opts, &|plan, shards, i| {
-            fetch_unit(self, plan, shards, &plan.units[i])
-        })
+        read_varlen(
+            self,
+            subset,
+            proto,
+            opts,
+            InnerFetch::for_store(self),
+            &FetchStage {
+                fetch: &|plan, shards, unit| fetch_unit(self, plan, shards, unit),
+                run_ahead: Some(&|shards, job| run_ahead_sync(self, shards, job)),
+                fetch_async: None,
+                check: &|| Ok(()),
+            },
+        )
     }
 
     fn read_varlen_all_opt(
@@ -145,10 +157,23 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         let (proto, read_opts) = (proto.clone(), opts.read.clone());
         let read = move |subset: &[Range<u64>], cancel: &Cancel| {
             check_subset(array.shape(), subset, array.path().as_str())?;
-            read_varlen(&array, subset, &proto, &read_opts, &|plan, shards, i| {
-                cancel.check("read stream")?;
-                fetch_unit(array.as_ref(), plan, shards, &plan.units[i])
-            })
+            let array = array.as_ref();
+            read_varlen(
+                array,
+                subset,
+                &proto,
+                &read_opts,
+                InnerFetch::for_store(array),
+                &FetchStage {
+                    fetch: &|plan, shards, unit| {
+                        cancel.check("read stream")?;
+                        fetch_unit(array, plan, shards, unit)
+                    },
+                    run_ahead: Some(&|shards, job| run_ahead_sync(array, shards, job)),
+                    fetch_async: None,
+                    check: &|| cancel.check("read stream"),
+                },
+            )
         };
         let subsets = Box::new(subsets.into_iter());
         VarLenReadStream::new(VarLenStreamReads::new(Arc::new(read), subsets, opts))

@@ -4,22 +4,18 @@ use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{Cancel, ShardReads, VarLenRead, VarLenStreamReads, fetch_unit_async};
-use crate::zarr::{Unit, check_subset};
-use futures::{StreamExt, TryStreamExt};
+use crate::pipeline::{AsyncUnits, Cancel, FetchStage, InnerFetch, VarLenRead, VarLenStreamReads};
+use crate::zarr::check_subset;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 
-/// Encoded chunks requested at once by an async variable-length read.
-const FETCHES_IN_FLIGHT: usize = 32;
-
 /// The async twin of [`crate::ArrayReadVarLenExt`], for arrays over async stores (e.g.
-/// [`crate::open_async`]): the chunks are fetched on the tokio runtime, 32 chunks (shards)
-/// at a time (the read holds their encoded bytes until it decodes them), then decoded on a
-/// blocking thread and rayon's pool. Dropping the future before the fetches finish cancels
-/// them. The futures are `Send`.
+/// [`crate::open_async`]): the read runs on a blocking thread and rayon's pool, and its
+/// chunks are fetched on the tokio runtime ahead of the decoders, up to
+/// [`ReadOptions::io_concurrency`] requests and the staging budget in bytes, as fixed-size
+/// reads are. Dropping the future cancels the requests in flight. The futures are `Send`.
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
@@ -120,32 +116,35 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         let (proto, opts) = (proto.clone(), opts.clone());
         async move {
             check_subset(self.shape(), &subset, self.path().as_str())?;
-            let read = VarLenRead::new(self, &subset, &proto, &opts)?;
-            // Every unit's encoded bytes, FETCHES_IN_FLIGHT chunks (shards) at a time, in
-            // order; dropping the future drops the requests in flight. The inner chunks of
-            // one shard are fetched one after another: the shard's index is read once, by
-            // the first, and the others (polled on this same task) must not wait for it.
-            let (units, shards) = (read.units(), read.shards());
-            let fetched: Vec<Vec<Option<Vec<u8>>>> =
-                futures::stream::iter(shard_groups(&units.units, shards))
-                    .map(|group| async move {
-                        let mut got = Vec::with_capacity(group.len());
-                        for i in group {
-                            got.push(fetch_unit_async(self, units, shards, &units.units[i]).await?);
-                        }
-                        Ok::<_, Error>(got)
-                    })
-                    .buffered(FETCHES_IN_FLIGHT)
-                    .try_collect()
-                    .await?;
-            let fetched: Vec<Mutex<Option<Vec<u8>>>> =
-                fetched.into_iter().flatten().map(Mutex::new).collect();
+            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+                Error::InvalidArgument(
+                    "async reads need a tokio runtime (call them inside one)".into(),
+                )
+            })?;
             let array = Arc::new(self.with_storage(self.storage()));
-            // Decoding and the copies run on a blocking thread and rayon's pool.
+            let inner_fetch = InnerFetch::for_async_store(self);
+            let read = VarLenRead::new(self, &subset, &proto, &opts, inner_fetch)?;
+            // Dropping this future cancels the blocking half (its requests in flight
+            // included) and waits until it has stopped.
+            let (_stop, finish) = Cancel::pair();
             let task = tokio::task::spawn_blocking(move || {
-                read.run(&array, &proto, &opts, &|_, _, i| {
-                    Ok(fetched.get(i).and_then(|m| m.lock().ok()?.take()))
-                })
+                let units = AsyncUnits {
+                    array: array.as_ref(),
+                    handle: &handle,
+                    cancel: finish.cancel(),
+                    what: "read",
+                };
+                read.run(
+                    &array,
+                    &proto,
+                    &opts,
+                    &FetchStage {
+                        fetch: &|plan, shards, unit| units.fetch_blocking(plan, shards, unit),
+                        run_ahead: Some(&|shards, job| units.run_ahead(shards, job)),
+                        fetch_async: Some(&units),
+                        check: &|| units.check(),
+                    },
+                )
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
@@ -190,23 +189,4 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         let reads = VarLenStreamReads::new(Arc::new(read), subsets, opts);
         Ok(VarLenReadStream::new(reads))
     }
-}
-
-/// The units of a read in runs that share a shard (units are ordered shard by shard), or
-/// one unit per run for arrays without shards.
-fn shard_groups(units: &[Unit], shards: Option<&ShardReads>) -> Vec<Range<usize>> {
-    let Some(shards) = shards else {
-        return (0..units.len()).map(|i| i..i + 1).collect();
-    };
-    let mut groups: Vec<Range<usize>> = Vec::new();
-    let mut last: Option<Vec<u64>> = None;
-    for (i, unit) in units.iter().enumerate() {
-        let shard = shards.index().split(&unit.indices).0;
-        match groups.last_mut() {
-            Some(g) if last.as_ref() == Some(&shard) => g.end = i + 1,
-            _ => groups.push(i..i + 1),
-        }
-        last = Some(shard);
-    }
-    groups
 }

@@ -9,7 +9,7 @@ use crate::options::{Durability, WriteOptions};
 use crate::store::SyncedWrites;
 use crate::zarr::{
     ElementSink, VlenEncoder, VlenGather, check_subset, chunk_error, encodes_vlen_itself,
-    require_vlen, zarr_error,
+    forget_written_shard_indexes, require_vlen, zarr_error,
 };
 use std::borrow::Cow;
 use std::ops::Range;
@@ -111,9 +111,12 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteVarLenExt fo
             .into_iter()
             .map(|i| i.iter().copied().collect())
             .collect();
-        run_parallel(opts, &all, |indices| {
+        let written = run_parallel(opts, &all, |indices| {
             write_chunk(self, indices, &source, opts)
-        })
+        });
+        // Shards stored (some, if it failed) no longer have the indexes reads kept.
+        forget_written_shard_indexes(self, subset);
+        written
     }
 
     fn write_varlen_all_opt(&self, data: &VarLenBuffer, opts: &WriteOptions) -> Result<()> {

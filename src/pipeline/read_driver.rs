@@ -161,7 +161,7 @@ type UnitFetch<'a> = dyn Fn(&Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
 /// How far ahead of the decoders a read of `array` fetches: only from object stores (a local
 /// store answers as fast as a worker asks), up to `ReadOptions::io_concurrency` requests and
 /// the staging budget in bytes fetched and not yet decoded.
-fn fetch_ahead_limits<S: ?Sized + 'static>(
+pub(crate) fn fetch_ahead_limits<S: ?Sized + 'static>(
     array: &Array<S>,
     opts: &ReadOptions,
 ) -> Option<AheadLimits> {

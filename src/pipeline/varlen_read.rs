@@ -12,11 +12,16 @@
 //!    contiguous in the unit and in the output) and each run copies its elements straight
 //!    into its own, disjoint, slice of the values.
 //!
+//! From an object store the units are fetched ahead of the decoders by the fetch-ahead stage
+//! (`fetch_ahead.rs`), as fixed-size reads are, and the decoders take them in the same order.
+//!
 //! Nothing is allocated per element: one offsets buffer, one values buffer, and per unit its
 //! decoded bytes and one start position per element. Into a device the buffers are built in
 //! pinned host memory and cross in two copies (offsets, values).
 
 use super::ShardReads;
+use super::fetch_ahead::{FetchAhead, FetchStage};
+use super::read_driver::{InnerFetch, fetch_ahead_limits};
 use crate::buffer::{Buffer, BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ReadOptions};
@@ -31,7 +36,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use zarrs::array::{Array, CodecOptions};
 
 /// Fetches the encoded bytes of unit `i` of the plan (`None`: not stored).
-pub(crate) type VarLenFetch<'a> =
+type VarLenFetch<'a> =
     dyn Fn(&UnitPlan, Option<&ShardReads>, usize) -> Result<Option<Vec<u8>>> + Sync + 'a;
 
 /// One unit after pass 1: its decoded bytes and where each element starts, or missing.
@@ -108,19 +113,23 @@ pub(crate) struct VarLenRead {
 impl VarLenRead {
     /// Plans a read of `subset` (checked by the caller) into memory made by `proto`: a
     /// device that is not there is an error before anything is read.
-    pub(crate) fn new<S: ?Sized>(
+    /// `inner_fetch` says how a sharded array's inner chunks are fetched (merged into few
+    /// requests from object stores).
+    pub(crate) fn new<S: ?Sized + Send + Sync + 'static>(
         array: &Array<S>,
         subset: &[Range<u64>],
         proto: &BufferPrototype,
         opts: &ReadOptions,
+        inner_fetch: InnerFetch,
     ) -> Result<Self> {
         crate::device::ops_for(proto.memory())?;
         let mut plan = plan_vlen(array, subset)?;
         let shards = match plan.units.source {
             UnitSource::Subchunk => Some(ShardReads::new(
-                ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?,
+                ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
+                    .shared_with(array),
                 &mut plan.units.units,
-                false,
+                inner_fetch == InnerFetch::Merged,
                 opts.staging_bytes as u64,
             )),
             _ => None,
@@ -132,28 +141,19 @@ impl VarLenRead {
         })
     }
 
-    /// The units to fetch, in the order of the indices [`Self::run`]'s fetch gets.
-    pub(crate) fn units(&self) -> &UnitPlan {
-        &self.plan.units
-    }
-
-    /// The shard index of a sharded array's read.
-    pub(crate) fn shards(&self) -> Option<&ShardReads> {
-        self.shards.as_ref()
-    }
-
-    /// Fetches (with `fetch`), decodes and assembles the units into a new [`VarLenBuffer`]
-    /// made by `proto`.
-    pub(crate) fn run<S: ?Sized + Send + Sync>(
+    /// Fetches (through `stage`: ahead of the decoders from object stores), decodes and
+    /// assembles the units into a new [`VarLenBuffer`] made by `proto`.
+    pub(crate) fn run<S: ?Sized + Send + Sync + 'static>(
         &self,
         array: &Array<S>,
         proto: &BufferPrototype,
         opts: &ReadOptions,
-        fetch: &VarLenFetch<'_>,
+        stage: &FetchStage<'_>,
     ) -> Result<VarLenBuffer> {
         let (plan, shards) = (&self.plan, self.shards.as_ref());
         check_offsets(array, &self.subset, read_budget(opts))?;
-        let decoded = match opts.concurrency {
+        let units = &plan.units;
+        let decode = |fetch: &VarLenFetch<'_>| match opts.concurrency {
             // A pool of the asked size, for this read only; the process's pool otherwise.
             Some(n) => rayon::ThreadPoolBuilder::new()
                 .num_threads(n.max(1))
@@ -161,26 +161,33 @@ impl VarLenRead {
                 .map_err(|e| {
                     Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}"))
                 })?
-                .install(|| decode_units(array, plan, shards, opts, fetch))?,
-            None => crate::thread_pool::install(|| decode_units(array, plan, shards, opts, fetch))?,
+                .install(|| decode_units(array, plan, shards, opts, fetch)),
+            None => crate::thread_pool::install(|| decode_units(array, plan, shards, opts, fetch)),
+        };
+        let decoded = match fetch_ahead_limits(array, opts) {
+            Some(limits) => FetchAhead::run(units, &units.units, shards, stage, limits, |ahead| {
+                decode(&|_, _, i| ahead.fetch(&units.units[i]))
+            })?,
+            None => decode(&|plan, shards, i| (stage.fetch)(plan, shards, &plan.units[i]))?,
         };
         let subset = &self.subset;
         let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();
-        let runs = runs_of(&plan.units.units, &plan.units.layout(), subset);
+        let runs = runs_of(&units.units, &units.layout(), subset);
         assemble(array, plan, &decoded, &runs, shape, proto, opts)
     }
 }
 
 /// Reads `subset` (checked by the caller) of a variable-length array into a new
-/// [`VarLenBuffer`] made by `proto`, fetching each unit with `fetch`.
-pub(crate) fn read_varlen<S: ?Sized + Send + Sync>(
+/// [`VarLenBuffer`] made by `proto`, fetching each unit through `stage`.
+pub(crate) fn read_varlen<S: ?Sized + Send + Sync + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
     proto: &BufferPrototype,
     opts: &ReadOptions,
-    fetch: &VarLenFetch<'_>,
+    inner_fetch: InnerFetch,
+    stage: &FetchStage<'_>,
 ) -> Result<VarLenBuffer> {
-    VarLenRead::new(array, subset, proto, opts)?.run(array, proto, opts, fetch)
+    VarLenRead::new(array, subset, proto, opts, inner_fetch)?.run(array, proto, opts, stage)
 }
 
 /// The bytes a variable-length read may hold, and where the number comes from: the read's
@@ -269,10 +276,14 @@ fn decode_units<S: ?Sized + Send + Sync>(
     let (done, bytes_done) = (AtomicUsize::new(0), AtomicU64::new(0));
     // Decoded bytes held so far, with 8 bytes an element for where each one starts.
     let held = AtomicU64::new(0);
-    plan.units
+    // Units are handed to the decoders in read order (not split in halves, as `par_iter`
+    // would), the order in which the fetch-ahead stage fetches them.
+    let mut decoded: Vec<(usize, Decoded)> = plan
         .units
-        .par_iter()
+        .units
+        .iter()
         .enumerate()
+        .par_bridge()
         .map(|(i, unit)| {
             let report = |decoded: usize| {
                 if let Some(progress) = &opts.progress {
@@ -286,7 +297,7 @@ fn decode_units<S: ?Sized + Send + Sync>(
             };
             let Some(encoded) = fetch(&plan.units, shards, i)? else {
                 report(0);
-                return Ok(Decoded::Missing);
+                return Ok((i, Decoded::Missing));
             };
             let cap = budget.map(|(b, _)| b.saturating_sub(held.load(Ordering::Relaxed)));
             let (bytes, index) = codec
@@ -308,9 +319,11 @@ fn decode_units<S: ?Sized + Send + Sync>(
                 return Err(over_budget(array, "the decoded chunks", now, budget));
             }
             report(bytes.len());
-            Ok(Decoded::Stored { bytes, index })
+            Ok((i, Decoded::Stored { bytes, index }))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    decoded.sort_unstable_by_key(|(i, _)| *i);
+    Ok(decoded.into_iter().map(|(_, d)| d).collect())
 }
 
 /// The runs of every unit, in output order (see [`Run`]).

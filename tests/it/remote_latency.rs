@@ -240,6 +240,114 @@ fn sharded_reads_merge_ranges_and_fetch_shards_together() {
     );
 }
 
+/// A string array of `[96, 64]` written into `dir` (chunks `[8, 8]`, or inner chunks
+/// `[8, 8]` in shards of `[32, 32]`), zstd-compressed, and its strings in C order.
+fn write_strings(dir: &Path, sharded: bool) -> Vec<String> {
+    use zarrbuf::{ArrayWriteVarLenExt, VarLenBuffer};
+    let _ = std::fs::remove_dir_all(dir);
+    let store = zarrbuf::store::open_store(dir.to_str().unwrap()).unwrap();
+    let chunk = if sharded { 32 } else { 8 };
+    let mut builder = ArrayBuilder::new(vec![96, 64], vec![chunk; 2], data_type::string(), "");
+    builder.bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(
+        1, false,
+    ))]);
+    if sharded {
+        builder.subchunk_shape(vec![8, 8]);
+    }
+    let array = builder.build(store, "/").unwrap();
+    array.store_metadata().unwrap();
+    let want: Vec<String> = (0..96 * 64)
+        .map(|i| format!("s{i}-{}", "x".repeat(i % 13)))
+        .collect();
+    array
+        .write_varlen_all(&VarLenBuffer::from_strings(vec![96, 64], &want).unwrap())
+        .unwrap();
+    want
+}
+
+/// Variable-length reads fetch through the same fetch-ahead stage as fixed-size ones: many
+/// requests in flight, each chunk once (a sharded array: its index and merged ranges), the
+/// sync and the async API alike, and `io_concurrency` obeyed.
+#[test]
+fn string_reads_fetch_ahead_like_fixed_size_reads() {
+    use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt};
+    let Some(sv) = server("LATENCY") else { return };
+    for sharded in [false, true] {
+        let name = unique(if sharded {
+            "strings-sharded"
+        } else {
+            "strings"
+        });
+        let want = write_strings(&sv.root.join(&name), sharded);
+        let url = format!("{}/{name}", sv.url);
+        for api in ["sync", "async"] {
+            let from = log_len(&sv.log);
+            let got = match api {
+                "sync" => zarrbuf::open(&url, "")
+                    .unwrap()
+                    .read_varlen_all(&BufferPrototype::cpu())
+                    .unwrap(),
+                _ => {
+                    let rt = tokio::runtime::Runtime::new().unwrap();
+                    rt.block_on(async {
+                        let array = zarrbuf::open_async(&url, "").await.unwrap();
+                        array
+                            .read_varlen_all_async(&BufferPrototype::cpu())
+                            .await
+                            .unwrap()
+                    })
+                }
+            };
+            let got: Vec<String> = got.iter_str().unwrap().map(|s| s.unwrap()).collect();
+            assert!(got == want, "{name} {api}: the strings differ");
+            if sharded {
+                // 3 × 2 shards of 16 inner chunks each, stored back to back: one index
+                // request and one merged range per shard, several shards at once.
+                let t = traffic(&sv.log, from, &format!("{name}/c/"), 12);
+                assert_eq!(t.requests.len(), 12, "{api}: {t:?}");
+                assert!(
+                    t.peak_in_flight >= 4,
+                    "{api}: the shards' requests went out {} at a time",
+                    t.peak_in_flight
+                );
+            } else {
+                let chunks = 12 * 8;
+                let t = traffic(&sv.log, from, &format!("{name}/c/"), chunks);
+                let mut keys: Vec<&String> = t.requests.iter().map(|(_, p, _)| p).collect();
+                keys.sort();
+                keys.dedup();
+                assert_eq!(
+                    (t.requests.len(), keys.len()),
+                    (chunks, chunks),
+                    "{api}: {t:?}"
+                );
+                assert!(
+                    t.peak_in_flight >= 16,
+                    "{api}: only {} requests were ever in flight at once",
+                    t.peak_in_flight
+                );
+            }
+        }
+        if !sharded {
+            let array = zarrbuf::open(&url, "").unwrap();
+            let opts = ReadOptions::default()
+                .with_io_concurrency(3)
+                .with_concurrency(2);
+            let from = log_len(&sv.log);
+            let got = array
+                .read_varlen_all_opt(&BufferPrototype::cpu(), &opts)
+                .unwrap();
+            assert_eq!(got.len(), want.len());
+            let t = traffic(&sv.log, from, &format!("{name}/c/"), 96);
+            assert!(
+                (2..=3 + 2).contains(&t.peak_in_flight),
+                "3 fetch-ahead threads and 2 workers, yet {} requests in flight",
+                t.peak_in_flight
+            );
+        }
+    }
+}
+
 /// Faults: 503 on the first request for each chunk is retried (object_store's retries) and
 /// the read is exact; a body that comes back short is an error naming the chunk, not data.
 #[test]
