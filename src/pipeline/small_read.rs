@@ -9,12 +9,14 @@
 //! global pool: no threads started, no staging slots, no second read of the shard index by
 //! zarrs. Reads this route does not take (other chains, transposed or byte-swapped layouts,
 //! strided outputs, more units) go the way they went before. A unit another sync read is
-//! fetching at the same time is taken from it (`fetch_flight.rs`). Async reads take the same
+//! fetching at the same time is taken from it (`fetch_flight.rs`). From an object store the
+//! units' requests all go out at once, through the fetch-ahead stage. Async reads take the same
 //! plan and decoders ([`SmallRead`]) through `small_read_async.rs`.
 
 use super::ShardReads;
-use super::fetch_ahead::Fetch;
+use super::fetch_ahead::{Fetch, FetchAhead, FetchStage};
 use super::fetch_flight::{FlightKey, fetch_shared};
+use super::read_driver::fetch_ahead_limits;
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
@@ -278,15 +280,37 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
         _ => None,
     };
     let plan = &small.plan;
-    let decoded = small.decode_all(array, &|i| {
-        let unit = &plan.units[i];
+    let shared_fetch = |plan: &UnitPlan, shards: Option<&ShardReads>, unit: &Unit| {
         let key = FlightKey::new(
             array,
-            flight_unit(array, shards.as_ref().map(ShardReads::index), unit),
+            flight_unit(array, shards.map(ShardReads::index), unit),
             false,
         );
-        fetch_shared(&key, || fetch(plan, shards.as_ref(), unit))
-    })?;
+        fetch_shared(&key, || fetch(plan, shards, unit))
+    };
+    let decoded = match fetch_ahead_limits(array, opts) {
+        // From an object store every unit's request goes out at once (the caller and the
+        // pool's threads alone would send one per core and wait a round trip for each).
+        Some(limits) if plan.units.len() > 1 => {
+            let stage = FetchStage {
+                fetch: &shared_fetch,
+                run_ahead: None,
+                fetch_async: None,
+                check: &|| Ok(()),
+            };
+            FetchAhead::run(
+                plan,
+                &plan.units,
+                shards.as_ref(),
+                &stage,
+                limits,
+                |ahead| small.decode_all(array, &|i| ahead.fetch(&plan.units[i])),
+            )?
+        }
+        _ => small.decode_all(array, &|i| {
+            shared_fetch(plan, shards.as_ref(), &plan.units[i])
+        })?,
+    };
     small.place_all(subset, out, decoded)?;
     Ok(true)
 }

@@ -240,6 +240,32 @@ fn sharded_reads_merge_ranges_and_fetch_shards_together() {
     );
 }
 
+/// A small sync read (a patch over 4 chunks, the small-read route) sends its 4 requests at
+/// once: one round trip, not one per decoding thread.
+#[test]
+fn small_sync_reads_send_every_request_at_once() {
+    let Some(sv) = server("LATENCY") else { return };
+    let name = unique("patch");
+    let want = write_array(&sv.root.join(&name), 32, None);
+    let array = zarrbuf::open(&format!("{}/{name}", sv.url), "").unwrap();
+    let from = log_len(&sv.log);
+    let got = array
+        .read(&[5..6, 16..48, 16..48], &BufferPrototype::cpu())
+        .unwrap();
+    let want = want.to_vec::<f32>().unwrap();
+    let expected: Vec<f32> = (16..48)
+        .flat_map(|y| (16..48).map(move |x| (5 * 256 + y) * 256 + x))
+        .map(|i| want[i])
+        .collect();
+    assert!(
+        got.to_vec::<f32>().unwrap() == expected,
+        "the patch differs"
+    );
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), 4);
+    assert_eq!(t.requests.len(), 4, "{t:?}");
+    assert_eq!(t.peak_in_flight, 4, "the patch's requests: {t:?}");
+}
+
 /// A string array of `[96, 64]` written into `dir` (chunks `[8, 8]`, or inner chunks
 /// `[8, 8]` in shards of `[32, 32]`), zstd-compressed, and its strings in C order.
 fn write_strings(dir: &Path, sharded: bool) -> Vec<String> {
