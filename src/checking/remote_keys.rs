@@ -126,3 +126,47 @@ impl ObjectKeys {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(http: bool) -> ObjectKeys {
+        ObjectKeys {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            location: "test://".into(),
+            http,
+        }
+    }
+
+    fn generic(message: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "HTTP",
+            source: message.to_string().into(),
+        }
+    }
+
+    #[test]
+    fn only_refusals_of_the_listing_walk_the_grid() {
+        let refused = generic(
+            "Error performing PROPFIND http://x/a in 2ms - Server returned non-2xx status \
+             code: 405 Method Not Allowed: <html>",
+        );
+        let unsupported = object_store::Error::NotSupported {
+            source: "no listing".into(),
+        };
+        let down = generic("Error performing PROPFIND http://x/a in 30s - error sending request");
+        let failing = generic("... Server returned non-2xx status code: 500 Internal Server Error");
+        assert!(keys(true).no_listing(&refused));
+        assert!(keys(true).no_listing(&unsupported) && keys(false).no_listing(&unsupported));
+        assert!(!keys(true).no_listing(&down));
+        assert!(!keys(true).no_listing(&failing));
+        // On S3 a refusal is an error to report (no list permission), not a missing listing.
+        assert!(!keys(false).no_listing(&refused));
+        let denied = object_store::Error::PermissionDenied {
+            path: "a".into(),
+            source: "403".into(),
+        };
+        assert!(keys(true).no_listing(&denied) && !keys(false).no_listing(&denied));
+    }
+}
