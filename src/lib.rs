@@ -195,7 +195,7 @@ pub mod cuda {
 /// [`options::CheckOptions`].
 pub mod check {
     pub use crate::checking::{
-        CheckReport, Finding, Problem, check_array, chunk_indices, is_temporary_name,
+        CheckReport, Finding, KeySource, Problem, check_array, chunk_indices, is_temporary_name,
     };
 
     /// Options of [`check_array`]. Deprecated here: options types are in

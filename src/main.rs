@@ -131,8 +131,15 @@ fn dispatch(cli: Cli) -> Result<()> {
             path,
             json,
             repair,
+            io_concurrency,
             version,
-        } => check(&store, &path, json, repair, &version.options()?),
+        } => {
+            let mut opts = zarrbuf::options::CheckOptions::default()
+                .with_repair(repair)
+                .with_open(version.options()?);
+            opts.io_concurrency = io_concurrency;
+            check(&store, &path, json, &opts)
+        }
         Command::BenchWrite(args) => bench_write(&args),
         Command::Bench {
             store,

@@ -236,18 +236,30 @@ fn nvcomp_compression() -> PyResult<String> {
     zarrbuf::cuda::nvcomp_compression().map_err(py_err)
 }
 
-/// Checks a stored array for damage (`zarrbuf check`): returns a dict with `array`, `clean`,
-/// `chunks_checked`, `inner_chunks_checked`, `stored_bytes`, `findings` (dicts with `key`,
-/// `inner`, `problem`, `damage`, `detail`) and `repaired` (sentences, with `repair=True`).
+/// Checks a stored array for damage (`zarrbuf check`) at `location`: a directory, zip file,
+/// icechunk repository or object-store URL (`s3://`, `http(s)://`, …; repaired only as a
+/// directory). Returns a dict with `array`, `clean`, `chunks_checked`,
+/// `inner_chunks_checked`, `stored_bytes`, `keys` (`"directory"`, `"listing"`, or
+/// `"chunk-grid"` for a store that does not list, where keys outside the grid and unknown
+/// files cannot be seen), `findings` (dicts with `key`, `inner`, `problem`, `damage`,
+/// `detail`) and `repaired` (sentences, with `repair=True`). An object store's chunks are
+/// fetched with up to `io_concurrency` requests in flight (`CheckOptions::io_concurrency`).
 #[pyfunction]
-#[pyo3(signature = (location, path = "", repair = false))]
+#[pyo3(signature = (location, path = "", repair = false, *, io_concurrency = None))]
 fn check<'py>(
     py: Python<'py>,
     location: &str,
     path: &str,
     repair: bool,
+    io_concurrency: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = zarrbuf::options::CheckOptions::default().with_repair(repair);
+    if io_concurrency == Some(0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "io_concurrency must be at least 1 (requests to an object store in flight)",
+        ));
+    }
+    let mut opts = zarrbuf::options::CheckOptions::default().with_repair(repair);
+    opts.io_concurrency = io_concurrency;
     let report = run(py, || zarrbuf::check::check_array(location, path, &opts))?;
     let findings = pyo3::types::PyList::empty(py);
     for f in &report.findings {
@@ -265,6 +277,7 @@ fn check<'py>(
     out.set_item("chunks_checked", report.chunks_checked)?;
     out.set_item("inner_chunks_checked", report.inner_chunks_checked)?;
     out.set_item("stored_bytes", report.stored_bytes)?;
+    out.set_item("keys", report.keys.name())?;
     out.set_item("findings", findings)?;
     out.set_item("repaired", report.repaired.clone())?;
     Ok(out)

@@ -72,3 +72,23 @@ def test_a_missing_store_is_an_error(tmp_path):
         assert "no such directory" in str(e)
     else:
         raise AssertionError("no error")
+
+
+def test_an_http_url_is_checked_by_its_chunk_grid():
+    from conftest import server_url
+
+    url = server_url("ZARRBUF_TEST_LATENCY_URL")
+    root = os.environ["ZARRBUF_TEST_LATENCY_ROOT"]
+    name = f"pycheck-{os.getpid()}-{np.random.default_rng().integers(1 << 30)}.zarr"
+    path = os.path.join(root, name)
+    z = zarr.create_array(path, shape=(40, 30), chunks=(10, 10), dtype="f4",
+                          compressors=zarr.codecs.ZstdCodec(level=1))
+    z[...] = np.arange(1200, dtype="f4").reshape(40, 30)
+    report = zarrbuf.check(f"{url}/{name}", io_concurrency=8)
+    assert report["clean"] and report["keys"] == "chunk-grid"
+    assert report["chunks_checked"] == 12
+    chunk = os.path.join(path, "c", "1", "2")
+    data = open(chunk, "rb").read()
+    open(chunk, "wb").write(data[: len(data) // 2])  # truncated
+    found = {(f["key"], f["problem"]) for f in zarrbuf.check(f"{url}/{name}")["findings"]}
+    assert found == {("c/1/2", "undecodable")}

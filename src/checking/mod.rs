@@ -5,13 +5,25 @@
 //! or link out of the store —, or something else), every chunk inside the chunk grid is
 //! decoded on all cores — the inner chunks of a shard one by one when the shard does not
 //! decode, so that the damaged ones are named — and each problem becomes one [`Finding`]; a
-//! chunk that cannot be read (an I/O error) is *unreadable*, not undecodable. With
+//! chunk that cannot be read (an I/O error, or a request that failed after the store's
+//! retries) is *unreadable*, not undecodable.
+//!
+//! Object stores (`s3://`, `gs://`, `az://`, `http(s)://`) are checked through their listing
+//! of the array's prefix, like a zip file; a store that does not list (a plain HTTP server)
+//! is checked by walking the chunk grid, every cell's key fetched ([`KeySource`] says which
+//! was done). Their chunks are fetched ahead of the decoders, many requests in flight
+//! ([`CheckOptions::io_concurrency`]), shards whole. They cannot be repaired here. With
 //! [`CheckOptions::repair`] temporary files whose writer is gone and chunks that were read and
 //! did not decode are removed; a shard with some damaged inner chunks is rewritten with those
 //! inner chunks missing (they then read as the fill value) and the good ones kept. Nothing
 //! unreadable, nothing outside the array's directory and no other file is ever removed.
 
+mod check_chunks;
+mod check_options;
+mod chunk_check;
 mod finding;
+mod remote_fetch;
+mod remote_keys;
 mod repair;
 mod shard_check;
 mod shard_rewrite;
@@ -19,74 +31,16 @@ mod vlen_check;
 mod walk;
 
 use crate::errors::{Error, Result};
-use crate::options::{Progress, ProgressFn};
 pub use crate::store::atomic_store::is_temporary_name;
-use crate::store::{
-    DynArray, LOCK_NAME, Location, OpenOptions, label, lock_dir, node_path, writer_is_gone,
-};
+use crate::store::{DynArray, LOCK_NAME, Location, label, lock_dir, node_path, writer_is_gone};
 use crate::zarr::open_opt;
-use finding::guarded;
+use check_chunks::{Fetching, StoredChunk, check_chunks};
+pub use check_options::CheckOptions;
 pub use finding::{Finding, Problem, chunk_indices};
-use rayon::prelude::*;
-use shard_check::ShardCheck;
+use remote_keys::{Keys, ObjectKeys};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use vlen_check::VlenCheck;
 use walk::{Entry, Kind, list_entries};
-use zarrs::array::{ArrayBytes, ArrayShardedExt, CodecOptions};
-
-/// Options for [`check_array`].
-///
-/// ```
-/// let o = zarrbuf::options::CheckOptions::default().with_repair(true).with_concurrency(2);
-/// assert!(o.repair);
-/// ```
-#[derive(Clone, Default)]
-pub struct CheckOptions {
-    /// Remove leftovers (of writers that are gone) and undecodable chunks, and rewrite
-    /// shards without their damaged inner chunks (default false: only report); holds the
-    /// array's write lock while it checks and repairs.
-    pub repair: bool,
-    /// Threads decoding chunks (default: all cores).
-    pub concurrency: Option<usize>,
-    /// Called as chunks are checked.
-    pub progress: Option<ProgressFn>,
-    /// How the store is opened: the version of an icechunk repository to check (default
-    /// the tip of branch `main`).
-    pub open: OpenOptions,
-}
-
-impl CheckOptions {
-    /// Repairs what the check finds (see [`CheckOptions::repair`]).
-    pub fn with_repair(mut self, repair: bool) -> Self {
-        self.repair = repair;
-        self
-    }
-
-    /// Sets the number of decoding threads (at least 1).
-    pub fn with_concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
-        self
-    }
-
-    /// Sets a progress callback.
-    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
-        self
-    }
-
-    /// Opens the store with `open` (an icechunk repository's version).
-    ///
-    /// ```
-    /// let o = zarrbuf::options::CheckOptions::default().with_open(zarrbuf::options::OpenOptions::default().with_tag("v1"));
-    /// assert!(o.open.version.is_some());
-    /// ```
-    pub fn with_open(mut self, open: OpenOptions) -> Self {
-        self.open = open;
-        self
-    }
-}
+use zarrs::array::ArrayShardedExt;
 
 /// The result of [`check_array`].
 #[derive(Clone, Debug, Default)]
@@ -103,6 +57,50 @@ pub struct CheckReport {
     pub findings: Vec<Finding>,
     /// What the repair did, one sentence per key (empty without [`CheckOptions::repair`]).
     pub repaired: Vec<String>,
+    /// How the keys checked were found: a walk of the directory, the store's listing, or
+    /// (a store that does not list) the chunk grid, which cannot see keys outside the grid
+    /// or unknown files.
+    pub keys: KeySource,
+}
+
+/// How [`check_array`] found the keys it checked.
+///
+/// ```
+/// use zarrbuf::check::KeySource;
+/// assert!(KeySource::Listing.sees_every_key() && !KeySource::ChunkGrid.sees_every_key());
+/// assert_eq!(KeySource::ChunkGrid.name(), "chunk-grid");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeySource {
+    /// Every entry under the array's directory was walked, with its kind (a directory
+    /// store: a path or `file://` URL).
+    #[default]
+    Directory,
+    /// The store's listing of the array's prefix (a zip file, an icechunk repository, an
+    /// object store that lists: S3, GCS, Azure, a WebDAV server).
+    Listing,
+    /// The store does not list (a plain HTTP server): the key of every cell of the chunk
+    /// grid was fetched, a missing one being a chunk not stored. Keys outside the grid and
+    /// unknown files cannot be seen this way.
+    ChunkGrid,
+}
+
+impl KeySource {
+    /// A short name for the report: `directory`, `listing` or `chunk-grid`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeySource::Directory => "directory",
+            KeySource::Listing => "listing",
+            KeySource::ChunkGrid => "chunk-grid",
+        }
+    }
+
+    /// Whether every stored key of the array was seen (keys outside the chunk grid and
+    /// unknown files included): not on a walk of the chunk grid.
+    pub fn sees_every_key(self) -> bool {
+        self != KeySource::ChunkGrid
+    }
 }
 
 impl CheckReport {
@@ -112,25 +110,32 @@ impl CheckReport {
     }
 }
 
-/// A chunk file found under the array, with its grid indices.
-struct StoredChunk {
-    key: String,
-    indices: Vec<u64>,
-    bytes: u64,
-}
-
-/// Checks the array at `array_path` of the directory store or zip file `location` (a path
-/// or `file://` URL): see the module docs for what is checked. A zip file is checked through
-/// its listing (it holds no temporary files) and cannot be repaired.
+/// Checks the array at `array_path` of the store at `location`: a directory store (a path
+/// or `file://` URL), a zip file, an icechunk repository, or an object store (`s3://`,
+/// `gs://`, `az://`, `http(s)://`); see the module docs for what is checked.
+///
+/// A directory is walked entry by entry; a zip file, an icechunk repository and an object
+/// store that lists (S3, GCS, Azure) are checked through their listing (they hold no
+/// temporary files); an object store that does not list (a plain HTTP server, which
+/// object_store could list only through WebDAV) is checked by fetching the key of every
+/// cell of the chunk grid, a missing key being a chunk that is not stored — keys outside the
+/// grid and unknown files are then not seen. [`CheckReport::keys`] says which was done.
+/// The chunks of an object store are fetched ahead of the decoding threads, up to
+/// [`CheckOptions::io_concurrency`] requests in flight; one that cannot be fetched after the
+/// store's retries is an [`Problem::Unreadable`] finding. Only directory stores can be
+/// repaired.
 ///
 /// # Errors
 ///
-/// When the array does not open or its directory cannot be read, when a repair fails, and
-/// for a repair of a zip file. Damage is not an error: it is in the report.
+/// When the array does not open or its directory cannot be read, when an object store's
+/// listing fails for another reason than that the store does not list, when a repair fails,
+/// and for a repair of anything but a directory store. Damage is not an error: it is in the
+/// report.
 ///
 /// ```
 /// let report = zarrbuf::check::check_array("fixtures/data/v3_shard_end.zarr", "", &Default::default())?;
 /// assert!(report.is_clean() && report.chunks_checked > 0 && report.inner_chunks_checked > 0);
+/// assert_eq!(report.keys, zarrbuf::check::KeySource::Directory);
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
 pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Result<CheckReport> {
@@ -142,14 +147,26 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
             crate::store::read_only_sentence(location)
         )));
     }
+    let remote = parsed.is_url();
+    if remote && opts.repair {
+        return Err(remote_repair_refused(location));
+    }
     // An icechunk repository is checked through its store's listing, like a zip file.
     let icechunk = crate::store::opens_as_icechunk(&parsed, &opts.open)?;
     if icechunk && opts.repair {
         return Err(Error::Unsupported(format!(
-            "check --repair rewrites chunks in place, and the icechunk repository {location}              changes only by commits; copy the array into a branch instead (zarrbuf copy              {location} {location} --src-path ARRAY --dst-path ARRAY --overwrite --branch              NAME --message TEXT keeps the chunks that decode)"
+            "check --repair rewrites chunks in place, and the icechunk repository {location} \
+             changes only by commits; write the damaged chunks again on a branch (zarr-python \
+             on a writable session, or zarrbuf's IcechunkWriter) and commit them, or reset \
+             the branch to a snapshot from before the damage"
         )));
     }
-    let listed = zip || icechunk;
+    let objects = if remote && !icechunk {
+        Some(ObjectKeys::open(&parsed, &opts.open)?)
+    } else {
+        None
+    };
+    let listed = zip || icechunk || remote;
     let root = if listed {
         PathBuf::new()
     } else {
@@ -168,13 +185,33 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         .then(|| lock_dir(&root.join(&prefix)))
         .transpose()
         .map_err(|e| Error::store(location, e.to_string(), Some(Box::new(e))))?;
-    let entries = if listed {
-        list_keys(&array, location, &prefix)?
-    } else {
-        list_entries(&root, &root.join(&prefix))?
+    let metadata_name = match array.metadata() {
+        zarrs::array::ArrayMetadata::V3(_) => "zarr.json",
+        zarrs::array::ArrayMetadata::V2(_) => ".zarray",
     };
-    let dir_root = (!listed).then_some(root.as_path());
-    let mut chunks = classify(&array, &prefix, dir_root, entries, &mut report.findings);
+    let (entries, keys) = match &objects {
+        Some(objects) => match objects.list(&prefix, metadata_name)? {
+            Keys::Listed(entries) => (entries, KeySource::Listing),
+            Keys::Unlisted => (Vec::new(), KeySource::ChunkGrid),
+        },
+        None if listed => (list_keys(&array, location, &prefix)?, KeySource::Listing),
+        None => (
+            list_entries(&root, &root.join(&prefix))?,
+            KeySource::Directory,
+        ),
+    };
+    report.keys = keys;
+    let temporaries = match keys {
+        KeySource::Directory => Temporaries::Directory(&root),
+        // Object stores write each key whole: a name like a temporary file's is no leftover.
+        _ if objects.is_some() => Temporaries::None,
+        _ => Temporaries::Leftover,
+    };
+    let mut chunks = if keys == KeySource::ChunkGrid {
+        grid_chunks(&array)
+    } else {
+        classify(&array, &prefix, temporaries, entries, &mut report.findings)
+    };
     let readable = match crate::zarr::describe(&array) {
         // Variable-length strings and bytes read through their own route.
         Err(_) if crate::zarr::vlen_kind(&array).is_some() => {
@@ -185,15 +222,11 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
     if let Err(refused) = readable {
         // What `read` and `info` refuse is damage here too; the chunks of an array that
         // does not read are not decoded (zarrs may not even build its shard grid).
-        let name = match array.metadata() {
-            zarrs::array::ArrayMetadata::V3(_) => "zarr.json",
-            zarrs::array::ArrayMetadata::V2(_) => ".zarray",
-        };
         report.findings.push(Finding {
             key: if prefix.is_empty() {
-                name.into()
+                metadata_name.into()
             } else {
-                format!("{prefix}/{name}")
+                format!("{prefix}/{metadata_name}")
             },
             inner: None,
             problem: Problem::Metadata,
@@ -201,11 +234,15 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         });
         chunks.clear();
     } else {
-        report.stored_bytes = chunks.iter().map(|c| c.bytes).sum();
-        report.chunks_checked = chunks.len();
-        report.inner_chunks_checked = inner_chunks_per_shard(&array) * chunks.len();
-        let damaged = decode_all(&array, &chunks, opts)?;
-        report.findings.extend(damaged);
+        let checked = if remote {
+            remote_fetch::check_fetched_ahead(&array, chunks, opts, location, objects.as_ref())?
+        } else {
+            check_chunks(&array, chunks, opts, &Fetching::Inline)?
+        };
+        report.stored_bytes = checked.stored_bytes;
+        report.chunks_checked = checked.stored;
+        report.inner_chunks_checked = inner_chunks_per_shard(&array) * checked.stored;
+        report.findings.extend(checked.findings);
     }
     report
         .findings
@@ -216,13 +253,25 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
     Ok(report)
 }
 
+/// The refusal of a repair of an object store.
+fn remote_repair_refused(location: &str) -> Error {
+    Error::Unsupported(format!(
+        "check --repair removes and rewrites chunks of a directory store, and {location} is \
+         an object store; check it without --repair to find the damaged keys, then upload \
+         those chunks again from the data they came from, or delete them (a missing chunk \
+         reads as the fill value); or download the array into a directory (e.g. aws s3 \
+         sync), run zarrbuf check --repair there and upload the result, deleting the keys \
+         the repair removed"
+    ))
+}
+
 /// The directory of a local store location.
 fn local_root(location: &Location) -> Result<PathBuf> {
     let Some(root) = location.local_path() else {
         let scheme = location.scheme();
         return Err(Error::Unsupported(format!(
-            "check walks directory stores (paths and file:// URLs), not {scheme}:// stores; \
-             object stores write each key atomically, so they hold no torn chunks to find"
+            "check reads directory stores, zip files, icechunk repositories and object-store \
+             URLs, not {scheme}:// stores (a new memory store holds nothing to check)"
         )));
     };
     if !root.is_dir() {
@@ -233,6 +282,37 @@ fn local_root(location: &Location) -> Result<PathBuf> {
         ));
     }
     Ok(root.to_path_buf())
+}
+
+/// Every cell of the array's chunk grid as a chunk to check, its stored size unknown (a
+/// store that does not list: each key is fetched, a missing one is not stored).
+fn grid_chunks(array: &DynArray) -> Vec<StoredChunk> {
+    let grid = array.chunk_grid_shape().to_vec();
+    let mut out = Vec::new();
+    if grid.contains(&0) {
+        return out;
+    }
+    let mut indices = vec![0u64; grid.len()];
+    loop {
+        out.push(StoredChunk {
+            key: array.chunk_key(&indices).as_str().to_string(),
+            indices: indices.clone(),
+            bytes: None,
+        });
+        // The next cell in C order; done when every dimension wrapped.
+        let mut d = grid.len();
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            indices[d] += 1;
+            if indices[d] < grid[d] {
+                break;
+            }
+            indices[d] = 0;
+        }
+    }
 }
 
 /// Every key under `prefix` of the array's store (a zip file), as paths relative to it, and
@@ -273,13 +353,24 @@ fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<Entry
 /// The metadata file names a zarr node may hold.
 const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
 
+/// What a key named like a temporary file of zarrbuf's writes is.
+#[derive(Clone, Copy)]
+enum Temporaries<'a> {
+    /// In the directory store rooted here: a write in progress or a leftover, as its writer
+    /// is alive or gone.
+    Directory(&'a Path),
+    /// In a zip file or an icechunk repository (a copy of a directory): a leftover.
+    Leftover,
+    /// In an object store, which writes each key whole: an unknown key like any other.
+    None,
+}
+
 /// Sorts the array's entries into chunks (returned) and findings (leftovers and writes in
-/// flight, keys outside the grid, keys that reads refuse, unknown files). `root` is the
-/// directory store's root (`None` for a listed store).
+/// flight, keys outside the grid, keys that reads refuse, unknown files).
 fn classify(
     array: &DynArray,
     prefix: &str,
-    root: Option<&Path>,
+    temporaries: Temporaries<'_>,
     entries: Vec<Entry>,
     findings: &mut Vec<Finding>,
 ) -> Vec<StoredChunk> {
@@ -361,9 +452,9 @@ fn classify(
         if METADATA_NAMES.contains(&rel.as_str()) || name == LOCK_NAME {
             continue;
         }
-        if is_temporary_name(name) {
-            match root {
-                Some(root) if !writer_is_gone(name, &root.join(&key)) => finding(
+        if is_temporary_name(name) && !matches!(temporaries, Temporaries::None) {
+            match temporaries {
+                Temporaries::Directory(root) if !writer_is_gone(name, &root.join(&key)) => finding(
                     Problem::InFlight,
                     format!("temporary file of a write in progress ({bytes} bytes); left alone"),
                 ),
@@ -382,7 +473,7 @@ fn classify(
                 chunks.push(StoredChunk {
                     key,
                     indices,
-                    bytes,
+                    bytes: Some(bytes),
                 });
             }
         } else {
@@ -406,111 +497,4 @@ fn inner_chunks_per_shard(array: &DynArray) -> usize {
             .product(),
         _ => 0,
     }
-}
-
-/// Decodes every chunk on `opts.concurrency` threads; returns the findings.
-fn decode_all(
-    array: &DynArray,
-    chunks: &[StoredChunk],
-    opts: &CheckOptions,
-) -> Result<Vec<Finding>> {
-    let threads = opts.concurrency.unwrap_or(0);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| {
-            Error::InvalidArgument(format!("cannot start {threads} checking threads: {e}"))
-        })?;
-    let done = AtomicUsize::new(0);
-    let report = |n: usize| {
-        if let Some(cb) = &opts.progress {
-            cb(Progress {
-                chunks_done: n,
-                chunks_total: chunks.len(),
-                bytes_done: 0,
-            });
-        }
-    };
-    report(0);
-    let shards = if array.is_sharded() {
-        Some(ShardCheck::new(array).map_err(|why| Error::zarr(array.path().as_str(), why, None))?)
-    } else {
-        None
-    };
-    let vlen = VlenCheck::of(array);
-    let found: Vec<Vec<Finding>> = pool.install(|| {
-        chunks
-            .par_iter()
-            .map(|chunk| {
-                let findings = match &shards {
-                    Some(shards) => shards.check(array, &chunk.key, chunk.bytes),
-                    None => check_chunk(array, chunk, vlen.as_ref()),
-                };
-                report(done.fetch_add(1, Ordering::Relaxed) + 1);
-                findings
-            })
-            .collect()
-    });
-    Ok(found.into_iter().flatten().collect())
-}
-
-/// Decodes one (unsharded) chunk, unless it is stored larger than any encoding of it; a
-/// variable-length chunk as a read decodes it (`vlen`).
-fn check_chunk(array: &DynArray, chunk: &StoredChunk, vlen: Option<&VlenCheck>) -> Vec<Finding> {
-    let finding = |(problem, detail)| {
-        vec![Finding {
-            key: chunk.key.clone(),
-            inner: None,
-            problem,
-            detail,
-        }]
-    };
-    if let Some(why) = oversized(array, chunk) {
-        return finding((Problem::WrongSize, why));
-    }
-    if let Some(vlen) = vlen {
-        let checked = guarded(|| Ok(array.retrieve_encoded_chunk(&chunk.indices)?)).and_then(
-            |encoded| match (encoded, array.chunk_shape(&chunk.indices)) {
-                (None, _) => Ok(()),
-                (Some(encoded), Ok(shape)) => vlen.check(array, encoded, &shape),
-                (Some(_), Err(e)) => Err((Problem::Undecodable, e.to_string())),
-            },
-        );
-        return checked.err().map(finding).unwrap_or_default();
-    }
-    let options = CodecOptions::default().with_concurrent_target(1);
-    if crate::zarr::has_unbounded_codec(&array.codecs()) {
-        // zarrs would decode this chunk unbounded: check its header against its size first.
-        let checked = guarded(|| Ok(array.retrieve_encoded_chunk(&chunk.indices)?)).and_then(|e| {
-            let shape = array
-                .chunk_shape(&chunk.indices)
-                .map_err(|e| (Problem::Undecodable, e.to_string()))?;
-            let (dt, fv) = (array.data_type(), array.fill_value());
-            crate::zarr::precheck_chunk(
-                &array.codecs(),
-                &shape,
-                dt,
-                fv,
-                e.as_deref().unwrap_or(&[]),
-            )
-            .map_err(|why| (Problem::WrongSize, why))
-        });
-        if let Err(e) = checked {
-            return finding(e);
-        }
-    }
-    match guarded(|| array.retrieve_chunk_opt::<ArrayBytes<'static>>(&chunk.indices, &options)) {
-        Ok(decoded) => match crate::zarr::invalid_utf8(array, &decoded) {
-            Some(why) => finding((Problem::Undecodable, why)),
-            None => Vec::new(),
-        },
-        Err(e) => finding(e),
-    }
-}
-
-/// Why a stored chunk is not read at all: it is larger than its chain's encoded size (or
-/// bound), or than the memory this process may still take (the rule reads share,
-/// `zarr::stored_size_problem`).
-fn oversized(array: &DynArray, chunk: &StoredChunk) -> Option<String> {
-    crate::zarr::stored_size_problem(array, &chunk.indices, chunk.bytes)
 }

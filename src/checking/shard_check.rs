@@ -1,7 +1,9 @@
 //! Checking one shard by byte range: its index first (read as the metadata sizes it, checked
-//! entry by entry), then each inner chunk it lists, read and decoded on its own. A shard is
-//! never read whole, so a 16 GiB (sparse) shard file costs what its index and inner chunks
-//! cost, and an index entry claiming 2^63 bytes is a finding, not an allocation.
+//! entry by entry), then each inner chunk it lists, read and decoded on its own. From a local
+//! store a shard is never read whole, so a 16 GiB (sparse) shard file costs what its index
+//! and inner chunks cost, and an index entry claiming 2^63 bytes is a finding, not an
+//! allocation. From an object store the fetch stage hands over the whole shard (one request
+//! instead of one per inner chunk) and the same ranges are cut out of it ([`ShardBytes`]).
 
 use super::finding::{Finding, Problem, problem_of, storage_problem};
 use super::vlen_check::VlenCheck;
@@ -24,6 +26,53 @@ struct Shard<'a> {
     bytes: u64,
 }
 
+/// Where a shard's byte ranges come from.
+pub(super) enum ShardBytes {
+    /// Read from the array's store range by range (local stores).
+    Store,
+    /// The whole shard, fetched already (object stores, by the fetch-ahead stage).
+    Fetched(bytes::Bytes),
+}
+
+impl ShardBytes {
+    /// The bytes of `range` of the shard `key`; `None` when the shard is not stored.
+    fn get(
+        &self,
+        array: &DynArray,
+        key: &StoreKey,
+        range: ByteRange,
+    ) -> Result<Option<bytes::Bytes>, (Problem, String)> {
+        match self {
+            ShardBytes::Store => array
+                .storage()
+                .get_partial(key, range)
+                .map_err(|e| storage_problem(&e)),
+            ShardBytes::Fetched(whole) => {
+                // Worked out here rather than by `ByteRange::to_range`, which overflows on a
+                // suffix longer than the shard.
+                let size = whole.len() as u64;
+                let wanted = match range {
+                    ByteRange::FromStart(start, None) => Some(start..size),
+                    ByteRange::FromStart(start, Some(n)) => start.checked_add(n).map(|e| start..e),
+                    ByteRange::Suffix(n) => size.checked_sub(n).map(|s| s..size),
+                };
+                let cut = wanted
+                    .filter(|r| r.start <= r.end && r.end <= size)
+                    .and_then(|r| {
+                        Some(usize::try_from(r.start).ok()?..usize::try_from(r.end).ok()?)
+                    });
+                match cut {
+                    Some(r) => Ok(Some(whole.slice(r))),
+                    None => Err((
+                        Problem::WrongSize,
+                        format!("a range ({range:?}) lies past the end of the {size}-byte shard"),
+                    )),
+                }
+            }
+        }
+    }
+}
+
 /// What every shard of an array shares: the index's layout and the inner chunks' chain.
 pub(super) struct ShardCheck {
     index: ShardIndex,
@@ -42,10 +91,16 @@ impl ShardCheck {
         })
     }
 
-    /// The findings of one stored shard (`key`, `bytes` long): the whole
-    /// shard when its index is unreadable or damaged (or when every inner chunk is), else
-    /// each damaged inner chunk.
-    pub(super) fn check(&self, array: &DynArray, key: &str, bytes: u64) -> Vec<Finding> {
+    /// The findings of one stored shard (`key`, `bytes` long, its ranges from `source`): the
+    /// whole shard when its index is unreadable or damaged (or when every inner chunk is),
+    /// else each damaged inner chunk.
+    pub(super) fn check(
+        &self,
+        array: &DynArray,
+        key: &str,
+        bytes: u64,
+        source: &ShardBytes,
+    ) -> Vec<Finding> {
         let chunk = Shard { key, bytes };
         let whole = |problem, detail: String| {
             vec![Finding {
@@ -59,7 +114,6 @@ impl ShardCheck {
             Ok(k) => k,
             Err(e) => return whole(Problem::Undecodable, e.to_string()),
         };
-        let storage = array.storage();
         let size = self.index.encoded_size();
         if chunk.bytes < size {
             return whole(
@@ -71,9 +125,8 @@ impl ShardCheck {
             );
         }
         // Not through the index cache of reads: a check visits every shard once.
-        let index = storage
-            .get_partial(&key, self.index.index_range())
-            .map_err(|e| storage_problem(&e))
+        let index = source
+            .get(array, &key, self.index.index_range())
             .and_then(|encoded| match encoded {
                 None => Ok(None),
                 // An impossible entry in an index that decodes (its checksum holds) is a
@@ -100,7 +153,8 @@ impl ShardCheck {
                 local[d] = rest % per[d];
                 rest /= per[d];
             }
-            if let Err((problem, detail)) = self.check_inner(array, &key, &chunk, &index, &local) {
+            let checked = self.read_inner(array, &key, &chunk, &index, &local, source);
+            if let Err((problem, detail)) = checked {
                 found.push(Finding {
                     key: chunk.key.to_string(),
                     inner: Some(local),
@@ -115,18 +169,6 @@ impl ShardCheck {
             return whole(problem, detail);
         }
         found
-    }
-
-    /// Reads inner chunk `local` by its range and decodes it.
-    fn check_inner(
-        &self,
-        array: &DynArray,
-        key: &StoreKey,
-        chunk: &Shard<'_>,
-        index: &[u64],
-        local: &[u64],
-    ) -> Result<(), (Problem, String)> {
-        self.read_inner(array, key, chunk, index, local).map(|_| ())
     }
 
     /// The stored shard `key`'s index (decoded, not checked: see [`Self::read_inner`]) and
@@ -172,7 +214,7 @@ impl ShardCheck {
     ) -> Result<Option<bytes::Bytes>, (Problem, String)> {
         let store_key = StoreKey::new(key).map_err(|e| (Problem::Undecodable, e.to_string()))?;
         let chunk = Shard { key, bytes };
-        self.read_inner(array, &store_key, &chunk, index, local)
+        self.read_inner(array, &store_key, &chunk, index, local, &ShardBytes::Store)
     }
 
     /// The shard index layout (its codecs, size and place), for a rewrite.
@@ -180,9 +222,9 @@ impl ShardCheck {
         &self.index
     }
 
-    /// Reads inner chunk `local` by its range (the index entry checked on its own, by
-    /// `inner_range`) and decodes it; its encoded bytes when it decodes, `None` when it is
-    /// not stored.
+    /// Reads inner chunk `local` by its range from `source` (the index entry checked on its
+    /// own, by `inner_range`) and decodes it; its encoded bytes when it decodes, `None` when
+    /// it is not stored.
     fn read_inner(
         &self,
         array: &DynArray,
@@ -190,6 +232,7 @@ impl ShardCheck {
         chunk: &Shard<'_>,
         index: &[u64],
         local: &[u64],
+        source: &ShardBytes,
     ) -> Result<Option<bytes::Bytes>, (Problem, String)> {
         let undecodable = |why: String| (Problem::Undecodable, why);
         let Some(range) = self.index.inner_range(index, local).map_err(undecodable)? else {
@@ -204,13 +247,12 @@ impl ShardCheck {
                 ),
             ));
         }
-        let bytes = array
-            .storage()
-            .get_partial(
+        let bytes = source
+            .get(
+                array,
                 key,
                 ByteRange::FromStart(range.start, Some(range.end - range.start)),
-            )
-            .map_err(|e| storage_problem(&e))?
+            )?
             .ok_or_else(|| undecodable("the shard disappeared while it was checked".into()))?;
         let shape = array
             .subchunk_shape()

@@ -75,9 +75,12 @@ pub(crate) enum Command {
     Copy(Box<CopyCli>),
     /// Check a stored array for damage: chunks that do not decode, decode to the wrong size or
     /// fail their checksum, keys outside the chunk grid, temporary files of killed writes.
-    /// Exits with status 1 when it finds any.
+    /// Exits with status 1 when it finds any. Object stores are checked through their listing
+    /// or, where the store does not list (a plain HTTP server), by fetching every key of the
+    /// chunk grid.
     Check {
-        /// Store location: a directory path, a zip file or a file:// URL.
+        /// Store location: a directory path, a zip file, an icechunk repository or a URL
+        /// (s3://, gs://, az://, http(s)://, file://).
         store: String,
         /// Path of the array inside the store (default: the store root).
         #[arg(long, default_value = "")]
@@ -86,9 +89,14 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// Remove leftovers and undecodable chunks, and rewrite shards without their damaged
-        /// inner chunks (which then read as the fill value); says what it did.
+        /// inner chunks (which then read as the fill value); says what it did. Directory
+        /// stores only.
         #[arg(long)]
         repair: bool,
+        /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
+        /// 128, more for small chunks); local stores ignore it.
+        #[arg(long, value_name = "N")]
+        io_concurrency: Option<usize>,
         #[command(flatten)]
         version: VersionArgs,
     },

@@ -2,23 +2,19 @@
 
 use super::output::{errln, outln};
 use super::progress::chunk_progress;
-use zarrbuf::{Error, Result, options::OpenOptions};
+use zarrbuf::options::CheckOptions;
+use zarrbuf::{Error, Result};
 
 /// `zarrbuf check`: one line per finding (or one JSON document), an error when any is damage.
-pub(crate) fn check(
-    store: &str,
-    path: &str,
-    json: bool,
-    repair: bool,
-    open: &OpenOptions,
-) -> Result<()> {
+pub(crate) fn check(store: &str, path: &str, json: bool, opts: &CheckOptions) -> Result<()> {
+    let repair = opts.repair;
     // A group is checked array by array.
-    let (reports, group) = match check_one(store, path, json, repair, open) {
+    let (reports, group) = match check_one(store, path, json, opts) {
         Ok(report) => (vec![report], None),
         Err(Error::IsGroup { group, arrays }) => {
             let reports = arrays
                 .iter()
-                .map(|a| check_one(store, a, json, repair, open))
+                .map(|a| check_one(store, a, json, opts))
                 .collect::<Result<Vec<_>>>()?;
             (reports, Some(group))
         }
@@ -62,12 +58,9 @@ pub(crate) fn check_one(
     store: &str,
     path: &str,
     json: bool,
-    repair: bool,
-    open: &OpenOptions,
+    opts: &CheckOptions,
 ) -> Result<zarrbuf::check::CheckReport> {
-    let mut opts = zarrbuf::options::CheckOptions::default()
-        .with_repair(repair)
-        .with_open(open.clone());
+    let mut opts = opts.clone();
     let bar = chunk_progress("checking", !json, false);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
@@ -79,6 +72,13 @@ pub(crate) fn check_one(
     }
     let report = report?;
     if !json {
+        if !report.keys.sees_every_key() {
+            errln!(
+                "{}: the store does not list its keys, so every key of the chunk grid was \
+                 fetched; keys outside the grid and unknown files cannot be seen this way",
+                report.array
+            );
+        }
         for f in &report.findings {
             outln!("{f}")?;
         }
@@ -115,6 +115,7 @@ pub(crate) fn check_json(report: &zarrbuf::check::CheckReport) -> serde_json::Va
         "chunks_checked": report.chunks_checked,
         "inner_chunks_checked": report.inner_chunks_checked,
         "stored_bytes": report.stored_bytes,
+        "keys": report.keys.name(),
         "findings": findings,
         "repaired": report.repaired,
     })

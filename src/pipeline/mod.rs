@@ -51,7 +51,7 @@ pub(crate) use chunk_sink::ChunkSink;
 pub(crate) use chunk_writer::ChunkWriter;
 pub(crate) use device_cache::caches_on_device;
 pub(crate) use fetch::{AsyncUnits, fetch_unit, run_ahead_sync};
-pub(crate) use fetch_ahead::FetchStage;
+pub(crate) use fetch_ahead::{AheadLimits, AsyncFetch, FetchAhead, FetchStage};
 pub(crate) use output_limit::check_output_size;
 pub(crate) use read_driver::{InnerFetch, run_staged};
 pub(crate) use read_stream::StreamReads;

@@ -59,5 +59,6 @@ pub(crate) use open_options::no_icechunk_support;
 pub(crate) use open_options::{OpenOptions, url_holds_repository};
 pub(crate) use remote::AsyncArray;
 pub(crate) use safe_file::kind_name;
+pub(crate) use store_runtime::WaitOnRuntime;
 pub(crate) use write_lock::{LOCK_NAME, lock_dir};
 pub(crate) use zip_store::{read_only_sentence, zip_path};

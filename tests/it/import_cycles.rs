@@ -531,7 +531,8 @@ const LAYERS: &[&[&str]] = &[
     &["device"],
     &["buffer", "zarr"],
     &["cache"],
-    &["pipeline", "checking"],
+    &["pipeline"],
+    &["checking"],
     &["api"],
     &["lib"],
 ];

@@ -16,6 +16,7 @@ mod common;
 mod array_facts;
 mod blosc_device;
 mod cache_identity;
+mod check_remote;
 mod chunk_cache;
 mod cli;
 mod conformance;
