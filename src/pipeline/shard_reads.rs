@@ -13,9 +13,23 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
-/// Ranges closer than this are fetched together (object_store's own coalescing gap).
+/// Ranges closer than this are always fetched together (object_store's own coalescing gap).
 pub(crate) const MAX_GAP: u64 = 1 << 20;
+/// The rate one connection to an object store is assumed to carry when gaps are sized: S3
+/// across regions (within one region it is about twice that, which makes merging cheaper).
+const CONNECTION_BYTES_PER_SECOND: f64 = 50.0 * (1 << 20) as f64;
+
+/// The gap up to which two ranges of a shard are merged into one request: what one
+/// connection carries in one round trip to the store (`round_trip`, measured on the read's
+/// index requests), so that fetching the gap costs no more than the request it saves —
+/// [`MAX_GAP`] at 20 ms, 4 MiB at 80 ms —, at least [`MAX_GAP`] and at most half of
+/// [`MAX_REQUEST`].
+pub(crate) fn merge_gap(round_trip: Option<std::time::Duration>) -> u64 {
+    let carried = round_trip.map_or(0.0, |rt| rt.as_secs_f64() * CONNECTION_BYTES_PER_SECOND);
+    (carried as u64).clamp(MAX_GAP, MAX_REQUEST / 2)
+}
 /// No merged request grows beyond this (a single inner chunk may still be larger). Object
 /// stores give one connection 50–100 MB/s, so a whole shard in one request reads at that
 /// rate however many cores wait for it: 8 MiB ranges (S3's own advice for large objects is
@@ -100,6 +114,8 @@ pub(crate) struct Leader<'a> {
     finished: bool,
     /// Bytes reserved in `reads.reserved` by the fetch-ahead stage, released when it ends.
     reserved: u64,
+    /// When the request was taken on (index requests time the store's round trip).
+    started: Instant,
 }
 
 impl Leader<'_> {
@@ -405,6 +421,7 @@ impl ShardReads {
             flight,
             finished: false,
             reserved: 0,
+            started: Instant::now(),
         })
     }
 
@@ -451,6 +468,9 @@ impl ShardReads {
         shard: &[u64],
         encoded: Fetched,
     ) -> std::result::Result<Option<Arc<Vec<u64>>>, String> {
+        if encoded.is_ok() {
+            self.index.note_round_trip(leader.started.elapsed());
+        }
         let decoded = encoded.and_then(|e| self.index.remember(shard, e.as_deref()));
         leader.finish(decoded.as_ref().map(|_| None).map_err(Clone::clone));
         decoded
@@ -500,7 +520,7 @@ impl ShardReads {
             }
         }
         let merged = if self.merge {
-            coalesce(&ranges, MAX_GAP, MAX_REQUEST)
+            coalesce(&ranges, merge_gap(self.index.round_trip()), MAX_REQUEST)
         } else {
             coalesce(&ranges, 0, 0)
         };
@@ -646,7 +666,7 @@ pub(crate) fn inner_chunk_sync(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::single_range_in_vec_init)]
-    use super::coalesce;
+    use super::{MAX_GAP, MAX_REQUEST, coalesce, merge_gap};
 
     #[test]
     fn ranges_merge_across_small_gaps_only() {
@@ -655,6 +675,28 @@ mod tests {
         assert_eq!(coalesce(&r, 0, 1000), vec![0..20, 25..30, 5000..5010]);
         // Unsorted input, overlaps.
         assert_eq!(coalesce(&[40..50, 0..45], 0, 1000), vec![0..50]);
+    }
+
+    #[test]
+    fn the_merge_gap_grows_with_the_round_trip() {
+        use std::time::Duration;
+        let ms = |n| Some(Duration::from_millis(n));
+        // Unknown, local-fast or 20 ms: object_store's 1 MiB.
+        assert_eq!(merge_gap(None), MAX_GAP);
+        assert_eq!(merge_gap(ms(1)), MAX_GAP);
+        assert_eq!(merge_gap(ms(20)), MAX_GAP);
+        // 40 and 80 ms: what 50 MiB/s carries meanwhile.
+        assert_eq!(merge_gap(ms(40)), 2 << 20);
+        assert_eq!(merge_gap(ms(80)), 4 << 20);
+        // Never beyond half a request.
+        assert_eq!(merge_gap(ms(5000)), MAX_REQUEST / 2);
+        // A 3 MiB gap: two requests at 20 ms, one at 80 ms.
+        let r = [0..(1 << 20), (4 << 20)..(5 << 20)];
+        assert_eq!(coalesce(&r, merge_gap(ms(20)), MAX_REQUEST).len(), 2);
+        assert_eq!(
+            coalesce(&r, merge_gap(ms(80)), MAX_REQUEST),
+            vec![0..(5 << 20)]
+        );
     }
 
     #[test]

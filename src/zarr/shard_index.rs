@@ -10,7 +10,9 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use zarrs::array::codec::{ShardingCodecConfiguration, ShardingIndexLocation};
 use zarrs::array::{
     Array, ArrayBytes, ArrayToBytesCodecTraits, BytesRepresentation, CodecChain,
@@ -42,6 +44,8 @@ pub(crate) struct ShardIndex {
     /// The process's cache of this array's indexes in this store object, when the read
     /// shares them ([`Self::shared_with`]).
     shared: Option<SharedIndexes>,
+    /// The shortest index request of this read (µs; `u64::MAX`: none yet).
+    round_trip_us: AtomicU64,
 }
 
 /// The most bytes a shard index may take unless a read allows more: 2^24 inner chunks per
@@ -182,6 +186,7 @@ impl ShardIndex {
             validate_checksums,
             cache: Mutex::new(HashMap::new()),
             shared: None,
+            round_trip_us: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -205,6 +210,26 @@ impl ShardIndex {
             layout,
         ));
         self
+    }
+
+    /// Notes that fetching an index took `took`: the shortest such request is about one round
+    /// trip to the store (an index is a few KiB), kept with the shared indexes so that the
+    /// next read of the same store object knows it before it fetches anything.
+    pub(crate) fn note_round_trip(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX - 1);
+        self.round_trip_us.fetch_min(us, Ordering::Relaxed);
+        if let Some(shared) = &self.shared {
+            shared.note_round_trip(took);
+        }
+    }
+
+    /// About one round trip to the store: the shortest index request of this read, or of an
+    /// earlier read sharing the indexes; `None` before any.
+    pub(crate) fn round_trip(&self) -> Option<Duration> {
+        match self.round_trip_us.load(Ordering::Relaxed) {
+            u64::MAX => self.shared.as_ref()?.round_trip(),
+            us => Some(Duration::from_micros(us)),
+        }
     }
 
     /// The byte range of the index inside a shard object.

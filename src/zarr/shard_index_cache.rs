@@ -22,6 +22,7 @@ use crate::store::{Location, location_of};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 use zarrs::array::Array;
 
 /// Bytes of decoded indexes the cache keeps at most (16 bytes per inner chunk): 64 MiB,
@@ -58,6 +59,8 @@ struct StoreEntries {
     /// object at an overlapping location drops these entries too.
     location: Option<Location>,
     entries: HashMap<Key, Entry>,
+    /// The shortest index request through this store object: about one round trip to it.
+    round_trip: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -194,6 +197,19 @@ impl SharedIndexes {
         }
     }
 
+    /// Notes that an index request through this store object took `took` (kept once an
+    /// index of the store is cached: the shortest is about one round trip).
+    pub(crate) fn note_round_trip(&self, took: Duration) {
+        if let Some(s) = cache().stores.get_mut(&self.store) {
+            s.round_trip = Some(s.round_trip.map_or(took, |rt| rt.min(took)));
+        }
+    }
+
+    /// The shortest index request through this store object seen so far.
+    pub(crate) fn round_trip(&self) -> Option<Duration> {
+        cache().stores.get(&self.store)?.round_trip
+    }
+
     /// Keeps the decoded, checked index of `shard` (not when it alone exceeds the limit).
     pub(crate) fn put(&self, shard: &[u64], index: Arc<Vec<u64>>) {
         let key = self.key(shard);
@@ -220,6 +236,7 @@ impl SharedIndexes {
                 alive: self.alive.clone(),
                 location,
                 entries: HashMap::new(),
+                round_trip: None,
             })
             .entries
             .insert(key, Entry { index, stamp });
@@ -360,6 +377,28 @@ mod tests {
         ia.put(&[3], Arc::new(vec![0, 8]));
         forget_array(&a, "/x");
         assert!(ia.get(&[3]).is_none());
+    }
+
+    #[test]
+    fn the_shortest_round_trip_is_kept_per_store_object() {
+        let (a, b) = (Arc::new(11u8), Arc::new(12u8));
+        let ia = SharedIndexes::new(&a, "/rt", layout(1));
+        let ms = Duration::from_millis;
+        // Nothing cached for the store yet: nothing to keep it with.
+        ia.note_round_trip(ms(5));
+        assert_eq!(ia.round_trip(), None);
+        ia.put(&[0], Arc::new(vec![0, 8]));
+        ia.note_round_trip(ms(90));
+        ia.note_round_trip(ms(80));
+        ia.note_round_trip(ms(200));
+        assert_eq!(ia.round_trip(), Some(ms(80)));
+        // Another array of the same store object knows it; another store does not.
+        assert_eq!(
+            SharedIndexes::new(&a, "/other", layout(2)).round_trip(),
+            Some(ms(80))
+        );
+        assert_eq!(SharedIndexes::new(&b, "/rt", layout(1)).round_trip(), None);
+        forget_array(&a, "/rt");
     }
 
     #[test]
