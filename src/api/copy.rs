@@ -4,13 +4,14 @@
 use super::copy_read_ahead::read_ahead_of_writes;
 use super::read::ArrayReadExt;
 use super::read_varlen::ArrayReadVarLenExt;
-use super::write::ArrayWriteExt;
+use super::write::{forget_copied, write_block};
 use super::write_varlen::ArrayWriteVarLenExt;
 use crate::buffer::BufferPrototype;
 use crate::errors::{Error, Result};
 use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };
+use crate::pipeline::{StoreQueue, store_threads};
 use crate::store::SyncedWrites;
 use crate::zarr::{
     check_subset, data_type_of, refuse_overlap, require_vlen, varlen_zarr_name, vlen_kind,
@@ -267,33 +268,50 @@ where
     if let Some(cb) = &opts.progress {
         cb(progress);
     }
-    read_ahead_of_writes(
-        blocks(&shape, &block),
-        |region| {
-            let from = source_region(region, &subset);
-            let skip = (opts.resume && block_is_stored(dst, region, &unit)?)
-                || super::copy_skip::block_is_fill(src, dst, &from, region)?;
-            if skip {
-                return Ok(None);
-            }
-            src.read_opt(&from, &opts.prototype, &read_opts)
-                .map(Some)
-                .map_err(|e| tag(e, "source"))
-        },
-        |region, data| {
-            if let Some(data) = data {
-                dst.write_opt(region, &data, &write_opts)
-                    .map_err(|e| tag(e, "destination"))?;
-            }
-            progress.chunks_done += chunks_in(&unit, region);
-            progress.bytes_done +=
-                region.iter().map(|r| r.end - r.start).product::<u64>() * elem as u64;
-            if let Some(cb) = &opts.progress {
-                cb(progress);
-            }
-            Ok(())
-        },
-    )?;
+    // One store queue for the whole copy: the uploads of a block go on while the next block
+    // is compressed, instead of each block waiting for its last upload (at an object store's
+    // latency, a round trip per block).
+    let stores = StoreQueue::new(
+        store_threads(dst, &write_opts).min(progress.chunks_total.max(1)),
+        write_opts.staging_bytes,
+    );
+    let copied = std::thread::scope(|scope| {
+        stores.spawn_stores(scope, dst);
+        let copied = read_ahead_of_writes(
+            blocks(&shape, &block),
+            |region| {
+                let from = source_region(region, &subset);
+                let skip = (opts.resume && block_is_stored(dst, region, &unit)?)
+                    || super::copy_skip::block_is_fill(src, dst, &from, region)?;
+                if skip {
+                    return Ok(None);
+                }
+                src.read_opt(&from, &opts.prototype, &read_opts)
+                    .map(Some)
+                    .map_err(|e| tag(e, "source"))
+            },
+            |region, data| {
+                if let Some(data) = data {
+                    write_block(dst, region, &data, &write_opts, &stores)
+                        .map_err(|e| tag(e, "destination"))?;
+                }
+                progress.chunks_done += chunks_in(&unit, region);
+                progress.bytes_done +=
+                    region.iter().map(|r| r.end - r.start).product::<u64>() * elem as u64;
+                if let Some(cb) = &opts.progress {
+                    cb(progress);
+                }
+                Ok(())
+            },
+        );
+        // Every queued chunk is stored (or the first store error given) before the copy
+        // returns; a store error is the cause of the "stopped" error a block then gave.
+        let stored = stores.finish().map_err(|e| tag(e, "destination"));
+        stored.and(copied)
+    });
+    let written: Vec<Range<u64>> = shape.iter().map(|&n| 0..n).collect();
+    forget_copied(dst, &written);
+    copied?;
     sync_metadata(dst, opts)
 }
 

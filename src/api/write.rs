@@ -6,7 +6,7 @@ use crate::cache::invalidate_written;
 use crate::data_types::{ByteOrder, DataType, Order};
 use crate::errors::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
-use crate::pipeline::write_staged;
+use crate::pipeline::{StoreQueue, write_staged};
 use crate::store::SyncedWrites;
 use crate::zarr::{ChainPlan, ShardEncoder, fill_bytes, forget_written_shard_indexes, zarr_error};
 use std::ops::Range;
@@ -67,7 +67,7 @@ impl<S: ?Sized + ReadableWritableStorageTraits + 'static> ArrayWriteExt for Arra
         // Decoded-chunk caches drop what this write replaces, before and after (see
         // `invalidate_written`).
         invalidate_written(self, subset);
-        let result = write_routed(self, subset, data, dtype, opts);
+        let result = write_routed(self, subset, data, dtype, opts, None);
         // Shards stored (some, if it failed) no longer have the indexes read before.
         forget_written_shard_indexes(self, subset);
         invalidate_written(self, subset);
@@ -87,6 +87,7 @@ fn write_routed<S: ?Sized + ReadableWritableStorageTraits + 'static>(
     data: &NDBuffer,
     dtype: DataType,
     opts: &WriteOptions,
+    shared_stores: Option<&StoreQueue>,
 ) -> Result<()> {
     let direct = match opts.mode {
         PipelineMode::Direct => true,
@@ -96,7 +97,38 @@ fn write_routed<S: ?Sized + ReadableWritableStorageTraits + 'static>(
     if direct && data.buffer().is_host_accessible() {
         return write_direct(array, subset, data, opts);
     }
-    write_staged(array, array, subset, data, opts)
+    write_staged(array, array, subset, data, opts, shared_stores)
+}
+
+/// One block of a copy: [`ArrayWriteExt::write_opt`]'s write of `data` into `subset`, whose
+/// whole chunks (a copy's blocks are whole destination chunks, each written by one block
+/// only) are queued on `stores` when the write takes the staged route, where the store
+/// threads of the whole copy store them while the next block is compressed. The copy
+/// finishes the queue, then drops the caches' and shard indexes' view of what it wrote
+/// ([`forget_copied`]).
+pub(crate) fn write_block<S: ?Sized + ReadableWritableStorageTraits + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+    data: &NDBuffer,
+    opts: &WriteOptions,
+    stores: &StoreQueue,
+) -> Result<()> {
+    let dtype = check_target(array, subset, data, Role::Data)?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    invalidate_written(array, subset);
+    write_routed(array, subset, data, dtype, opts, Some(stores))
+}
+
+/// After a copy's blocks ([`write_block`]) are all stored (or it failed): decoded-chunk
+/// caches and shard indexes drop what it wrote into `subset`.
+pub(crate) fn forget_copied<S: ?Sized + Send + Sync + 'static>(
+    array: &Array<S>,
+    subset: &[Range<u64>],
+) {
+    forget_written_shard_indexes(array, subset);
+    invalidate_written(array, subset);
 }
 
 /// Whether an `Auto` write of host data takes the staged pipeline: for chains zarrbuf encodes

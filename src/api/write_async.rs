@@ -158,7 +158,7 @@ impl<S: ?Sized + AsyncReadableWritableStorageTraits + 'static> ArrayWriteAsyncEx
                 };
                 // Decoded-chunk caches drop what this write replaces, before and after.
                 invalidate_written(&*array, &subset);
-                let result = write_staged(&array, &sink, &subset, &data, &opts);
+                let result = write_staged(&array, &sink, &subset, &data, &opts, None);
                 invalidate_written(&*array, &subset);
                 result
             });

@@ -57,7 +57,9 @@ pub(crate) struct ChunkWriter<'a, S: ?Sized> {
     pub codec_opts: CodecOptions,
     /// One element of fill value in the chain's encoded byte order.
     pub fill_encoded: Vec<u8>,
-    pub stores: StoreQueue,
+    /// Where encoded chunks go to be stored: this write's own queue, or one a copy shares
+    /// between the writes of its blocks.
+    pub stores: &'a StoreQueue,
 }
 
 impl<S: ?Sized> ChunkWriter<'_, S> {

@@ -66,4 +66,4 @@ pub(crate) use store_queue::StoreQueue;
 pub use tuning::{Tuning, tuning};
 pub(crate) use varlen_read::{VarLenRead, read_varlen};
 pub(crate) use varlen_stream::VarLenStreamReads;
-pub(crate) use write_driver::write_staged;
+pub(crate) use write_driver::{store_threads, write_staged};

@@ -15,15 +15,21 @@ use std::ops::Range;
 use std::sync::{Arc, Once};
 use zarrs::array::Array;
 
-/// Device data (or a forced staged write): the staged write pipeline into `sink`.
+/// Device data (or a forced staged write): the staged write pipeline into `sink`. With
+/// `shared_stores` (a queue whose store threads already run, storing into the same sink) the
+/// write returns once its chunks are queued there, and the queue's owner gives their store
+/// errors ([`StoreQueue::finish`]); without, the write stores its chunks on threads of its own
+/// and returns once every one is stored.
 pub(crate) fn write_staged<S: ?Sized + Send + Sync>(
     array: &Array<S>,
     sink: &dyn ChunkSink,
     subset: &[Range<u64>],
     data: &NDBuffer,
     opts: &WriteOptions,
+    shared_stores: Option<&StoreQueue>,
 ) -> Result<()> {
-    write_staged_on(ops_for(data.memory())?, array, sink, subset, data, opts)
+    let ops = ops_for(data.memory())?;
+    write_staged_on(ops, array, sink, subset, data, opts, shared_stores)
 }
 
 /// Whether, and how, a write on `ops` compresses on the device (see [`Compress`]); `None`
@@ -70,7 +76,7 @@ fn device_compress(
 
 /// Chunks stored at once: `io_concurrency` into an object store, whose uploads each wait a
 /// round trip; `store_concurrency` into anything else.
-fn store_threads<S: ?Sized>(array: &Array<S>, opts: &WriteOptions) -> usize {
+pub(crate) fn store_threads<S: ?Sized>(array: &Array<S>, opts: &WriteOptions) -> usize {
     if crate::store::fetches_are_remote(array.storage().as_ref()) {
         crate::options::io_concurrency(opts.io_concurrency)
     } else {
@@ -86,9 +92,22 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
     subset: &[Range<u64>],
     data: &NDBuffer,
     opts: &WriteOptions,
+    shared_stores: Option<&StoreQueue>,
 ) -> Result<()> {
     let elem = data.dtype().size();
     let units = plan_chunks(array, subset)?;
+    // No more store threads than chunks: a small write need not start sixteen.
+    let own_stores;
+    let stores = match shared_stores {
+        Some(shared) => shared,
+        None => {
+            own_stores = StoreQueue::new(
+                store_threads(array, opts).min(units.len()),
+                opts.staging_bytes,
+            );
+            &own_stores
+        }
+    };
     let chain = ChainPlan::new(array.codecs(), elem, array.dimensionality())?;
     let chunk_bytes = largest_unit_bytes(&units, elem);
     let compress = device_compress(opts.compress, ops.as_ref(), chain.as_ref(), chunk_bytes);
@@ -116,11 +135,7 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
         // Chunks are compressed in parallel, so each codec runs single-threaded.
         codec_opts: opts.codec_options().with_concurrent_target(1),
         fill_encoded: fill_encoded(array, chain.as_ref(), data)?,
-        // No more store threads than chunks: a small write need not start sixteen.
-        stores: StoreQueue::new(
-            store_threads(array, opts).min(units.len()),
-            opts.staging_bytes,
-        ),
+        stores,
     };
     let unit_error = |unit: &Unit, why: String| -> Error { chunk_error(array, &unit.indices, why) };
     let in_place = |unit: &Unit| writer.whole_shard(unit).is_some();
@@ -140,6 +155,12 @@ pub(crate) fn write_staged_on<S: ?Sized + Send + Sync>(
     };
     // Whole encoded chunks are stored by the store threads while the workers compress the
     // next ones; partial chunks (read-modify-write of the slot's bytes) on the workers.
+    if shared_stores.is_some() {
+        // The queue's owner finishes it (and gives the store error behind a "stopped" one).
+        return staged.run(data, &|unit, gathered, bytes, device| {
+            writer.consume(unit, gathered, bytes, device)
+        });
+    }
     std::thread::scope(|scope| {
         writer.stores.spawn_stores(scope, sink);
         let ran = staged.run(data, &|unit, gathered, bytes, device| {
@@ -180,6 +201,18 @@ mod tests {
     use crate::place::Memory;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The write with its own store threads (as every write but a copy's blocks).
+    fn write_staged_on<S: ?Sized + Send + Sync>(
+        ops: Arc<dyn DeviceOps>,
+        array: &Array<S>,
+        sink: &dyn ChunkSink,
+        subset: &[Range<u64>],
+        data: &NDBuffer,
+        opts: &WriteOptions,
+    ) -> Result<()> {
+        super::write_staged_on(ops, array, sink, subset, data, opts, None)
+    }
     use zarrbuf_codecs::Strided;
     use zarrs::array::{ArrayBuilder, ArraySubset, data_type};
     use zarrs::storage::store::MemoryStore;
