@@ -23,6 +23,10 @@ the run stops if one went to its fallback).
     .venv/bin/python benches/python_read.py [--bytes 268435456] [--reps 7] [--dir target/bench-python]
         [--variants zstd1,...] [--readers zarrbuf-pipeline,zarrs-python,...] [--store local|obstore]
 
+``--variants zstd1,zstd1-32,zstd1-16 --readers zarrbuf-read,tensorstore`` reads the same zstd-1
+data at 64³, 32³ and 16³ chunks: what each chunk costs beyond its bytes (the 16³ array has
+65,536 chunks of 16 KiB).
+
 The arrays are written once into ``--dir`` (default ``target/bench-python`` of the repository;
 the data is the Rust benchmark's: smooth values with xorshift noise in the low bits).
 """
@@ -45,11 +49,15 @@ import zarr
 import zarrbuf
 
 VARIANTS = ("uncompressed", "zstd1", "blosc-lz4-shuffle", "zstd1-sharded")
+# The same zstd-1 data in smaller chunks (per-chunk overhead; not in the default run).
+SMALL_CHUNK_VARIANTS = ("zstd1-32", "zstd1-16")
 LABELS = {
     "uncompressed": "uncompressed",
     "zstd1": "zstd 1",
     "blosc-lz4-shuffle": "blosc lz4 + shuffle",
     "zstd1-sharded": "zstd 1, sharded 256³/64³",
+    "zstd1-32": "zstd 1, 32³ chunks",
+    "zstd1-16": "zstd 1, 16³ chunks",
 }
 
 
@@ -146,6 +154,9 @@ def create(path: Path, variant: str, values: np.ndarray) -> None:
         kwargs["compressors"] = zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4)
     elif variant == "zstd1-sharded":
         kwargs.update(shards=(256, 256, 256), compressors=zstd)
+    elif variant in SMALL_CHUNK_VARIANTS:
+        side = int(variant.rsplit("-", 1)[1])
+        kwargs.update(chunks=(side, side, side), compressors=zstd)
     with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}):
         z = zarr.create_array(
             zarr.storage.LocalStore(path), shape=values.shape, dtype="float32", fill_value=0.0, zarr_format=3, **kwargs
@@ -234,8 +245,8 @@ def main() -> None:
     default_readers = READERS if args.store == "local" else tuple(PIPELINES)
     readers = [r for r in (args.readers or ",".join(default_readers)).split(",") if r]
     for v in variants:
-        if v not in VARIANTS:
-            p.error(f"unknown variant {v!r} (known: {', '.join(VARIANTS)})")
+        if v not in VARIANTS + SMALL_CHUNK_VARIANTS:
+            p.error(f"unknown variant {v!r} (known: {', '.join(VARIANTS + SMALL_CHUNK_VARIANTS)})")
     for r in readers:
         if r not in READERS:
             p.error(f"unknown reader {r!r} (known: {', '.join(READERS)})")

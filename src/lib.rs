@@ -57,6 +57,7 @@ pub mod cache;
 // path (the root has `Error`, `DataType` and the like; `options` also holds `OpenOptions`
 // and `CopyOptions`, defined elsewhere): every name has one public path.
 mod checking;
+mod compression_formats;
 mod data_types;
 mod device;
 mod driver;

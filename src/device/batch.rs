@@ -8,50 +8,9 @@
 //! the CPU codecs into the same descriptor layout, so the pipeline's batching, result checks
 //! and error paths run in CI exactly as they do on a GPU.
 
+use crate::compression_formats::Compression;
 use crate::errors::{Error, Result};
 use crate::memory::Region;
-
-/// A compression format devices decompress in batches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Compression {
-    /// Zstandard frames (the `zstd` codec).
-    Zstd,
-    /// A raw DEFLATE stream (the body of the `gzip` and `zlib` codecs, framing removed).
-    Deflate,
-    /// One LZ4 block (the body of numcodecs' `lz4` codec, its 4-byte size header removed).
-    Lz4,
-}
-
-impl Compression {
-    /// The largest chunk nvCOMP decompresses in this format
-    /// (`nvcomp{Zstd,Deflate,LZ4}DecompressionMaxAllowedChunkSize` in its headers: zstd
-    /// 2 GiB − 1 bytes, DEFLATE and LZ4 4 GiB − 1); reads of larger chunks decode on the CPU.
-    pub(crate) fn max_chunk_bytes(self) -> u64 {
-        match self {
-            Compression::Zstd => (1 << 31) - 1,
-            Compression::Deflate | Compression::Lz4 => (1 << 32) - 1,
-        }
-    }
-
-    /// nvCOMP's alignment for every buffer of a batched decompression in this format
-    /// (`nvcomp*RequiredDecompressionAlignment` in its headers: zstd 8, LZ4 and DEFLATE 4).
-    pub(crate) fn required_alignment(self) -> usize {
-        match self {
-            Compression::Zstd => 8,
-            Compression::Deflate | Compression::Lz4 => 4,
-        }
-    }
-}
-
-impl std::fmt::Display for Compression {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Compression::Zstd => "zstd",
-            Compression::Deflate => "deflate",
-            Compression::Lz4 => "lz4",
-        })
-    }
-}
 
 /// One chunk of a batch: its compressed bytes, and where its decoded bytes go (the exact
 /// decoded size the chunk must have).

@@ -10,39 +10,7 @@
 //! that come back are a zstd frame, a raw DEFLATE stream, an LZ4 block or a whole gzip member;
 //! the rest of the zarr codec's framing is added on the CPU (`crate::zarr::WriteCodec`).
 
-/// A format devices compress in batches (nvCOMP 6's batched compressors).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Compressor {
-    /// One zstd frame per chunk.
-    Zstd,
-    /// A raw DEFLATE stream (the body of a zlib stream).
-    Deflate,
-    /// One LZ4 block (the body of numcodecs' `lz4`).
-    Lz4,
-    /// A whole gzip member (RFC 1952), its CRC-32 computed on the device.
-    Gzip,
-}
-
-impl std::fmt::Display for Compressor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Compressor::Zstd => "zstd",
-            Compressor::Deflate => "deflate",
-            Compressor::Lz4 => "lz4",
-            Compressor::Gzip => "gzip",
-        })
-    }
-}
-
-/// What one compression batch asks for: the format and the zarr codec's level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CompressSettings {
-    pub format: Compressor,
-    /// The codec's level: zstd's level, gzip's or zlib's 0–9 (lz4 has none). nvCOMP's zstd
-    /// compressor has no levels and ignores it; its DEFLATE and gzip compressors take the
-    /// nearest of their algorithms ([`deflate_algorithm`]).
-    pub level: i32,
-}
+use crate::compression_formats::{CompressSettings, Compressor};
 
 /// The largest chunk nvCOMP 6 compresses in `format`: the limits its headers give for the
 /// chunks passed to `nvcompBatched*CompressAsync` (zstd "16 MB", taken as 16·10⁶ bytes;
@@ -159,7 +127,8 @@ pub(crate) fn describe_host_compress_status(status: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::batch::{Compression, decode_on_host};
+    use crate::compression_formats::Compression;
+    use crate::device::batch::decode_on_host;
     use std::io::Read;
 
     const ALL: [Compressor; 4] = [

@@ -1,11 +1,13 @@
 //! The CUDA implementation of the device trait: stream-ordered copies and NVRTC kernels.
 
-use super::batch::{BatchDesc, BatchItem, Compression, DescLayout};
-use super::compress::{CompressSettings, Compressor, deflate_algorithm};
+use super::batch::{BatchDesc, BatchItem, DescLayout};
+use super::compress::deflate_algorithm;
 use super::copy_desc::CopyDescPool;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue, track};
+use crate::compression_formats::Compression;
+use crate::compression_formats::{CompressSettings, Compressor};
 use crate::driver::cuda_context;
 use crate::errors::{Error, Result};
 use crate::memory::{Init, Region};

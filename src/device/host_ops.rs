@@ -1,15 +1,13 @@
 //! The host implementation of the device trait: host memory, memcpy, host kernels.
 
 use super::batch::{
-    BatchDesc, BatchItem, CANNOT_DECOMPRESS, Compression, DescLayout, decode_on_host,
-    describe_host_status,
+    BatchDesc, BatchItem, CANNOT_DECOMPRESS, DescLayout, decode_on_host, describe_host_status,
 };
-use super::compress::{
-    CompressSettings, compress_on_host, describe_host_compress_status, host_max_compressed_size,
-};
+use super::compress::{compress_on_host, describe_host_compress_status, host_max_compressed_size};
 use super::ops::HostQueue;
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue};
+use crate::compression_formats::{CompressSettings, Compression};
 use crate::errors::{Error, Result};
 use crate::memory::{Init, Region};
 use crate::place::Memory;

@@ -18,8 +18,8 @@ mod stream;
 
 #[cfg(test)]
 pub(crate) use batch::decode_on_host;
-pub(crate) use batch::{BatchDesc, BatchItem, Compression};
-pub(crate) use compress::{CompressSettings, Compressor, max_chunk_bytes};
+pub(crate) use batch::{BatchDesc, BatchItem};
+pub(crate) use compress::max_chunk_bytes;
 pub(crate) use cuda::CudaOps;
 pub(crate) use host_ops::HostOps;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};

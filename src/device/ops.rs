@@ -4,8 +4,8 @@
 //! [`super::HostOps`] (host memory, memcpy, the host twins of the kernels, everything done
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
-use super::batch::{BatchDesc, BatchItem, Compression};
-use super::compress::CompressSettings;
+use super::batch::{BatchDesc, BatchItem};
+use crate::compression_formats::{CompressSettings, Compression};
 use crate::errors::Result;
 use crate::memory::{Fence, Region};
 use crate::place::Memory;

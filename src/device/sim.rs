@@ -8,11 +8,11 @@
 //! This is how CI tests what only asynchronous devices show — batches in flight, the ring
 //! of batch entries, rates the hybrid scheduler measures — without a GPU.
 
-use super::batch::{BatchDesc, BatchItem, Compression};
-use super::compress::CompressSettings;
+use super::batch::{BatchDesc, BatchItem};
 use super::ops::HostQueue;
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, HostOps, Queue};
+use crate::compression_formats::{CompressSettings, Compression};
 use crate::errors::Result;
 use crate::memory::Region;
 use crate::place::Memory;

@@ -9,7 +9,8 @@
 //! batches. Every other read decodes on the CPU.
 
 use super::tuning::{CHUNKS_PER_SM, tuning};
-use crate::device::{Compression, DeviceOps};
+use crate::compression_formats::Compression;
+use crate::device::DeviceOps;
 use crate::options::Decode;
 use crate::place::Memory;
 

@@ -5,7 +5,7 @@
 //! circle.
 
 use crate::buffer::NDBuffer;
-use crate::device::Compression;
+use crate::compression_formats::Compression;
 use crate::zarr::BloscFrame;
 
 /// A chunk left compressed in its slot for the device decoder.

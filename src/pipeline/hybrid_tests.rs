@@ -11,8 +11,9 @@
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts};
 use super::staged_read::{Produced, StagedRead};
 use crate::buffer::{BufferPrototype, NDBuffer};
+use crate::compression_formats::Compression;
 use crate::data_types::{DataType, Order};
-use crate::device::{Compression, DeviceOps, SimulatedOps};
+use crate::device::{DeviceOps, SimulatedOps};
 use crate::errors::{Error, Result};
 use crate::zarr::{EncodedLayout, Unit};
 use std::num::NonZeroU64;

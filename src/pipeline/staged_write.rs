@@ -16,9 +16,10 @@
 use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
 use super::{Slot, allocate_slots, finish, largest_unit_bytes};
 use crate::buffer::{Buffer, NDBuffer};
+use crate::compression_formats::CompressSettings;
 use crate::data_types::{ByteOrder, Order};
 use crate::device::StridedCopy;
-use crate::device::{CompressSettings, Event, Queue};
+use crate::device::{Event, Queue};
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 use crate::place::Memory;

@@ -12,7 +12,8 @@
 
 use super::Slot;
 use crate::buffer::Buffer;
-use crate::device::{BatchDesc, BatchItem, CompressSettings, DeviceOps, Event, Queue};
+use crate::compression_formats::CompressSettings;
+use crate::device::{BatchDesc, BatchItem, DeviceOps, Event, Queue};
 use crate::errors::{Error, Result};
 use zarrbuf_codecs::host::adler32_piece_count;
 

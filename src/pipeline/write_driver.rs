@@ -192,9 +192,9 @@ mod tests {
     //! The device-compression batches through a wrapper of the host device that counts the
     //! batches and can make one chunk fail, as nvCOMP reports a chunk it cannot compress.
     use super::*;
+    use crate::compression_formats::{CompressSettings, Compression, Compressor};
     use crate::device::{
-        BatchDesc, BatchItem, CompressSettings, Compression, Compressor, CopyBatch, Event, HostOps,
-        Queue, StridedCast, StridedCopy, Unshuffle,
+        BatchDesc, BatchItem, CopyBatch, Event, HostOps, Queue, StridedCast, StridedCopy, Unshuffle,
     };
     use crate::memory::Region;
     use crate::options::PipelineMode;

@@ -8,7 +8,7 @@
 //! encoded chunk. After decoding, the pipeline checks each chunk's status and decoded size.
 
 use super::blosc_frame::{self, BloscCompressor, BloscFrame, Parsed};
-use crate::device::Compression;
+use crate::compression_formats::Compression;
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::{CodecChain, CodecMetadataOptions};

@@ -16,7 +16,7 @@
 //! pipeline passes the result in): no chunk crosses back uncompressed.
 
 use super::framing::{DeviceCodec, Framing};
-use crate::device::{CompressSettings, Compressor};
+use crate::compression_formats::{CompressSettings, Compressor};
 use std::sync::Arc;
 use zarrs::array::{CodecChain, CodecMetadataOptions};
 
@@ -205,7 +205,7 @@ impl WriteCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::CompressSettings;
+    use crate::compression_formats::CompressSettings;
     use std::io::Read;
 
     /// The Adler-32 the device computes (in pieces, combined on the host).
