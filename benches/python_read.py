@@ -293,7 +293,7 @@ def main() -> None:
 
     via = "obstore's LocalStore (zarr.storage.ObjectStore)" if args.store == "obstore" else "LocalStore"
     print(
-        f"\nWhole-array read (arr[:] into NumPy) of {nbytes / 2**20:.0f} MiB float32 {shape}, 64³ chunks, "
+        f"\nWhole-array read (arr[:] into NumPy) of {nbytes / 2**20:.0f} MiB float32 {shape}, 64³ chunks unless the variant says otherwise, "
         f"zarr-python's store: {via}; "
         f"decoded GB/s, median (min–max) of {args.reps} reads per reader, readers round-robin; "
         f"{platform.node()}, {os.cpu_count()} CPUs; load average "
