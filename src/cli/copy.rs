@@ -141,7 +141,7 @@ pub(crate) fn icechunk_destination(a: &CopyCli) -> Result<Option<String>> {
         .or(a.snapshot.as_ref().map(|s| ("--snapshot", s)))
     {
         return Err(Error::Unsupported(format!(
-            "copy writes into a branch of an icechunk repository, and {flag} {name} names a              snapshot, which never changes; give --branch NAME instead (the copy is committed              there as one snapshot)"
+            "copy writes into a branch of an icechunk repository, and {flag} {name} names a snapshot, which never changes; give --branch NAME instead (the copy is committed there as one snapshot)"
         )));
     }
     let repository = zarrbuf::icechunk::is_icechunk_repository(&a.dst);
@@ -150,7 +150,7 @@ pub(crate) fn icechunk_destination(a: &CopyCli) -> Result<Option<String>> {
     }
     if a.resume {
         return Err(Error::InvalidArgument(
-            "--resume continues a copy into a zarr store; a failed copy into an icechunk              repository committed nothing, so run it again without --resume"
+            "--resume continues a copy into a zarr store; a failed copy into an icechunk repository committed nothing, so run it again without --resume"
                 .into(),
         ));
     }

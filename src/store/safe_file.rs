@@ -84,7 +84,7 @@ impl SafeRoot {
                     return Err(Error::new(
                         ErrorKind::NotFound,
                         format!(
-                            "{} is a symbolic link to {}, which does not exist; the chunk it                              named is lost (restore the target, or remove the link to read the                              fill value there)",
+                            "{} is a symbolic link to {}, which does not exist; the chunk it named is lost (restore the target, or remove the link to read the fill value there)",
                             path.display(),
                             link.display()
                         ),
