@@ -270,10 +270,11 @@ where
     }
     // One store queue for the whole copy: the uploads of a block go on while the next block
     // is compressed, instead of each block waiting for its last upload (at an object store's
-    // latency, a round trip per block).
+    // latency, a round trip per block). It holds at most one block's bytes, as a block's own
+    // queue did, so the copy takes no more memory than before.
     let stores = StoreQueue::new(
         store_threads(dst, &write_opts).min(progress.chunks_total.max(1)),
-        write_opts.staging_bytes,
+        write_opts.staging_bytes.min(block_bytes(opts.memory_bytes)),
     );
     let copied = std::thread::scope(|scope| {
         stores.spawn_stores(scope, dst);
