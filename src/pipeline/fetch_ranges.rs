@@ -45,6 +45,14 @@ pub(crate) fn chunks_sized_cheaply<S: ?Sized + 'static>(storage: &S) -> bool {
         || RemoteStore::of(storage).is_some_and(RemoteStore::sizes_ranged_reads)
 }
 
+/// Whether each request to `storage` is a network round trip: a store zarrbuf opened at an
+/// object-store URL, or a [`RemoteStore`] over an object store however it was made (one a
+/// caller built with `RemoteStore::new` has no recorded location).
+pub(crate) fn requests_are_round_trips<S: ?Sized + 'static>(storage: &S) -> bool {
+    crate::store::fetches_are_remote(storage)
+        || RemoteStore::of(storage).is_some_and(RemoteStore::sizes_ranged_reads)
+}
+
 /// `requests` as a store takes them.
 fn byte_ranges(requests: &[Range<u64>]) -> Vec<ByteRange> {
     requests.iter().cloned().map(ByteRange::new).collect()

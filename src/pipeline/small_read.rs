@@ -24,7 +24,7 @@
 use super::ShardReads;
 use super::fetch_ahead::{Fetch, FetchAhead, FetchStage};
 use super::fetch_flight::{FlightKey, fetch_shared, flight_unit};
-use super::fetch_ranges::{chunks_sized_cheaply, fetch_unit_ranges};
+use super::fetch_ranges::{chunks_sized_cheaply, fetch_unit_ranges, requests_are_round_trips};
 use super::read_driver::fetch_ahead_limits;
 use super::unit_ranges::{RangePolicy, UnitRanges};
 use crate::buffer::NDBuffer;
@@ -131,8 +131,8 @@ impl SmallRead {
                 UnitSource::Chunk => chunks_sized_cheaply(storage.as_ref()),
                 UnitSource::ZarrsDecoded => false,
             };
-        let ranges = ranged
-            .then(|| RangePolicy::for_store(crate::store::fetches_are_remote(storage.as_ref())));
+        let ranges =
+            ranged.then(|| RangePolicy::for_store(requests_are_round_trips(storage.as_ref())));
         Ok(Some(SmallRead {
             plan,
             codec,
