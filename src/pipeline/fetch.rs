@@ -4,11 +4,13 @@
 //! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
 
 use super::fetch_ahead::AsyncFetch;
-use super::fetch_flight::{FlightKey, fetch_shared, fetch_shared_async};
+use super::fetch_flight::{FlightKey, fetch_shared_async, flight_unit};
+use super::fetch_ranges::{fetch_chunk_ranges_async, fetch_inner_ranges_async};
+use super::shard_index_fetch::{get_async, get_index_async, get_index_sync, inner_chunk_error};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
-use super::small_read::flight_unit;
+use super::unit_ranges::UnitRanges;
 use super::{Cancel, ShardReads};
-use crate::errors::{Error, Result};
+use crate::errors::Result;
 use crate::zarr::{
     ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };
@@ -20,21 +22,6 @@ use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
-
-/// An error about inner chunk `within` of `shard` (stored under `key`).
-fn inner_chunk_error<S: ?Sized>(
-    array: &Array<S>,
-    shard: &[u64],
-    key: &impl std::fmt::Display,
-    within: &[u64],
-    e: String,
-) -> Error {
-    Error::zarr(
-        array.path().as_str(),
-        format!("shard {shard:?} (key {key}), inner chunk {within:?}: {e}"),
-        None,
-    )
-}
 
 /// Fetches the encoded bytes of one inner chunk: its shard's index once per read, then the
 /// merged request that holds it (see [`ShardReads`]).
@@ -104,15 +91,20 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
 /// Each shard's decoded index (`None`: the shard is not stored), or why it could not be read.
 type ShardIndexes = HashMap<Vec<u64>, std::result::Result<Option<Arc<Vec<u64>>>, String>>;
 
+/// Which byte ranges of a unit a small read fetches (`None`: the whole unit).
+pub(crate) type RangesOf<'a> = dyn Fn(&Unit) -> Option<UnitRanges> + Sync + 'a;
+
 /// The encoded bytes of every unit of a small async read (`small_read_async.rs`), in unit
 /// order: each shard's index once (cached, checked: [`ShardIndex`]), then every unit's
-/// bytes, all requests of a step at once; a unit another async read is fetching at the
-/// same time is taken from it (`fetch_flight.rs`). Each unit's outcome is its own, so the
-/// caller reports the first error in unit order, as the sync route does.
+/// bytes — or only the byte ranges `ranges` gives for it (`fetch_ranges.rs`) —, all requests
+/// of a step at once; a unit another async read is fetching at the same time is taken from
+/// it (`fetch_flight.rs`). Each unit's outcome is its own, so the caller reports the first
+/// error in unit order, as the sync route does.
 pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Array<S>,
     plan: &UnitPlan,
     index: Option<&ShardIndex>,
+    ranges: &RangesOf<'_>,
 ) -> Vec<Result<Option<Vec<u8>>>> {
     let mut indexes: ShardIndexes = HashMap::new();
     if let Some(index) = index {
@@ -136,23 +128,32 @@ pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + '
     join_all(
         plan.units
             .iter()
-            .map(|unit| fetch_small_unit(array, plan, index, indexes, unit)),
+            .map(|unit| fetch_small_unit(array, plan, index, indexes, unit, ranges(unit))),
     )
     .await
 }
 
-/// One unit of [`fetch_units_async`], its shard's index (or the error reading it) given.
+/// One unit of [`fetch_units_async`], its shard's index (or the error reading it) given;
+/// only the byte ranges `ranged` when given.
 async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Array<S>,
     plan: &UnitPlan,
     index: Option<&ShardIndex>,
     indexes: &ShardIndexes,
     unit: &Unit,
+    ranged: Option<UnitRanges>,
 ) -> Result<Option<Vec<u8>>> {
-    let flight = FlightKey::new(array, flight_unit(array, index, unit), true);
+    let flight = FlightKey::new(
+        array,
+        flight_unit(array, index, unit, ranged.as_ref()),
+        true,
+    );
     let fetch = async {
         let Some(index) = index else {
-            return fetch_unit_async(array, plan, None, unit).await;
+            return match &ranged {
+                Some(ranges) => fetch_chunk_ranges_async(array, unit, ranges).await,
+                None => fetch_unit_async(array, plan, None, unit).await,
+            };
         };
         let (shard, within) = index.split(&unit.indices);
         let key = array.chunk_key(&shard);
@@ -170,6 +171,13 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         let Some(range) = index.inner_range(&shard_index, &within).map_err(fail)? else {
             return Ok(None);
         };
+        if let Some(ranges) = &ranged {
+            let storage = array.storage();
+            return fetch_inner_ranges_async(storage.as_ref(), &key, &range, ranges)
+                .await
+                .map(Some)
+                .map_err(fail);
+        }
         let bytes = get_async(
             array.storage().as_ref(),
             &key,
@@ -298,24 +306,6 @@ pub(crate) fn run_ahead_sync<S: ?Sized + ReadableStorageTraits + 'static>(
     }
 }
 
-/// A shard's encoded index from a sync store, shared with the reads fetching it now.
-fn get_index_sync<S: ?Sized + ReadableStorageTraits + 'static>(
-    array: &Array<S>,
-    key: &zarrs::storage::StoreKey,
-    index: &ShardIndex,
-) -> Fetched {
-    let flight = index_flight(array, key, index, false);
-    from_shared(fetch_shared(&flight, || {
-        to_shared(
-            array,
-            array
-                .storage()
-                .get_partial(key, index.index_range())
-                .map_err(|e| e.to_string()),
-        )
-    }))
-}
-
 /// How a read of an async store fetches from a blocking thread: its units (as futures for the
 /// fetch-ahead stage, or waited for by a worker) and its shard requests led ahead, on the
 /// read's runtime, each given up when the read's future is dropped.
@@ -375,64 +365,4 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits
                 .await
         })
     }
-}
-
-/// One ranged read of `key` from an async store, as the shard fetch stage keeps it.
-async fn get_async<S: ?Sized + AsyncReadableStorageTraits>(
-    storage: &S,
-    key: &zarrs::storage::StoreKey,
-    range: ByteRange,
-) -> Fetched {
-    storage
-        .get_partial(key, range)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// What a shard's index fetch is shared under (`fetch_flight.rs`): concurrent first reads of
-/// a shard, whose index is not cached yet, fetch it once. The key names the index's byte
-/// range, so readers that disagree on the layout never share bytes.
-fn index_flight<S: ?Sized>(
-    array: &Array<S>,
-    key: &zarrs::storage::StoreKey,
-    index: &ShardIndex,
-    asynchronous: bool,
-) -> FlightKey {
-    let unit = format!("{key} index {:?}", index.index_range());
-    FlightKey::new(array, unit, asynchronous)
-}
-
-/// A fetch's outcome as the shared-fetch table carries it (errors name the array).
-fn to_shared<S: ?Sized>(array: &Array<S>, fetched: Fetched) -> Result<Option<Vec<u8>>> {
-    fetched
-        .map(|b| b.map(Vec::from))
-        .map_err(|e| Error::zarr(array.path().as_str(), e, None))
-}
-
-/// A shared fetch's outcome as the shard fetch stage keeps it: the error's own message (the
-/// caller names the shard and inner chunk).
-fn from_shared(shared: Result<Option<Vec<u8>>>) -> Fetched {
-    shared
-        .map(|b| b.map(bytes::Bytes::from))
-        .map_err(|e| match e {
-            Error::Zarr { message, .. } => message,
-            other => other.to_string(),
-        })
-}
-
-/// A shard's encoded index from an async store, shared with the async reads fetching it now.
-async fn get_index_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
-    array: &Array<S>,
-    key: &zarrs::storage::StoreKey,
-    index: &ShardIndex,
-) -> Fetched {
-    let flight = index_flight(array, key, index, true);
-    let storage = array.storage();
-    let fetch = async {
-        to_shared(
-            array,
-            get_async(storage.as_ref(), key, index.index_range()).await,
-        )
-    };
-    from_shared(fetch_shared_async(&flight, fetch).await)
 }

@@ -23,8 +23,10 @@
 //! async leader is a future like any other: one that was polled and is then kept without
 //! being polled (neither awaited nor dropped) keeps its waiters waiting, as a held lock would.
 
+use super::unit_ranges::UnitRanges;
 use crate::errors::{Error, Result};
 use crate::process_local::ProcessLocal;
+use crate::zarr::{ShardIndex, Unit};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -55,6 +57,43 @@ impl FlightKey {
             unit,
             epoch: crate::cache::write_epoch(),
             asynchronous,
+        }
+    }
+}
+
+/// What names a unit's encoded bytes in the store, for sharing its fetch between
+/// concurrent reads (`fetch_flight.rs`): a chunk's key; an inner chunk's shard key, its
+/// place in the shard and the shard's layout; and for a fetch of byte ranges of it
+/// (`unit_ranges.rs`) the ranges, so that it never shares bytes with a whole-unit fetch or
+/// one of other ranges.
+pub(crate) fn flight_unit<S: ?Sized>(
+    array: &Array<S>,
+    index: Option<&ShardIndex>,
+    unit: &Unit,
+    ranges: Option<&UnitRanges>,
+) -> String {
+    let whole = whole_flight_unit(array, index, unit);
+    match ranges {
+        None => whole,
+        Some(r) => format!("{whole} bytes {:?} of {}", r.requests(), r.unit_len()),
+    }
+}
+
+fn whole_flight_unit<S: ?Sized>(
+    array: &Array<S>,
+    index: Option<&ShardIndex>,
+    unit: &Unit,
+) -> String {
+    match index {
+        None => array.chunk_key(&unit.indices).to_string(),
+        Some(index) => {
+            let (shard, within) = index.split(&unit.indices);
+            format!(
+                "{}#{within:?}/{:?}/{}",
+                array.chunk_key(&shard),
+                index.chunks_per_shard(),
+                index.at_start()
+            )
         }
     }
 }

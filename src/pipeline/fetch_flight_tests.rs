@@ -150,3 +150,39 @@ fn a_full_table_fetches_unshared() {
         assert_eq!(waiters(&key(&format!("full/{i}"), false)), None);
     }
 }
+
+/// A fetch of byte ranges of a unit is a flight of its own: never shared with the whole
+/// unit's fetch, nor with a fetch of other ranges of it; the same ranges share.
+#[test]
+fn ranged_fetches_are_flights_of_their_own() {
+    use super::super::unit_ranges::RangePolicy;
+    use std::num::NonZeroU64;
+    let meta = r#"{"zarr_format": 3, "node_type": "array", "shape": [8, 8], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4, 8]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes"}]}"#;
+    let store = Arc::new(zarrs::storage::store::MemoryStore::new());
+    let array = Array::new_with_metadata(store, "/", serde_json::from_str(meta).unwrap()).unwrap();
+    let shape: Vec<NonZeroU64> = [4u64, 8]
+        .iter()
+        .filter_map(|&n| NonZeroU64::new(n))
+        .collect();
+    let row = |y: u64| Unit {
+        indices: vec![0, 0],
+        origin: vec![0, 0],
+        shape: shape.clone(),
+        region: vec![y..y + 1, 0..8],
+    };
+    let ranges = |u: &Unit| UnitRanges::of_unit(u, 1, RangePolicy::LOCAL).unwrap();
+    let (one, two) = (row(1), row(2));
+    let whole = flight_unit(&array, None, &one, None);
+    let first = flight_unit(&array, None, &one, Some(&ranges(&one)));
+    let second = flight_unit(&array, None, &two, Some(&ranges(&two)));
+    assert_ne!(whole, first);
+    assert_ne!(first, second);
+    assert_eq!(
+        first,
+        flight_unit(&array, None, &row(1), Some(&ranges(&row(1))))
+    );
+    assert_eq!(whole, flight_unit(&array, None, &two, None));
+}

@@ -631,6 +631,21 @@ pub(crate) fn check_length(range: &Range<u64>, read: usize) -> std::result::Resu
     Ok(())
 }
 
+/// The decoded index of `shard` (`None`: the shard is not stored), for the sync stage: the
+/// cached one, or fetched by this worker with `get_index` (then cached), or waited for.
+pub(crate) fn shard_index_sync(
+    reads: &ShardReads,
+    shard: &[u64],
+    get_index: &dyn Fn() -> Fetched,
+) -> std::result::Result<Option<Arc<Vec<u64>>>, String> {
+    Ok(match reads.index_of(shard) {
+        Ok(hit) => hit,
+        Err(Role::Lead(leader)) => Some(reads.finish_index(leader, shard, get_index())?),
+        Err(Role::Wait(flight)) => Some(reads.waited_index(&flight, shard)?),
+    }
+    .flatten())
+}
+
 /// The inner chunk's bytes given its plan and a way to run one request, for the sync stage.
 pub(crate) fn inner_chunk_sync(
     reads: &ShardReads,
@@ -639,13 +654,7 @@ pub(crate) fn inner_chunk_sync(
     get: &dyn Fn(Range<u64>) -> Fetched,
     get_index: &dyn Fn() -> Fetched,
 ) -> std::result::Result<Option<Vec<u8>>, String> {
-    let index = match reads.index_of(shard) {
-        Ok(hit) => hit,
-        Err(Role::Lead(leader)) => Some(reads.finish_index(leader, shard, get_index())?),
-        Err(Role::Wait(flight)) => Some(reads.waited_index(&flight, shard)?),
-    }
-    .flatten();
-    let Some(index) = index else {
+    let Some(index) = shard_index_sync(reads, shard, get_index)? else {
         return Ok(None);
     };
     let InnerPlan::InGroup { group, range } = reads.plan_inner(shard, &index, within)? else {

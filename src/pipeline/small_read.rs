@@ -12,11 +12,21 @@
 //! fetching at the same time is taken from it (`fetch_flight.rs`). From an object store the
 //! units' requests all go out at once, through the fetch-ahead stage. Async reads take the same
 //! plan and decoders ([`SmallRead`]) through `small_read_async.rs`.
+//!
+//! A unit stored in its decoded layout (no bytes-to-bytes codecs) of which the read needs
+//! less than half is fetched by byte ranges, its needed rows only (`unit_ranges.rs`: a few
+//! requests from local files, one spanning the needed rows from an object store), each
+//! checked against the unit's exact size before it is used (`fetch_ranges.rs`); the ranges
+//! are placed where they lie in the recycled unit buffer and the part the read needs copied
+//! out as from a whole unit. Unsharded chunks whose size the store cannot tell without a
+//! request of its own are fetched whole.
 
 use super::ShardReads;
 use super::fetch_ahead::{Fetch, FetchAhead, FetchStage};
-use super::fetch_flight::{FlightKey, fetch_shared};
+use super::fetch_flight::{FlightKey, fetch_shared, flight_unit};
+use super::fetch_ranges::{chunks_sized_cheaply, fetch_unit_ranges, requests_are_round_trips};
 use super::read_driver::fetch_ahead_limits;
+use super::unit_ranges::{RangePolicy, UnitRanges};
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
@@ -24,12 +34,13 @@ use crate::options::{PipelineMode, ReadOptions};
 use crate::process_local::ProcessLocal;
 use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,
-    fill_bytes, needed_prefix, plan_units,
+    fill_bytes, needed_prefix, not_exact_size, plan_units,
 };
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zarrs::array::Array;
+use zarrs::storage::ReadableStorageTraits;
 
 /// Decoded-chunk buffers kept for the next small read: at most this many bytes in all.
 const KEPT_BUFFER_BYTES: usize = 64 << 20;
@@ -72,12 +83,16 @@ pub(crate) struct SmallRead {
     validate_checksums: bool,
     /// Decode only the needed prefix of units (`ReadOptions::decode_needed_prefix`).
     prefix: bool,
+    /// How units stored as decoded are fetched by byte ranges (`unit_ranges.rs`); `None`:
+    /// every unit whole (compressed units, or unsharded chunks whose size the store cannot
+    /// tell with no request of its own, `fetch_ranges.rs`).
+    ranges: Option<RangePolicy>,
 }
 
 impl SmallRead {
     /// The plan of a read of `subset` of `array` into `out` when the small route takes it
     /// (at most `max_units` units, an `Auto` read; see the module docs), else `None`.
-    pub(crate) fn plan<S: ?Sized>(
+    pub(crate) fn plan<S: ?Sized + 'static>(
         array: &Array<S>,
         subset: &[Range<u64>],
         out: &NDBuffer,
@@ -109,6 +124,15 @@ impl SmallRead {
         if (codec.is_none() && !stored_as_decoded) || fill.len() != elem {
             return Ok(None);
         }
+        let storage = array.storage();
+        let ranged = codec.is_none()
+            && match plan.source {
+                UnitSource::Subchunk => true,
+                UnitSource::Chunk => chunks_sized_cheaply(storage.as_ref()),
+                UnitSource::ZarrsDecoded => false,
+            };
+        let ranges =
+            ranged.then(|| RangePolicy::for_store(requests_are_round_trips(storage.as_ref())));
         Ok(Some(SmallRead {
             plan,
             codec,
@@ -116,7 +140,14 @@ impl SmallRead {
             elem,
             validate_checksums: opts.validate_checksums,
             prefix: opts.decode_needed_prefix,
+            ranges,
         }))
+    }
+
+    /// The byte ranges of `unit` this read fetches (`None`: all of it): only for units
+    /// stored as decoded whose needed part is less than half of them (`unit_ranges.rs`).
+    pub(crate) fn unit_ranges(&self, unit: &Unit) -> Option<UnitRanges> {
+        UnitRanges::of_unit(unit, self.elem, self.ranges?)
     }
 
     /// The units and where they are fetched from.
@@ -147,16 +178,31 @@ impl SmallRead {
         };
         let expected = unit.num_elements() * self.elem;
         let Some(codec) = self.codec else {
+            if let Some(ranges) = self.unit_ranges(unit) {
+                // Only the needed ranges, checked by the fetch (`fetch_ranges.rs`): placed
+                // where they lie; the bytes between are never read.
+                let mut buf = take_buffer(expected);
+                if !ranges.place(&encoded, &mut buf) {
+                    give_back([buf]);
+                    return Err(chunk_error(
+                        array,
+                        &unit.indices,
+                        format!(
+                            "internal error: {} bytes were fetched for byte ranges of {} \
+                             (please report)",
+                            encoded.len(),
+                            ranges.fetched_len()
+                        ),
+                    ));
+                }
+                return Ok(Some(buf));
+            }
             // Nothing to decompress: the fetched bytes are the decoded ones.
             if encoded.len() != expected {
                 return Err(chunk_error(
                     array,
                     &unit.indices,
-                    format!(
-                        "stored as {} bytes, but its encoding takes exactly {expected}: the \
-                         chunk is damaged",
-                        encoded.len()
-                    ),
+                    not_exact_size(encoded.len() as u64, expected as u64),
                 ));
             }
             return Ok(Some(encoded));
@@ -232,32 +278,10 @@ impl SmallRead {
     }
 }
 
-/// What names a unit's encoded bytes in the store, for sharing its fetch between
-/// concurrent reads (`fetch_flight.rs`): a chunk's key; an inner chunk's shard key, its
-/// place in the shard and the shard's layout.
-pub(crate) fn flight_unit<S: ?Sized>(
-    array: &Array<S>,
-    index: Option<&ShardIndex>,
-    unit: &Unit,
-) -> String {
-    match index {
-        None => array.chunk_key(&unit.indices).to_string(),
-        Some(index) => {
-            let (shard, within) = index.split(&unit.indices);
-            format!(
-                "{}#{within:?}/{:?}/{}",
-                array.chunk_key(&shard),
-                index.chunks_per_shard(),
-                index.at_start()
-            )
-        }
-    }
-}
-
 /// Reads `subset` of `array` into `out` by the small-read route when it applies (see the
 /// module docs) and returns whether it did; `max_units` is the most units it takes. A unit
 /// another sync read is fetching at the same time is taken from it (`fetch_flight.rs`).
-pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
+pub(crate) fn read_small<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
     subset: &[Range<u64>],
     out: &NDBuffer,
@@ -281,12 +305,18 @@ pub(crate) fn read_small<S: ?Sized + Send + Sync + 'static>(
     };
     let plan = &small.plan;
     let shared_fetch = |plan: &UnitPlan, shards: Option<&ShardReads>, unit: &Unit| {
+        let ranged = small.unit_ranges(unit);
         let key = FlightKey::new(
             array,
-            flight_unit(array, shards.map(ShardReads::index), unit),
+            flight_unit(array, shards.map(ShardReads::index), unit, ranged.as_ref()),
             false,
         );
-        fetch_shared(&key, || fetch(plan, shards, unit))
+        match &ranged {
+            Some(ranges) => fetch_shared(&key, || {
+                fetch_unit_ranges(array, plan, shards, unit, ranges)
+            }),
+            None => fetch_shared(&key, || fetch(plan, shards, unit)),
+        }
     };
     let decoded = match fetch_ahead_limits(array, opts) {
         // From an object store every unit's request goes out at once (the caller and the

@@ -3,7 +3,8 @@
 //! The read is planned as the sync route plans it ([`SmallRead`]: the same reads taken, the
 //! same bounded decoders, the same errors); its units' encoded bytes are fetched on the
 //! runtime, concurrently (each shard's index once, through the shared index cache, then
-//! every unit; a unit another async read is fetching is taken from it, `fetch_flight.rs`);
+//! every unit — only its needed byte ranges when it is stored uncompressed, as the sync route
+//! fetches them; a unit another async read is fetching is taken from it, `fetch_flight.rs`);
 //! then the units decode. Decoding does not hold a runtime worker for long: a read whose
 //! units decode to at most [`INLINE_DECODE_BYTES`] in all decodes on the task (tens of
 //! microseconds, less than a hand-off to another thread costs); larger ones decode on a
@@ -54,7 +55,10 @@ pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 's
         }
         _ => None,
     };
-    let fetched = fetch_units_async(array.as_ref(), small.unit_plan(), index.as_ref()).await;
+    let fetched = fetch_units_async(array.as_ref(), small.unit_plan(), index.as_ref(), &|unit| {
+        small.unit_ranges(unit)
+    })
+    .await;
     let decoded_bytes: usize = small
         .unit_plan()
         .units

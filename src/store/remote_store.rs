@@ -20,6 +20,13 @@ use zarrs_object_store::AsyncObjectStore;
 
 use super::local_reads::LocalReads;
 
+/// The bytes of a ranged read and the size of the whole object they were read from
+/// ([`RemoteStore::get_range_sized`]).
+pub(crate) struct SizedBytes {
+    pub bytes: Bytes,
+    pub object_size: u64,
+}
+
 /// The async store zarrbuf builds for a URL: an `object_store` store seen as a zarrs store,
 /// with one request per ranged read; or (feature `icechunk`) a session of an icechunk
 /// repository.
@@ -80,16 +87,76 @@ impl RemoteStore {
         self
     }
 
-    /// Whether `storage` is a `RemoteStore` that reads local files (see [`LocalReads`]);
-    /// `false` for any other store type, including a `RemoteStore` behind a trait object.
-    pub(crate) fn reads_local_files<S: ?Sized + 'static>(storage: &S) -> bool {
+    /// `storage` as a `RemoteStore`, if it is one; `None` for any other store type,
+    /// including a `RemoteStore` behind a trait object.
+    pub(crate) fn of<S: ?Sized + 'static>(storage: &S) -> Option<&RemoteStore> {
         if TypeId::of::<S>() != TypeId::of::<RemoteStore>() {
-            return false;
+            return None;
         }
         // SAFETY: `S` has `RemoteStore`'s type id, so it is `RemoteStore` (a sized type, so
         // the pointer carries no metadata) and this reborrows the same reference.
-        let remote = unsafe { &*std::ptr::from_ref(storage).cast::<RemoteStore>() };
-        remote.local.is_some()
+        Some(unsafe { &*std::ptr::from_ref(storage).cast::<RemoteStore>() })
+    }
+
+    /// Whether `storage` is a `RemoteStore` that reads local files (see [`LocalReads`]);
+    /// `false` for any other store type, including a `RemoteStore` behind a trait object.
+    pub(crate) fn reads_local_files<S: ?Sized + 'static>(storage: &S) -> bool {
+        RemoteStore::of(storage).is_some_and(|remote| remote.local.is_some())
+    }
+
+    /// Whether [`RemoteStore::get_range_sized`] answers: an object store read through
+    /// object_store (not local files, not icechunk), whose ranged `GET`s say the size of the
+    /// whole object (`Content-Range`'s total, a file's metadata).
+    pub(crate) fn sizes_ranged_reads(&self) -> bool {
+        match &self.backend {
+            Backend::Objects { .. } => self.local.is_none(),
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(_) => false,
+        }
+    }
+
+    /// One ranged `GET` of `range` of `key`, with the size of the whole object (`None`: the
+    /// object does not exist). An object shorter than `range` gives fewer bytes (or, when
+    /// it ends before `range` starts, an error): the caller compares the size with the one
+    /// it expects before it uses a byte. Only where [`RemoteStore::sizes_ranged_reads`]; elsewhere an error.
+    pub(crate) async fn get_range_sized(
+        &self,
+        key: &StoreKey,
+        range: std::ops::Range<u64>,
+    ) -> Result<Option<SizedBytes>, StorageError> {
+        let store = match (&self.local, &self.backend) {
+            (None, Backend::Objects { store, .. }) => store,
+            _ => {
+                return Err(StorageError::Other(
+                    "internal error: a sized ranged read of a store that cannot size it \
+                     (please report)"
+                        .into(),
+                ));
+            }
+        };
+        if range.is_empty() {
+            return Err(StorageError::Other(format!(
+                "{key}: the empty byte range {range:?} cannot be read with its object's size"
+            )));
+        }
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..Default::default()
+        };
+        let got = match store
+            .get_opts(&ObjectPath::from(key.as_str()), options)
+            .await
+        {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(StorageError::Other(e.to_string())),
+        };
+        let object_size = got.meta.size;
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|e| StorageError::Other(e.to_string()))?;
+        Ok(Some(SizedBytes { bytes, object_size }))
     }
 
     /// The object store underneath (`None` for an icechunk repository, which icechunk

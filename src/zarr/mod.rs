@@ -57,7 +57,10 @@ pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
 pub(crate) use shard_index::ShardIndex;
 pub(crate) use shard_index_cache::forget_written as forget_written_shard_indexes;
 pub use store_open::{open_store, open_store_opt};
-pub(crate) use stored_size::{check_stored_size, check_stored_size_async, stored_size_problem};
+pub(crate) use stored_size::{
+    check_exact_size, check_exact_size_async, check_stored_size, check_stored_size_async,
+    not_exact_size, stored_size_problem,
+};
 pub use subset::parse_subset;
 pub(crate) use units::{Unit, UnitPlan, UnitSource, check_subset, plan_chunks, plan_units};
 pub(crate) use vlen::{

@@ -90,6 +90,58 @@ pub(crate) async fn check_stored_size_async<S: ?Sized + AsyncReadableStorageTrai
     refuse(array, indices, stored)
 }
 
+/// Why a chunk stored in its decoded layout (no bytes-to-bytes codecs) as `stored` bytes is
+/// not one whose decoded size is `expected` bytes: the message a whole read of it gives.
+pub(crate) fn not_exact_size(stored: u64, expected: u64) -> String {
+    format!(
+        "stored as {stored} bytes, but its encoding takes exactly {expected}: the chunk is \
+         damaged"
+    )
+}
+
+/// Whether the unsharded chunk at `indices` is stored (`false`: not stored), refusing it
+/// unless it is exactly `expected` bytes: the check a read of a byte range of a chunk stored
+/// in its decoded layout makes before it uses any byte of the range (see
+/// `pipeline/unit_ranges.rs`). One size request: for stores that tell sizes cheaply only.
+pub(crate) fn check_exact_size<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    indices: &[u64],
+    expected: u64,
+) -> Result<bool> {
+    let stored = array
+        .storage()
+        .size_key(&array.chunk_key(indices))
+        .map_err(|e| chunk_error(array, indices, e))?;
+    exact(array, indices, stored, expected)
+}
+
+/// [`check_exact_size`] for an async store.
+pub(crate) async fn check_exact_size_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    indices: &[u64],
+    expected: u64,
+) -> Result<bool> {
+    let stored = array
+        .storage()
+        .size_key(&array.chunk_key(indices))
+        .await
+        .map_err(|e| chunk_error(array, indices, e))?;
+    exact(array, indices, stored, expected)
+}
+
+fn exact<S: ?Sized>(
+    array: &Array<S>,
+    indices: &[u64],
+    stored: Option<u64>,
+    expected: u64,
+) -> Result<bool> {
+    match stored {
+        None => Ok(false),
+        Some(n) if n == expected => Ok(true),
+        Some(n) => Err(chunk_error(array, indices, not_exact_size(n, expected))),
+    }
+}
+
 /// The bytes every encoding under `chain` takes at least: 4 for each 32-bit checksum codec
 /// in the run that ends the chain (a compressor after a checksum could shrink it). zarrs'
 /// partial decoders of those codecs strip the 4 bytes unchecked, so a shorter chunk must not

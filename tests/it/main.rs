@@ -42,6 +42,7 @@ mod ipc;
 mod multi_device;
 mod nvcomp_library;
 mod prefix_decode;
+mod ranged_reads;
 mod read_stream;
 mod realign;
 mod regressions;

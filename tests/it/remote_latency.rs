@@ -13,13 +13,13 @@ use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, N
 use zarrs::array::{ArrayBuilder, data_type};
 
 /// One latency server: its URL, the directory it serves and its access log.
-struct Server {
-    url: String,
-    root: PathBuf,
-    log: PathBuf,
+pub(crate) struct Server {
+    pub(crate) url: String,
+    pub(crate) root: PathBuf,
+    pub(crate) log: PathBuf,
 }
 
-fn server(name: &str) -> Option<Server> {
+pub(crate) fn server(name: &str) -> Option<Server> {
     let var = |what: &str| std::env::var(format!("ZARRBUF_TEST_{name}_{what}"));
     match (var("URL"), var("ROOT"), var("LOG")) {
         (Ok(url), Ok(root), Ok(log)) => Some(Server {
@@ -43,20 +43,20 @@ fn server(name: &str) -> Option<Server> {
 
 /// What the access log says about the requests of one array since the log had `from` bytes.
 #[derive(Debug)]
-struct Traffic {
+pub(crate) struct Traffic {
     /// (method, path, range) of every request.
-    requests: Vec<(String, String, String)>,
-    peak_in_flight: usize,
+    pub(crate) requests: Vec<(String, String, String)>,
+    pub(crate) peak_in_flight: usize,
 }
 
-fn log_len(log: &Path) -> u64 {
+pub(crate) fn log_len(log: &Path) -> u64 {
     std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
 }
 
 /// The requests logged after byte `from` whose path starts with `/{prefix}`, once at least
 /// `expected` are there (or 5 s have passed): nginx writes a request's line after it has
 /// sent the answer, so the last lines may come a moment after the client has returned.
-fn traffic(log: &Path, from: u64, prefix: &str, expected: usize) -> Traffic {
+pub(crate) fn traffic(log: &Path, from: u64, prefix: &str, expected: usize) -> Traffic {
     let waited = std::time::Instant::now();
     loop {
         let t = traffic_now(log, from, prefix);
@@ -129,7 +129,7 @@ fn write_array(dir: &Path, chunk: u64, inner: Option<u64>) -> NDBuffer {
 }
 
 /// A store name no earlier run used (the servers keep per-path state, and their logs grow).
-fn unique(what: &str) -> String {
+pub(crate) fn unique(what: &str) -> String {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
