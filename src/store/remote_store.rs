@@ -139,24 +139,7 @@ impl RemoteStore {
                 "{key}: the empty byte range {range:?} cannot be read with its object's size"
             )));
         }
-        let options = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            ..Default::default()
-        };
-        let got = match store
-            .get_opts(&ObjectPath::from(key.as_str()), options)
-            .await
-        {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(StorageError::Other(e.to_string())),
-        };
-        let object_size = got.meta.size;
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| StorageError::Other(e.to_string()))?;
-        Ok(Some(SizedBytes { bytes, object_size }))
+        get_ranged(store, key, GetRange::Bounded(range.clone())).await
     }
 
     /// The object store underneath (`None` for an icechunk repository, which icechunk
@@ -204,22 +187,9 @@ impl RemoteStore {
             GetRange::Bounded(r) => Some(r.end - r.start),
             _ => None,
         };
-        let options = GetOptions {
-            range: Some(range),
-            ..Default::default()
+        let Some(SizedBytes { bytes, .. }) = get_ranged(store, key, range).await? else {
+            return Ok(None);
         };
-        let got = match store
-            .get_opts(&ObjectPath::from(key.as_str()), options)
-            .await
-        {
-            Ok(got) => got,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(StorageError::Other(e.to_string())),
-        };
-        let bytes = got
-            .bytes()
-            .await
-            .map_err(|e| StorageError::Other(e.to_string()))?;
         if let Some(n) = expected
             && bytes.len() as u64 != n
         {
@@ -230,6 +200,33 @@ impl RemoteStore {
         }
         Ok(Some(bytes))
     }
+}
+
+/// One `GET` of `range` of `key` from `store`, with the size of the whole object (`None`:
+/// the object does not exist).
+async fn get_ranged(
+    store: &Arc<dyn ObjectStore>,
+    key: &StoreKey,
+    range: GetRange,
+) -> Result<Option<SizedBytes>, StorageError> {
+    let options = GetOptions {
+        range: Some(range),
+        ..Default::default()
+    };
+    let got = match store
+        .get_opts(&ObjectPath::from(key.as_str()), options)
+        .await
+    {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(StorageError::Other(e.to_string())),
+    };
+    let object_size = got.meta.size;
+    let bytes = got
+        .bytes()
+        .await
+        .map_err(|e| StorageError::Other(e.to_string()))?;
+    Ok(Some(SizedBytes { bytes, object_size }))
 }
 
 impl std::fmt::Debug for RemoteStore {
