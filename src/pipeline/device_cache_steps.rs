@@ -84,6 +84,7 @@ impl StagedRead<'_> {
                 device_decode: self.device_decode,
                 unit_error: self.unit_error,
                 cache: Some(cache),
+                claim: self.claim,
             };
             rest.run_staged(out, produce)
         });

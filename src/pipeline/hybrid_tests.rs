@@ -9,7 +9,7 @@
 //! the real zstd frames at once; only the completion waits).
 
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts};
-use super::staged_read::{Produced, StagedRead};
+use super::staged_read::{Claim, Produced, StagedRead};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::compression_formats::Compression;
 use crate::data_types::{DataType, Order};
@@ -114,6 +114,7 @@ fn read(
         }),
         unit_error: &unit_error,
         cache: None,
+        claim: Claim::Runs,
     };
     let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
         let k = unit.indices[0] as usize;
@@ -358,6 +359,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
         }),
         unit_error: &unit_error,
         cache: Some(&read_cache),
+        claim: Claim::Runs,
     };
     let produce = |unit: &Unit, slot: &mut [u8], _: bool| -> Result<Produced> {
         let frame = &case.frames[unit.indices[0] as usize];

@@ -6,6 +6,7 @@ use super::ShardReads;
 use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
+use super::staged_read::Claim;
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
@@ -106,6 +107,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     let cache = opts
         .chunk_cache()
         .map(|c| ReadCache::new(c, array, ops.memory()));
+    let ahead = fetch_ahead_limits(array, opts);
     let staged = StagedRead {
         ops,
         units: &plan.units,
@@ -118,6 +120,11 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         device_decode,
         unit_error: &unit_error,
         cache: cache.as_ref(),
+        claim: if ahead.is_some() {
+            Claim::OneByOne
+        } else {
+            Claim::Runs
+        },
     };
     // Chunks are decoded in parallel, so each codec runs single-threaded.
     let codec_opts = CodecOptions::default()
@@ -142,7 +149,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
             producer.produce(unit_fetch(unit)?, unit, slot, to_device)
         })
     };
-    match fetch_ahead_limits(array, opts) {
+    match ahead {
         Some(limits) => FetchAhead::run(
             &plan,
             &plan.units,

@@ -77,6 +77,18 @@ impl Produced {
 /// `to_device`, it may instead leave the chunk compressed for the device decoder.
 pub(crate) type Producer<'a> = dyn Fn(&Unit, &mut [u8], bool) -> Result<Produced> + Sync + 'a;
 
+/// How the workers of the host route ([`super::host_scatter`]) take units from the read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// One at a time: the units come from the fetch-ahead stage, which hands them out in
+    /// the order the workers ask, so a worker holding a run would wait for a fetch that is
+    /// not started while the others' units are parked.
+    OneByOne,
+    /// Runs of consecutive units: each unit's fetch is the worker's own (a file read), and
+    /// one message to the coordinator per run, not per unit, keeps small chunks cheap.
+    Runs,
+}
+
 /// Everything a staged read needs besides the producer.
 pub(crate) struct StagedRead<'a> {
     pub ops: Arc<dyn DeviceOps>,
@@ -96,6 +108,8 @@ pub(crate) struct StagedRead<'a> {
     /// The decoded-chunk cache in the device's memory, when the read has one
     /// ([`super::device_cache`]).
     pub cache: Option<&'a ReadCache>,
+    /// How the host route's workers take units.
+    pub claim: Claim,
 }
 
 /// What a worker hands the coordinator for one unit.

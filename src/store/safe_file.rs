@@ -5,13 +5,24 @@
 //!
 //! The file is opened non-blocking (opening a FIFO with no writer returns at once) and its
 //! type is taken from the open descriptor (`fstat`), so nothing can swap the file between
-//! the check and the read. Where it lies is read back from the descriptor too
-//! (`/proc/self/fd`), and compared with the store's root with every link resolved.
+//! the check and the read. Where it lies is checked when it is opened: beneath the store's
+//! root directory, which is opened once and kept, with `openat2(RESOLVE_BENEATH)`, so the
+//! kernel refuses any step out of it. Where that cannot settle it (a kernel or sandbox
+//! without `openat2`, a missing file, an absolute link, a link out), the key is opened by
+//! its path and where it lies is read back from the descriptor (`/proc/self/fd`) and compared
+//! with the store's root with every link resolved: that is what decides and what names
+//! the problem. Reading the descriptor back cost a 16³-chunk read about a seventh of its
+//! time (a `/proc` lookup and a path built per chunk).
 
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
 use std::fs::File;
 use std::io::{Error, ErrorKind};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{Bytes, StorageError};
 
@@ -20,6 +31,13 @@ use zarrs::storage::{Bytes, StorageError};
 pub(crate) struct SafeRoot {
     root: PathBuf,
     real: OnceLock<PathBuf>,
+    /// The root directory, opened once it exists: keys are opened beneath it
+    /// ([`SafeRoot::open_beneath`]). A store whose directory is moved while it is open goes
+    /// on reading where it went; one deleted and made again is read by path.
+    dir: OnceLock<OwnedFd>,
+    /// `openat2` is refused here (a kernel before 5.6, a sandbox's filter): every key is
+    /// opened by its path.
+    no_openat2: AtomicBool,
 }
 
 /// The words for a file type that is not a regular file.
@@ -46,6 +64,8 @@ impl SafeRoot {
         SafeRoot {
             root: root.to_path_buf(),
             real: OnceLock::new(),
+            dir: OnceLock::new(),
+            no_openat2: AtomicBool::new(false),
         }
     }
 
@@ -65,12 +85,52 @@ impl SafeRoot {
         self.open_path(&self.root.join(key.trim_start_matches('/')))
     }
 
+    /// Opens `rel` (relative to the root) for reading in one system call, when it is a
+    /// regular file the kernel reached without leaving the root directory; `None` in every
+    /// other case, which the path route then decides and names ([`SafeRoot::open_path`]).
+    fn open_beneath(&self, rel: &Path) -> Option<(File, u64)> {
+        if self.no_openat2.load(Ordering::Relaxed) {
+            return None;
+        }
+        let dir = match self.dir.get() {
+            Some(dir) => dir,
+            None => {
+                let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+                let dir = nix::fcntl::open(&self.root, flags, Mode::empty()).ok()?;
+                self.dir.get_or_init(|| dir)
+            }
+        };
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        match nix::fcntl::openat2(dir, rel, how) {
+            Ok(fd) => {
+                let file = File::from(fd);
+                let meta = file.metadata().ok()?;
+                meta.is_file().then(|| (file, meta.len()))
+            }
+            Err(Errno::ENOSYS | Errno::EPERM) => {
+                self.no_openat2.store(true, Ordering::Relaxed);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     /// Opens the file at `path` (below the root) for reading, with its size; `None` when
     /// there is no file there (nothing at `path`, or a file where a directory of the path
     /// belongs). A directory, FIFO, socket or device at `path`, or a path that leads out of
-    /// the store through a symbolic link, is an error naming it.
+    /// the store through a symbolic link, is an error naming it. A regular file reached
+    /// beneath the root is opened in one system call ([`SafeRoot::open_beneath`]).
     pub(crate) fn open_path(&self, path: &Path) -> std::io::Result<Option<(File, u64)>> {
         use std::os::unix::fs::OpenOptionsExt;
+        if let Some(found) = path
+            .strip_prefix(&self.root)
+            .ok()
+            .and_then(|rel| self.open_beneath(rel))
+        {
+            return Ok(Some(found));
+        }
         let file = match std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
