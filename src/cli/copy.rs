@@ -5,7 +5,7 @@ use super::args::{CopyCli, VersionArgs};
 use super::names::label;
 use super::output::errln;
 use super::parse::{parse_bytes, parse_shape, prototype};
-use super::progress::chunk_progress;
+use super::progress::{Shown, chunk_progress};
 use crate::relabel;
 use std::time::Instant;
 use zarrbuf::options::{Durability, ReadOptions, WriteOptions};
@@ -273,7 +273,7 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         .with_resume(a.resume)
         .with_read(read)
         .with_write(write);
-    let bar = chunk_progress("copying", true, true);
+    let bar = chunk_progress("copying", Shown::TerminalOrLines);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
     }
