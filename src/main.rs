@@ -13,7 +13,7 @@ use cli::names::label;
 use cli::output::{errln, is_closed_stdout};
 use cli::parse::parse_bytes;
 use cli::read::{ReadChoices, bench, info, read};
-use cli::source::Opening;
+use cli::source::{Opening, Reader};
 use zarrbuf::{
     Error, Result,
     options::{PipelineMode, ReadOptions},
@@ -86,6 +86,15 @@ fn run(cli: Cli) -> Result<()> {
     dispatch(cli).map_err(|e| relabel(e, &store, &path))
 }
 
+/// The reader `--async` (`force_async`) asks for.
+fn reader(force_async: bool) -> Reader {
+    if force_async {
+        Reader::Async
+    } else {
+        Reader::ByLocation
+    }
+}
+
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info {
@@ -121,7 +130,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 io_concurrency,
             },
             &Opening {
-                force_async,
+                reader: reader(force_async),
                 options: version.options()?,
             },
         ),
@@ -175,7 +184,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 device.as_deref(),
                 reps,
                 &Opening {
-                    force_async,
+                    reader: reader(force_async),
                     options: version.options()?,
                 },
                 &opts,

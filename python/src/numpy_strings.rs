@@ -81,7 +81,16 @@ struct Layout {
     strides: Vec<isize>,
 }
 
-fn layout(arr: &Bound<'_, PyAny>, writing: bool) -> PyResult<Layout> {
+/// What zarrbuf does with a `StringDType` array's elements.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Use {
+    /// Reads them (the data of a write).
+    Read,
+    /// Writes them (the output of a read): the array must be writable.
+    Write,
+}
+
+fn layout(arr: &Bound<'_, PyAny>, usage: Use) -> PyResult<Layout> {
     let dtype = arr.getattr("dtype")?;
     if dtype.getattr("kind")?.extract::<String>()? != "T"
         || dtype.getattr("itemsize")?.extract::<usize>()? != PACKED_SIZE
@@ -91,7 +100,7 @@ fn layout(arr: &Bound<'_, PyAny>, writing: bool) -> PyResult<Layout> {
             dtype.str()?
         )));
     }
-    if writing
+    if usage == Use::Write
         && !arr
             .getattr("flags")?
             .getattr("writeable")?
@@ -168,7 +177,7 @@ pub(crate) fn fill<'v>(
 ) -> PyResult<()> {
     let py = out.py();
     let api = api(py)?;
-    let l = layout(out, true)?;
+    let l = layout(out, Use::Write)?;
     let n: usize = l.shape.iter().product();
     if n != count {
         return Err(ZarrbufError::new_err(format!(
@@ -203,7 +212,7 @@ pub(crate) fn load(
 ) -> PyResult<()> {
     let py = arr.py();
     let api = api(py)?;
-    let l = layout(arr, false)?;
+    let l = layout(arr, Use::Read)?;
     let dtype = arr.getattr("dtype")?;
     let alloc = Allocator::acquire(api, &dtype);
     for_each_element(&l, |i, addr| {

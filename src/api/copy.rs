@@ -1,6 +1,7 @@
 //! Copying an array (or a subset) into another one block by block: the library side of
 //! `zarrbuf copy`, for rechunking and recompressing.
 
+use super::copy_options::CopyOptions;
 use super::copy_read_ahead::read_ahead_of_writes;
 use super::read::ArrayReadExt;
 use super::read_varlen::ArrayReadVarLenExt;
@@ -8,160 +9,15 @@ use super::write::{forget_copied, write_block};
 use super::write_varlen::ArrayWriteVarLenExt;
 use crate::buffer::BufferPrototype;
 use crate::errors::{Error, Result};
-use crate::options::{
-    Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
-};
+use crate::options::{Durability, Progress};
 use crate::pipeline::{StoreQueue, store_threads};
 use crate::store::SyncedWrites;
 use crate::zarr::{
     check_subset, data_type_of, refuse_overlap, require_vlen, varlen_zarr_name, vlen_kind,
 };
 use std::ops::Range;
-use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::{ReadableStorageTraits, ReadableWritableStorageTraits};
-
-/// Options for [`copy_array`].
-///
-/// ```
-/// use zarrbuf::{BufferPrototype, options::CopyOptions};
-/// let o = CopyOptions::default()
-///     .with_subset(vec![0..10, 0..5])
-///     .with_memory_bytes(64 << 20)
-///     .with_prototype(BufferPrototype::cpu());
-/// assert_eq!(o.memory_bytes, 64 << 20);
-/// ```
-#[derive(Clone)]
-pub struct CopyOptions {
-    /// The part of the source to copy (default: all of it); the destination's shape must be
-    /// this subset's shape.
-    pub subset: Option<Vec<Range<u64>>>,
-    /// Where each block is staged between the read and the write (default: the CPU). A device
-    /// prototype sends every block through the device read and write pipelines.
-    pub prototype: BufferPrototype,
-    /// Budget for the blocks in flight in bytes (default 1 GiB): two at most (one written
-    /// while the next is read), each within half of it and at most 64 MiB. A block is never
-    /// smaller than one destination chunk (shard, for sharded destinations), so one chunk
-    /// larger than that is copied on its own.
-    pub memory_bytes: usize,
-    /// CPU threads decoding and encoding (default: all cores).
-    pub concurrency: Option<usize>,
-    /// The read and write path (default [`PipelineMode::Auto`]).
-    pub mode: PipelineMode,
-    /// Called after each block with destination chunks (shards) written so far.
-    pub progress: Option<ProgressFn>,
-    /// Where the destination's chunks are compressed (default [`Compress::Auto`]; the
-    /// device compresses only blocks staged on a device, or in [`PipelineMode::Staged`]).
-    pub compress: Compress,
-    /// Continue a copy that was interrupted (default false): blocks whose destination chunks
-    /// (shards) are all stored and decode are skipped; the others are written again.
-    pub resume: bool,
-    /// What a directory store does before each destination write is reported done (default
-    /// [`Durability::Rename`]).
-    pub durability: Durability,
-    /// Requests to an object store in flight, reading the source and writing the
-    /// destination (default `None`: see [`ReadOptions::with_io_concurrency`]).
-    pub io_concurrency: Option<usize>,
-}
-
-impl Default for CopyOptions {
-    fn default() -> Self {
-        CopyOptions {
-            subset: None,
-            prototype: BufferPrototype::cpu(),
-            memory_bytes: 1 << 30,
-            concurrency: None,
-            mode: PipelineMode::Auto,
-            progress: None,
-            compress: Compress::Auto,
-            resume: false,
-            durability: Durability::Rename,
-            io_concurrency: None,
-        }
-    }
-}
-
-impl CopyOptions {
-    /// Copies only `subset` of the source.
-    pub fn with_subset(mut self, subset: Vec<Range<u64>>) -> Self {
-        self.subset = Some(subset);
-        self
-    }
-
-    /// Stages blocks in `proto`'s memory.
-    pub fn with_prototype(mut self, proto: BufferPrototype) -> Self {
-        self.prototype = proto;
-        self
-    }
-
-    /// Sets the block budget in bytes.
-    pub fn with_memory_bytes(mut self, bytes: usize) -> Self {
-        self.memory_bytes = bytes;
-        self
-    }
-
-    /// Sets the number of CPU threads.
-    pub fn with_concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
-        self
-    }
-
-    /// Chooses the read and write path.
-    pub fn with_mode(mut self, mode: PipelineMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Chooses where the destination's chunks are compressed.
-    ///
-    /// ```
-    /// let o = zarrbuf::options::CopyOptions::default().with_compress(zarrbuf::options::Compress::Gpu);
-    /// assert_eq!(o.compress, zarrbuf::options::Compress::Gpu);
-    /// ```
-    pub fn with_compress(mut self, compress: Compress) -> Self {
-        self.compress = compress;
-        self
-    }
-
-    /// Skips blocks the destination already holds whole (see [`CopyOptions::resume`]).
-    ///
-    /// ```
-    /// let o = zarrbuf::options::CopyOptions::default().with_resume(true);
-    /// assert!(o.resume);
-    /// ```
-    pub fn with_resume(mut self, resume: bool) -> Self {
-        self.resume = resume;
-        self
-    }
-
-    /// Keeps up to `n` requests to an object store in flight, on either side of the copy.
-    ///
-    /// ```
-    /// let o = zarrbuf::options::CopyOptions::default().with_io_concurrency(64);
-    /// assert_eq!(o.io_concurrency, Some(64));
-    /// ```
-    pub fn with_io_concurrency(mut self, n: usize) -> Self {
-        self.io_concurrency = Some(n.max(1));
-        self
-    }
-
-    /// Chooses the destination writes' durability.
-    pub fn with_durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-
-    /// Sets a progress callback.
-    ///
-    /// ```
-    /// let o = zarrbuf::options::CopyOptions::default().with_progress(|p| eprintln!("{}/{}", p.chunks_done, p.chunks_total));
-    /// assert!(o.progress.is_some());
-    /// ```
-    pub fn with_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
-        self
-    }
-}
 
 /// Bytes of a block beyond which a copy cuts more blocks: with fewer, little of the reads
 /// overlaps the writes (the first block's read and the last one's write never do).
@@ -202,10 +58,11 @@ fn block_shape(shape: &[u64], unit: &[u64], elem: usize, budget: usize) -> Vec<u
 
 /// Copies `src` (or `opts.subset` of it) into `dst`, block by block: each block is whole
 /// destination chunks (shards, for sharded destinations), read from `src` into
-/// `opts.prototype`'s memory and written to `dst` while the next block is read, in order
-/// (two blocks at most are held, each within half of `opts.memory_bytes` unless one
-/// destination chunk is larger); destination chunks are stored whole (chunks that
-/// hold only the fill value are not stored, like zarr's `write_empty_chunks=False`).
+/// `opts.prototype`'s memory with `opts.read` and written to `dst` with `opts.write` while
+/// the next block is read, in order (two blocks at most are held, each within half of
+/// `opts.memory_bytes` unless one destination chunk is larger); destination chunks are
+/// stored whole (chunks that hold only the fill value are not stored, like zarr's
+/// `write_empty_chunks=False`, unless `opts.write.store_empty_chunks`).
 ///
 /// `dst` must exist with the source's data type and the subset's shape — see
 /// [`create_like`](crate::create_like). A failure stops the copy; every block written before
@@ -237,7 +94,7 @@ where
     D: ?Sized + ReadableWritableStorageTraits + 'static,
 {
     refuse_overlap(src, dst.storage().as_ref(), dst.path().as_str())?;
-    let _synced = (opts.durability == Durability::Sync).then(SyncedWrites::begin);
+    let _synced = (opts.write.durability == Durability::Sync).then(SyncedWrites::begin);
     let subset: Vec<Range<u64>> = match &opts.subset {
         Some(s) => s.clone(),
         None => src.shape().iter().map(|&n| 0..n).collect(),
@@ -259,7 +116,7 @@ where
         .collect();
     check_chunk_budget(dst, &unit, elem, opts.memory_bytes)?;
     let block = block_shape(&shape, &unit, elem, block_bytes(opts.memory_bytes));
-    let (read_opts, write_opts) = block_options(opts);
+    let (read_opts, write_opts) = opts.block_options();
     let mut progress = Progress {
         chunks_done: 0,
         chunks_total: chunks_in(&unit, &shape.iter().map(|&n| 0..n).collect::<Vec<_>>()),
@@ -283,7 +140,8 @@ where
             |region| {
                 let from = source_region(region, &subset);
                 let skip = (opts.resume && block_is_stored(dst, region, &unit)?)
-                    || super::copy_skip::block_is_fill(src, dst, &from, region)?;
+                    || (!write_opts.store_empty_chunks
+                        && super::copy_skip::block_is_fill(src, dst, &from, region)?);
                 if skip {
                     return Ok(None);
                 }
@@ -322,7 +180,7 @@ fn sync_metadata<D>(dst: &Array<D>, opts: &CopyOptions) -> Result<()>
 where
     D: ?Sized + ReadableWritableStorageTraits + 'static,
 {
-    if opts.durability == Durability::Sync {
+    if opts.write.durability == Durability::Sync {
         dst.store_metadata().map_err(|e| {
             Error::zarr(
                 dst.path().as_str(),
@@ -386,7 +244,7 @@ where
         VARLEN_ELEMENT_BYTES,
         block_bytes(opts.memory_bytes),
     );
-    let (read_opts, write_opts) = block_options(opts);
+    let (read_opts, write_opts) = opts.block_options();
     let mut progress = Progress {
         chunks_done: 0,
         chunks_total: chunks_in(&unit, &shape.iter().map(|&n| 0..n).collect::<Vec<_>>()),
@@ -478,27 +336,6 @@ fn check_destination<S: ?Sized, D: ?Sized>(
         )));
     }
     Ok(sd.size())
-}
-
-/// The read and write options of every block.
-fn block_options(opts: &CopyOptions) -> (ReadOptions, WriteOptions) {
-    // A copy decodes every chunk whole: what it writes must be all the source vouches for.
-    let mut read_opts = ReadOptions::default()
-        .with_mode(opts.mode)
-        .with_decode_needed_prefix(false);
-    let mut write_opts = WriteOptions::default()
-        .with_mode(opts.mode)
-        .with_compress(opts.compress)
-        .with_durability(opts.durability);
-    if let Some(n) = opts.concurrency {
-        read_opts = read_opts.with_concurrency(n);
-        write_opts = write_opts.with_concurrency(n);
-    }
-    if let Some(n) = opts.io_concurrency {
-        read_opts = read_opts.with_io_concurrency(n);
-        write_opts = write_opts.with_io_concurrency(n);
-    }
-    (read_opts, write_opts)
 }
 
 /// The source's part that block `region` of the destination copies (`subset` is the part

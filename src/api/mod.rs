@@ -7,12 +7,14 @@
 //! Within the folder: `target` is the one check of a read's output or a write's data, used
 //! by the four traits; `read_stream` is the public face of `pipeline::StreamReads`; `read`
 //! and `read_async` make streams; `multi` reads through `read`; `write` and `write_async`
-//! stand alone; `copy` uses `read` and `write`; `read_varlen` and `read_varlen_async` read
+//! stand alone; `copy` uses `read` and `write`, with its options (`copy_options`) composed
+//! of theirs; `read_varlen` and `read_varlen_async` read
 //! variable-length arrays into `VarLenBuffer`s through `pipeline::read_varlen`;
 //! `read_varlen_stream` is the public face of `pipeline::VarLenStreamReads`, made by
 //! `read_varlen`.
 
 mod copy;
+mod copy_options;
 mod copy_read_ahead;
 mod copy_skip;
 mod create;
@@ -28,7 +30,8 @@ mod write;
 mod write_async;
 mod write_varlen;
 
-pub use copy::{CopyOptions, copy_array};
+pub use copy::copy_array;
+pub use copy_options::CopyOptions;
 pub use create::create_like;
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;

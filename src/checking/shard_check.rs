@@ -85,7 +85,7 @@ impl ShardCheck {
     /// The shard layout of `array` (a sharded array), or why it cannot be checked.
     pub(super) fn new(array: &DynArray) -> Result<Self, String> {
         Ok(ShardCheck {
-            index: ShardIndex::new(array, true).map_err(|e| e.to_string())?,
+            index: ShardIndex::new(array).map_err(|e| e.to_string())?,
             chain: inner_chain(array)?,
             vlen: VlenCheck::of(array),
         })

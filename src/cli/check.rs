@@ -1,7 +1,7 @@
 //! `zarrbuf check`: find (and with `--repair`, repair) damaged chunks.
 
 use super::output::{errln, outln};
-use super::progress::chunk_progress;
+use super::progress::{Shown, chunk_progress};
 use zarrbuf::options::CheckOptions;
 use zarrbuf::{Error, Result};
 
@@ -61,7 +61,14 @@ pub(crate) fn check_one(
     opts: &CheckOptions,
 ) -> Result<zarrbuf::check::CheckReport> {
     let mut opts = opts.clone();
-    let bar = chunk_progress("checking", !json, false);
+    let bar = chunk_progress(
+        "checking",
+        if json {
+            Shown::Nowhere
+        } else {
+            Shown::Terminal
+        },
+    );
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
     }

@@ -5,10 +5,10 @@ use super::args::{CopyCli, VersionArgs};
 use super::names::label;
 use super::output::errln;
 use super::parse::{parse_bytes, parse_shape, prototype};
-use super::progress::chunk_progress;
+use super::progress::{Shown, chunk_progress};
 use crate::relabel;
 use std::time::Instant;
-use zarrbuf::options::Durability;
+use zarrbuf::options::{Durability, ReadOptions, WriteOptions};
 use zarrbuf::store::{Location, node_path};
 use zarrbuf::{BufferPrototype, Error, Result};
 
@@ -255,19 +255,25 @@ pub(crate) fn copy(a: &CopyCli) -> Result<()> {
         zarrbuf::create_like(&src, &new_shape, store, &a.dst_path, &layout, a.overwrite)
     }
     .map_err(|e| relabel(e, &a.dst, &a.dst_path))?;
+    let durability = if a.sync {
+        Durability::Sync
+    } else {
+        Durability::Rename
+    };
+    let mut write = WriteOptions::default()
+        .with_compress(a.compress)
+        .with_durability(durability);
+    let mut read = ReadOptions::default();
+    // --io-concurrency drives both sides: the source's reads and the destination's uploads.
+    (read.io_concurrency, write.io_concurrency) = (a.io_concurrency, a.io_concurrency);
     let mut opts = zarrbuf::options::CopyOptions::default()
         .with_subset(ranges)
         .with_prototype(proto.clone())
         .with_memory_bytes(memory_bytes)
-        .with_compress(a.compress)
         .with_resume(a.resume)
-        .with_durability(if a.sync {
-            Durability::Sync
-        } else {
-            Durability::Rename
-        });
-    opts.io_concurrency = a.io_concurrency;
-    let bar = chunk_progress("copying", true, true);
+        .with_read(read)
+        .with_write(write);
+    let bar = chunk_progress("copying", Shown::TerminalOrLines);
     if let Some((_, update)) = &bar {
         opts = opts.with_progress(update.clone());
     }

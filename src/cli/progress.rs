@@ -30,23 +30,34 @@ pub(crate) fn progress_options(total_hint: &str) -> (ReadOptions, Option<Progres
 /// How often a progress line is printed where stderr is not a terminal.
 const LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// A progress bar of chunks done ("{verb} [===  ] n/m chunks") on a terminal when `show`,
-/// and the callback that moves it. Where stderr is not a terminal and `lines` is set (a
-/// copy, whose silence could pass for a hang in a log), the bar is hidden and the callback
-/// prints "{verb}: n/m chunks" at most every few seconds instead.
+/// Where [`chunk_progress`] shows the chunks done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// Nowhere (`check --json`: stderr stays clean for the JSON's readers).
+    Nowhere,
+    /// A bar where stderr is a terminal, else nothing.
+    Terminal,
+    /// A bar where stderr is a terminal, else a line every few seconds (a copy, whose
+    /// silence could pass for a hang in a log).
+    TerminalOrLines,
+}
+
+/// A progress bar of chunks done ("{verb} [===  ] n/m chunks") on a terminal, and the
+/// callback that moves it, where `shown` says; where stderr is not a terminal and `shown`
+/// is [`Shown::TerminalOrLines`], the bar is hidden and the callback prints
+/// "{verb}: n/m chunks" at most every few seconds instead.
 pub(crate) fn chunk_progress(
     verb: &str,
-    show: bool,
-    lines: bool,
+    shown: Shown,
 ) -> Option<(
     ProgressBar,
     impl Fn(Progress) + Clone + Send + Sync + 'static,
 )> {
-    if !show {
+    if shown == Shown::Nowhere {
         return None;
     }
     let terminal = std::io::stderr().is_terminal();
-    if !terminal && !lines {
+    if !terminal && shown != Shown::TerminalOrLines {
         return None;
     }
     let bar = if terminal {

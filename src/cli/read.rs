@@ -5,7 +5,7 @@ use super::names::label;
 use super::output::{errln, out, outln};
 use super::parse::prototype;
 use super::progress::progress_options;
-use super::source::{Opening, Source};
+use super::source::{Opening, Reader, Source};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,7 +23,7 @@ pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> R
         outln!("{text}")?;
         return Ok(());
     }
-    let array = match Source::open(store, path, false, opts) {
+    let array = match Source::open(store, path, Reader::ByLocation, opts) {
         Ok(array) => array,
         Err(Error::IsGroup { .. }) => {
             out!("{}", zarrbuf::list_hierarchy_opt(store, path, opts)?)?;
@@ -70,7 +70,7 @@ pub(crate) fn read(
     opening: &Opening,
 ) -> Result<()> {
     let proto = prototype(device)?;
-    let array = Source::open(store, path, opening.force_async, &opening.options)?;
+    let array = Source::open(store, path, opening.reader, &opening.options)?;
     let shape = array.shape();
     let ranges = match subset {
         Some(s) => zarrbuf::subset::parse_subset(s, &shape)?,
@@ -206,7 +206,7 @@ pub(crate) fn bench(
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
     }
     let proto = prototype(device)?;
-    let array = Source::open(store, path, opening.force_async, &opening.options)?;
+    let array = Source::open(store, path, opening.reader, &opening.options)?;
     let shape = array.shape();
     if let Some(file) = subsets {
         let text = std::fs::read_to_string(file).map_err(|e| {

@@ -7,10 +7,18 @@ use zarrbuf::{
     options::{OpenOptions, ReadOptions},
 };
 
-/// How `read` and `bench` open their array: the async reader also for a directory, and the
-/// icechunk version.
+/// Which reader opens an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// The sync reader for a directory, the async one for a URL.
+    ByLocation,
+    /// The async reader for a directory too (`--async`).
+    Async,
+}
+
+/// How `read` and `bench` open their array: the reader, and the icechunk version.
 pub(crate) struct Opening {
-    pub(crate) force_async: bool,
+    pub(crate) reader: Reader,
     pub(crate) options: OpenOptions,
 }
 
@@ -24,11 +32,11 @@ impl Source {
     pub(crate) fn open(
         store: &str,
         path: &str,
-        force_async: bool,
+        reader: Reader,
         opts: &OpenOptions,
     ) -> Result<Self> {
         let remote = zarrbuf::store::Location::parse(store)?.is_url();
-        if !remote && !force_async {
+        if !remote && reader == Reader::ByLocation {
             return Ok(Source::Local(Box::new(zarrbuf::open_opt(
                 store, path, opts,
             )?)));

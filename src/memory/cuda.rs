@@ -2,6 +2,7 @@
 //! pool (`cuMemAllocAsync` / `cuMemFreeAsync`), or with `cuMemAlloc` on devices without pools.
 
 use super::completion::Fence;
+use super::init::Init;
 use crate::driver::{alloc_stream, cuda_context};
 use crate::errors::{Error, Result};
 use crate::place::Device;
@@ -19,19 +20,19 @@ pub(crate) struct CudaAlloc {
 }
 
 impl CudaAlloc {
-    /// Allocates `len` bytes on device `ordinal`, set to zero when `zeroed`, else with
+    /// Allocates `len` bytes on device `ordinal`, set to zero when `init` says so, else with
     /// undefined contents (zarrbuf writes every byte before safe code can see them). The
     /// fence, when there is one, is where the memory becomes usable (stream order).
-    pub(crate) fn new(ordinal: usize, len: usize, zeroed: bool) -> Result<(Self, Option<Fence>)> {
+    pub(crate) fn new(ordinal: usize, len: usize, init: Init) -> Result<(Self, Option<Fence>)> {
         let stream = alloc_stream(ordinal)?;
-        Self::new_with(ordinal, len, zeroed, stream)
+        Self::new_with(ordinal, len, init, stream)
     }
 
     /// Allocates `len` bytes on device `ordinal` with `cuMemAlloc`, never from a memory pool,
-    /// set to zero when `zeroed` (the memset is complete when this returns). Legacy CUDA IPC
+    /// set to zero when `init` says so (the memset is complete when this returns). Legacy CUDA IPC
     /// (`cuIpcGetMemHandle`) can export such an allocation; it cannot export pool memory.
-    pub(crate) fn new_unpooled(ordinal: usize, len: usize, zeroed: bool) -> Result<Self> {
-        let (alloc, _no_fence) = Self::new_with(ordinal, len, zeroed, None)?;
+    pub(crate) fn new_unpooled(ordinal: usize, len: usize, init: Init) -> Result<Self> {
+        let (alloc, _no_fence) = Self::new_with(ordinal, len, init, None)?;
         Ok(alloc)
     }
 
@@ -40,7 +41,7 @@ impl CudaAlloc {
     fn new_with(
         ordinal: usize,
         len: usize,
-        zeroed: bool,
+        init: Init,
         stream: Option<Arc<CudaStream>>,
     ) -> Result<(Self, Option<Fence>)> {
         let ctx = cuda_context(ordinal)?;
@@ -64,7 +65,7 @@ impl CudaAlloc {
         };
         let fence = match &alloc.stream {
             Some(s) => {
-                if zeroed {
+                if init == Init::Zeroed {
                     // SAFETY: [ptr, ptr+request) is this allocation, ordered on `s`.
                     unsafe { result::memset_d8_async(ptr, 0, request, s.cu_stream()) }
                         .map_err(|e| Error::cuda("cuMemsetD8Async", e))?;
@@ -72,7 +73,7 @@ impl CudaAlloc {
                 Some(Fence::record(s)?)
             }
             None => {
-                if zeroed {
+                if init == Init::Zeroed {
                     // SAFETY: [ptr, ptr+request) is this allocation; the synchronous memset
                     // is complete when it returns for device memory.
                     unsafe { result::memset_d8_sync(ptr, 0, request) }

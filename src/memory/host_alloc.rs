@@ -4,6 +4,7 @@
 //! take 12+ GB/s, and whole-array reads are bound by that first write.
 
 use super::cache::{self, BlockKind, Reusable};
+use super::init::Init;
 use crate::errors::{Error, Result};
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -30,10 +31,11 @@ unsafe impl Send for HostAlloc {}
 unsafe impl Sync for HostAlloc {}
 
 impl HostAlloc {
-    /// Allocates `len` bytes, zeroed when `zeroed`: a recycled block is cleared, a fresh one
-    /// comes zeroed from the OS for free. Otherwise a recycled block holds its last user's
-    /// bytes (see `Init::Unwritten` for who may ask for that).
-    pub(crate) fn new(len: usize, zeroed: bool, huge_pages: bool) -> Result<Self> {
+    /// Allocates `len` bytes (advised for huge pages when large), holding what `init` says:
+    /// [`Init::Zeroed`] clears a recycled block (a fresh one comes zeroed from the OS for
+    /// free); with [`Init::Unwritten`] a recycled block holds its last user's bytes (see
+    /// there for who may ask for that).
+    pub(crate) fn new(len: usize, init: Init) -> Result<Self> {
         if len == 0 {
             return Ok(HostAlloc {
                 // A well-aligned dangling pointer: never dereferenced (len 0), never freed.
@@ -47,14 +49,14 @@ impl HostAlloc {
             && let Ok(mut a) = block.into_any().downcast::<HostAlloc>()
         {
             a.recycle = true;
-            if zeroed {
+            if init == Init::Zeroed {
                 // SAFETY: [ptr, ptr+len) lies in this live block (len <= its capacity),
                 // which nothing else references while it is handed out.
                 unsafe { std::ptr::write_bytes(a.ptr.as_ptr(), 0, a.len) };
             }
             return Ok(*a);
         }
-        let large = huge_pages && len >= HUGE_PAGE_THRESHOLD;
+        let large = len >= HUGE_PAGE_THRESHOLD;
         let align = if large { HUGE_PAGE } else { MIN_ALIGN };
         let layout = Layout::from_size_align(len, align).map_err(|_| {
             Error::InvalidSize(format!(
@@ -63,7 +65,7 @@ impl HostAlloc {
         })?;
         // SAFETY: layout has non-zero size (len > 0 checked above).
         let raw = unsafe {
-            if zeroed {
+            if init == Init::Zeroed {
                 std::alloc::alloc_zeroed(layout)
             } else {
                 std::alloc::alloc(layout)
@@ -155,7 +157,7 @@ mod tests {
     #[test]
     fn alignment_and_zeroing() {
         for len in [0, 1, 100, HUGE_PAGE_THRESHOLD] {
-            let a = HostAlloc::new(len, true, true).unwrap();
+            let a = HostAlloc::new(len, Init::Zeroed).unwrap();
             assert_eq!(a.ptr() as usize % MIN_ALIGN, 0);
             // SAFETY: a owns len bytes.
             let bytes = unsafe { std::slice::from_raw_parts(a.ptr(), a.len()) };
@@ -170,20 +172,20 @@ mod tests {
         }
         // An odd size no other test asks for.
         let len = (9 << 20) + 4096 * 3;
-        let a = HostAlloc::new(len, false, true).unwrap();
+        let a = HostAlloc::new(len, Init::Unwritten).unwrap();
         let first = a.ptr();
         drop(a);
-        let b = HostAlloc::new(len - 4096, false, true).unwrap();
+        let b = HostAlloc::new(len - 4096, Init::Unwritten).unwrap();
         assert_eq!(b.ptr(), first, "the freed block should come back");
         assert_eq!(b.len(), len - 4096);
         // A much smaller request does not take a block twice its size.
         drop(b);
-        let c = HostAlloc::new(len / 4, false, true).unwrap();
+        let c = HostAlloc::new(len / 4, Init::Unwritten).unwrap();
         assert_ne!(c.ptr(), first);
     }
 
     #[test]
     fn impossible_size_is_an_error() {
-        assert!(HostAlloc::new(usize::MAX - 10, false, true).is_err());
+        assert!(HostAlloc::new(usize::MAX - 10, Init::Unwritten).is_err());
     }
 }

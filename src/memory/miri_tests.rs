@@ -12,9 +12,9 @@
 // `&[0..2]` is a subset of a 1-d array (one range per dimension), not a mistaken range.
 #![allow(clippy::single_range_in_vec_init)]
 
-use super::HostAlloc;
 use super::cache::{self, BlockKind};
 use super::host_alloc::MIN_ALIGN;
+use super::{HostAlloc, Init};
 use crate::data_types::ByteOrder;
 use crate::{Buffer, BufferPrototype, DataType, Error, NDBuffer, Order};
 use bytes::Bytes;
@@ -512,10 +512,10 @@ fn cached_blocks_are_recycled_once_and_freed_once() {
     // A size no other test asks for, so tests running in parallel do not take the block
     // (nor a block of theirs: the cache hands out blocks up to twice the size asked for).
     let len = cache::MIN_CACHED + 7 * 4096 + 3 * 64;
-    let a = HostAlloc::new(len, true, true).unwrap();
+    let a = HostAlloc::new(len, Init::Zeroed).unwrap();
     let first = a.ptr();
     drop(a); // parked in the cache, not freed
-    let b = HostAlloc::new(len - 64, false, true).unwrap();
+    let b = HostAlloc::new(len - 64, Init::Unwritten).unwrap();
     assert_eq!(b.ptr(), first, "the parked block should come back");
     assert_eq!(b.len(), len - 64);
     drop(b);

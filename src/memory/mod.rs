@@ -19,6 +19,7 @@ mod cuda;
 mod decode_target;
 mod foreign;
 mod host_alloc;
+mod init;
 pub(crate) mod ipc;
 #[cfg(test)]
 mod miri_tests;
@@ -35,7 +36,8 @@ pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host_alloc::HostAlloc;
+pub(crate) use init::Init;
 pub(crate) use pinned::PinnedAlloc;
-pub(crate) use region::{Init, Region};
+pub(crate) use region::Region;
 pub(crate) use shared_output::SharedHostOutput;
 pub(crate) use storage::{Storage, StorageKind, next_id};

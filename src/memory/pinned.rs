@@ -4,6 +4,7 @@
 //! write-back reads it), and write-combined memory is very slow for CPU reads.
 
 use super::cache::{self, BlockKind, Reusable};
+use super::init::Init;
 use crate::driver::cuda_context;
 use crate::errors::{Error, Result};
 use cudarc::driver::{CudaContext, result};
@@ -25,11 +26,11 @@ unsafe impl Send for PinnedAlloc {}
 unsafe impl Sync for PinnedAlloc {}
 
 impl PinnedAlloc {
-    /// Allocates `len` page-locked bytes for device `ordinal`, set to zero when `zeroed`
+    /// Allocates `len` page-locked bytes for device `ordinal`, set to zero when `init` says so
     /// (a recycled block otherwise holds its last user's bytes).
-    pub(crate) fn new(ordinal: usize, len: usize, zeroed: bool) -> Result<Self> {
+    pub(crate) fn new(ordinal: usize, len: usize, init: Init) -> Result<Self> {
         let a = Self::new_unwritten(ordinal, len)?;
-        if zeroed {
+        if init == Init::Zeroed {
             // SAFETY: [ptr, ptr+len) is this live, exclusively owned host allocation, and no
             // device work uses a block handed out by the cache or fresh from the driver.
             unsafe { std::ptr::write_bytes(a.ptr, 0, a.len) };

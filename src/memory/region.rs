@@ -3,22 +3,11 @@
 //! `crate::Buffer` is a `Region` plus a handle id and the public API; the device layer works
 //! on `Region`s so that it sits below the buffer types instead of beside them.
 
+use super::init::Init;
 use super::{CudaAlloc, HostAlloc, PinnedAlloc, ReadGuard, Storage, StorageKind, WriteGuard};
 use crate::errors::{Error, Result};
 use crate::place::Memory;
 use std::sync::Arc;
-
-/// What a new allocation holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Init {
-    /// Every byte zero: what every public constructor hands out. Fresh pages from the OS
-    /// are zero already; recycled blocks are cleared.
-    Zeroed,
-    /// Whatever the memory held: another allocation's bytes when the block was recycled.
-    /// Only for zarrbuf's own writers, under the invariant that every byte is written before
-    /// any safe code can see the buffer (a read that fails drops it instead of returning it).
-    Unwritten,
-}
 
 /// `len` bytes at `offset` of one allocation. Cloning shares the allocation.
 #[derive(Clone)]
@@ -48,20 +37,20 @@ impl Region {
 
     /// `len` bytes of host memory holding what `init` says.
     pub(crate) fn alloc_host(len: usize, init: Init) -> Result<Self> {
-        let alloc = HostAlloc::new(len, init == Init::Zeroed, true)?;
+        let alloc = HostAlloc::new(len, init)?;
         Ok(Self::new(StorageKind::Host(alloc)))
     }
 
     /// `len` bytes of pinned host memory registered with CUDA device `ordinal`.
     pub(crate) fn alloc_pinned(ordinal: usize, len: usize, init: Init) -> Result<Self> {
-        let alloc = PinnedAlloc::new(ordinal, len, init == Init::Zeroed)?;
+        let alloc = PinnedAlloc::new(ordinal, len, init)?;
         Ok(Self::new(StorageKind::Pinned(alloc)))
     }
 
     /// `len` bytes of memory on CUDA device `ordinal`, usable in stream order once its
     /// allocation fence has passed (every device operation orders itself after it).
     pub(crate) fn alloc_cuda(ordinal: usize, len: usize, init: Init) -> Result<Self> {
-        let (alloc, fence) = CudaAlloc::new(ordinal, len, init == Init::Zeroed)?;
+        let (alloc, fence) = CudaAlloc::new(ordinal, len, init)?;
         let storage = Arc::new(Storage::with_fence(StorageKind::Cuda(alloc), fence));
         Ok(Region {
             len: storage.len(),
@@ -73,7 +62,7 @@ impl Region {
     /// `len` bytes of memory on CUDA device `ordinal` from `cuMemAlloc`, never from a memory
     /// pool, so that CUDA IPC can export it; usable at once (no allocation fence).
     pub(crate) fn alloc_cuda_unpooled(ordinal: usize, len: usize, init: Init) -> Result<Self> {
-        let alloc = CudaAlloc::new_unpooled(ordinal, len, init == Init::Zeroed)?;
+        let alloc = CudaAlloc::new_unpooled(ordinal, len, init)?;
         Ok(Self::new(StorageKind::Cuda(alloc)))
     }
 

@@ -4,7 +4,7 @@
 //! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
 
 use super::fetch_ahead::AsyncFetch;
-use super::fetch_flight::{FlightKey, fetch_shared_async, flight_unit};
+use super::fetch_flight::{FlightKey, Readers, fetch_shared_async, flight_unit};
 use super::fetch_ranges::{fetch_chunk_ranges_async, fetch_inner_ranges_async};
 use super::shard_index_fetch::{get_async, get_index_async, get_index_sync, inner_chunk_error};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
@@ -146,7 +146,7 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     let flight = FlightKey::new(
         array,
         flight_unit(array, index, unit, ranged.as_ref()),
-        true,
+        Readers::Async,
     );
     let fetch = async {
         let Some(index) = index else {

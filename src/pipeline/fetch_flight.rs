@@ -39,24 +39,34 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Whether a flight's readers are sync or async: each kind shares flights only with its own
+/// (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Readers {
+    /// Sync reads: they wait on a condition variable.
+    Sync,
+    /// Async reads: they await a notification.
+    Async,
+}
+
 /// What a flight is filed under (see the module docs).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct FlightKey {
     store: usize,
     unit: String,
     epoch: u64,
-    asynchronous: bool,
+    readers: Readers,
 }
 
 impl FlightKey {
     /// The key of unit `unit` (a store key, with whatever else names the bytes) of `array`
-    /// for a sync or an async read, under the write epoch of now.
-    pub(crate) fn new<S: ?Sized>(array: &Array<S>, unit: String, asynchronous: bool) -> Self {
+    /// for sync or async `readers`, under the write epoch of now.
+    pub(crate) fn new<S: ?Sized>(array: &Array<S>, unit: String, readers: Readers) -> Self {
         FlightKey {
             store: Arc::as_ptr(&array.storage()).cast::<()>() as usize,
             unit,
             epoch: crate::cache::write_epoch(),
-            asynchronous,
+            readers,
         }
     }
 }

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 /// from sharing.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn key(name: &str, asynchronous: bool) -> FlightKey {
+fn key(name: &str, readers: Readers) -> FlightKey {
     FlightKey {
         store: 1,
         unit: format!("fetch_flight_tests/{name}"),
         epoch: 0,
-        asynchronous,
+        readers,
     }
 }
 
@@ -34,7 +34,7 @@ fn until_waiting(key: &FlightKey, n: usize) {
 #[test]
 fn concurrent_sync_readers_fetch_once_and_share_bytes() {
     let _serial = lock(&SERIAL);
-    let k = key("sync", false);
+    let k = key("sync", Readers::Sync);
     let fetches = AtomicUsize::new(0);
     let got: Vec<_> = std::thread::scope(|s| {
         let readers: Vec<_> = (0..6)
@@ -61,7 +61,7 @@ fn concurrent_sync_readers_fetch_once_and_share_bytes() {
 #[test]
 fn the_leaders_error_reaches_every_waiter() {
     let _serial = lock(&SERIAL);
-    let k = key("error", false);
+    let k = key("error", Readers::Sync);
     let got: Vec<_> = std::thread::scope(|s| {
         let readers: Vec<_> = (0..4)
             .map(|_| {
@@ -94,7 +94,7 @@ fn a_dropped_async_leader_leaves_no_waiter_hanging() {
 }
 
 async fn dropped_leader() {
-    let k = key("abandoned", true);
+    let k = key("abandoned", Readers::Async);
     let leader = {
         let k = k.clone();
         tokio::spawn(async move {
@@ -138,16 +138,16 @@ async fn dropped_leader() {
 fn a_full_table_fetches_unshared() {
     let _serial = lock(&SERIAL);
     let held: Vec<Join> = (0..MAX_FLIGHTS)
-        .map(|i| join(&key(&format!("full/{i}"), false)))
+        .map(|i| join(&key(&format!("full/{i}"), Readers::Sync)))
         .collect();
-    let alone = join(&key("full/extra", false));
+    let alone = join(&key("full/extra", Readers::Sync));
     assert!(
         matches!(alone, Join::Alone),
         "the table grew past its bound"
     );
     drop(held);
     for i in [0, MAX_FLIGHTS - 1] {
-        assert_eq!(waiters(&key(&format!("full/{i}"), false)), None);
+        assert_eq!(waiters(&key(&format!("full/{i}"), Readers::Sync)), None);
     }
 }
 

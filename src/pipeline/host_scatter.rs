@@ -8,7 +8,7 @@
 //! there copies every byte twice on one thread: async reads into host memory were bound by
 //! that thread. Here the copies run on the workers, in parallel, once.
 
-use super::staged_read::Claim;
+use super::staged_read::{Claim, Decoder};
 use super::{Produced, Slot, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::data_types::{ByteOrder, Order};
@@ -233,7 +233,7 @@ impl StagedRead<'_> {
         if self.is_one_run(unit, p.out, p.swap) {
             // Straight into the output: no staging, no copy.
             let target = p.shared.contiguous_mut(dst.offset, expected)?;
-            return match produce(unit, target, false)?.into_slot(target, unit)? {
+            return match produce(unit, target, Decoder::Cpu)?.into_slot(target, unit)? {
                 Produced::Missing => {
                     for e in target.chunks_exact_mut(p.elem) {
                         e.copy_from_slice(&p.fill);
@@ -244,7 +244,7 @@ impl StagedRead<'_> {
                 Produced::Compressed(_) | Produced::Stored(_) => Err(left_compressed()),
             };
         }
-        let produced = produce(unit, staging, false)?;
+        let produced = produce(unit, staging, Decoder::Cpu)?;
         // Stored bytes are scattered from where they were fetched: no copy into the slot.
         let (decoded, len): (&[u8], usize) = match &produced {
             Produced::Decoded(len) => (&staging[..(*len).min(staging.len())], *len),

@@ -9,7 +9,7 @@
 //! the real zstd frames at once; only the completion waits).
 
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts};
-use super::staged_read::{Claim, Produced, StagedRead};
+use super::staged_read::{Claim, Decoder, Produced, StagedRead};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::compression_formats::Compression;
 use crate::data_types::{DataType, Order};
@@ -116,9 +116,9 @@ fn read(
         cache: None,
         claim: Claim::Runs,
     };
-    let produce = |unit: &Unit, slot: &mut [u8], to_device: bool| -> Result<Produced> {
+    let produce = |unit: &Unit, slot: &mut [u8], decoder: Decoder| -> Result<Produced> {
         let k = unit.indices[0] as usize;
-        if to_device {
+        if decoder == Decoder::Device {
             let frame = &case.frames[k];
             slot[..frame.len()].copy_from_slice(frame);
             return Ok(Produced::Compressed(Compressed {
@@ -361,7 +361,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
         cache: Some(&read_cache),
         claim: Claim::Runs,
     };
-    let produce = |unit: &Unit, slot: &mut [u8], _: bool| -> Result<Produced> {
+    let produce = |unit: &Unit, slot: &mut [u8], _: Decoder| -> Result<Produced> {
         let frame = &case.frames[unit.indices[0] as usize];
         slot[..frame.len()].copy_from_slice(frame);
         Ok(Produced::Compressed(Compressed {

@@ -2,11 +2,11 @@
 //! fetch stage, sync or async) and decodes it on the worker that fetched it, into the staged
 //! read's slots.
 
-use super::ShardReads;
 use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
-use super::staged_read::Claim;
+use super::shard_reads::{InnerFetch, ShardReads};
+use super::staged_read::{Claim, Decoder};
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
@@ -22,42 +22,6 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Once;
 use zarrs::array::{Array, CodecOptions};
-
-/// How a read fetches the inner chunks of a sharded array.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum InnerFetch {
-    /// One request per inner chunk, issued by the workers in parallel: what local files
-    /// want (parallel reads of the page cache or a disk beat one large sequential read).
-    PerChunk,
-    /// The inner chunks a read needs merged into as few requests as a bounded gap allows:
-    /// what object stores want (each request is a round trip).
-    Merged,
-}
-
-impl InnerFetch {
-    /// The fetch for a read of `array` through a sync store: merged for object stores
-    /// (`store::fetches_are_remote`), per chunk for everything else.
-    pub(crate) fn for_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
-        if crate::store::fetches_are_remote(array.storage().as_ref()) {
-            InnerFetch::Merged
-        } else {
-            InnerFetch::PerChunk
-        }
-    }
-
-    /// The fetch for an async read of `array`: per chunk when its store is a
-    /// [`crate::store::RemoteStore`] reading local files (`file://`), merged for object stores and
-    /// for stores zarrbuf cannot see into. On two cores a merged local read left one worker
-    /// idle while the other read a whole shard's bytes, which cost async reads of sharded
-    /// local arrays about a sixth of the sync rate.
-    pub(crate) fn for_async_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
-        if crate::store::RemoteStore::reads_local_files(array.storage().as_ref()) {
-            InnerFetch::PerChunk
-        } else {
-            InnerFetch::Merged
-        }
-    }
-}
 
 /// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
 /// through `stage` (ahead of the workers for object stores) and decoding it on a worker.
@@ -78,7 +42,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
             ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
                 .shared_with(array),
             &mut plan.units,
-            inner_fetch == InnerFetch::Merged,
+            inner_fetch,
             opts.staging_bytes as u64,
         )),
         _ => None,
@@ -145,8 +109,8 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         codec_opts,
     };
     let run = |unit_fetch: &UnitFetch<'_>| {
-        staged.run(out, &|unit, slot, to_device| {
-            producer.produce(unit_fetch(unit)?, unit, slot, to_device)
+        staged.run(out, &|unit, slot, decoder| {
+            producer.produce(unit_fetch(unit)?, unit, slot, decoder)
         })
     };
     match ahead {
@@ -202,13 +166,13 @@ impl<S: ?Sized + Send + Sync + 'static> UnitProducer<'_, S> {
         encoded: Option<Vec<u8>>,
         unit: &Unit,
         slot: &mut [u8],
-        to_device: bool,
+        decoder: Decoder,
     ) -> Result<Produced> {
         let Some(encoded) = encoded else {
             return Ok(Produced::Missing);
         };
         let (array, opts, elem) = (self.array, self.opts, self.elem);
-        if let (true, Some(codec)) = (to_device, self.device_codec) {
+        if let (Decoder::Device, Some(codec)) = (decoder, self.device_codec) {
             // Checked on the CPU before the device sees it (nvCOMP trusts its input).
             let expected = unit.num_elements() * elem;
             let payload = codec

@@ -3,7 +3,7 @@
 //! range), from sync and async stores; the one ranged read of an async store the shard
 //! fetch stage keeps; and the error that names an inner chunk of a shard.
 
-use super::fetch_flight::{FlightKey, fetch_shared, fetch_shared_async};
+use super::fetch_flight::{FlightKey, Readers, fetch_shared, fetch_shared_async};
 use super::shard_reads::Fetched;
 use crate::errors::{Error, Result};
 use crate::zarr::ShardIndex;
@@ -32,7 +32,7 @@ pub(crate) fn get_index_sync<S: ?Sized + ReadableStorageTraits + 'static>(
     key: &zarrs::storage::StoreKey,
     index: &ShardIndex,
 ) -> Fetched {
-    let flight = index_flight(array, key, index, false);
+    let flight = index_flight(array, key, index, Readers::Sync);
     from_shared(fetch_shared(&flight, || {
         to_shared(
             array,
@@ -63,10 +63,10 @@ fn index_flight<S: ?Sized>(
     array: &Array<S>,
     key: &zarrs::storage::StoreKey,
     index: &ShardIndex,
-    asynchronous: bool,
+    readers: Readers,
 ) -> FlightKey {
     let unit = format!("{key} index {:?}", index.index_range());
-    FlightKey::new(array, unit, asynchronous)
+    FlightKey::new(array, unit, readers)
 }
 
 /// A fetch's outcome as the shared-fetch table carries it (errors name the array).
@@ -93,7 +93,7 @@ pub(crate) async fn get_index_async<S: ?Sized + AsyncReadableStorageTraits + 'st
     key: &zarrs::storage::StoreKey,
     index: &ShardIndex,
 ) -> Fetched {
-    let flight = index_flight(array, key, index, true);
+    let flight = index_flight(array, key, index, Readers::Async);
     let storage = array.storage();
     let fetch = async {
         to_shared(

@@ -14,6 +14,43 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
+use zarrs::array::Array;
+
+/// How a read fetches the inner chunks of a sharded array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InnerFetch {
+    /// One request per inner chunk, issued by the workers in parallel: what local files
+    /// want (parallel reads of the page cache or a disk beat one large sequential read).
+    PerChunk,
+    /// The inner chunks a read needs merged into as few requests as a bounded gap allows:
+    /// what object stores want (each request is a round trip).
+    Merged,
+}
+
+impl InnerFetch {
+    /// The fetch for a read of `array` through a sync store: merged for object stores
+    /// (`store::fetches_are_remote`), per chunk for everything else.
+    pub(crate) fn for_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
+        if crate::store::fetches_are_remote(array.storage().as_ref()) {
+            InnerFetch::Merged
+        } else {
+            InnerFetch::PerChunk
+        }
+    }
+
+    /// The fetch for an async read of `array`: per chunk when its store is a
+    /// [`crate::store::RemoteStore`] reading local files (`file://`), merged for object stores and
+    /// for stores zarrbuf cannot see into. On two cores a merged local read left one worker
+    /// idle while the other read a whole shard's bytes, which cost async reads of sharded
+    /// local arrays about a sixth of the sync rate.
+    pub(crate) fn for_async_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
+        if crate::store::RemoteStore::reads_local_files(array.storage().as_ref()) {
+            InnerFetch::PerChunk
+        } else {
+            InnerFetch::Merged
+        }
+    }
+}
 
 /// Ranges closer than this are always fetched together (object_store's own coalescing gap).
 pub(crate) const MAX_GAP: u64 = 1 << 20;
@@ -182,7 +219,7 @@ pub(crate) struct ShardReads {
     started: Mutex<HashSet<FlightKey>>,
     /// Merge neighbouring inner chunks into one request (object stores), or fetch each on
     /// its own (local files).
-    merge: bool,
+    fetch: InnerFetch,
     /// The units in read order, and where each one is in it (for fetching ahead).
     order: Vec<Vec<u64>>,
     position: HashMap<Vec<u64>, usize>,
@@ -227,9 +264,15 @@ pub(crate) enum Ahead<'a> {
 impl ShardReads {
     /// Orders `units` shard by shard (so each shard's merged requests are consumed soon
     /// after they arrive) and records what each shard needs.
-    /// With `merge`, the inner chunks of each shard are merged into few requests, and up to
-    /// `budget` bytes of them may be fetched ahead of the workers that decode them.
-    pub(crate) fn new(index: ShardIndex, units: &mut [Unit], merge: bool, budget: u64) -> Self {
+    /// With [`InnerFetch::Merged`], the inner chunks of each shard are merged into few
+    /// requests, and up to `budget` bytes of them may be fetched ahead of the workers that
+    /// decode them.
+    pub(crate) fn new(
+        index: ShardIndex,
+        units: &mut [Unit],
+        fetch: InnerFetch,
+        budget: u64,
+    ) -> Self {
         units.sort_by_cached_key(|u| {
             let (shard, within) = index.split(&u.indices);
             (shard, within)
@@ -245,7 +288,7 @@ impl ShardReads {
             groups: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
             started: Mutex::new(HashSet::new()),
-            merge,
+            fetch,
             order: units.iter().map(|u| u.indices.clone()).collect(),
             position: units
                 .iter()
@@ -264,7 +307,7 @@ impl ShardReads {
     /// worker about to wait on a request in flight: the stores see several requests at once
     /// while merged ranges keep their number low. `None` when there is nothing to start.
     pub(crate) fn next_to_lead(&self, inner: &[u64]) -> Option<Ahead<'_>> {
-        if !self.merge {
+        if self.fetch == InnerFetch::PerChunk {
             return None;
         }
         let from = self.position.get(inner).copied()? + 1;
@@ -315,7 +358,7 @@ impl ShardReads {
     /// need no room: they are small, and a read's indexes all go out while the first data
     /// arrives. Only for merged reads (object stores); local reads get `Done`.
     pub(crate) fn lead_ahead(&self) -> LeadAhead<'_> {
-        if !self.merge {
+        if self.fetch == InnerFetch::PerChunk {
             return LeadAhead::Done;
         }
         let mut from = lock(&self.ahead_from);
@@ -519,7 +562,7 @@ impl ShardReads {
                 ranges.push(r);
             }
         }
-        let merged = if self.merge {
+        let merged = if self.fetch == InnerFetch::Merged {
             coalesce(&ranges, merge_gap(self.index.round_trip()), MAX_REQUEST)
         } else {
             coalesce(&ranges, 0, 0)

@@ -21,12 +21,12 @@
 //! out as from a whole unit. Unsharded chunks whose size the store cannot tell without a
 //! request of its own are fetched whole.
 
-use super::ShardReads;
 use super::fetch_ahead::{Fetch, FetchAhead, FetchStage};
-use super::fetch_flight::{FlightKey, fetch_shared, flight_unit};
+use super::fetch_flight::{FlightKey, Readers, fetch_shared, flight_unit};
 use super::fetch_ranges::{chunks_sized_cheaply, fetch_unit_ranges, requests_are_round_trips};
 use super::read_driver::fetch_ahead_limits;
 use super::unit_ranges::{RangePolicy, UnitRanges};
+use super::{InnerFetch, ShardReads};
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
@@ -298,7 +298,7 @@ pub(crate) fn read_small<S: ?Sized + ReadableStorageTraits + 'static>(
             ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
                 .shared_with(array),
             &mut plan.units,
-            false,
+            InnerFetch::PerChunk,
             opts.staging_bytes as u64,
         )),
         _ => None,
@@ -309,7 +309,7 @@ pub(crate) fn read_small<S: ?Sized + ReadableStorageTraits + 'static>(
         let key = FlightKey::new(
             array,
             flight_unit(array, shards.map(ShardReads::index), unit, ranged.as_ref()),
-            false,
+            Readers::Sync,
         );
         match &ranged {
             Some(ranges) => fetch_shared(&key, || {

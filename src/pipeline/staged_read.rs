@@ -73,9 +73,18 @@ impl Produced {
     }
 }
 
-/// Fetches one unit and decodes it into the slot (called on worker threads). With
-/// `to_device`, it may instead leave the chunk compressed for the device decoder.
-pub(crate) type Producer<'a> = dyn Fn(&Unit, &mut [u8], bool) -> Result<Produced> + Sync + 'a;
+/// Which decoder a unit taken by a worker is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decoder {
+    /// The CPU: the unit is decoded into its slot.
+    Cpu,
+    /// The device decoder: a chunk it can decode is left compressed in the slot.
+    Device,
+}
+
+/// Fetches one unit and decodes it into the slot (called on worker threads), or for
+/// [`Decoder::Device`] may leave the chunk compressed for the device decoder.
+pub(crate) type Producer<'a> = dyn Fn(&Unit, &mut [u8], Decoder) -> Result<Produced> + Sync + 'a;
 
 /// How the workers of the host route ([`super::host_scatter`]) take units from the read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,15 +222,15 @@ impl StagedRead<'_> {
                             Ok(Some(event)) => event.wait(),
                             _ => Ok(()),
                         };
-                        let (i, batch) = match take {
-                            Take::Cpu(i) => (i, None),
-                            Take::Device { unit, batch } => (unit, Some(batch)),
+                        let (i, batch, decoder) = match take {
+                            Take::Cpu(i) => (i, None, Decoder::Cpu),
+                            Take::Device { unit, batch } => (unit, Some(batch), Decoder::Device),
                         };
                         let unit = &self.units[i];
                         let started = Instant::now();
                         let produced = waited.and_then(|()| {
                             slot.staging.with_host_mut(|bytes| {
-                                produce(unit, bytes, batch.is_some())?.into_slot(bytes, unit)
+                                produce(unit, bytes, decoder)?.into_slot(bytes, unit)
                             })
                         });
                         match (batch, &produced) {

@@ -21,7 +21,8 @@
 
 use super::ShardReads;
 use super::fetch_ahead::{FetchAhead, FetchStage};
-use super::read_driver::{InnerFetch, fetch_ahead_limits};
+use super::read_driver::fetch_ahead_limits;
+use super::shard_reads::InnerFetch;
 use crate::buffer::{Buffer, BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ReadOptions};
@@ -129,7 +130,7 @@ impl VarLenRead {
                 ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
                     .shared_with(array),
                 &mut plan.units.units,
-                inner_fetch == InnerFetch::Merged,
+                inner_fetch,
                 opts.staging_bytes as u64,
             )),
             _ => None,

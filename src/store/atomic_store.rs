@@ -30,7 +30,8 @@
 
 use super::key::{check_io_key, check_storage_key};
 use super::safe_file::{SafeRoot, read_range};
-use super::write_lock::{LOCK_NAME, WriteLock, lock_dir, node_dir};
+use super::write_lock::{LOCK_NAME, WriteLock, Written, lock_dir, node_dir};
+use crate::options::Durability;
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -79,8 +80,13 @@ impl Drop for SyncedWrites {
     }
 }
 
-fn syncing() -> bool {
-    SYNCED_WRITES.load(Ordering::SeqCst) > 0
+/// How far every directory-store write of this process goes now (see [`SYNCED_WRITES`]).
+fn durability() -> Durability {
+    if SYNCED_WRITES.load(Ordering::SeqCst) > 0 {
+        Durability::Sync
+    } else {
+        Durability::Rename
+    }
 }
 
 /// Whether a file name is a temporary file of a write in progress or killed: zarrbuf's own
@@ -243,13 +249,17 @@ pub(crate) fn remove_leftovers(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// Writes `value` to a named temporary file beside `target` and renames it over `target`.
-fn replace_through_named(target: &Path, value: &[u8], sync: bool) -> std::io::Result<()> {
+fn replace_through_named(
+    target: &Path,
+    value: &[u8],
+    durability: Durability,
+) -> std::io::Result<()> {
     let tmp = temporary_path(target);
     let written = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         mark_live(&file);
         file.write_all(value)?;
-        if sync {
+        if durability == Durability::Sync {
             file.sync_all()?;
         }
         // The lock is held (the file open) until the file has its key's name.
@@ -266,6 +276,7 @@ fn replace_through_named(target: &Path, value: &[u8], sync: bool) -> std::io::Re
 #[cfg(target_os = "linux")]
 mod unnamed {
     use super::temporary_path;
+    use crate::options::Durability;
     use nix::fcntl::{AT_FDCWD, AtFlags};
     use std::fs::{File, OpenOptions};
     use std::io::Write;
@@ -292,7 +303,7 @@ mod unnamed {
         dir: &Path,
         target: &Path,
         value: &[u8],
-        sync: bool,
+        durability: Durability,
     ) -> std::io::Result<bool> {
         let Ok(mut file) = OpenOptions::new()
             .write(true)
@@ -303,7 +314,7 @@ mod unnamed {
         };
         super::mark_live(&file);
         file.write_all(value)?;
-        if sync {
+        if durability == Durability::Sync {
             file.sync_all()?;
         }
         match link(&file, target) {
@@ -327,7 +338,7 @@ mod unnamed {
         _: &std::path::Path,
         _: &std::path::Path,
         _: &[u8],
-        _: bool,
+        _: crate::options::Durability,
     ) -> std::io::Result<bool> {
         Ok(false)
     }
@@ -361,9 +372,8 @@ impl AtomicDirectoryStore {
     }
 
     /// Holds the write lock of the array that a write at `dir` (a key's directory, or a
-    /// deleted prefix's; `metadata`: the key is a node's metadata) belongs to, for the
-    /// store's lifetime.
-    fn lock_for(&self, dir: &Path, metadata: bool) -> std::io::Result<()> {
+    /// deleted prefix's) belongs to, for the store's lifetime.
+    fn lock_for(&self, dir: &Path, written: Written) -> std::io::Result<()> {
         let mut locks = self
             .locks
             .lock()
@@ -372,16 +382,17 @@ impl AtomicDirectoryStore {
             return Ok(());
         }
         let root = self.inner.prefix_to_fs_path(&StorePrefix::root());
-        let node = node_dir(&root, dir, metadata);
-        self.make_dirs(&node, syncing())?;
+        let node = node_dir(&root, dir, written);
+        self.make_dirs(&node, durability())?;
         let lock = lock_dir(&node)?;
         locks.insert(dir.to_path_buf(), lock);
         Ok(())
     }
 
-    /// Creates `dir` and the directories above it that are missing; with `sync`, syncs the
-    /// parent of each directory created so that the new entries survive a power loss.
-    fn make_dirs(&self, dir: &Path, sync: bool) -> std::io::Result<()> {
+    /// Creates `dir` and the directories above it that are missing; with
+    /// [`Durability::Sync`], syncs the parent of each directory created so that the new
+    /// entries survive a power loss.
+    fn make_dirs(&self, dir: &Path, durability: Durability) -> std::io::Result<()> {
         if dir.is_dir() {
             return Ok(());
         }
@@ -392,7 +403,7 @@ impl AtomicDirectoryStore {
             at = d.parent();
         }
         std::fs::create_dir_all(dir)?;
-        if sync {
+        if durability == Durability::Sync {
             for d in missing.iter().rev() {
                 if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
                     File::open(parent)?.sync_all()?;
@@ -421,16 +432,16 @@ impl AtomicDirectoryStore {
         check_io_key(key.as_str())?;
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
-        let sync = syncing();
+        let durability = durability();
         if !Self::is_group_metadata(key, value, &dir) {
-            self.lock_for(&dir, Self::is_metadata_key(key))?;
+            self.lock_for(&dir, Self::written(key))?;
         }
-        self.make_dirs(&dir, sync)?;
+        self.make_dirs(&dir, durability)?;
         self.sweep_once(&dir)?;
-        if !unnamed::replace(&dir, &target, value, sync)? {
-            replace_through_named(&target, value, sync)?;
+        if !unnamed::replace(&dir, &target, value, durability)? {
+            replace_through_named(&target, value, durability)?;
         }
-        if sync && !dir.as_os_str().is_empty() {
+        if durability == Durability::Sync && !dir.as_os_str().is_empty() {
             File::open(&dir)?.sync_all()?;
         }
         Ok(())
@@ -457,13 +468,13 @@ impl AtomicDirectoryStore {
         }
     }
 
-    /// Whether `key` is a node's metadata document.
-    fn is_metadata_key(key: &StoreKey) -> bool {
+    /// Whether `key` is a node's metadata document or data.
+    fn written(key: &StoreKey) -> Written {
         let name = key.as_str().rsplit('/').next().unwrap_or_default();
-        matches!(
-            name,
-            "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata"
-        )
+        match name {
+            "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata" => Written::Metadata,
+            _ => Written::Data,
+        }
     }
 }
 
@@ -530,8 +541,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
         check_storage_key(key.as_str())?;
         let target = self.inner.key_to_fspath(key);
         let dir = target.parent().map(Path::to_path_buf).unwrap_or_default();
-        self.lock_for(&dir, Self::is_metadata_key(key))
-            .map_err(io)?;
+        self.lock_for(&dir, Self::written(key)).map_err(io)?;
         self.inner.erase(key)
     }
 
@@ -539,7 +549,7 @@ impl WritableStorageTraits for AtomicDirectoryStore {
         check_storage_key(prefix.as_str())?;
         let dir = self.inner.prefix_to_fs_path(prefix);
         if dir.is_dir() {
-            self.lock_for(&dir, false).map_err(io)?;
+            self.lock_for(&dir, Written::Data).map_err(io)?;
         }
         self.inner.erase_prefix(prefix)
     }
@@ -711,8 +721,8 @@ mod tests {
     fn the_named_route_replaces_too() {
         let (dir, _store) = store();
         let target = dir.path().join("k");
-        replace_through_named(&target, b"one", false).unwrap();
-        replace_through_named(&target, b"second", true).unwrap();
+        replace_through_named(&target, b"one", Durability::Rename).unwrap();
+        replace_through_named(&target, b"second", Durability::Sync).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"second");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }

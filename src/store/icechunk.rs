@@ -67,9 +67,18 @@ fn env_var(names: &[&str]) -> Option<String> {
     names.iter().find_map(|n| std::env::var(n).ok())
 }
 
-/// icechunk's storage for a location: a local directory (created when `create` and
-/// missing), or an object-store prefix.
-async fn storage_for(location: &str, create: bool) -> Result<Arc<dyn Storage + Send + Sync>> {
+/// What opening a repository does where there is none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IfMissing {
+    /// Fails: reads open only what exists.
+    Fail,
+    /// Creates one (in an empty directory or prefix): a writer's first commit.
+    Create,
+}
+
+/// icechunk's storage for a location: a local directory (created with
+/// [`IfMissing::Create`] when missing), or an object-store prefix.
+async fn storage_for(location: &str, missing: IfMissing) -> Result<Arc<dyn Storage + Send + Sync>> {
     let failed = |e: icechunk::StorageError| {
         Error::store(
             location,
@@ -81,7 +90,7 @@ async fn storage_for(location: &str, create: bool) -> Result<Arc<dyn Storage + S
     let rest = parsed.after_scheme().unwrap_or_default();
     match parsed.local_path() {
         Some(dir) => {
-            if create {
+            if missing == IfMissing::Create {
                 std::fs::create_dir_all(dir).map_err(|e| Error::Io {
                     path: dir.display().to_string(),
                     source: e,
@@ -186,16 +195,16 @@ async fn url_storage(
     }
 }
 
-/// Opens the repository at `location`; `create`: create one there when there is none (the
-/// directory or prefix must then be empty).
-async fn repository(location: &str, opts: &OpenOptions, create: bool) -> Result<Repository> {
-    let storage = storage_for(location, create).await?;
+/// Opens the repository at `location`, or creates one there as `missing` says (the directory
+/// or prefix must then be empty).
+async fn repository(location: &str, opts: &OpenOptions, missing: IfMissing) -> Result<Repository> {
+    let storage = storage_for(location, missing).await?;
     let access: HashMap<String, Option<icechunk::config::Credentials>> = opts
         .virtual_access
         .iter()
         .map(|prefix| (prefix.clone(), None))
         .collect();
-    let result = if create {
+    let result = if missing == IfMissing::Create {
         Repository::open_or_create(storage)
             .authorize_virtual_chunk_access(access)
             .execute()
@@ -292,7 +301,7 @@ fn version_info(location: &str, version: &IcechunkVersion) -> Result<VersionInfo
 pub(crate) async fn readonly_store(location: &str, opts: &OpenOptions) -> Result<IcechunkStore> {
     let version = opts.version.clone().unwrap_or_default();
     let info = version_info(location, &version)?;
-    let repo = repository(location, opts, false).await?;
+    let repo = repository(location, opts, IfMissing::Fail).await?;
     let session = match repo.readonly_session(&info).await {
         Ok(session) => session,
         Err(e) => return Err(version_error(&repo, location, &version, e).await),
@@ -611,7 +620,7 @@ impl IcechunkWriter {
         let location_owned = location.to_string();
         let session = wait(async move {
             let location = location_owned.as_str();
-            let repo = repository(location, &OpenOptions::default(), true).await?;
+            let repo = repository(location, &OpenOptions::default(), IfMissing::Create).await?;
             match repo.writable_session(version.name()).await {
                 Ok(session) => Ok(session),
                 Err(e) => Err(version_error(&repo, location, &version, e).await),

@@ -37,11 +37,20 @@ pub(crate) struct WriteLock {
 /// The locks this process holds, by lock file path (resolved).
 static HELD: Mutex<Option<HashMap<PathBuf, Weak<WriteLock>>>> = Mutex::new(None);
 
+/// What a write touches, which decides the node it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// A node's metadata document: the node is the key's directory.
+    Metadata,
+    /// A chunk, or a deleted prefix: the node is found above it.
+    Data,
+}
+
 /// The directory of the zarr node that a write at `dir` (a key's directory) belongs to:
-/// `dir` itself for a metadata key, else the nearest directory from `dir` up to `root` that
+/// `dir` itself for metadata, else the nearest directory from `dir` up to `root` that
 /// holds node metadata, else `root`.
-pub(crate) fn node_dir(root: &Path, dir: &Path, metadata: bool) -> PathBuf {
-    if metadata {
+pub(crate) fn node_dir(root: &Path, dir: &Path, written: Written) -> PathBuf {
+    if written == Written::Metadata {
         return dir.to_path_buf();
     }
     let mut at = Some(dir);
@@ -132,9 +141,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("zarrbuf-write-lock-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("a/c/0")).unwrap();
         std::fs::write(dir.join("a/zarr.json"), b"{}").unwrap();
-        assert_eq!(node_dir(&dir, &dir.join("a/c/0"), false), dir.join("a"));
-        assert_eq!(node_dir(&dir, &dir.join("b/c"), false), dir);
-        assert_eq!(node_dir(&dir, &dir.join("b"), true), dir.join("b"));
+        assert_eq!(
+            node_dir(&dir, &dir.join("a/c/0"), Written::Data),
+            dir.join("a")
+        );
+        assert_eq!(node_dir(&dir, &dir.join("b/c"), Written::Data), dir);
+        assert_eq!(
+            node_dir(&dir, &dir.join("b"), Written::Metadata),
+            dir.join("b")
+        );
         let one = lock_dir(&dir.join("a")).unwrap();
         let two = lock_dir(&dir.join("a")).unwrap();
         assert!(Arc::ptr_eq(&one, &two));

@@ -53,7 +53,7 @@ impl ShardEncoder {
         let Some(inner_shape) = array.subchunk_shape() else {
             return Ok(None);
         };
-        let index = ShardIndex::new(array, true)?;
+        let index = ShardIndex::new(array)?;
         let mut swapped_fill = fill.clone();
         let native_fill = fill;
         host::byte_swap(&mut swapped_fill, swap_unit)?;

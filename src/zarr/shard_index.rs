@@ -88,10 +88,11 @@ fn check_index_size<S: ?Sized>(
 }
 
 impl ShardIndex {
-    /// Reads the sharding configuration of an exclusively sharded array; its shard index
-    /// may take at most [`MAX_INDEX_BYTES`] (see [`check_index_size`]).
-    pub(crate) fn new<S: ?Sized>(array: &Array<S>, validate_checksums: bool) -> Result<Self> {
-        Self::with_limit(array, validate_checksums, None)
+    /// Reads the sharding configuration of an exclusively sharded array, for decoding its
+    /// indexes with their checksums validated (as `check` and the shard encoder do); its
+    /// shard index may take at most [`MAX_INDEX_BYTES`] (see [`check_index_size`]).
+    pub(crate) fn new<S: ?Sized>(array: &Array<S>) -> Result<Self> {
+        Self::with_limit(array, true, None)
     }
 
     /// [`Self::new`] for a read whose output may take `max_bytes` (`ReadOptions::max_bytes`,

@@ -5,10 +5,12 @@
 //! access log tells how many requests were in flight at once. Without the servers the tests
 //! skip visibly, failing under ZARRBUF_REQUIRE_SERVERS=1.
 
+use crate::common::access_log::{log_len, traffic};
+use crate::common::s3;
 use crate::common::s3::{create_bucket, opts_ref};
-use crate::common::{Need, s3, skip, walk};
+use crate::common::servers::{self, Server};
 use object_store::ObjectStoreExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 use zarrbuf::ArrayWriteExt;
@@ -17,59 +19,19 @@ use zarrbuf::check::{CheckReport, KeySource, Problem, check_array};
 use zarrbuf::options::{CheckOptions, OpenOptions};
 use zarrs::array::{ArrayBuilder, data_type};
 
-/// One nginx server of scripts/start-test-servers.sh: its URL, the directory it serves and
-/// its access log.
-struct Server {
-    url: String,
-    root: PathBuf,
-    log: PathBuf,
-}
-
+/// The nginx server `name`, or a skip that names these tests.
 fn server(name: &str) -> Option<Server> {
-    let var = |what: &str| std::env::var(format!("ZARRBUF_TEST_{name}_{what}"));
-    match (var("URL"), var("ROOT"), var("LOG")) {
-        (Ok(url), Ok(root), Ok(log)) => Some(Server {
-            url,
-            root: root.into(),
-            log: log.into(),
-        }),
-        _ => {
-            skip(
-                Need::Servers,
-                "checks of arrays on the local HTTP servers",
-                &format!(
-                    "ZARRBUF_TEST_{name}_URL / _ROOT / _LOG are not set: \
-                     source <(bash scripts/start-test-servers.sh)"
-                ),
-            );
-            None
-        }
-    }
+    servers::server(name, "checks of arrays on the local HTTP servers")
 }
 
+/// The S3 server's endpoint, or a skip that names these tests.
 fn s3_endpoint() -> Option<String> {
-    match std::env::var("ZARRBUF_TEST_S3_ENDPOINT") {
-        Ok(e) => Some(e),
-        Err(_) => {
-            skip(
-                Need::Servers,
-                "checks of arrays on the local S3 server",
-                "ZARRBUF_TEST_S3_ENDPOINT is not set: source <(bash scripts/start-test-servers.sh)",
-            );
-            None
-        }
-    }
+    servers::s3_endpoint("checks of arrays on the local S3 server")
 }
 
-/// A store name no earlier run used (the servers keep per-path state, and their logs grow).
+/// A fresh store name, told apart from other tests' on the same servers.
 fn unique(what: &str) -> String {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("check-{what}-{}-{n}-{nanos}.zarr", std::process::id())
+    servers::unique(&format!("check-{what}"))
 }
 
 /// A `[64, 128, 128]` float32 zstd (with checksums) array written into `dir`, chunks `chunk`³ (shards of
@@ -118,49 +80,6 @@ fn found(r: &CheckReport) -> Vec<(String, Option<Vec<u64>>, Problem)> {
         .iter()
         .map(|f| (f.key.clone(), f.inner.clone(), f.problem))
         .collect()
-}
-
-fn log_len(log: &Path) -> u64 {
-    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
-}
-
-/// The (method, path) of the requests logged after byte `from` whose path starts with
-/// `/{prefix}`, and the most that were in flight at once, once at least `expected` are there
-/// (or 5 s have passed: nginx logs a request after answering it).
-fn traffic(log: &Path, from: u64, prefix: &str, expected: usize) -> (Vec<(String, String)>, usize) {
-    let waited = std::time::Instant::now();
-    loop {
-        let text = std::fs::read(log).unwrap();
-        let text = String::from_utf8_lossy(&text[from as usize..]).into_owned();
-        let mut spans = Vec::new();
-        let mut requests = Vec::new();
-        for line in text.lines() {
-            let parts: Vec<&str> = line.split(' ').collect();
-            if parts.len() < 8 || !parts[7].starts_with(&format!("/{prefix}")) {
-                continue;
-            }
-            let end: f64 = parts[0].parse().unwrap();
-            let took: f64 = parts[1].parse().unwrap();
-            spans.push((
-                ((end - took) * 1000.0).round() as i64,
-                (end * 1000.0).round() as i64,
-            ));
-            requests.push((parts[5].to_string(), parts[7].to_string()));
-        }
-        let mut events: Vec<(i64, i32)> =
-            spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-        // A request that ends in the millisecond another starts did not overlap it.
-        events.sort();
-        let (mut now, mut peak) = (0i32, 0i32);
-        for (_, step) in events {
-            now += step;
-            peak = peak.max(now);
-        }
-        if requests.len() >= expected || waited.elapsed() > std::time::Duration::from_secs(5) {
-            return (requests, peak as usize);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 /// Over HTTP (no listing) the check walks the chunk grid: clean as written, a missing chunk
@@ -251,16 +170,18 @@ fn http_checks_keep_many_requests_in_flight() {
     let from = log_len(&sv.log);
     let r = check(&url, &CheckOptions::default().with_concurrency(2));
     assert!(r.is_clean() && r.chunks_checked == chunks, "{r:?}");
-    let (requests, peak) = traffic(&sv.log, from, &format!("{name}/c/"), chunks);
-    let mut gets: Vec<&String> = requests
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), chunks);
+    let mut gets: Vec<&String> = t
+        .requests
         .iter()
-        .filter(|(m, _)| m == "GET")
-        .map(|(_, p)| p)
+        .filter(|(m, _, _)| m == "GET")
+        .map(|(_, p, _)| p)
         .collect();
     gets.sort();
     gets.dedup();
+    let peak = t.peak_in_flight;
     assert_eq!(
-        (requests.len(), gets.len()),
+        (t.requests.len(), gets.len()),
         (chunks, chunks),
         "every chunk once"
     );
@@ -277,7 +198,7 @@ fn http_checks_keep_many_requests_in_flight() {
             .with_io_concurrency(4),
     );
     assert!(r.is_clean());
-    let (_, peak) = traffic(&sv.log, from, &format!("{name}/c/"), chunks);
+    let peak = traffic(&sv.log, from, &format!("{name}/c/"), chunks).peak_in_flight;
     assert!(
         peak <= 4 + 2,
         "{peak} requests in flight with io_concurrency 4"
@@ -294,29 +215,6 @@ fn http_checks_retry_a_faulty_server() {
     let r = check(&format!("{}/{name}", sv.url), &CheckOptions::default());
     assert!(r.is_clean(), "{:?}", r.findings);
     assert_eq!(r.chunks_checked, chunk_count(32));
-}
-
-/// Uploads every file under `dir` to `s3://bucket/prefix/`.
-fn upload(endpoint: &str, bucket: &str, prefix: &str, dir: &Path) {
-    let o = s3::options(endpoint, "30s");
-    let store =
-        zarrbuf::store::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
-    s3::runtime(2).block_on(async {
-        for path in walk(dir) {
-            let rel = path
-                .strip_prefix(dir)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            store
-                .put(
-                    &object_store::path::Path::from(format!("{prefix}/{rel}")),
-                    std::fs::read(&path).unwrap().into(),
-                )
-                .await
-                .unwrap();
-        }
-    });
 }
 
 /// Puts (or, with `None`, deletes) one object.
@@ -356,7 +254,7 @@ fn s3_checks_classify_the_listing() {
         });
         let local = std::env::temp_dir().join(&name);
         write_array(&local, 32, inner);
-        upload(&endpoint, bucket, &name, &local);
+        s3::runtime(2).block_on(s3::upload_dir(&endpoint, bucket, &name, &local));
         let url = format!("s3://{bucket}/{name}");
         let r = check(&url, &opts);
         assert!(r.is_clean(), "{:?}", r.findings);

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use zarrbuf::{
     ArrayLayout, ArrayReadExt, BufferPrototype, Error, NDBuffer,
-    options::{CopyOptions, PipelineMode},
+    options::{CopyOptions, PipelineMode, ReadOptions, WriteOptions},
 };
 use zarrs::array::codec::ZstdCodec;
 use zarrs::array::{ArrayBuilder, data_type};
@@ -97,8 +97,8 @@ fn every_fixture_copies_with_new_chunks_and_codecs_and_reads_back_exactly() {
         };
         let opts = CopyOptions::default()
             .with_memory_bytes(512)
-            .with_mode(mode)
-            .with_concurrency(2);
+            .with_read(ReadOptions::default().with_mode(mode).with_concurrency(2))
+            .with_write(WriteOptions::default().with_mode(mode).with_concurrency(2));
         zarrbuf::copy_array(&src, &dst, &opts)
             .unwrap_or_else(|e| panic!("{} ({codec}, {mode:?}): {e}", f.name));
         let reopened = zarrbuf::open(dest.to_str().unwrap(), "").unwrap();

@@ -5,6 +5,7 @@
 
 #![allow(clippy::single_range_in_vec_init)] // 1-d subsets: one range per dimension
 
+use zarrbuf::options::{CopyOptions, WriteOptions};
 use zarrbuf::{ArrayReadExt, BufferPrototype};
 
 fn meta(shape: u64, chunk: u64, fill: f64) -> String {
@@ -105,4 +106,23 @@ fn a_different_fill_value_or_a_stored_destination_chunk_is_still_written() {
         .to_vec::<f64>()
         .unwrap();
     assert_eq!(got, [7.5; 8]);
+}
+
+#[test]
+fn store_empty_chunks_writes_the_fill_blocks_a_copy_would_skip() {
+    // Nothing stored on either side, the same fill value: a default copy stores nothing,
+    // one whose writes store empty chunks stores every chunk.
+    let src = scratch("empty-src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("zarr.json"), meta(8, 4, 7.5)).unwrap();
+    let s = zarrbuf::open(src.to_str().unwrap(), "").unwrap();
+    for (name, store_empty, want) in [("skipped", false, &[][..]), ("stored", true, &["0", "1"])] {
+        let dst = scratch(&format!("empty-dst-{name}"));
+        std::fs::create_dir_all(&dst).unwrap();
+        std::fs::write(dst.join("zarr.json"), meta(8, 4, 7.5)).unwrap();
+        let d = zarrbuf::open(dst.to_str().unwrap(), "").unwrap();
+        let write = WriteOptions::default().with_store_empty_chunks(store_empty);
+        zarrbuf::copy_array(&s, &d, &CopyOptions::default().with_write(write)).unwrap();
+        assert_eq!(stored_chunks(&dst), want, "{name}");
+    }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use zarrbuf::options::Compress;
 use zarrbuf::{
     ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer,
-    options::{PipelineMode, WriteOptions},
+    options::{PipelineMode, ReadOptions, WriteOptions},
 };
 
 fn written_dir() -> PathBuf {
@@ -336,8 +336,12 @@ fn async_writes_and_copies_compress_on_the_device_too() {
     .unwrap();
     let dst = zarrbuf::open(copy_dir.to_str().unwrap(), "").unwrap();
     let copy = zarrbuf::options::CopyOptions::default()
-        .with_mode(PipelineMode::Staged)
-        .with_compress(Compress::Gpu)
+        .with_read(ReadOptions::default().with_mode(PipelineMode::Staged))
+        .with_write(
+            WriteOptions::default()
+                .with_mode(PipelineMode::Staged)
+                .with_compress(Compress::Gpu),
+        )
         .with_memory_bytes(4096);
     zarrbuf::copy_array(&array, &dst, &copy).unwrap();
     let back = dst.read_all(&BufferPrototype::cpu()).unwrap();

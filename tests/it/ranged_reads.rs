@@ -9,7 +9,8 @@
 
 #![allow(clippy::single_range_in_vec_init)]
 
-use crate::remote_latency::{log_len, server, traffic, unique};
+use crate::common::access_log::{log_len, traffic};
+use crate::common::servers::{self, unique};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::ops::Range;
@@ -461,7 +462,12 @@ fn a_shard_index_with_a_wrong_inner_length_is_refused() {
 /// long or short is refused for a patch, naming it.
 #[test]
 fn patches_over_http_fetch_only_the_needed_ranges() {
-    let Some(sv) = server("LATENCY") else { return };
+    let Some(sv) = servers::server(
+        "LATENCY",
+        "reads and writes against the local latency servers",
+    ) else {
+        return;
+    };
     let shape = [64u64, 128, 128];
     let plane = 64 * 64 * 4;
     let patch = [5..6, 0..64, 64..128];

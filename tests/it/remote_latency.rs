@@ -5,104 +5,17 @@
 //! requests in flight, the limit obeyed, faults retried or reported — never a speed.
 //! Without the servers they skip visibly, failing under ZARRBUF_REQUIRE_SERVERS=1.
 
-use crate::common::{Need, skip};
-use std::path::{Path, PathBuf};
+use crate::common::access_log::{log_len, traffic};
+use crate::common::servers::{self, Server, unique};
+use std::path::Path;
 use std::sync::Arc;
 use zarrbuf::options::{CopyOptions, ReadOptions};
 use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteExt, BufferPrototype, NDBuffer};
 use zarrs::array::{ArrayBuilder, data_type};
 
-/// One latency server: its URL, the directory it serves and its access log.
-pub(crate) struct Server {
-    pub(crate) url: String,
-    pub(crate) root: PathBuf,
-    pub(crate) log: PathBuf,
-}
-
-pub(crate) fn server(name: &str) -> Option<Server> {
-    let var = |what: &str| std::env::var(format!("ZARRBUF_TEST_{name}_{what}"));
-    match (var("URL"), var("ROOT"), var("LOG")) {
-        (Ok(url), Ok(root), Ok(log)) => Some(Server {
-            url,
-            root: root.into(),
-            log: log.into(),
-        }),
-        _ => {
-            skip(
-                Need::Servers,
-                "reads and writes against the local latency servers",
-                &format!(
-                    "ZARRBUF_TEST_{name}_URL / _ROOT / _LOG are not set: \
-                     source <(bash scripts/start-test-servers.sh)"
-                ),
-            );
-            None
-        }
-    }
-}
-
-/// What the access log says about the requests of one array since the log had `from` bytes.
-#[derive(Debug)]
-pub(crate) struct Traffic {
-    /// (method, path, range) of every request.
-    pub(crate) requests: Vec<(String, String, String)>,
-    pub(crate) peak_in_flight: usize,
-}
-
-pub(crate) fn log_len(log: &Path) -> u64 {
-    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
-}
-
-/// The requests logged after byte `from` whose path starts with `/{prefix}`, once at least
-/// `expected` are there (or 5 s have passed): nginx writes a request's line after it has
-/// sent the answer, so the last lines may come a moment after the client has returned.
-pub(crate) fn traffic(log: &Path, from: u64, prefix: &str, expected: usize) -> Traffic {
-    let waited = std::time::Instant::now();
-    loop {
-        let t = traffic_now(log, from, prefix);
-        if t.requests.len() >= expected || waited.elapsed() > std::time::Duration::from_secs(5) {
-            return t;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-fn traffic_now(log: &Path, from: u64, prefix: &str) -> Traffic {
-    let text = std::fs::read(log).unwrap();
-    let text = String::from_utf8_lossy(&text[from as usize..]).into_owned();
-    let mut spans = Vec::new();
-    let mut requests = Vec::new();
-    for line in text.lines() {
-        let parts: Vec<&str> = line.split(' ').collect();
-        if parts.len() < 8 || !parts[7].starts_with(&format!("/{prefix}")) {
-            continue;
-        }
-        let end: f64 = parts[0].parse().unwrap();
-        let took: f64 = parts[1].parse().unwrap();
-        // Milliseconds, nginx's own resolution.
-        let (start, end) = (
-            ((end - took) * 1000.0).round() as i64,
-            (end * 1000.0).round() as i64,
-        );
-        spans.push((start, end));
-        requests.push((
-            parts[5].to_string(),
-            parts[7].to_string(),
-            parts[4].trim_matches('"').to_string(),
-        ));
-    }
-    let mut events: Vec<(i64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-    // A request that ends in the millisecond another starts did not overlap it.
-    events.sort();
-    let (mut now, mut peak) = (0i32, 0i32);
-    for (_, step) in events {
-        now += step;
-        peak = peak.max(now);
-    }
-    Traffic {
-        requests,
-        peak_in_flight: peak as usize,
-    }
+/// The latency server `name`, or a skip that names these tests.
+fn server(name: &str) -> Option<Server> {
+    servers::server(name, "reads and writes against the local latency servers")
 }
 
 /// A `[64, 256, 256]` float32 zstd array written into `dir` (chunks `chunk`³, inner chunks
@@ -126,17 +39,6 @@ fn write_array(dir: &Path, chunk: u64, inner: Option<u64>) -> NDBuffer {
     let data = NDBuffer::from_vec(values, &[64, 256, 256]).unwrap();
     array.write_all(&data).unwrap();
     data
-}
-
-/// A store name no earlier run used (the servers keep per-path state, and their logs grow).
-pub(crate) fn unique(what: &str) -> String {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("{what}-{}-{n}-{nanos}.zarr", std::process::id())
 }
 
 fn same(what: &str, got: &NDBuffer, want: &NDBuffer) {

@@ -10,9 +10,9 @@
 //! by zarrs, whose values are a formula checked here. Without the servers the tests skip
 //! visibly (tests/support/src/lib.rs), failing under ZARRBUF_REQUIRE_SERVERS=1.
 
-use crate::common::s3::{create_bucket, opts_ref};
-use crate::common::{Need, fixtures, root, s3, skip, walk};
-use object_store::ObjectStoreExt;
+use crate::common::s3::{create_bucket, opts_ref, upload_dir};
+use crate::common::servers;
+use crate::common::{fixtures, root, s3};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -23,43 +23,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, BufferPrototype, NDBuffer, options::ReadOptions};
 
+/// The S3 server's endpoint, or a skip that names these tests.
 fn endpoint() -> Option<String> {
-    match std::env::var("ZARRBUF_TEST_S3_ENDPOINT") {
-        Ok(e) => Some(e),
-        Err(_) => {
-            skip(
-                Need::Servers,
-                "request counts against the local S3 server",
-                "ZARRBUF_TEST_S3_ENDPOINT is not set: source <(bash scripts/start-test-servers.sh)",
-            );
-            None
-        }
-    }
+    servers::s3_endpoint("request counts against the local S3 server")
 }
 
 fn s3_options(endpoint: &str) -> Vec<(&'static str, String)> {
     s3::options(endpoint, "30s")
-}
-
-/// Uploads every file under `dir` to `s3://bucket/prefix/`, straight to the server.
-async fn upload(endpoint: &str, bucket: &str, prefix: &str, dir: &Path) {
-    let o = s3_options(endpoint);
-    let store =
-        zarrbuf::store::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
-    for path in walk(dir) {
-        let rel = path
-            .strip_prefix(dir)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        store
-            .put(
-                &object_store::path::Path::from(format!("{prefix}/{rel}")),
-                std::fs::read(&path).unwrap().into(),
-            )
-            .await
-            .unwrap();
-    }
 }
 
 /// One request the proxy saw.
@@ -298,7 +268,7 @@ fn a_whole_sharded_read_makes_at_most_two_requests_per_shard() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("s3-requests-big-{}.zarr", std::process::id()));
     let want = write_big(&dir);
-    rt.block_on(upload(&s3, "requests", "big.zarr", &dir));
+    rt.block_on(upload_dir(&s3, "requests", "big.zarr", &dir));
     let proxy = CountingProxy::start(&s3);
     let o = s3_options(&proxy.endpoint());
     rt.block_on(async {
@@ -377,7 +347,7 @@ fn sharded_fixtures_read_exactly_with_at_most_two_requests_per_shard() {
     );
     for f in &sharded {
         let name = f.store.trim_start_matches("data/").to_string();
-        rt.block_on(upload(
+        rt.block_on(upload_dir(
             &s3,
             "requests-fixtures",
             &name,

@@ -1,7 +1,7 @@
 //! The launcher of `zb_copy_batch`: many strided copies into one destination, one launch.
 
 use super::kernels::{BLOCK, CudaKernels, WORDS};
-use super::params::{all_aligned, widen};
+use super::params::{Side, all_aligned, widen};
 use crate::copy_batch::{CopyItem, plan_batch};
 use crate::error::{CodecError, Result, invalid};
 use crate::layout::{MAX_DIMS, Plan};
@@ -70,8 +70,8 @@ fn describe(
         );
         let es = widen(&mut plan, s, d, elem_size);
         let typed = WORDS.contains(&es)
-            && all_aligned(&plan, s, es, true)
-            && all_aligned(&plan, d, es, false);
+            && all_aligned(&plan, s, es, Side::Source)
+            && all_aligned(&plan, d, es, Side::Destination);
         let word = if typed { es } else { 0 };
         let at = &mut out[k * ITEM_BYTES..(k + 1) * ITEM_BYTES];
         write_item(at, &plan, items[i].src, dst, word, es, runs);

@@ -2,7 +2,7 @@
 
 use super::kernels::{BLOCK, CudaKernels, TILE, WORDS};
 use super::params::{
-    DST_ALIGNED, KernelLayout, KernelPattern, MAX_PATTERN, SRC_ALIGNED, all_aligned,
+    DST_ALIGNED, KernelLayout, KernelPattern, MAX_PATTERN, SRC_ALIGNED, Side, all_aligned,
     transpose_plan, widen,
 };
 use crate::error::{CodecError, Result, invalid};
@@ -95,8 +95,8 @@ impl CudaKernels {
         let es = widen(&mut plan, s, d, elem_size);
         let word = WORDS.iter().position(|&w| w == es);
         if let (Some(i), Some(tp)) = (word, transpose_plan(&plan, es, TILE / 2))
-            && all_aligned(&tp, s, es, true)
-            && all_aligned(&tp, d, es, false)
+            && all_aligned(&tp, s, es, Side::Source)
+            && all_aligned(&tp, d, es, Side::Destination)
         {
             let mut layout = KernelLayout::from_plan(&tp, es, unit);
             let k = tp.ndim() - 2;
@@ -125,7 +125,10 @@ impl CudaKernels {
         }
         let layout = KernelLayout::from_plan(&plan, es, unit);
         let func = match word {
-            Some(i) if all_aligned(&plan, s, es, true) && all_aligned(&plan, d, es, false) => {
+            Some(i)
+                if all_aligned(&plan, s, es, Side::Source)
+                    && all_aligned(&plan, d, es, Side::Destination) =>
+            {
                 &self.copy[i]
             }
             _ => &self.copy_bytes,
@@ -204,7 +207,7 @@ impl CudaKernels {
         let w = widen(&mut plan, d, d, es);
         let layout = KernelLayout::from_plan(&plan, w, 1);
         match WORDS.iter().position(|&x| x == w) {
-            Some(i) if all_aligned(&plan, d, w, false) => {
+            Some(i) if all_aligned(&plan, d, w, Side::Destination) => {
                 let mut word = [0u8; 16];
                 for (k, b) in word[..w].iter_mut().enumerate() {
                     *b = pattern[k % es];
@@ -304,10 +307,10 @@ impl CudaKernels {
         let mut layout = KernelLayout::from_plan(&plan, ses, 1);
         layout.src_kind = src_kind.code();
         layout.dst_kind = dst_kind.code();
-        if all_aligned(&plan, s, ses.min(8), true) {
+        if all_aligned(&plan, s, ses.min(8), Side::Source) {
             layout.flags |= SRC_ALIGNED;
         }
-        if all_aligned(&plan, d, des.min(8), false) {
+        if all_aligned(&plan, d, des.min(8), Side::Destination) {
             layout.flags |= DST_ALIGNED;
         }
         // SAFETY: the kernel reads `ses`-byte elements at `s` and writes `des`-byte elements

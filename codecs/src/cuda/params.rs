@@ -111,10 +111,20 @@ pub(crate) fn widen(plan: &mut Plan, src_addr: u64, dst_addr: u64, elem_size: us
     elem_size
 }
 
-/// Whether every element of `plan` sits at an address that is a multiple of `align` on the
-/// source (`src == true`) or destination side.
-pub(crate) fn all_aligned(plan: &Plan, addr: u64, align: usize, src: bool) -> bool {
-    let strides = if src { &plan.src } else { &plan.dst };
+/// One side of a copy plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Source,
+    Destination,
+}
+
+/// Whether every element of `plan` on `side` (based at `addr`) sits at an address that is a
+/// multiple of `align`.
+pub(crate) fn all_aligned(plan: &Plan, addr: u64, align: usize, side: Side) -> bool {
+    let strides = match side {
+        Side::Source => &plan.src,
+        Side::Destination => &plan.dst,
+    };
     addr.is_multiple_of(align as u64) && strides.iter().all(|&s| s % align as isize == 0)
 }
 

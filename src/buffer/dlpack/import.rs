@@ -34,9 +34,13 @@ impl NDBuffer {
                 v.major, v.minor
             )));
         }
-        let read_only = tensor.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
+        let access = if tensor.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+            Access::ReadOnly
+        } else {
+            Access::Writable
+        };
         let layout = ImportLayout::of(tensor.dl_tensor(), tensor.shape(), tensor.strides())?;
-        import(tensor, layout, read_only)
+        import(tensor, layout, access)
     }
 
     /// Wraps a legacy DLPack tensor without copying, as [`from_dlpack`](Self::from_dlpack).
@@ -49,8 +53,18 @@ impl NDBuffer {
     /// ```
     pub fn from_dlpack_legacy(tensor: DlpackLegacy) -> Result<NDBuffer> {
         let layout = ImportLayout::of(tensor.dl_tensor(), tensor.shape(), tensor.strides())?;
-        import(tensor, layout, false)
+        // Legacy tensors have no flags: the consumer may write them.
+        import(tensor, layout, Access::Writable)
     }
+}
+
+/// What the producer lets zarrbuf do with an imported tensor's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Read it only (DLPack's `READ_ONLY` flag): a host tensor becomes read-only bytes.
+    ReadOnly,
+    /// Read and write it.
+    Writable,
 }
 
 /// What an imported tensor looks like in zarrbuf's terms.
@@ -165,7 +179,7 @@ impl<T> AsRef<[u8]> for ReadOnlyHost<T> {
 fn import<T: Send + Sync + 'static>(
     tensor: T,
     l: ImportLayout,
-    read_only: bool,
+    access: Access,
 ) -> Result<NDBuffer> {
     let buffer = if l.extent == 0 {
         // Nothing to view: the producer's memory is not needed.
@@ -173,7 +187,7 @@ fn import<T: Send + Sync + 'static>(
         Buffer::from_vec(Vec::new())
     } else {
         match l.device.device_type {
-            DLDeviceType::CPU | DLDeviceType::CUDA_HOST if read_only => {
+            DLDeviceType::CPU | DLDeviceType::CUDA_HOST if access == Access::ReadOnly => {
                 Buffer::from_bytes(bytes::Bytes::from_owner(ReadOnlyHost {
                     ptr: l.data.cast::<u8>(),
                     len: l.extent,
@@ -187,7 +201,7 @@ fn import<T: Send + Sync + 'static>(
                 // (no READ_ONLY flag), and the DLPack hand-off gives its use to us.
                 unsafe { Buffer::from_host_owner(l.data.cast(), l.extent, Box::new(tensor)) }
             }
-            DLDeviceType::CUDA if read_only => {
+            DLDeviceType::CUDA if access == Access::ReadOnly => {
                 return Err(Error::Unsupported(
                     "a read-only DLPack tensor in device memory: zarrbuf cannot keep device \
                      memory read-only; copy it with the producer first"

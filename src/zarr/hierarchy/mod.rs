@@ -23,7 +23,7 @@ use crate::errors::{Error, Result};
 use crate::store::{Location, OpenOptions, RemoteStore, label, node_path};
 use serde_json::Value as Json;
 use source::{AsyncSource, Source, SyncSource};
-use walk::{meta_key, walk};
+use walk::{Sizes, meta_key, walk};
 use zarrs::storage::{ListableStorageTraits, ReadableStorageTraits};
 
 /// Lists the groups and arrays at and under `path` in the store at `location` (a directory,
@@ -66,7 +66,12 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
     // The store of an icechunk repository waits on the store runtime itself, from any thread.
     let icechunk_walk = || -> Result<(bool, Vec<NodeInfo>)> {
         let store = crate::store::icechunk_sync_store(&parsed, opts)?;
-        futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))
+        futures::executor::block_on(walk(
+            &SyncSource(store.as_ref()),
+            location,
+            &base,
+            Sizes::Measure,
+        ))
     };
     let (consolidated, nodes) = if crate::store::icechunk_route(&parsed, opts)? {
         icechunk_walk()?
@@ -84,7 +89,7 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
                     .map_err(|e| {
                         Error::InvalidArgument(format!("cannot start the async runtime: {e}"))
                     })?;
-                rt.block_on(walk(&AsyncSource(&store), location, &base, true))
+                rt.block_on(walk(&AsyncSource(&store), location, &base, Sizes::Measure))
             })
             .join()
             .unwrap_or_else(|_| {
@@ -103,7 +108,12 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
     } else {
         crate::store::check_local_location(&parsed)?;
         let store = crate::zarr::store_open::store_for(&parsed, opts)?;
-        futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
+        futures::executor::block_on(walk(
+            &SyncSource(store.as_ref()),
+            location,
+            &base,
+            Sizes::Measure,
+        ))?
     };
     Ok(Hierarchy {
         location: location.to_string(),
@@ -156,7 +166,7 @@ async fn group_error(source: &dyn Source, location: &str, path: &str) -> Option<
     }
     // A group whose listing fails (consolidated metadata naming a key outside the store)
     // is that error, not a group of no arrays: `check` would pass it clean.
-    let arrays = match walk(source, location, &base, false).await {
+    let arrays = match walk(source, location, &base, Sizes::Skip).await {
         Ok((_, nodes)) => nodes
             .into_iter()
             .filter(|n| n.array().is_some())

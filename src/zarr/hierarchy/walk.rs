@@ -9,6 +9,16 @@ use crate::store::{check_key, label};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// Whether a walk adds each array's stored bytes, which costs a listing of the keys under
+/// it (chunk counts come with the listing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sizes {
+    /// The stored chunk counts and bytes of each array (a hierarchy listing).
+    Measure,
+    /// Only the nodes (the arrays under a group that `open` refuses).
+    Skip,
+}
+
 /// A node's metadata document(s), as found.
 enum Meta {
     /// A v3 `zarr.json` (group or array).
@@ -42,12 +52,13 @@ fn parse(key: &str, bytes: &[u8]) -> Result<Json> {
 }
 
 /// The nodes at and under `base` (see [`list_hierarchy`](crate::list_hierarchy)) and whether they came from
-/// consolidated metadata; `sizes` adds the stored chunk counts and bytes of each array.
+/// consolidated metadata; [`Sizes::Measure`] adds the stored chunk counts and bytes of each
+/// array.
 pub(super) async fn walk(
     source: &dyn Source,
     location: &str,
     base: &str,
-    sizes: bool,
+    sizes: Sizes,
 ) -> Result<(bool, Vec<NodeInfo>)> {
     let (mut nodes, consolidated, is_array) = base_nodes(source, base).await?;
     let root_prefix = if base.is_empty() {
@@ -55,7 +66,7 @@ pub(super) async fn walk(
     } else {
         format!("{base}/")
     };
-    let keys = if sizes || !(consolidated || is_array) {
+    let keys = if sizes == Sizes::Measure || !(consolidated || is_array) {
         source.list(&root_prefix).await?
     } else {
         Vec::new()
@@ -226,13 +237,13 @@ fn stored_chunks<'n>(nodes: &'n BTreeMap<String, Meta>, keys: &[String]) -> Hash
 }
 
 /// The listing's entries: each node with its format and, for arrays, its summary, stored
-/// chunk count and (with `sizes`) stored bytes; parents before children.
+/// chunk count and (with [`Sizes::Measure`]) stored bytes; parents before children.
 async fn node_infos(
     source: &dyn Source,
     nodes: &BTreeMap<String, Meta>,
     stored: &HashMap<&str, u64>,
     base: &str,
-    sizes: bool,
+    sizes: Sizes,
 ) -> Result<Vec<NodeInfo>> {
     let mut out = Vec::with_capacity(nodes.len());
     for (path, meta) in nodes {
@@ -243,7 +254,7 @@ async fn node_infos(
                 let v2 = matches!(meta, Meta::V2Array(_));
                 let mut summary = summarize(path, doc, v2);
                 summary.chunks_stored = stored.get(path.as_str()).copied().unwrap_or(0);
-                if sizes {
+                if sizes == Sizes::Measure {
                     summary.stored_bytes = source
                         .size(&if path.is_empty() {
                             String::new()

@@ -9,7 +9,9 @@
 //! in a child process with [`run_own_test`] and [`own_test!`].
 #![allow(dead_code)]
 
+pub mod access_log;
 pub mod s3;
+pub mod servers;
 
 use std::path::PathBuf;
 use zarrbuf::{BufferPrototype, Device};

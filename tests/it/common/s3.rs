@@ -1,7 +1,9 @@
 //! Helpers for the tests that talk to the local S3 server (moto_server on 127.0.0.1, from
-//! scripts/start-test-servers.sh): object_store options, a bucket, a runtime.
+//! scripts/start-test-servers.sh): object_store options, a bucket, uploads, a runtime.
 
+use object_store::ObjectStoreExt;
 use std::io::{Read, Write};
+use std::path::Path;
 
 /// object_store options for the S3 server at `endpoint` (moto takes any credentials).
 pub fn options(endpoint: &str, timeout: &str) -> Vec<(&'static str, String)> {
@@ -34,6 +36,28 @@ pub fn create_bucket(endpoint: &str, bucket: &str) {
         reply.starts_with("HTTP/1.1 200") || reply.contains("BucketAlreadyOwnedByYou"),
         "{reply}"
     );
+}
+
+/// Uploads every file under `dir` to `s3://bucket/prefix/`, straight to the server at
+/// `endpoint`.
+pub async fn upload_dir(endpoint: &str, bucket: &str, prefix: &str, dir: &Path) {
+    let o = options(endpoint, "30s");
+    let store =
+        zarrbuf::store::object_store_for_url(&format!("s3://{bucket}"), &opts_ref(&o)).unwrap();
+    for path in super::walk(dir) {
+        let rel = path
+            .strip_prefix(dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        store
+            .put(
+                &object_store::path::Path::from(format!("{prefix}/{rel}")),
+                std::fs::read(&path).unwrap().into(),
+            )
+            .await
+            .unwrap();
+    }
 }
 
 /// A multi-thread tokio runtime with `workers` threads.
