@@ -1,6 +1,6 @@
 //! Opening the store at a location (a directory path, a zip file, a `file://` URL of either,
 //! an object-store URL, `memory://`, or an icechunk repository), and the names of the arrays
-//! in it (node paths, labels for messages); the arrays themselves open in `zarr/open.rs`.
+//! in it (node paths, labels for messages); the arrays themselves open in `zarr/open/open_array.rs`.
 
 use super::atomic_store::AtomicDirectoryStore;
 use super::location::Location;

@@ -1,5 +1,5 @@
 //! Object storage (S3, GCS, Azure, HTTP) and local files through `object_store`: the store
-//! for a URL, and the type of the async zarrs arrays over it (opened in `open.rs`).
+//! for a URL, and the type of the async zarrs arrays over it (opened in `zarr/open/open_array.rs`).
 
 pub use super::remote_store::RemoteStore;
 use crate::errors::{Error, Result};

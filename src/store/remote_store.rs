@@ -61,7 +61,7 @@ macro_rules! forward {
 
 impl RemoteStore {
     /// Wraps an object store. The public constructors (`new`, `from_icechunk_session`) are in
-    /// `zarr/store_open.rs`: they also register zarrbuf's codec fixes with zarrs.
+    /// `zarr/open/open_store.rs`: they also register zarrbuf's codec fixes with zarrs.
     pub(crate) fn over(store: Arc<dyn ObjectStore>) -> Self {
         RemoteStore {
             backend: Backend::Objects {

@@ -5,7 +5,7 @@
 //! An entry no larger than the zip file itself is inflated as it is (it takes at most what the
 //! archive holds on disk). A larger one is inflated only when it fits in half the memory this
 //! process may still take (the entry, and the bytes cut from it). A chunk's entry is also held
-//! to the chunk's own bound before it is fetched (`zarr/stored_size.rs` asks the declared size),
+//! to the chunk's own bound before it is fetched (`zarr/decode/stored_size.rs` asks the declared size),
 //! and no entry inflates past its declared size.
 
 use zarrs::storage::{StorageError, StoreKey};

@@ -102,7 +102,7 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
         }
     } else {
         crate::store::check_local_location(&parsed)?;
-        let store = crate::zarr::store_open::store_for(&parsed, opts)?;
+        let store = crate::zarr::open::store_for(&parsed, opts)?;
         futures::executor::block_on(walk(&SyncSource(store.as_ref()), location, &base, true))?
     };
     Ok(Hierarchy {
