@@ -12,7 +12,7 @@ use crate::options::{
     Compress, Durability, PipelineMode, Progress, ProgressFn, ReadOptions, WriteOptions,
 };
 use crate::pipeline::{StoreQueue, store_threads};
-use crate::store::SyncedWrites;
+use crate::stores::SyncedWrites;
 use crate::zarr::{
     check_subset, data_type_of, refuse_overlap, require_vlen, varlen_zarr_name, vlen_kind,
 };

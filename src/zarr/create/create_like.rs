@@ -3,7 +3,7 @@
 
 use super::CodecSpec;
 use crate::errors::{Error, Result};
-use crate::store::{DynArray, label};
+use crate::stores::{DynArray, label};
 use crate::zarr::vlen::zarr_python_bytes_metadata;
 use crate::zarr::{data_type_of, describe, describe_varlen, inner_chain, vlen_kind};
 use std::sync::Arc;
@@ -123,7 +123,7 @@ pub(crate) fn create_like<S: ?Sized>(
     layout: &ArrayLayout,
     overwrite: bool,
 ) -> Result<DynArray> {
-    let node = crate::store::node_path(path)?;
+    let node = crate::stores::node_path(path)?;
     refuse_overlap(src, store.as_ref(), &node)?;
     let array = build_like(src, shape, store.clone(), &node, layout)?;
     if existing_metadata(&*store, &node)?.is_some() {
@@ -148,7 +148,7 @@ pub(crate) fn refuse_overlap<S: ?Sized, D: ?Sized>(
     node: &str,
 ) -> Result<()> {
     let source = src.path().as_str();
-    if crate::store::nodes_in_stores_overlap(src.storage().as_ref(), source, store, node) {
+    if crate::stores::nodes_in_stores_overlap(src.storage().as_ref(), source, store, node) {
         return Err(Error::InvalidArgument(format!(
             "the destination {node} overlaps the source {source} (one is the other or lies \
              inside it, in the same store or at overlapping locations after resolving symlinks \
@@ -189,7 +189,7 @@ pub fn resume_like<S: ?Sized>(
     path: &str,
     layout: &ArrayLayout,
 ) -> Result<DynArray> {
-    let node = crate::store::node_path(path)?;
+    let node = crate::stores::node_path(path)?;
     refuse_overlap(src, store.as_ref(), &node)?;
     let array = build_like(src, shape, store.clone(), &node, layout)?;
     let Some(found) = existing_metadata(&*store, &node)? else {

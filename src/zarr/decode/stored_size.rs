@@ -65,7 +65,7 @@ pub(crate) fn check_stored_size<S: ?Sized + ReadableStorageTraits + 'static>(
     indices: &[u64],
 ) -> Result<()> {
     let storage = array.storage();
-    if array.is_sharded() || !crate::store::sizes_are_cheap(storage.as_ref()) {
+    if array.is_sharded() || !crate::stores::sizes_are_cheap(storage.as_ref()) {
         return Ok(());
     }
     let stored = storage
@@ -80,7 +80,7 @@ pub(crate) async fn check_stored_size_async<S: ?Sized + AsyncReadableStorageTrai
     indices: &[u64],
 ) -> Result<()> {
     let storage = array.storage();
-    if array.is_sharded() || !crate::store::sizes_are_cheap(storage.as_ref()) {
+    if array.is_sharded() || !crate::stores::sizes_are_cheap(storage.as_ref()) {
         return Ok(());
     }
     let stored = storage

@@ -6,7 +6,7 @@ use super::metadata_guard::{async_open_array, new_array, open_array};
 use super::open_store::store_for;
 use super::refused_metadata::{describe_open_error, open_fallback};
 use crate::errors::{Error, Result};
-use crate::store::{
+use crate::stores::{
     AsyncArray, DynArray, Location, OpenOptions, RemoteStore, check_local_location, icechunk_route,
     icechunk_sync_store, label, node_path, url_holds_repository, url_is_repository,
 };
@@ -148,20 +148,20 @@ async fn open_icechunk_async(
     {
         let path = node_path(array_path)?;
         let store =
-            RemoteStore::icechunk(crate::store::icechunk_readonly_store_async(url, opts).await?);
+            RemoteStore::icechunk(crate::stores::icechunk_readonly_store_async(url, opts).await?);
         open_in_async(Arc::new(store), url, array_path, &path).await
     }
     #[cfg(not(feature = "icechunk"))]
     {
         let _ = (array_path, opts);
-        Err(crate::store::no_icechunk_support(url))
+        Err(crate::stores::no_icechunk_support(url))
     }
 }
 
 /// Refuses zip files, which open with the synchronous reader only.
 fn check_async_location(location: &Location) -> Result<()> {
     let url = location.as_str();
-    if crate::store::zip_path(location)?.is_some() {
+    if crate::stores::zip_path(location)?.is_some() {
         return Err(Error::Unsupported(format!(
             "{url} is a zip file: zip stores open with the synchronous reader \
              (zarrbuf::open, or the CLI without --async)"

@@ -5,7 +5,7 @@
 //! [`open`](crate::open)'s do.
 
 use crate::errors::{Error, Result};
-use crate::store::{Location, OpenOptions, RemoteStore};
+use crate::stores::{Location, OpenOptions, RemoteStore};
 use object_store::ObjectStore;
 use std::sync::Arc;
 use zarrs::storage::ReadableWritableListableStorageTraits;
@@ -71,7 +71,7 @@ pub(crate) fn store_for(
     opts: &OpenOptions,
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
     crate::zarr::plugins::codecs::register_zarrs_overrides();
-    crate::store::store_at(location, opts)
+    crate::stores::store_at(location, opts)
 }
 
 impl RemoteStore {
@@ -111,12 +111,12 @@ impl RemoteStore {
         options: &[(&str, &str)],
         location: &Location,
     ) -> Result<Arc<Self>> {
-        let mut store = RemoteStore::new(crate::store::object_store_for_url(url, options)?);
-        if let Some(local) = crate::store::LocalReads::for_url(url) {
+        let mut store = RemoteStore::new(crate::stores::object_store_for_url(url, options)?);
+        if let Some(local) = crate::stores::LocalReads::for_url(url) {
             store = store.with_local_reads(local.map_err(|e| Error::store(url, e, None))?);
         }
         let store = Arc::new(store);
-        crate::store::remember(&store, location);
+        crate::stores::remember(&store, location);
         Ok(store)
     }
 
@@ -129,7 +129,7 @@ impl RemoteStore {
     pub fn from_icechunk_session(bytes: &[u8]) -> Result<Self> {
         crate::zarr::plugins::codecs::register_zarrs_overrides();
         Ok(RemoteStore::icechunk(
-            crate::store::icechunk::session_store(bytes)?,
+            crate::stores::icechunk::session_store(bytes)?,
         ))
     }
 }

@@ -17,7 +17,7 @@
 //! for it: open the store again (a new store object starts with no entries).
 
 use crate::process_local::ProcessLocal;
-use crate::store::{Location, location_of};
+use crate::stores::{Location, location_of};
 use crate::zarr::plan_chunks;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;

@@ -355,14 +355,14 @@ mod tests {
             .expect("a file URL")
             .to_string();
         let local =
-            RemoteStore::new(crate::store::object_store_for_url(&url, &[]).expect("file store"))
+            RemoteStore::new(crate::stores::object_store_for_url(&url, &[]).expect("file store"))
                 .with_local_reads(
                     LocalReads::for_url(&url)
                         .expect("a file URL")
                         .expect("local reads"),
                 );
         let memory =
-            RemoteStore::new(crate::store::object_store_for_url("memory://", &[]).unwrap());
+            RemoteStore::new(crate::stores::object_store_for_url("memory://", &[]).unwrap());
         assert!(RemoteStore::reads_local_files(&local));
         assert!(!RemoteStore::reads_local_files(&memory));
         assert!(!RemoteStore::reads_local_files(&7u32));

@@ -1,15 +1,14 @@
-//! Stores: where a store lives ([`Location`], parsed once and compared canonically), opening
-//! the store at a location, object stores for URLs, and the rewrite to apply to array
-//! metadata before building a zarrs `Array` on one from it.
-
-// Inside the crate this is the layer of where bytes live: the stores zarrbuf opens
-// (directories whose writes a killed process cannot tear, zip files, icechunk repositories,
-// object stores through `object_store`, memory), the blocking adapter and the runtime
-// synchronous callers wait on, what a location names, and the one check of keys. It imports
-// only the leaves. Its public items are the ones re-exported below (`open_store`,
-// `open_store_opt` and `zarrs_safe_metadata` are defined in `zarr/`, which registers its
-// codec fixes with zarrs first); the others (`DynArray`, `AsyncArray`, `OpenOptions`, the
-// icechunk types, `is_temporary_name`) are public at the paths `lib.rs` gives them.
+//! Where bytes live: the stores zarrbuf opens (directories whose writes a killed process
+//! cannot tear, zip files, icechunk repositories, object stores through `object_store`,
+//! memory), the blocking adapter and the runtime synchronous callers wait on, what a location
+//! names ([`Location`], parsed once and compared canonically), and the one check of keys.
+//!
+//! This layer imports only the leaves; nothing here knows zarr's codecs. Its public items
+//! are public at the paths `lib.rs` gives them: `zarrbuf::store`, which `lib.rs` assembles
+//! from the items re-exported below and from `zarr/`'s `open_store`, `open_store_opt` and
+//! `zarrs_safe_metadata` (defined there because they register zarrbuf's codec fixes with
+//! zarrs first), and the root, `options` and `icechunk` for `DynArray`, `AsyncArray`,
+//! `OpenOptions` and the icechunk types (`check` for `is_temporary_name`).
 
 pub(crate) mod atomic_store;
 mod blocking_store;
@@ -34,8 +33,7 @@ mod zip_entry_read;
 mod zip_index;
 mod zip_store;
 
-// The public face of `zarrbuf::store`.
-pub use crate::zarr::{open_store, open_store_opt, zarrs_safe_metadata};
+// Public as `zarrbuf::store` (lib.rs).
 pub use location::Location;
 pub use open::node_path;
 pub use remote::object_store_for_url;
