@@ -621,15 +621,19 @@ fn src_imports_run_down_the_layers() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// Writes `text` to `path` under `dir` (a scratch crate of the tests below), making its
+/// folders.
+fn write_at(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 /// A lower layer re-exporting a higher one's item is a layer violation, though no import.
 #[test]
 fn the_layer_check_reads_reexports() {
     let dir = std::env::temp_dir().join(format!("zarrbuf-import-reexports-{}", std::process::id()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |path: &str, text: &str| write_at(&dir, path, text);
     write(
         "src/lib.rs",
         "mod stores;\nmod zarr;\npub mod store { pub use crate::zarr::open_store; }\n",
@@ -692,11 +696,7 @@ fn the_layer_check_finds_an_import_up_or_across() {
 #[test]
 fn the_check_finds_a_cycle_and_follows_reexports() {
     let dir = std::env::temp_dir().join(format!("zarrbuf-import-cycles-{}", std::process::id()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |path: &str, text: &str| write_at(&dir, path, text);
     write("src/lib.rs", "mod a; mod b; mod p;\npub use a::A;\n");
     write("src/a.rs", "use crate::p::Deep;\npub struct A;\n");
     // `p/mod.rs` re-exports `Deep` from `p/deep.rs`, which uses `super::helper` (defined in
