@@ -41,7 +41,7 @@ cargo +"$toolchain" miri setup
 # --no-default-features: the CLI and the object-store backends are not needed by these tests
 # and only lengthen the build.
 cargo +"$toolchain" miri test --lib --no-default-features -- \
-    memory:: buffer:: pipeline::slot zarr::codec_plan
+    memory:: buffer:: pipeline::slot zarr::plan::codec_plan
 
 # A batch item names its source by address (`CopyItem::src: u64`, the form a device pointer
 # takes too), so the host twin turns integers back into pointers: exposed provenance by

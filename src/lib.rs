@@ -33,9 +33,9 @@
 //   afresh), `errors` (imports `place`), `data_types` (imports
 //   `errors`), `options` and `memory_limit` (how much host memory this process may still
 //   take; both import nothing from the crate);
-// - `store`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
-//   only the leaves, and its public face `zarrbuf::store` also re-exports the zarr floor's
-//   `open_store`, `open_store_opt` and `zarrs_safe_metadata`;
+// - `stores`: where bytes live (the stores zarrbuf opens, `Location`, key checks); it imports
+//   only the leaves. Its public face, the module `store` below, is assembled here from it and
+//   from the zarr floor's `open_store`, `open_store_opt` and `zarrs_safe_metadata`;
 // - `driver`: the CUDA driver, probed before anything touches CUDA; it imports only the
 //   leaves, and `memory` and `device` both import it;
 // - `memory`: who owns raw memory (allocations, borrow flags, fences, the block cache);
@@ -46,7 +46,7 @@
 //   of live caches that writes invalidate;
 // - `pipeline`: the staged read and write engines, their drivers and the reads behind read
 //   streams; beside it `check` (finding and repairing damaged chunks), which imports only
-//   `zarr`, `store`, `options`, `error` and `cache`;
+//   `zarr`, `stores`, `options`, `error` and `cache`;
 // - `api`: the public operations (the extension traits on zarrs' `Array`, read streams,
 //   `copy_array`), which pick a route and call `pipeline` or zarrs.
 mod api;
@@ -68,7 +68,7 @@ mod option_types;
 mod pipeline;
 mod place;
 mod process_local;
-pub mod store;
+mod stores;
 pub mod thread_pool;
 mod zarr;
 
@@ -80,8 +80,8 @@ pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer};
 pub use data_types::{DataType, Element, Order, VarLenKind};
 pub use errors::{Error, Result};
 pub use place::{Device, Memory, ParseDeviceError};
-pub use store::open::DynArray;
-pub use store::remote::AsyncArray;
+pub use stores::open::DynArray;
+pub use stores::remote::AsyncArray;
 pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, describe, resume_like};
 pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
 pub use zarr::{VarLenInfo, describe_varlen};
@@ -218,7 +218,7 @@ pub mod options {
         PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
         io_concurrency, io_concurrency_is_default,
     };
-    pub use crate::store::open_options::OpenOptions;
+    pub use crate::stores::open_options::OpenOptions;
 }
 
 /// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.
@@ -273,8 +273,8 @@ pub mod host {
 /// `icechunk`) writing to a branch.
 pub mod icechunk {
     #[cfg(feature = "icechunk")]
-    pub use crate::store::icechunk::IcechunkWriter;
-    pub use crate::store::open_options::{IcechunkVersion, is_icechunk_repository};
+    pub use crate::stores::icechunk::IcechunkWriter;
+    pub use crate::stores::open_options::{IcechunkVersion, is_icechunk_repository};
 }
 
 /// Sharing device and pinned buffers between processes (CUDA IPC).
@@ -286,6 +286,17 @@ pub mod ipc {
 pub mod multi {
     pub use crate::api::multi::{read, read_opt};
     pub use crate::buffer::{MultiBuffer, MultiNDBuffer, MultiPrototype, Placement};
+}
+
+/// Stores: where a store lives ([`Location`](store::Location), parsed once and compared
+/// canonically), opening the store at a location, object stores for URLs, and the rewrite to
+/// apply to array metadata before building a zarrs `Array` on one from it.
+pub mod store {
+    // The stores are the layer `stores`, which knows nothing of zarr; `open_store`,
+    // `open_store_opt` and `zarrs_safe_metadata` are the zarr floor's (they register
+    // zarrbuf's codec fixes with zarrs before the store opens).
+    pub use crate::stores::{Location, RemoteStore, node_path, object_store_for_url};
+    pub use crate::zarr::{open_store, open_store_opt, zarrs_safe_metadata};
 }
 
 /// Read streams: many subsets read ahead of the consumer, in order.

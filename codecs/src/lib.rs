@@ -3,7 +3,7 @@
 //!
 //! The crate holds kernels, not zarr codecs: it knows nothing of zarr, metadata or codec
 //! chains. zarr's codecs (and numcodecs' as zarrs plugins) are in zarrbuf itself, under
-//! `src/zarr/codecs/`; they and zarrbuf's buffers call the kernels here for the work done
+//! `src/zarr/plugins/codecs/`; they and zarrbuf's buffers call the kernels here for the work done
 //! on elements. The name is kept because it is the published crate's name and its import
 //! path in every crate of the workspace.
 //!

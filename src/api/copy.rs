@@ -11,7 +11,7 @@ use crate::buffer::BufferPrototype;
 use crate::errors::{Error, Result};
 use crate::options::{Durability, Progress};
 use crate::pipeline::{StoreQueue, store_threads};
-use crate::store::SyncedWrites;
+use crate::stores::SyncedWrites;
 use crate::zarr::{
     check_subset, data_type_of, refuse_overlap, require_vlen, varlen_zarr_name, vlen_kind,
 };

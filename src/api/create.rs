@@ -1,7 +1,7 @@
 //! [`create_like`]: a new array shaped like another, replacing what was at its path.
 
 use crate::errors::Result;
-use crate::store::DynArray;
+use crate::stores::DynArray;
 use crate::zarr::ArrayLayout;
 use std::sync::Arc;
 use zarrs::array::Array;

@@ -22,7 +22,7 @@ use crate::pipeline::{
     AsyncUnits, CachedRead, Cancel, FetchStage, InnerFetch, caches_on_device, check_output_size,
     miss_options, miss_output, read_small_async, run_staged,
 };
-use crate::store::reading_inline;
+use crate::stores::reading_inline;
 use crate::zarr::{check_subset, data_type_of};
 use std::ops::Range;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use crate::data_types::{ByteOrder, DataType, Order};
 use crate::errors::Result;
 use crate::options::{Durability, PipelineMode, WriteOptions};
 use crate::pipeline::{StoreQueue, write_staged};
-use crate::store::SyncedWrites;
+use crate::stores::SyncedWrites;
 use crate::zarr::{ChainPlan, ShardEncoder, fill_bytes, forget_written_shard_indexes, zarr_error};
 use std::ops::Range;
 use zarrs::array::{Array, ArrayBytes, ArraySubset};

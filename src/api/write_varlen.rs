@@ -6,7 +6,7 @@ use crate::buffer::VarLenBuffer;
 use crate::data_types::VarLenKind;
 use crate::errors::{Error, Result};
 use crate::options::{Durability, WriteOptions};
-use crate::store::SyncedWrites;
+use crate::stores::SyncedWrites;
 use crate::zarr::{
     ElementSink, VlenEncoder, VlenGather, check_subset, chunk_error, encodes_vlen_itself,
     forget_written_shard_indexes, require_vlen, zarr_error,

@@ -107,7 +107,7 @@ impl ArrayId {
     pub fn of<S: ?Sized + Send + Sync + 'static>(array: &Array<S>) -> ArrayId {
         let storage = array.storage();
         let path = array.path().as_str();
-        let node = match crate::store::node_identity(storage.as_ref(), path) {
+        let node = match crate::stores::node_identity(storage.as_ref(), path) {
             Some(location) => Node::Located(location),
             None => {
                 let weak: Weak<S> = Arc::downgrade(&storage);

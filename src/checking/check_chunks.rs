@@ -16,7 +16,7 @@ use super::vlen_check::VlenCheck;
 use crate::errors::{Error, Result};
 use crate::options::Progress;
 use crate::pipeline::{AheadLimits, FetchAhead, FetchStage};
-use crate::store::DynArray;
+use crate::stores::DynArray;
 use crate::zarr::{Unit, UnitPlan, UnitSource};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zarrs::array::ArrayShardedExt;

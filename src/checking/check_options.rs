@@ -1,7 +1,7 @@
 //! The options of a check ([`CheckOptions`]).
 
 use crate::options::{Progress, ProgressFn};
-use crate::store::OpenOptions;
+use crate::stores::OpenOptions;
 use std::sync::Arc;
 
 /// Options for [`check_array`](super::check_array).

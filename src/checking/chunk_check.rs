@@ -5,7 +5,7 @@
 
 use super::finding::{Finding, Problem, guarded};
 use super::vlen_check::VlenCheck;
-use crate::store::DynArray;
+use crate::stores::DynArray;
 use std::borrow::Cow;
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
 

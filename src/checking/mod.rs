@@ -31,8 +31,8 @@ mod vlen_check;
 mod walk;
 
 use crate::errors::{Error, Result};
-pub use crate::store::atomic_store::is_temporary_name;
-use crate::store::{DynArray, LOCK_NAME, Location, label, lock_dir, node_path, writer_is_gone};
+pub use crate::stores::atomic_store::is_temporary_name;
+use crate::stores::{DynArray, LOCK_NAME, Location, label, lock_dir, node_path, writer_is_gone};
 use crate::zarr::open_opt;
 use check_chunks::{Fetching, StoredChunk, check_chunks};
 pub use check_options::CheckOptions;
@@ -140,11 +140,11 @@ impl CheckReport {
 /// ```
 pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Result<CheckReport> {
     let parsed = Location::parse(location)?;
-    let zip = crate::store::zip_path(&parsed)?.is_some();
+    let zip = crate::stores::zip_path(&parsed)?.is_some();
     if zip && opts.repair {
         return Err(Error::Unsupported(format!(
             "check --repair rewrites the store; {}",
-            crate::store::read_only_sentence(location)
+            crate::stores::read_only_sentence(location)
         )));
     }
     let remote = parsed.is_url();
@@ -152,7 +152,7 @@ pub fn check_array(location: &str, array_path: &str, opts: &CheckOptions) -> Res
         return Err(remote_repair_refused(location));
     }
     // An icechunk repository is checked through its store's listing, like a zip file.
-    let icechunk = crate::store::opens_as_icechunk(&parsed, &opts.open)?;
+    let icechunk = crate::stores::opens_as_icechunk(&parsed, &opts.open)?;
     if icechunk && opts.repair {
         return Err(Error::Unsupported(format!(
             "check --repair rewrites chunks in place, and the icechunk repository {location} \
@@ -335,7 +335,7 @@ fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<Entry
         .map_err(|e| Error::store(location, e.to_string(), Some(Box::new(e))))?;
     let mut out = Vec::new();
     for key in store.list_prefix(&store_prefix).map_err(failed)? {
-        crate::store::check_key(key.as_str(), "the store's listing")?;
+        crate::stores::check_key(key.as_str(), "the store's listing")?;
         let size = store.size_key(&key).map_err(failed)?.unwrap_or(0);
         let rel = key
             .as_str()

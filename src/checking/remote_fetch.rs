@@ -16,7 +16,7 @@ use super::remote_keys::ObjectKeys;
 use crate::errors::{Error, Result};
 use crate::options::{io_concurrency, io_concurrency_is_default};
 use crate::pipeline::{AheadLimits, AsyncFetch, FetchStage, ShardReads};
-use crate::store::{DynArray, WaitOnRuntime};
+use crate::stores::{DynArray, WaitOnRuntime};
 use crate::zarr::{Unit, UnitPlan};
 use futures::future::BoxFuture;
 use object_store::{GetOptions, ObjectStore};

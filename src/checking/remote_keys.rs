@@ -13,7 +13,7 @@
 
 use super::walk::{Entry, Kind};
 use crate::errors::{Error, Result};
-use crate::store::{Location, OpenOptions, WaitOnRuntime};
+use crate::stores::{Location, OpenOptions, WaitOnRuntime};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
@@ -39,7 +39,7 @@ pub(super) enum Keys {
 impl ObjectKeys {
     /// The object store at `location` (an object-store URL), with `opts`' store options.
     pub(super) fn open(location: &Location, opts: &OpenOptions) -> Result<Self> {
-        let store = crate::store::object_store_for_url(location.as_str(), &opts.store_pairs())?;
+        let store = crate::stores::object_store_for_url(location.as_str(), &opts.store_pairs())?;
         Ok(ObjectKeys {
             store,
             location: location.as_str().to_string(),
@@ -89,7 +89,7 @@ impl ObjectKeys {
         let mut out = Vec::with_capacity(metas.len());
         for meta in metas {
             let key = meta.location.as_ref();
-            crate::store::check_key(key, "the store's listing")?;
+            crate::stores::check_key(key, "the store's listing")?;
             let rel = key.strip_prefix(start.as_str()).unwrap_or(key);
             out.push(Entry {
                 rel: rel.to_string(),

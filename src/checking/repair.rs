@@ -10,7 +10,7 @@
 use super::finding::{Finding, Problem, chunk_indices};
 use super::shard_rewrite::rewrite_shard;
 use crate::errors::{Error, Result};
-use crate::store::{DynArray, writer_is_gone};
+use crate::stores::{DynArray, writer_is_gone};
 use std::path::Path;
 
 /// Removes leftovers and undecodable chunks and rewrites shards without their damaged inner

@@ -7,7 +7,7 @@
 
 use super::finding::{Finding, Problem, problem_of, storage_problem};
 use super::vlen_check::VlenCheck;
-use crate::store::DynArray;
+use crate::stores::DynArray;
 use crate::zarr::{ShardIndex, inner_chain};
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 use super::finding::Problem;
 use super::shard_check::ShardCheck;
 use crate::errors::{Error, Result};
-use crate::store::{DynArray, SyncedWrites};
+use crate::stores::{DynArray, SyncedWrites};
 use zarrs::storage::StoreKey;
 
 /// What a rewrite of one shard kept and dropped.

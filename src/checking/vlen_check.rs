@@ -5,7 +5,7 @@
 
 use super::finding::{Problem, problem_of};
 use crate::data_types::VarLenKind;
-use crate::store::DynArray;
+use crate::stores::DynArray;
 use crate::zarr::{ChainPlan, UnitCodec, UnitFault, vlen_chain, vlen_kind};
 use std::num::NonZeroU64;
 use zarrs::array::{ArrayError, CodecOptions};

@@ -4,7 +4,7 @@
 //! are followed (each directory once).
 
 use crate::errors::{Error, Result};
-use crate::store::kind_name;
+use crate::stores::kind_name;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 

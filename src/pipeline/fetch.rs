@@ -331,13 +331,13 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncUnits<'_, S> {
         unit: &Unit,
     ) -> Result<Option<Vec<u8>>> {
         // This worker waits for the fetch anyway: local files are read on it.
-        crate::store::reading_inline(|| self.handle.block_on(self.fetch(plan, shards, unit)))
+        crate::stores::reading_inline(|| self.handle.block_on(self.fetch(plan, shards, unit)))
     }
 
     /// Runs a shard request led ahead of the workers; its outcome, a cancellation included,
     /// reaches them through the leader it carries.
     pub(crate) fn run_ahead(&self, shards: &ShardReads, job: Ahead<'_>) {
-        let _ = crate::store::reading_inline(|| {
+        let _ = crate::stores::reading_inline(|| {
             self.handle
                 .block_on(self.cancel.unless_dropped(self.what, async {
                     run_ahead_async(self.array, shards, job).await;
@@ -349,7 +349,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncUnits<'_, S> {
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits<'_, S> {
     fn block_on(&self, fut: BoxFuture<'_, ()>) {
-        crate::store::reading_inline(|| self.handle.block_on(fut));
+        crate::stores::reading_inline(|| self.handle.block_on(fut));
     }
 
     fn fetch<'b>(

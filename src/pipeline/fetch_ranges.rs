@@ -27,7 +27,7 @@ use super::shard_index_fetch::{get_index_sync, inner_chunk_error};
 use super::shard_reads::shard_index_sync;
 use super::unit_ranges::UnitRanges;
 use crate::errors::{Error, Result};
-use crate::store::{RemoteStore, SizedBytes};
+use crate::stores::{RemoteStore, SizedBytes};
 use crate::zarr::{
     Unit, UnitPlan, UnitSource, check_exact_size, check_exact_size_async, chunk_error,
     not_exact_size,
@@ -41,7 +41,7 @@ use zarrs::storage::{AsyncReadableStorageTraits, Bytes, ReadableStorageTraits, S
 /// Whether a small read may fetch unsharded chunks of `storage` by ranges: their size can be
 /// checked first at no extra request (see the module docs).
 pub(crate) fn chunks_sized_cheaply<S: ?Sized + 'static>(storage: &S) -> bool {
-    crate::store::sizes_are_cheap(storage)
+    crate::stores::sizes_are_cheap(storage)
         || RemoteStore::of(storage).is_some_and(RemoteStore::sizes_ranged_reads)
 }
 
@@ -49,7 +49,7 @@ pub(crate) fn chunks_sized_cheaply<S: ?Sized + 'static>(storage: &S) -> bool {
 /// object-store URL, or a [`RemoteStore`] over an object store however it was made (one a
 /// caller built with `RemoteStore::new` has no recorded location).
 pub(crate) fn requests_are_round_trips<S: ?Sized + 'static>(storage: &S) -> bool {
-    crate::store::fetches_are_remote(storage)
+    crate::stores::fetches_are_remote(storage)
         || RemoteStore::of(storage).is_some_and(RemoteStore::sizes_ranged_reads)
 }
 

@@ -136,7 +136,7 @@ pub(crate) fn fetch_ahead_limits<S: ?Sized + 'static>(
     array: &Array<S>,
     opts: &ReadOptions,
 ) -> Option<AheadLimits> {
-    if !crate::store::fetches_are_remote(array.storage().as_ref()) {
+    if !crate::stores::fetches_are_remote(array.storage().as_ref()) {
         return None;
     }
     Some(AheadLimits {

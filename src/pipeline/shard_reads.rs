@@ -31,7 +31,7 @@ impl InnerFetch {
     /// The fetch for a read of `array` through a sync store: merged for object stores
     /// (`store::fetches_are_remote`), per chunk for everything else.
     pub(crate) fn for_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
-        if crate::store::fetches_are_remote(array.storage().as_ref()) {
+        if crate::stores::fetches_are_remote(array.storage().as_ref()) {
             InnerFetch::Merged
         } else {
             InnerFetch::PerChunk
@@ -44,7 +44,7 @@ impl InnerFetch {
     /// idle while the other read a whole shard's bytes, which cost async reads of sharded
     /// local arrays about a sixth of the sync rate.
     pub(crate) fn for_async_store<S: ?Sized + 'static>(array: &Array<S>) -> InnerFetch {
-        if crate::store::RemoteStore::reads_local_files(array.storage().as_ref()) {
+        if crate::stores::RemoteStore::reads_local_files(array.storage().as_ref()) {
             InnerFetch::PerChunk
         } else {
             InnerFetch::Merged

@@ -2,7 +2,7 @@
 //! native byte order, with `PipelineMode::Auto`, as a training loop's random patches are.
 //!
 //! Each unit is fetched (`fetch.rs`: the stored-size check first; inner chunks through the
-//! shard index, shared by the reads of the same store object, `zarr/shard_index_cache.rs`)
+//! shard index, shared by the reads of the same store object, `zarr/shard/index_cache.rs`)
 //! and decoded by the bounded decoders the staged pipeline uses (`DeviceCodec::decode_into`,
 //! into exactly the unit's decoded size) into a recycled buffer; then the part the read
 //! needs is copied into the output. The units of one read decode in parallel on rayon's
@@ -165,7 +165,7 @@ impl SmallRead {
     /// Decodes one unit's fetched bytes (`None`: not stored, read as the fill value) into a
     /// recycled buffer of exactly its decoded size; a unit that does not decode is an error
     /// naming it. With `decode_needed_prefix`, a unit may be decoded only up to the
-    /// read's last element in it (`zarr/prefix_decode.rs`): the bytes after are unspecified
+    /// read's last element in it (`zarr/decode/prefix.rs`): the bytes after are unspecified
     /// and never read.
     pub(crate) fn decode<S: ?Sized>(
         &self,

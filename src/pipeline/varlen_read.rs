@@ -224,7 +224,7 @@ fn over_budget<S: ?Sized>(
 }
 
 /// Whether a codec error is the bounded decoders' refusal to produce more than their bound
-/// (`zarr/bounded_decode.rs`: "stopped there", or a header declaring more).
+/// (`zarr/decode/bounded.rs`: "stopped there", or a header declaring more).
 fn over_cap(e: &zarrs::array::CodecError) -> bool {
     let text = e.to_string();
     text.contains("(stopped there)") || text.contains("decoded bytes, more than the")

@@ -77,7 +77,7 @@ fn device_compress(
 /// Chunks stored at once: `io_concurrency` into an object store, whose uploads each wait a
 /// round trip; `store_concurrency` into anything else.
 pub(crate) fn store_threads<S: ?Sized>(array: &Array<S>, opts: &WriteOptions) -> usize {
-    if crate::store::fetches_are_remote(array.storage().as_ref()) {
+    if crate::stores::fetches_are_remote(array.storage().as_ref()) {
         crate::options::io_concurrency(opts.io_concurrency)
     } else {
         opts.store_concurrency.max(1)

@@ -1,72 +1,54 @@
-//! What zarr means to zarrbuf: opening stores and URLs, array facts and errors, units of
-//! work (chunks or inner chunks clipped to a request), codec-chain plans, the shard index,
-//! array info and hierarchy listings.
+//! What zarr means to zarrbuf, one concern per folder: opening stores and arrays (`open/`),
+//! what an array is to zarrbuf — its data type, errors, memoised facts and summary
+//! (`array/`) —, the work of a request — units, codec-chain plans, partitions, subsets
+//! (`plan/`) —, sharded arrays (`shard/`), decoding untrusted chunks on the CPU (`decode/`),
+//! the chunk framing of the device decoder and compressor (`framing/`), variable-length
+//! arrays (`vlen/`), hierarchy listings (`hierarchy/`), new arrays shaped like others
+//! (`create/`), and zarrbuf's codec and data type plugins for zarrs (`plugins/`).
 
 mod array;
-mod array_facts;
-mod blosc_frame;
-mod blosc_prefix;
-mod bounded_decode;
-mod codec_plan;
-mod codec_spec;
-pub(crate) mod codecs;
 mod create;
-pub(crate) mod dtypes;
+mod decode;
 mod framing;
 mod hierarchy;
-mod info;
-mod metadata_guard;
 mod open;
-mod partition;
-mod prefix_decode;
-mod shard_encoder;
-mod shard_index;
-mod shard_index_cache;
-mod store_open;
-mod stored_size;
-mod subset;
-mod units;
+mod plan;
+pub(crate) mod plugins;
+mod shard;
 mod vlen;
-mod vlen_encode;
-mod vlen_type;
-mod write_framing;
-mod zstd_context;
 
-pub(crate) use array::{chunk_error, fill_bytes, guard_zarrs, zarr_error};
-pub(crate) use array_facts::{
-    data_type_of, inner_chain, metadata_fingerprint, subchunk_shape_of, unit_codecs,
+pub use array::{ArrayInfo, describe};
+pub(crate) use array::{
+    chunk_error, data_type_of, fill_bytes, guard_zarrs, inner_chain, metadata_fingerprint,
+    subchunk_shape_of, unit_codecs, zarr_error,
 };
-pub(crate) use blosc_frame::{BloscFrame, STREAM_ALIGN};
-pub(crate) use codec_plan::{ChainPlan, EncodedLayout, codec_names, transpose_order};
-pub use codec_spec::CodecSpec;
-pub(crate) use codecs::{has_unbounded_codec, precheck_chunk};
-pub(crate) use create::create_like;
-pub(crate) use create::refuse_overlap;
-pub use create::{ArrayLayout, resume_like};
-pub(crate) use framing::{DeviceCodec, DevicePayload, Framing};
+pub use create::{ArrayLayout, CodecSpec, resume_like};
+pub(crate) use create::{create_like, refuse_overlap};
+pub(crate) use decode::{
+    check_exact_size, check_exact_size_async, check_stored_size, check_stored_size_async,
+    decode_prefix_into, needed_prefix, not_exact_size, stored_size_problem,
+};
+pub(crate) use framing::{
+    BloscFrame, DeviceCodec, DevicePayload, Framing, STREAM_ALIGN, WriteCodec,
+};
 pub use hierarchy::{
     ArraySummary, Hierarchy, NodeInfo, NodeKind, list_hierarchy, list_hierarchy_opt,
 };
-pub use info::{ArrayInfo, describe};
-pub(crate) use metadata_guard::new_array;
-pub use metadata_guard::zarrs_safe_metadata;
-pub use open::{open, open_async, open_opt, open_opt_async};
-pub(crate) use partition::chunk_aligned_partitions;
-pub(crate) use prefix_decode::{decode_prefix_into, needed_prefix};
-pub(crate) use shard_encoder::{ShardEncoder, ShardSource};
-pub(crate) use shard_index::ShardIndex;
-pub(crate) use shard_index_cache::forget_written as forget_written_shard_indexes;
-pub use store_open::{open_store, open_store_opt};
-pub(crate) use stored_size::{
-    check_exact_size, check_exact_size_async, check_stored_size, check_stored_size_async,
-    not_exact_size, stored_size_problem,
+pub(crate) use open::new_array;
+pub use open::{
+    open, open_async, open_opt, open_opt_async, open_store, open_store_opt, zarrs_safe_metadata,
 };
-pub use subset::parse_subset;
-pub(crate) use units::{Unit, UnitPlan, UnitSource, check_subset, plan_chunks, plan_units};
+pub use plan::parse_subset;
+pub(crate) use plan::{
+    ChainPlan, EncodedLayout, Unit, UnitPlan, UnitSource, check_subset, chunk_aligned_partitions,
+    codec_names, plan_chunks, plan_units, transpose_order,
+};
+pub(crate) use plugins::codecs::{has_unbounded_codec, precheck_chunk};
+pub(crate) use shard::forget_written as forget_written_shard_indexes;
+pub(crate) use shard::{ShardEncoder, ShardIndex, ShardSource};
 pub(crate) use vlen::{
-    UnitCodec, UnitFault, VlenIndex, VlenPlan, plan_vlen, vlen_chain, vlen_kind,
+    ElementSink, UnitCodec, UnitFault, VlenEncoder, VlenGather, VlenIndex, VlenPlan,
+    encodes_vlen_itself, invalid_utf8, plan_vlen, require_vlen, vlen_chain, vlen_kind,
+    zarr_name as varlen_zarr_name,
 };
-pub(crate) use vlen_encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
-pub use vlen_type::{VarLenInfo, describe_varlen};
-pub(crate) use vlen_type::{invalid_utf8, require_vlen, zarr_name as varlen_zarr_name};
-pub(crate) use write_framing::WriteCodec;
+pub use vlen::{VarLenInfo, describe_varlen};

@@ -1,4 +1,4 @@
-//! The facts zarrbuf memoizes per array (`src/zarr/array_facts.rs`: data type, inner chunks
+//! The facts zarrbuf memoizes per array (`src/zarr/array/facts.rs`: data type, inner chunks
 //! of shards, unit plans, the metadata fingerprint) follow the array they are asked for:
 //! reads after `set_shape` on every route (cached included) see the new shape, and arrays
 //! of equal metadata in other stores or at other paths never share a cache identity.

@@ -122,7 +122,7 @@ const CASES: &[(&str, &str, Expect)] = &[
     ("metadata", "staged-slots-unbounded", Expect::Returns),
     // Found after the fixes above. Shard index entries of 0 bytes (some at offsets past the
     // shard): the staged path reads them as the fill value, zarrs' whole-shard decoder on the
-    // direct path refuses them. OPEN (src/zarr/shard_index.rs): refuse a 0-byte entry on both
+    // direct path refuses them. OPEN (src/zarr/shard/index.rs): refuse a 0-byte entry on both
     // paths, as zarrs' whole-shard decoder does.
     (
         "chunk_decode",
@@ -131,19 +131,19 @@ const CASES: &[(&str, &str, Expect)] = &[
     ),
     // A damaged entry (a size of 4e18) for an inner chunk the subset does not touch: the
     // direct path checks every entry of the shard's index and refuses, the staged path checks
-    // only the entries it reads and succeeds. OPEN (src/zarr/shard_index.rs): check the whole
+    // only the entries it reads and succeeds. OPEN (src/zarr/shard/index.rs): check the whole
     // index once when it is decoded (ShardIndex::remember), on both paths.
     ("shard_index", "staged-index-checked-partially", Expect::Err),
     // A 0-d v2 array (`"shape": []`) with `"order": "F"`: zarrs 0.23.14 builds its transpose
     // codec with `TransposeOrder::new(&[]).unwrap_unchecked()` on an `Err` (undefined
     // behaviour; an abort with debug assertions). Fixed: zarrbuf reads v2 metadata itself and
-    // gives zarrs C order for 0-d arrays (src/zarr/metadata_guard.rs). This input's compressor
+    // gives zarrs C order for 0-d arrays (src/zarr/open/metadata_guard.rs). This input's compressor
     // id "zstdodec" is unknown, so it fails cleanly once past the transpose.
     ("metadata", "v2-zero-dim-fortran-order", Expect::Err),
     // Decompression bombs: 16 MiB of zeros as a 256-byte chunk. zarrs' decoders inflated
     // them whole before the size was checked (bz2 and lzma everywhere, zstd and gzip on the
     // small-read route, v2 blosc compressors through zarrs' blosc codec). Fixed: every
-    // decoder is bounded by the chunk's decoded size (src/zarr/bounded_decode.rs).
+    // decoder is bounded by the chunk's decoded size (src/zarr/decode/bounded.rs).
     ("bounded_decode", "zstd-bomb", Expect::Err),
     ("bounded_decode", "gzip-bomb", Expect::Err),
     ("bounded_decode", "bz2-bomb", Expect::Err),

@@ -14,7 +14,8 @@
 //! - Re-exports are followed to where the item is defined: `crate::pipeline::Cancel` is
 //!   `pipeline/cancel.rs`, not `pipeline/mod.rs`. A `pub`/`pub(crate)` `use` only re-exports,
 //!   so it makes no edge by itself (a `mod.rs` that re-exports its children does not depend
-//!   on them); a `use` of a module makes none either, the paths through it do.
+//!   on them); a `use` of a module makes none either, the paths through it do. The layer
+//!   check reads re-exports as well: a layer may not hand out an item of a layer above it.
 //! - Items under `#[cfg(test)]` are left out: a unit test may reach across the layers to
 //!   build its case.
 //!
@@ -351,6 +352,20 @@ impl Crate {
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
 fn file_graph(src_root: &Path) -> Graph {
+    edges(src_root, false)
+}
+
+/// The re-exports: the file of a `pub`/`pub(crate)` `use` -> the file that defines what it
+/// names. A re-export is no import (a `mod.rs` re-exporting its children depends on none of
+/// them), so [`file_graph`] leaves them out; but a layer that re-exports an item of a layer
+/// above it hands that item out from below (as `store/` once re-exported `zarr/`'s
+/// `open_store`), so the layer check reads them too.
+fn reexport_graph(src_root: &Path) -> Graph {
+    edges(src_root, true)
+}
+
+/// The import edges, or with `reexports` the re-export edges, between the files of a crate.
+fn edges(src_root: &Path, reexports: bool) -> Graph {
     let mut krate = Crate::default();
     krate.read_file(src_root, Path::new("src/lib.rs"), None, Path::new("src"));
     let mut graph = Graph::new();
@@ -358,7 +373,7 @@ fn file_graph(src_root: &Path) -> Graph {
         graph.entry(m.file.clone()).or_default();
     }
     for r in &krate.references {
-        if r.reexport {
+        if r.reexport != reexports {
             continue;
         }
         let first = r.path[0].as_str();
@@ -531,7 +546,7 @@ const LAYERS: &[&[&str]] = &[
         "thread_pool",
         "compression_formats",
     ],
-    &["store"],
+    &["stores"],
     &["driver"],
     &["memory"],
     &["device"],
@@ -547,7 +562,7 @@ const LAYERS: &[&[&str]] = &[
 /// what they mean) and the memory (where buffers live and what runs on them). Neither imports
 /// the other; they meet above them, in `cache` and `pipeline`.
 const TOWERS: [&[&str]; 2] = [
-    &["store", "zarr"],
+    &["stores", "zarr"],
     &["driver", "memory", "device", "buffer"],
 ];
 
@@ -555,7 +570,7 @@ fn tower_of(layer: &str) -> Option<usize> {
     TOWERS.iter().position(|t| t.contains(&layer))
 }
 
-/// The layer of a file (`src/zarr/codecs/delta.rs` -> `zarr`) and its rank in [`LAYERS`].
+/// The layer of a file (`src/zarr/plugins/codecs/delta.rs` -> `zarr`) and its rank in [`LAYERS`].
 fn layer_of(file: &str) -> (String, usize) {
     let rest = file.strip_prefix("src/").unwrap_or(file);
     let first = rest.split('/').next().unwrap_or(rest);
@@ -597,9 +612,49 @@ fn layer_violations(graph: &Graph) -> Vec<String> {
 #[test]
 fn src_imports_run_down_the_layers() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let graph = file_graph(&root);
-    let wrong = layer_violations(&graph);
+    let mut wrong = layer_violations(&file_graph(&root));
+    wrong.extend(
+        layer_violations(&reexport_graph(&root))
+            .into_iter()
+            .map(|w| format!("re-export: {w}")),
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Writes `text` to `path` under `dir` (a scratch crate of the tests below), making its
+/// folders.
+fn write_at(dir: &Path, path: &str, text: &str) {
+    let p = dir.join(path);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A lower layer re-exporting a higher one's item is a layer violation, though no import.
+#[test]
+fn the_layer_check_reads_reexports() {
+    let dir = std::env::temp_dir().join(format!("zarrbuf-import-reexports-{}", std::process::id()));
+    let write = |path: &str, text: &str| write_at(&dir, path, text);
+    write(
+        "src/lib.rs",
+        "mod stores;\nmod zarr;\npub mod store { pub use crate::zarr::open_store; }\n",
+    );
+    write("src/zarr/mod.rs", "mod open;\npub use open::open_store;\n");
+    write("src/zarr/open.rs", "pub fn open_store() {}\n");
+    write("src/stores/mod.rs", "pub struct Location;\n");
+    assert!(layer_violations(&file_graph(&dir)).is_empty());
+    assert!(layer_violations(&reexport_graph(&dir)).is_empty());
+    write(
+        "src/stores/mod.rs",
+        "pub struct Location;\npub use crate::zarr::open_store;\n",
+    );
+    assert!(file_graph(&dir)["src/stores/mod.rs"].is_empty());
+    let wrong = layer_violations(&reexport_graph(&dir));
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(
+        wrong[0].starts_with("src/stores/mod.rs (stores) imports src/zarr/open.rs (zarr)"),
+        "{wrong:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -614,17 +669,26 @@ fn the_layer_check_finds_an_import_up_or_across() {
         layer_violations(&g)
     };
     assert!(edge("src/memory/pinned.rs", "src/driver.rs").is_empty());
-    assert!(edge("src/zarr/array.rs", "src/zarr/units.rs").is_empty());
+    assert!(edge("src/zarr/array/data_type.rs", "src/zarr/plan/units.rs").is_empty());
     assert_eq!(edge("src/memory/pinned.rs", "src/device/ops.rs").len(), 1);
-    assert_eq!(edge("src/buffer/npy.rs", "src/zarr/array.rs").len(), 1);
+    assert_eq!(
+        edge("src/buffer/npy.rs", "src/zarr/array/data_type.rs").len(),
+        1
+    );
     assert_eq!(edge("src/errors.rs", "src/data_types.rs").len(), 1);
-    assert!(edge("src/zarr/store_open.rs", "src/store/open.rs").is_empty());
-    assert_eq!(edge("src/store/open.rs", "src/zarr/array.rs").len(), 1);
+    assert!(edge("src/zarr/open/open_store.rs", "src/stores/open.rs").is_empty());
+    assert_eq!(
+        edge("src/stores/open.rs", "src/zarr/array/data_type.rs").len(),
+        1
+    );
     // The format and the memory towers: down, but never across.
-    assert_eq!(edge("src/zarr/framing.rs", "src/device/batch.rs").len(), 1);
-    assert_eq!(edge("src/device/ops.rs", "src/store/open.rs").len(), 1);
-    assert!(edge("src/zarr/framing.rs", "src/compression_formats.rs").is_empty());
-    assert!(edge("src/pipeline/fetch.rs", "src/zarr/units.rs").is_empty());
+    assert_eq!(
+        edge("src/zarr/framing/mod.rs", "src/device/batch.rs").len(),
+        1
+    );
+    assert_eq!(edge("src/device/ops.rs", "src/stores/open.rs").len(), 1);
+    assert!(edge("src/zarr/framing/mod.rs", "src/compression_formats.rs").is_empty());
+    assert!(edge("src/pipeline/fetch.rs", "src/zarr/plan/units.rs").is_empty());
     assert!(edge("src/pipeline/fetch.rs", "src/device/ops.rs").is_empty());
 }
 
@@ -632,11 +696,7 @@ fn the_layer_check_finds_an_import_up_or_across() {
 #[test]
 fn the_check_finds_a_cycle_and_follows_reexports() {
     let dir = std::env::temp_dir().join(format!("zarrbuf-import-cycles-{}", std::process::id()));
-    let write = |path: &str, text: &str| {
-        let p = dir.join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let write = |path: &str, text: &str| write_at(&dir, path, text);
     write("src/lib.rs", "mod a; mod b; mod p;\npub use a::A;\n");
     write("src/a.rs", "use crate::p::Deep;\npub struct A;\n");
     // `p/mod.rs` re-exports `Deep` from `p/deep.rs`, which uses `super::helper` (defined in

@@ -20,7 +20,7 @@ mod walk;
 pub use nodes::{ArraySummary, Hierarchy, NodeInfo, NodeKind};
 
 use crate::errors::{Error, Result};
-use crate::store::{Location, OpenOptions, RemoteStore, label, node_path};
+use crate::stores::{Location, OpenOptions, RemoteStore, label, node_path};
 use serde_json::Value as Json;
 use source::{AsyncSource, Source, SyncSource};
 use walk::{Sizes, meta_key, walk};
@@ -65,7 +65,7 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
     let parsed = Location::parse(location)?;
     // The store of an icechunk repository waits on the store runtime itself, from any thread.
     let icechunk_walk = || -> Result<(bool, Vec<NodeInfo>)> {
-        let store = crate::store::icechunk_sync_store(&parsed, opts)?;
+        let store = crate::stores::icechunk_sync_store(&parsed, opts)?;
         futures::executor::block_on(walk(
             &SyncSource(store.as_ref()),
             location,
@@ -73,10 +73,10 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
             Sizes::Measure,
         ))
     };
-    let (consolidated, nodes) = if crate::store::icechunk_route(&parsed, opts)? {
+    let (consolidated, nodes) = if crate::stores::icechunk_route(&parsed, opts)? {
         icechunk_walk()?
     } else if parsed.is_url() {
-        let store = RemoteStore::new(crate::store::object_store_for_url(
+        let store = RemoteStore::new(crate::stores::object_store_for_url(
             location,
             &opts.store_pairs(),
         )?);
@@ -102,12 +102,12 @@ pub fn list_hierarchy_opt(location: &str, path: &str, opts: &OpenOptions) -> Res
         });
         match listed {
             // Nothing zarr there: an icechunk repository keeps its nodes in snapshots.
-            Err(_) if crate::store::url_is_repository(&parsed) => icechunk_walk()?,
+            Err(_) if crate::stores::url_is_repository(&parsed) => icechunk_walk()?,
             other => other?,
         }
     } else {
-        crate::store::check_local_location(&parsed)?;
-        let store = crate::zarr::store_open::store_for(&parsed, opts)?;
+        crate::stores::check_local_location(&parsed)?;
+        let store = crate::zarr::open::store_for(&parsed, opts)?;
         futures::executor::block_on(walk(
             &SyncSource(store.as_ref()),
             location,

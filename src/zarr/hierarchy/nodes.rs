@@ -1,7 +1,7 @@
 //! What a hierarchy listing holds — the nodes, each a group or an array with its summary — and
 //! the tree `zarrbuf info` prints of it.
 
-use crate::store::label;
+use crate::stores::label;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

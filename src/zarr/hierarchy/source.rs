@@ -2,7 +2,7 @@
 //! stores alike, with every key checked to lie inside the store.
 
 use crate::errors::{Error, Result};
-use crate::store::check_key;
+use crate::stores::check_key;
 use zarrs::storage::{
     AsyncListableStorageTraits, AsyncReadableStorageTraits, Bytes, ListableStorageTraits,
     ReadableStorageTraits, StoreKey, StorePrefix,

@@ -2,7 +2,7 @@
 //! does not, as its metadata was written and why zarrbuf cannot read it.
 
 use super::nodes::ArraySummary;
-use crate::zarr::info::codec_list;
+use crate::zarr::array::codec_list;
 use crate::zarr::{data_type_of, fill_bytes};
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use zarrs::storage::store::MemoryStore;
 
 /// What zarrbuf makes of an array's metadata document.
 pub(super) fn summarize(path: &str, doc: &Json, v2: bool) -> ArraySummary {
-    crate::zarr::codecs::register_zarrs_overrides();
+    crate::zarr::plugins::codecs::register_zarrs_overrides();
     let node = format!("/{path}");
     let metadata: std::result::Result<ArrayMetadata, String> = if v2 {
         serde_json::from_value(doc.clone())
@@ -25,14 +25,14 @@ pub(super) fn summarize(path: &str, doc: &Json, v2: bool) -> ArraySummary {
     let store = Arc::new(MemoryStore::new());
     let built = metadata.and_then(|m| {
         crate::zarr::new_array(store.clone(), &node, m)
-            .map_err(|e| crate::zarr::array::describe_open_error(&e))
+            .map_err(|e| crate::zarr::open::describe_open_error(&e))
     });
     let built = match built {
         Err(why) if v2 => {
             let bytes = serde_json::to_vec(doc).unwrap_or_default();
-            match crate::zarr::dtypes::v2_metadata_fallback(&bytes) {
+            match crate::zarr::plugins::dtypes::v2_metadata_fallback(&bytes) {
                 Some(Ok(m)) => crate::zarr::new_array(store, &node, m)
-                    .map_err(|e| crate::zarr::array::describe_open_error(&e)),
+                    .map_err(|e| crate::zarr::open::describe_open_error(&e)),
                 Some(Err(fallback)) => Err(format!("cannot open the array: {fallback}")),
                 None => Err(why),
             }

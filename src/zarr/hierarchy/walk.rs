@@ -5,7 +5,7 @@ use super::nodes::{NodeInfo, NodeKind};
 use super::source::Source;
 use super::summary::summarize;
 use crate::errors::{Error, Result};
-use crate::store::{check_key, label};
+use crate::stores::{check_key, label};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 

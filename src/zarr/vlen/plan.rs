@@ -111,7 +111,7 @@ pub(crate) fn plan_vlen<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> R
     } else {
         (UnitSource::Chunk, array.chunk_grid().clone())
     };
-    let units = super::super::units::units_in(&grid, subset)
+    let units = crate::zarr::plan::units_in(&grid, subset)
         .map_err(|e| Error::zarr(path.clone(), e, None))?;
     Ok(VlenPlan {
         kind,

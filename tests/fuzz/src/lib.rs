@@ -254,7 +254,7 @@ pub fn read_both(
 ///   array fails to allocate ("could not allocate"); zarrs reads it as fill values. (Under
 ///   AddressSanitizer the allocation itself is reported; [`metadata`] skips such arrays.)
 /// - `"staged-empty-inner-chunk-as-fill"`: the staged path reads a shard index entry of 0
-///   bytes as the fill value (`zarr/shard_index.rs`); zarrs' whole-shard decoder on the
+///   bytes as the fill value (`zarr/shard/index.rs`); zarrs' whole-shard decoder on the
 ///   direct path refuses it ("the size of a decoded chunk is 0", or "out-of-bounds bytes"
 ///   for such an entry past the shard's end).
 /// - `"staged-index-checked-partially"`: the direct path (`read.rs`,
