@@ -85,14 +85,14 @@ impl SafeRoot {
         self.open_path(&self.root.join(key.trim_start_matches('/')))
     }
 
-    /// Opens `rel` (relative to the root) for reading in one system call, when it is a
-    /// regular file the kernel reached without leaving the root directory; `None` in every
-    /// other case, which the path route then decides and names ([`SafeRoot::open_path`]).
+    /// Opens `rel` (relative to the root) for reading, when it is a regular file the kernel
+    /// reached without leaving the root directory; `None` in every other case, which the
+    /// path route then decides and names ([`SafeRoot::open_path`]).
     fn open_beneath(&self, rel: &Path) -> Option<(File, u64)> {
         if self.no_openat2.load(Ordering::Relaxed) {
             return None;
         }
-        let dir = match self.dir.get() {
+        let root = match self.dir.get() {
             Some(dir) => dir,
             None => {
                 let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
@@ -100,15 +100,22 @@ impl SafeRoot {
                 self.dir.get_or_init(|| dir)
             }
         };
+        let read = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        let fd = self.open_at(root, rel, read)?;
+        let file = File::from(fd);
+        let meta = file.metadata().ok()?;
+        meta.is_file().then(|| (file, meta.len()))
+    }
+
+    /// `openat2(dir, rel, flags)` that may not step out of `dir` (nor through `/proc`'s
+    /// magic links); `None` when it fails, and from then on for every key when `openat2` is
+    /// refused here.
+    fn open_at(&self, dir: &OwnedFd, rel: &Path, flags: OFlag) -> Option<OwnedFd> {
         let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+            .flags(flags)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         match nix::fcntl::openat2(dir, rel, how) {
-            Ok(fd) => {
-                let file = File::from(fd);
-                let meta = file.metadata().ok()?;
-                meta.is_file().then(|| (file, meta.len()))
-            }
+            Ok(fd) => Some(fd),
             Err(Errno::ENOSYS | Errno::EPERM) => {
                 self.no_openat2.store(true, Ordering::Relaxed);
                 None
@@ -272,5 +279,32 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&outside_dir);
+    }
+
+    #[test]
+    fn keys_are_read_where_the_store_has_them_now() {
+        let dir = std::env::temp_dir().join(format!("zarrbuf-safe-dirs-{}", std::process::id()));
+        let moved = dir.with_extension("moved");
+        std::fs::create_dir_all(dir.join("c/0")).unwrap();
+        std::fs::write(dir.join("c/0/1"), b"old").unwrap();
+        let root = SafeRoot::new(&dir);
+        let read = |key: &str| {
+            let (file, size) = root.open_key(key).unwrap().expect("stored");
+            read_range(&file, size, key, None).unwrap()
+        };
+        assert_eq!(&read("c/0/1")[..], b"old");
+        // The directory removed and made again: the new key is read.
+        std::fs::remove_dir_all(dir.join("c/0")).unwrap();
+        std::fs::create_dir_all(dir.join("c/0")).unwrap();
+        std::fs::write(dir.join("c/0/1"), b"new!").unwrap();
+        assert_eq!(&read("c/0/1")[..], b"new!");
+        assert!(root.open_key("c/0/2").unwrap().is_none());
+        // Moved out of the store and replaced by a link to where it went: refused.
+        std::fs::rename(dir.join("c/0"), &moved).unwrap();
+        std::os::unix::fs::symlink(&moved, dir.join("c/0")).unwrap();
+        let out = root.open_key("c/0/1").unwrap_err();
+        assert_eq!(out.kind(), ErrorKind::PermissionDenied);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&moved);
     }
 }
