@@ -139,7 +139,7 @@ pub enum Error {
     },
     /// `zarrbuf check` found damage: chunks that do not decode, leftovers of killed writes.
     #[error(
-        "{array} is damaged: {count} problem(s) found (listed in the report); `zarrbuf check --repair` removes leftovers and undecodable chunks and keeps the good inner chunks of damaged shards (keys that cannot be read are never removed: fix their permissions, or move away what is not a file), or copy the array again"
+        "{array} is damaged: {count} problem(s) found (listed in the report); in a directory store `zarrbuf check --repair` removes leftovers and undecodable chunks and keeps the good inner chunks of damaged shards (keys that cannot be read are never removed: fix their permissions, or move away what is not a file); in an object store upload the listed chunks again or delete them (a missing chunk reads as the fill value); or copy the array again"
     )]
     Damaged {
         /// `store` or `store:path`.
