@@ -104,7 +104,7 @@ impl SafeRoot {
         let fd = self.open_at(root, rel, read)?;
         let file = File::from(fd);
         let meta = file.metadata().ok()?;
-        meta.is_file().then(|| (file, meta.len()))
+        meta.is_file().then_some((file, meta.len()))
     }
 
     /// `openat2(dir, rel, flags)` that may not step out of `dir` (nor through `/proc`'s
