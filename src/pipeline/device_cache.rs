@@ -1,7 +1,8 @@
 //! A staged read's decoded-chunk cache in its device's memory: which reads use it
 //! ([`caches_on_device`]), the cache as a read sees it ([`ReadCache`]: where its units are
 //! filed and how they are cut), a missed unit's own buffer ([`Kept`]) and the queues that
-//! place hits, pooled between reads. The read itself is in `device_cache_steps.rs`.
+//! place hits, pooled between reads. The read itself is the cached route,
+//! `device_cached_read.rs`; the misses are kept by `miss_keeper.rs`.
 //!
 //! Hits — units whose decoded bytes the cache already holds in the device's memory — are
 //! placed into the output on the device by the strided-copy kernel, straight from the
@@ -16,7 +17,7 @@
 //! finished and every chunk of it was checked, so a chunk the decoder rejected is never
 //! cached.
 //!
-//! Without a cache nothing of this runs: `StagedRead::run` takes its usual route.
+//! Without a cache nothing of this runs: `read_route::run_read` takes another route.
 
 use super::cached_read::cached_region;
 use crate::buffer::{Buffer, NDBuffer};

@@ -9,7 +9,9 @@
 //! the real zstd frames at once; only the completion waits).
 
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts};
-use super::staged_read::{Claim, Decoder, Produced, StagedRead};
+use super::host_scatter::Claim;
+use super::read_route::{RouteOptions, run_read};
+use super::staged_read::{Decoder, Produced, StagedRead};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::compression_formats::Compression;
 use crate::data_types::{DataType, Order};
@@ -107,12 +109,14 @@ fn read(
         staging_bytes: staging,
         threads: THREADS,
         progress: None,
+        unit_error: &unit_error,
+    };
+    let routes = RouteOptions {
         device_decode: (who != Who::Cpu).then_some(DeviceDecode {
             compression: Compression::Zstd,
             hybrid: who == Who::Both,
             blosc: false,
         }),
-        unit_error: &unit_error,
         cache: None,
         claim: Claim::Runs,
     };
@@ -131,7 +135,7 @@ fn read(
         Ok(Produced::Decoded(UNIT_BYTES))
     };
     let started = Instant::now();
-    staged.run(&out, &produce).expect("read");
+    run_read(&staged, &routes, &out, &produce).expect("read");
     let took = started.elapsed();
     let got = out.buffer().to_vec().expect("host bytes");
     assert!(got == case.want, "{who:?}: wrong bytes");
@@ -352,12 +356,14 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
                 .expect("log")
                 .push((p.chunks_done, watched.stats().entries as usize));
         })),
+        unit_error: &unit_error,
+    };
+    let routes = RouteOptions {
         device_decode: Some(DeviceDecode {
             compression: Compression::Zstd,
             hybrid: false,
             blosc: false,
         }),
-        unit_error: &unit_error,
         cache: Some(&read_cache),
         claim: Claim::Runs,
     };
@@ -369,7 +375,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
             parts: DeviceParts::Whole,
         }))
     };
-    staged.run(&out, &produce).expect("read");
+    run_read(&staged, &routes, &out, &produce).expect("read");
     assert!(out.buffer().to_vec().expect("bytes") == case.want);
     assert_eq!(sim.batches(), vec![4, 4, 4]);
     let seen = seen.lock().expect("log");

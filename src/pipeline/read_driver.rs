@@ -5,8 +5,10 @@
 use super::device_cache::ReadCache;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
+use super::host_scatter::Claim;
+use super::read_route::{RouteOptions, run_read};
 use super::shard_reads::{InnerFetch, ShardReads};
-use super::staged_read::{Claim, Decoder};
+use super::staged_read::Decoder;
 use super::{Produced, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
@@ -81,8 +83,10 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         staging_bytes: opts.staging_bytes,
         threads: opts.threads(),
         progress: opts.progress.clone(),
-        device_decode,
         unit_error: &unit_error,
+    };
+    let routes = RouteOptions {
+        device_decode,
         cache: cache.as_ref(),
         claim: if ahead.is_some() {
             Claim::OneByOne
@@ -109,7 +113,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         codec_opts,
     };
     let run = |unit_fetch: &UnitFetch<'_>| {
-        staged.run(out, &|unit, slot, decoder| {
+        run_read(&staged, &routes, out, &|unit, slot, decoder| {
             producer.produce(unit_fetch(unit)?, unit, slot, decoder)
         })
     };

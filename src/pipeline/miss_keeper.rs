@@ -1,124 +1,45 @@
-//! The steps of a staged read through a decoded-chunk cache in the device's memory (see
-//! [`super::device_cache`] for the design): hits placed from the cache, the misses' run, and
-//! what the coordinator and the device decoder call to decode a miss into its own buffer,
-//! scatter it from there and keep it.
+//! How the general route keeps the units a cached read missed ([`MissKeeper`]; the design is
+//! in [`super::device_cache`]): each miss is decoded into a device buffer of its own in the
+//! cache's layout, scattered from there, fenced and handed to the cache. The coordinator
+//! (`slot_ring.rs`) and the device decoder (`device_batches.rs`) call it for every unit;
+//! without a cache it keeps nothing and every call is the plain route's.
 
 use super::StagedRead;
-use super::batch_scatter::PendingScatter;
-use super::device_cache::{Kept, ReadCache, give_back_queue, take_queue};
-use super::device_parts::Scatter;
-use super::staged_read::Producer;
+use super::batch_scatter::{PendingScatter, Scatter};
+use super::device_cache::{Kept, ReadCache};
 use crate::buffer::{Buffer, NDBuffer};
 use crate::data_types::{ByteOrder, Order};
 use crate::device::{Queue, StridedCopy, track};
 use crate::errors::{Error, Result};
 use crate::memory::Region;
-use crate::options::{Progress, ProgressFn};
 use crate::zarr::Unit;
-use std::sync::Arc;
 use zarrbuf_codecs::Strided;
 
-impl StagedRead<'_> {
-    /// Runs the read with `cache`: hits placed from it on the device, misses through the
-    /// staged pipeline, which decodes each into a buffer of its own for the cache.
-    pub(super) fn run_cached(
-        &self,
-        cache: &ReadCache,
-        out: &NDBuffer,
-        produce: &Producer<'_>,
-    ) -> Result<()> {
-        // As in the uncached run: whatever is in flight on the output (its allocation, a
-        // copy) is waited for once, here, not by every hit's copy.
-        out.buffer().region()?.settle()?;
-        let elem = out.dtype().size();
-        let memory = self.ops.memory();
-        let mut hits: Vec<(&Unit, Buffer, Vec<usize>)> = Vec::new();
-        let mut misses: Vec<Unit> = Vec::new();
-        for unit in self.units {
-            let shape = cache.kept_shape(unit);
-            let bytes = shape.iter().product::<usize>() * elem;
-            // A buffer of another size or memory is not this unit's (never the case for
-            // what zarrbuf inserts): the unit is read again.
-            match cache
-                .get(&unit.indices)
-                .filter(|b| b.len() == bytes && b.memory() == memory && b.is_allocated())
-            {
-                Some(b) => hits.push((unit, b, shape)),
-                None => misses.push(unit.clone()),
-            }
-        }
-        let mut progress = Progress {
-            chunks_done: 0,
-            chunks_total: self.units.len(),
-            bytes_done: 0,
-        };
-        let q = match hits.is_empty() {
-            true => None,
-            false => Some(take_queue(self.ops.as_ref())?),
-        };
-        // Every hit placed by one batched copy (per byte-swap unit).
-        let placed = q.as_ref().map_or(Ok(()), |q| {
-            let scatters = hits
-                .iter()
-                .map(|(unit, b, shape)| Ok(self.cached_scatter(unit, b.region()?, shape, out)))
-                .collect::<Result<Vec<_>>>()?;
-            self.enqueue_scatters(q, &scatters, out)?;
-            for (unit, _, _) in &hits {
-                self.report(&mut progress, &unit.region_shape(), elem);
-            }
-            Ok(())
-        });
-        let missed = placed.and_then(|()| {
-            if misses.is_empty() {
-                return Ok(());
-            }
-            let rest = StagedRead {
-                ops: self.ops.clone(),
-                units: &misses,
-                layout: self.layout.clone(),
-                request_start: self.request_start.clone(),
-                fill_value: self.fill_value.clone(),
-                staging_bytes: self.staging_bytes,
-                threads: self.threads,
-                progress: self.progress.clone().map(|cb| after(cb, progress)),
-                device_decode: self.device_decode,
-                unit_error: self.unit_error,
-                cache: Some(cache),
-                claim: self.claim,
-            };
-            rest.run_staged(out, produce)
-        });
-        // The hits' copies are done before the read returns (and before the buffers the
-        // cache may evict meanwhile are let go here).
-        let drained = q.map_or(Ok(()), |q| {
-            self.ops.synchronize(&q)?;
-            give_back_queue(memory, q);
-            Ok(())
-        });
-        drop(hits);
-        missed.and(drained)
-    }
+/// The misses of a read kept for its cache: the read, and the cache (`None`: a read without
+/// one, which keeps nothing).
+#[derive(Clone, Copy)]
+pub(super) struct MissKeeper<'r> {
+    read: &'r StagedRead<'r>,
+    cache: Option<&'r ReadCache>,
+}
 
-    /// The byte-swap unit from native byte order to the output's (0: none).
-    pub(super) fn native_to_out_swap(out: &NDBuffer) -> usize {
-        if out.byte_order() == ByteOrder::native() {
-            0
-        } else {
-            out.dtype().swap_unit()
-        }
+impl<'r> MissKeeper<'r> {
+    pub(super) fn new(read: &'r StagedRead<'r>, cache: Option<&'r ReadCache>) -> Self {
+        MissKeeper { read, cache }
     }
 
     /// True when a unit's decoded bytes (the chain's encoded layout) are already the way the
     /// cache keeps it: C order, native byte order, and the unit whole inside the array.
     pub(super) fn decoded_is_kept_layout(&self, unit: &Unit, kept: &Kept, out: &NDBuffer) -> bool {
-        self.layout.order.is_none()
-            && (self.layout.endian == ByteOrder::native() || out.dtype().swap_unit() == 0)
+        let layout = &self.read.layout;
+        layout.order.is_none()
+            && (layout.endian == ByteOrder::native() || out.dtype().swap_unit() == 0)
             && kept.shape == unit.shape_usize()
     }
 
     /// Enqueues the copy of a whole decoded unit (`decoded`, in the chain's encoded layout)
     /// into its cache buffer: its elements inside the array, in C order and native order.
-    pub(super) fn to_kept_layout(
+    fn copy_to_kept_layout(
         &self,
         q: &Queue,
         unit: &Unit,
@@ -127,14 +48,14 @@ impl StagedRead<'_> {
         out: &NDBuffer,
     ) -> Result<()> {
         let elem = out.dtype().size();
-        let src_strides = self.layout.decoded_strides(&unit.shape_usize(), elem);
+        let src_strides = self.read.layout.decoded_strides(&unit.shape_usize(), elem);
         let c = Order::C.strides(&kept.shape, elem);
-        let swap = if self.layout.endian == ByteOrder::native() {
+        let swap = if self.read.layout.endian == ByteOrder::native() {
             0
         } else {
             out.dtype().swap_unit()
         };
-        self.ops.strided_copy(
+        self.read.ops.strided_copy(
             q,
             StridedCopy {
                 src: decoded,
@@ -156,7 +77,7 @@ impl StagedRead<'_> {
 
     /// Enqueues the scatter of a unit's region from its cached buffer (`kept`, of shape
     /// `shape` in C order and native byte order) into its place in the output.
-    pub(super) fn scatter_cached(
+    fn scatter_cached(
         &self,
         q: &Queue,
         unit: &Unit,
@@ -164,8 +85,27 @@ impl StagedRead<'_> {
         shape: &[usize],
         out: &NDBuffer,
     ) -> Result<()> {
-        let one = self.cached_scatter(unit, kept, shape, out);
-        self.enqueue_scatters(q, &[one], out)
+        PendingScatter::cached(self.read, unit, kept, shape, out).enqueue(
+            self.read.ops.as_ref(),
+            q,
+            out,
+        )
+    }
+
+    /// The scatter from `kept`, a unit's cache buffer, into its place in the output.
+    pub(super) fn kept_scatter(
+        &self,
+        unit: &Unit,
+        kept: &Kept,
+        out: &NDBuffer,
+    ) -> Result<PendingScatter> {
+        Ok(PendingScatter::cached(
+            self.read,
+            unit,
+            kept.region()?,
+            &kept.shape,
+            out,
+        ))
     }
 
     /// A device buffer for `unit`'s decoded elements, to be kept in the cache; `None`
@@ -183,7 +123,7 @@ impl StagedRead<'_> {
         // whole decoded unit, the decoder's output of exactly its size, the layout copy or
         // fill over its whole shape) before anything reads it, and a unit whose work failed
         // is never inserted.
-        let region = match self.ops.alloc(bytes) {
+        let region = match self.read.ops.alloc(bytes) {
             Ok(r) => r,
             // The device is full (the cache's own chunks count there too): this unit is
             // read as without a cache, not kept.
@@ -208,16 +148,16 @@ impl StagedRead<'_> {
         out: &NDBuffer,
     ) -> Result<()> {
         if self.decoded_is_kept_layout(unit, kept, out) {
-            self.ops.copy(q, staged.region()?, kept.region()?)?;
+            self.read.ops.copy(q, staged.region()?, kept.region()?)?;
         } else {
-            self.ops.copy(q, staged.region()?, scratch.region()?)?;
-            self.to_kept_layout(q, unit, scratch.region()?, kept, out)?;
+            self.read.ops.copy(q, staged.region()?, scratch.region()?)?;
+            self.copy_to_kept_layout(q, unit, scratch.region()?, kept, out)?;
         }
         self.scatter_cached(q, unit, kept.region()?, &kept.shape, out)
     }
 
-    /// A missing unit (it reads as the fill value), kept too: `kept` filled with `fill`
-    /// (one element, native byte order) and scattered from there.
+    /// A missing unit (it reads as the fill value), kept too: `kept` filled with the fill
+    /// value (native byte order) and scattered from there.
     pub(super) fn fill_kept(
         &self,
         q: &Queue,
@@ -230,8 +170,9 @@ impl StagedRead<'_> {
             offset: 0,
             strides: &c,
         };
-        self.ops
-            .fill(q, kept.region()?, view, &kept.shape, &self.fill_value)?;
+        self.read
+            .ops
+            .fill(q, kept.region()?, view, &kept.shape, &self.read.fill_value)?;
         self.scatter_cached(q, unit, kept.region()?, &kept.shape, out)
     }
 
@@ -249,10 +190,10 @@ impl StagedRead<'_> {
         s: &Scatter<'_>,
     ) -> Result<PendingScatter> {
         let Some(kept) = kept else {
-            return Ok(self.decoded_scatter(unit, decoded, s));
+            return Ok(PendingScatter::decoded(self.read, unit, decoded, s));
         };
-        self.to_kept_layout(q, unit, decoded, kept, s.out)?;
-        Ok(self.cached_scatter(unit, kept.region()?, &kept.shape, s.out))
+        self.copy_to_kept_layout(q, unit, decoded, kept, s.out)?;
+        self.kept_scatter(unit, kept, s.out)
     }
 
     /// Leaves a fence at the current end of `q` — after the work that wrote the kept
@@ -284,19 +225,8 @@ impl StagedRead<'_> {
     pub(super) fn insert_kept(&self, kept: Vec<(usize, Kept)>) {
         if let Some(cache) = self.cache {
             for (i, k) in kept {
-                cache.insert(&self.units[i].indices, k.buffer);
+                cache.insert(&self.read.units[i].indices, k.buffer);
             }
         }
     }
-}
-
-/// `cb`, reporting the units of a run that follows `base` as part of the whole read.
-fn after(cb: ProgressFn, base: Progress) -> ProgressFn {
-    Arc::new(move |p: Progress| {
-        cb(Progress {
-            chunks_done: base.chunks_done + p.chunks_done,
-            chunks_total: base.chunks_total,
-            bytes_done: base.bytes_done + p.bytes_done,
-        })
-    })
 }
