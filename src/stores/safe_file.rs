@@ -107,7 +107,7 @@ impl SafeRoot {
             Ok(fd) => {
                 let file = File::from(fd);
                 let meta = file.metadata().ok()?;
-                meta.is_file().then(|| (file, meta.len()))
+                meta.is_file().then_some((file, meta.len()))
             }
             Err(Errno::ENOSYS | Errno::EPERM) => {
                 self.no_openat2.store(true, Ordering::Relaxed);
