@@ -75,12 +75,12 @@ impl ReadCache {
     }
 
     /// The cached decoded unit at `indices`, if any (counted as a hit or a miss).
-    pub(super) fn get(&self, indices: &[u64]) -> Option<Buffer> {
+    pub(in crate::pipeline) fn get(&self, indices: &[u64]) -> Option<Buffer> {
         self.cache.get(&self.key(indices))
     }
 
     /// Keeps `decoded` as the unit at `indices`, unless a write came since the read began.
-    pub(super) fn insert(&self, indices: &[u64], decoded: Buffer) {
+    pub(in crate::pipeline) fn insert(&self, indices: &[u64], decoded: Buffer) {
         self.cache
             .insert_since(self.key(indices), decoded, self.epoch);
     }
@@ -101,13 +101,13 @@ impl ReadCache {
 }
 
 /// A unit's cache buffer, made by the read that missed it, and the shape it is kept in.
-pub(super) struct Kept {
-    pub(super) buffer: Buffer,
-    pub(super) shape: Vec<usize>,
+pub(in crate::pipeline) struct Kept {
+    pub(in crate::pipeline) buffer: Buffer,
+    pub(in crate::pipeline) shape: Vec<usize>,
 }
 
 impl Kept {
-    pub(super) fn region(&self) -> Result<&Region> {
+    pub(in crate::pipeline) fn region(&self) -> Result<&Region> {
         self.buffer.region()
     }
 }

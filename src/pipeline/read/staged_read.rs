@@ -12,20 +12,21 @@
 //! - the general route (`slot_ring.rs`, [`super::slot_ring::SlotRing`]): workers decode into a
 //!   ring of staging slots, the coordinator copies each to the device and scatters it; with a
 //!   device decoder, chunks go to the device still compressed, in batches
-//!   (`device_batches.rs`, [`super::device_batches::DeviceBatches`]);
-//! - the cached route (`device_cached_read.rs`): hits placed from the decoded-chunk cache in
-//!   the device's memory, the misses through the general route, which keeps them
-//!   (`miss_keeper.rs`).
+//!   (`gpu_decode/device_batches.rs`,
+//!   [`crate::pipeline::gpu_decode::device_batches::DeviceBatches`]);
+//! - the cached route (`cache/device_cached_read.rs`): hits placed from the decoded-chunk
+//!   cache in the device's memory, the misses through the general route, which keeps them
+//!   (`cache/miss_keeper.rs`).
 //!
 //! The pipeline is written against [`DeviceOps`]; with [`crate::device::HostOps`] every step runs
 //! on the host, which is how CI exercises this logic without a GPU.
 
-use super::device_parts::Compressed;
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::device::DeviceOps;
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ProgressFn};
+use crate::pipeline::gpu_decode::device_parts::Compressed;
 use crate::zarr::{EncodedLayout, Unit};
 use std::sync::Arc;
 
@@ -96,7 +97,11 @@ pub(crate) struct StagedRead<'a> {
 
 impl<'a> StagedRead<'a> {
     /// The same read over `units` (a cached read's misses), reporting through `progress`.
-    pub(super) fn over(&self, units: &'a [Unit], progress: Option<ProgressFn>) -> StagedRead<'a> {
+    pub(in crate::pipeline) fn over(
+        &self,
+        units: &'a [Unit],
+        progress: Option<ProgressFn>,
+    ) -> StagedRead<'a> {
         StagedRead {
             ops: self.ops.clone(),
             units,
@@ -111,7 +116,7 @@ impl<'a> StagedRead<'a> {
     }
 
     /// No unit done yet, of this read's units.
-    pub(super) fn no_progress(&self) -> Progress {
+    pub(in crate::pipeline) fn no_progress(&self) -> Progress {
         Progress {
             chunks_done: 0,
             chunks_total: self.units.len(),
@@ -120,7 +125,12 @@ impl<'a> StagedRead<'a> {
     }
 
     /// Counts one unit of `region_shape` done and reports it.
-    pub(super) fn report(&self, progress: &mut Progress, region_shape: &[usize], elem: usize) {
+    pub(in crate::pipeline) fn report(
+        &self,
+        progress: &mut Progress,
+        region_shape: &[usize],
+        elem: usize,
+    ) {
         progress.chunks_done += 1;
         progress.bytes_done += (region_shape.iter().product::<usize>() * elem) as u64;
         if let Some(cb) = &self.progress {
@@ -149,7 +159,7 @@ impl<'a> StagedRead<'a> {
     /// True when the whole unit, decoded, is exactly one contiguous run of `out`: nothing to
     /// transpose or swap (`swap` is the byte-swap unit, 0 for none), and the output's strides
     /// are the unit's C strides.
-    pub(super) fn is_one_run(&self, unit: &Unit, out: &NDBuffer, swap: usize) -> bool {
+    pub(in crate::pipeline) fn is_one_run(&self, unit: &Unit, out: &NDBuffer, swap: usize) -> bool {
         if !unit.is_whole() || self.layout.order.is_some() || swap != 0 {
             return false;
         }

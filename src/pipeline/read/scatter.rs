@@ -3,25 +3,25 @@
 //! one device batch, or a read's cache hits, placed with one batched strided copy per
 //! byte-swap unit instead of one copy (one kernel launch on CUDA) per unit.
 
-use super::StagedRead;
 use crate::buffer::NDBuffer;
 use crate::data_types::{ByteOrder, Order};
 use crate::device::{CopyBatch, CopyBatchItem, DeviceOps, Queue, StridedCopy};
 use crate::errors::Result;
 use crate::memory::Region;
+use crate::pipeline::StagedRead;
 use crate::zarr::Unit;
 use zarrbuf_codecs::Strided;
 
 /// Where decoded units go.
-pub(super) struct Scatter<'a> {
-    pub(super) out: &'a NDBuffer,
-    pub(super) elem: usize,
+pub(in crate::pipeline) struct Scatter<'a> {
+    pub(in crate::pipeline) out: &'a NDBuffer,
+    pub(in crate::pipeline) elem: usize,
     /// Byte-swap unit from the decoded layout to the output's byte order (0: none).
-    pub(super) swap: usize,
+    pub(in crate::pipeline) swap: usize,
 }
 
 /// One unit's scatter into the output: its source and the layouts on both sides.
-pub(super) struct PendingScatter {
+pub(in crate::pipeline) struct PendingScatter {
     src: Region,
     src_offset: usize,
     src_strides: Vec<isize>,
@@ -33,7 +33,7 @@ pub(super) struct PendingScatter {
 impl PendingScatter {
     /// The scatter of one decoded unit (in the chain's encoded layout, at the start of
     /// `decoded`) into its place in the output: byte swap + transpose + strided copy.
-    pub(super) fn decoded(
+    pub(in crate::pipeline) fn decoded(
         read: &StagedRead<'_>,
         unit: &Unit,
         decoded: &Region,
@@ -56,7 +56,7 @@ impl PendingScatter {
 
     /// The scatter of a unit's region from its cached buffer (`kept`, of shape `shape` in C
     /// order and native byte order) into its place in the output.
-    pub(super) fn cached(
+    pub(in crate::pipeline) fn cached(
         read: &StagedRead<'_>,
         unit: &Unit,
         kept: &Region,
@@ -76,7 +76,7 @@ impl PendingScatter {
 
     /// Enqueues `scatters` into `out` on `q`: one batched copy per byte-swap unit among
     /// them (a lone scatter as a plain strided copy), in the order given within each.
-    pub(super) fn enqueue_all(
+    pub(in crate::pipeline) fn enqueue_all(
         ops: &dyn DeviceOps,
         q: &Queue,
         scatters: &[PendingScatter],
@@ -133,7 +133,12 @@ impl PendingScatter {
     }
 
     /// Enqueues this one scatter on `q`.
-    pub(super) fn enqueue(self, ops: &dyn DeviceOps, q: &Queue, out: &NDBuffer) -> Result<()> {
+    pub(in crate::pipeline) fn enqueue(
+        self,
+        ops: &dyn DeviceOps,
+        q: &Queue,
+        out: &NDBuffer,
+    ) -> Result<()> {
         Self::enqueue_all(ops, q, &[self], out)
     }
 }

@@ -9,11 +9,11 @@
 //! that thread. Here the copies run on the workers, in parallel, once.
 
 use super::staged_read::{Decoder, Producer};
-use super::{Produced, Slot, StagedRead, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::data_types::Order;
 use crate::errors::{Error, Result};
 use crate::memory::SharedHostOutput;
+use crate::pipeline::{Produced, Slot, StagedRead, largest_unit_bytes};
 use crate::place::Memory;
 use crate::zarr::Unit;
 use std::collections::HashSet;

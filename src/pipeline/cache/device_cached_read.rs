@@ -4,25 +4,25 @@
 //! the misses run through the general route, which decodes each into a buffer of its own
 //! and keeps it ([`super::miss_keeper`]).
 
-use super::StagedRead;
-use super::batch_scatter::PendingScatter;
 use super::device_cache::{ReadCache, give_back_queue, take_queue};
 use crate::buffer::{Buffer, NDBuffer};
 use crate::errors::Result;
 use crate::options::{Progress, ProgressFn};
+use crate::pipeline::StagedRead;
+use crate::pipeline::read::scatter::PendingScatter;
 use crate::zarr::Unit;
 use std::sync::Arc;
 
 /// A staged read through a cache in its device's memory.
-pub(super) struct DeviceCachedRead<'r> {
-    pub(super) read: &'r StagedRead<'r>,
-    pub(super) cache: &'r ReadCache,
+pub(in crate::pipeline) struct DeviceCachedRead<'r> {
+    pub(in crate::pipeline) read: &'r StagedRead<'r>,
+    pub(in crate::pipeline) cache: &'r ReadCache,
 }
 
 impl DeviceCachedRead<'_> {
     /// Places the hits from the cache on the device, then reads the misses with `misses`
     /// (the general route, keeping what it decodes), given the read narrowed to them.
-    pub(super) fn run(
+    pub(in crate::pipeline) fn run(
         &self,
         out: &NDBuffer,
         misses: impl FnOnce(&StagedRead<'_>) -> Result<()>,

@@ -4,33 +4,38 @@
 //! (`slot_ring.rs`) and the device decoder (`device_batches.rs`) call it for every unit;
 //! without a cache it keeps nothing and every call is the plain route's.
 
-use super::StagedRead;
-use super::batch_scatter::{PendingScatter, Scatter};
 use super::device_cache::{Kept, ReadCache};
 use crate::buffer::{Buffer, NDBuffer};
 use crate::data_types::{ByteOrder, Order};
 use crate::device::{Queue, StridedCopy, track};
 use crate::errors::{Error, Result};
 use crate::memory::Region;
+use crate::pipeline::StagedRead;
+use crate::pipeline::read::scatter::{PendingScatter, Scatter};
 use crate::zarr::Unit;
 use zarrbuf_codecs::Strided;
 
 /// The misses of a read kept for its cache: the read, and the cache (`None`: a read without
 /// one, which keeps nothing).
 #[derive(Clone, Copy)]
-pub(super) struct MissKeeper<'r> {
+pub(in crate::pipeline) struct MissKeeper<'r> {
     read: &'r StagedRead<'r>,
     cache: Option<&'r ReadCache>,
 }
 
 impl<'r> MissKeeper<'r> {
-    pub(super) fn new(read: &'r StagedRead<'r>, cache: Option<&'r ReadCache>) -> Self {
+    pub(in crate::pipeline) fn new(read: &'r StagedRead<'r>, cache: Option<&'r ReadCache>) -> Self {
         MissKeeper { read, cache }
     }
 
     /// True when a unit's decoded bytes (the chain's encoded layout) are already the way the
     /// cache keeps it: C order, native byte order, and the unit whole inside the array.
-    pub(super) fn decoded_is_kept_layout(&self, unit: &Unit, kept: &Kept, out: &NDBuffer) -> bool {
+    pub(in crate::pipeline) fn decoded_is_kept_layout(
+        &self,
+        unit: &Unit,
+        kept: &Kept,
+        out: &NDBuffer,
+    ) -> bool {
         let layout = &self.read.layout;
         layout.order.is_none()
             && (layout.endian == ByteOrder::native() || out.dtype().swap_unit() == 0)
@@ -93,7 +98,7 @@ impl<'r> MissKeeper<'r> {
     }
 
     /// The scatter from `kept`, a unit's cache buffer, into its place in the output.
-    pub(super) fn kept_scatter(
+    pub(in crate::pipeline) fn kept_scatter(
         &self,
         unit: &Unit,
         kept: &Kept,
@@ -110,7 +115,7 @@ impl<'r> MissKeeper<'r> {
 
     /// A device buffer for `unit`'s decoded elements, to be kept in the cache; `None`
     /// without a cache, or when the cache would not keep a unit of this size.
-    pub(super) fn new_kept(&self, unit: &Unit, elem: usize) -> Result<Option<Kept>> {
+    pub(in crate::pipeline) fn new_kept(&self, unit: &Unit, elem: usize) -> Result<Option<Kept>> {
         let Some(cache) = self.cache else {
             return Ok(None);
         };
@@ -139,7 +144,7 @@ impl<'r> MissKeeper<'r> {
     /// Copies a unit the CPU decoded (`staged`: its decoded bytes in the slot) to the device,
     /// into `kept` in the cache's layout (through the slot's `scratch` when the layout
     /// differs), and scatters it from there into the output.
-    pub(super) fn stage_kept(
+    pub(in crate::pipeline) fn stage_kept(
         &self,
         q: &Queue,
         unit: &Unit,
@@ -158,7 +163,7 @@ impl<'r> MissKeeper<'r> {
 
     /// A missing unit (it reads as the fill value), kept too: `kept` filled with the fill
     /// value (native byte order) and scattered from there.
-    pub(super) fn fill_kept(
+    pub(in crate::pipeline) fn fill_kept(
         &self,
         q: &Queue,
         unit: &Unit,
@@ -181,7 +186,7 @@ impl<'r> MissKeeper<'r> {
     /// cache's layout is enqueued, and the scatter from there returned for the caller to
     /// enqueue after it (with others); without a cache buffer, the scatter straight from
     /// `decoded`.
-    pub(super) fn prepare_place(
+    pub(in crate::pipeline) fn prepare_place(
         &self,
         q: &Queue,
         unit: &Unit,
@@ -199,7 +204,7 @@ impl<'r> MissKeeper<'r> {
     /// Leaves a fence at the current end of `q` — after the work that wrote the kept
     /// buffers and the scatters that read them — on each of them: whoever uses one next (a
     /// later read on another stream, the allocator once the cache lets it go) waits for it.
-    pub(super) fn fence_kept(&self, q: &Queue, kept: &[(usize, Kept)]) -> Result<()> {
+    pub(in crate::pipeline) fn fence_kept(&self, q: &Queue, kept: &[(usize, Kept)]) -> Result<()> {
         if kept.is_empty() {
             // Nothing kept (a read without a cache): no event recorded.
             return Ok(());
@@ -213,7 +218,7 @@ impl<'r> MissKeeper<'r> {
 
     /// Fences and caches one unit at once (its work cannot fail on the device: the CPU
     /// decoded it, or it is missing).
-    pub(super) fn keep_now(&self, q: &Queue, unit: usize, kept: Kept) -> Result<()> {
+    pub(in crate::pipeline) fn keep_now(&self, q: &Queue, unit: usize, kept: Kept) -> Result<()> {
         let kept = vec![(unit, kept)];
         self.fence_kept(q, &kept)?;
         self.insert_kept(kept);
@@ -222,7 +227,7 @@ impl<'r> MissKeeper<'r> {
 
     /// Hands fenced decoded units (unit index, buffer) to the cache; call only once the
     /// work that wrote them is known to have succeeded.
-    pub(super) fn insert_kept(&self, kept: Vec<(usize, Kept)>) {
+    pub(in crate::pipeline) fn insert_kept(&self, kept: Vec<(usize, Kept)>) {
         if let Some(cache) = self.cache {
             for (i, k) in kept {
                 cache.insert(&self.read.units[i].indices, k.buffer);

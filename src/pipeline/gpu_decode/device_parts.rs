@@ -1,8 +1,8 @@
 //! The parts of a staged read that its device decoder shares with the workers and the
 //! coordinator: a chunk left compressed for the device, how it decodes, and the device
-//! decoder's settings. A leaf of `pipeline/`, so that `staged_read.rs`, `read_driver.rs`,
-//! `slot_ring.rs` and `device_batches.rs` all take them from here without importing one
-//! another in a circle.
+//! decoder's settings. A leaf of `pipeline/`, so that `read/staged_read.rs`,
+//! `read/read_driver.rs`, `read/slot_ring.rs` and `gpu_decode/device_batches.rs` all take
+//! them from here without importing one another in a circle.
 
 use crate::compression_formats::Compression;
 use crate::zarr::BloscFrame;

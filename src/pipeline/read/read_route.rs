@@ -11,23 +11,23 @@
 //! Both slot routes share the ring's life: taken from the slot pool, and drained and given
 //! back whatever happened.
 
-use super::device_cache::ReadCache;
-use super::device_cached_read::DeviceCachedRead;
-use super::device_parts::DeviceDecode;
 use super::host_scatter::{Claim, HostScatter};
-use super::miss_keeper::MissKeeper;
 use super::slot_ring::SlotRing;
 use super::staged_read::Producer;
-use super::{Slot, StagedRead, allocate_slots, finish};
 use crate::buffer::NDBuffer;
 use crate::errors::Result;
+use crate::pipeline::cache::device_cache::ReadCache;
+use crate::pipeline::cache::device_cached_read::DeviceCachedRead;
+use crate::pipeline::cache::miss_keeper::MissKeeper;
+use crate::pipeline::gpu_decode::device_parts::DeviceDecode;
+use crate::pipeline::{Slot, StagedRead, allocate_slots, finish};
 
 /// The settings that decide a staged read's route, beside what every route shares.
 pub(crate) struct RouteOptions<'a> {
     /// Decompression on the device, when this read uses it (the general route's batches).
     pub device_decode: Option<DeviceDecode>,
     /// The decoded-chunk cache in the device's memory, when the read has one
-    /// ([`super::device_cache`]).
+    /// ([`crate::pipeline::cache::device_cache`]).
     pub cache: Option<&'a ReadCache>,
     /// How the host route's workers take units.
     pub claim: Claim,

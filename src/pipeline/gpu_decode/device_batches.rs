@@ -17,18 +17,18 @@
 //! settle finished batches, finish the rest.
 
 use super::batch_plan::{BatchPlan, BatchPlanInput, align_up, batch_plan};
-use super::batch_scatter::{PendingScatter, Scatter};
-use super::device_cache::Kept;
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::hybrid::{BatchId, WorkQueue};
-use super::miss_keeper::MissKeeper;
 use super::tuning::Tuning;
-use super::{Slot, StagedRead};
 use crate::compression_formats::Compression;
 use crate::device::{BatchDesc, BatchItem, DeviceOps, Event, Queue, Unshuffle};
 use crate::errors::{Error, Result};
 use crate::memory::Region;
 use crate::options::Progress;
+use crate::pipeline::cache::device_cache::Kept;
+use crate::pipeline::cache::miss_keeper::MissKeeper;
+use crate::pipeline::read::scatter::{PendingScatter, Scatter};
+use crate::pipeline::{Slot, StagedRead};
 use crate::zarr::{BloscFrame, STREAM_ALIGN, Unit};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -74,9 +74,23 @@ struct Gathering {
     items: usize,
 }
 
+impl Gathering {
+    /// A batch whose gathering begins: nothing in yet.
+    fn new(batch: BatchId) -> Self {
+        Gathering {
+            batch,
+            arrived: 0,
+            entry: None,
+            chunks: Vec::new(),
+            bytes: 0,
+            items: 0,
+        }
+    }
+}
+
 /// The device decoder's state in one read: the batches being gathered and the ring of
 /// submitted ones.
-pub(super) struct DeviceBatches<'r> {
+pub(in crate::pipeline) struct DeviceBatches<'r> {
     read: &'r StagedRead<'r>,
     /// Where decoded units that a cache keeps go.
     keep: MissKeeper<'r>,
@@ -113,7 +127,7 @@ impl<'r> DeviceBatches<'r> {
     /// The device decoder of `read` (general route; `slot_bytes`: the largest decoded unit),
     /// its batches sized by the batch plan from the device's SM count and the staging
     /// budget, and its ring of batch buffers allocated.
-    pub(super) fn new(
+    pub(in crate::pipeline) fn new(
         read: &'r StagedRead<'r>,
         keep: MissKeeper<'r>,
         decode: &DeviceDecode,
@@ -170,12 +184,12 @@ impl<'r> DeviceBatches<'r> {
     }
 
     /// Most chunks in one batch (the plan's).
-    pub(super) fn chunks_per_batch(&self) -> usize {
+    pub(in crate::pipeline) fn chunks_per_batch(&self) -> usize {
         self.plan.chunks_per_batch
     }
 
     /// The device decoder's knobs this read runs with.
-    pub(super) fn tuning(&self) -> Tuning {
+    pub(in crate::pipeline) fn tuning(&self) -> Tuning {
         self.plan_input.tuning
     }
 
@@ -184,20 +198,13 @@ impl<'r> DeviceBatches<'r> {
         if let Some(g) = self.gathering.iter().position(|g| g.batch == batch) {
             return g;
         }
-        self.gathering.push(Gathering {
-            batch,
-            arrived: 0,
-            entry: None,
-            chunks: Vec::new(),
-            bytes: 0,
-            items: 0,
-        });
+        self.gathering.push(Gathering::new(batch));
         self.gathering.len() - 1
     }
 
     /// Waits for everything enqueued on the decoder's queues (no device work may outlive a
     /// read, whatever stopped it).
-    pub(super) fn drain(&self) -> Result<()> {
+    pub(in crate::pipeline) fn drain(&self) -> Result<()> {
         let ops = self.read.ops.as_ref();
         ops.synchronize(&self.copy_queue)?;
         ops.synchronize(&self.queue)
@@ -207,7 +214,7 @@ impl<'r> DeviceBatches<'r> {
     /// buffer (submitting the batch first when it has no room left) and frees the slot once
     /// the copy is done.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn gather(
+    pub(in crate::pipeline) fn gather(
         &mut self,
         batch: BatchId,
         unit: usize,
@@ -230,17 +237,7 @@ impl<'r> DeviceBatches<'r> {
         };
         if full {
             // The batch goes as it is; the rest of its units start another.
-            let done = std::mem::replace(
-                &mut self.gathering[g],
-                Gathering {
-                    batch,
-                    arrived: 0,
-                    entry: None,
-                    chunks: Vec::new(),
-                    bytes: 0,
-                    items: 0,
-                },
-            );
+            let done = std::mem::replace(&mut self.gathering[g], Gathering::new(batch));
             self.gathering[g].arrived = done.arrived;
             self.submit(done, s, progress)?;
             g = self.gathering(batch);
@@ -300,7 +297,7 @@ impl<'r> DeviceBatches<'r> {
 
     /// One unit of `batch` has come in (gathered, or decoded elsewhere): once all have, the
     /// batch is submitted.
-    pub(super) fn arrived(
+    pub(in crate::pipeline) fn arrived(
         &mut self,
         batch: BatchId,
         s: &Scatter<'_>,
@@ -537,7 +534,7 @@ impl<'r> DeviceBatches<'r> {
     }
 
     /// Settles every ring entry whose batch has finished (never blocks).
-    pub(super) fn settle_finished(&mut self, queue: &WorkQueue) -> Result<()> {
+    pub(in crate::pipeline) fn settle_finished(&mut self, queue: &WorkQueue) -> Result<()> {
         for k in 0..self.ring.len() {
             if self.ring[k].event.as_ref().is_some_and(Event::is_complete) {
                 self.settle_batch(k, queue)?;
@@ -547,7 +544,7 @@ impl<'r> DeviceBatches<'r> {
     }
 
     /// Submits what is still gathered and waits for every batch, checking each.
-    pub(super) fn finish_batches(
+    pub(in crate::pipeline) fn finish_batches(
         &mut self,
         s: &Scatter<'_>,
         progress: &mut Progress,

@@ -6,27 +6,27 @@
 //! and scatters unit k. A slot is reused only after the device work that read it has
 //! finished (its event), so host memory is bounded by the slot count × slot size.
 //!
-//! The workers take units from one queue ([`super::hybrid::WorkQueue`]). With a device
+//! The workers take units from one queue ([`crate::pipeline::gpu_decode::hybrid::WorkQueue`]). With a device
 //! decoder (`DeviceDecode`) the device takes batches of units from its front, sized by the
-//! batch plan ([`super::batch_plan`]); the workers fetch and check those and hand them over
+//! batch plan ([`crate::pipeline::gpu_decode::batch_plan`]); the workers fetch and check those and hand them over
 //! still compressed, and the coordinator gathers them into the batch's input buffer on the
 //! device, has the device decompress the whole batch at once (nvCOMP on CUDA; its host twin
-//! on the host) and scatters them with the same kernel ([`super::device_batches`]). In
+//! on the host) and scatters them with the same kernel ([`crate::pipeline::gpu_decode::device_batches`]). In
 //! hybrid mode the workers also decode units from the back of the queue themselves, as the
 //! hybrid policy decides. With a cache, each unit goes through a buffer of its own that
-//! the cache keeps ([`super::miss_keeper`]).
+//! the cache keeps ([`crate::pipeline::cache::miss_keeper`]).
 
-use super::batch_scatter::{PendingScatter, Scatter};
-use super::device_batches::DeviceBatches;
-use super::device_parts::DeviceDecode;
-use super::hybrid::{BatchId, Split, Take, WorkQueue};
-use super::miss_keeper::MissKeeper;
+use super::scatter::{PendingScatter, Scatter};
 use super::staged_read::{Decoder, Producer};
-use super::tuning::Tuning;
-use super::{Produced, Slot, StagedRead};
 use crate::buffer::NDBuffer;
 use crate::device::Queue;
 use crate::errors::{Error, Result};
+use crate::pipeline::cache::miss_keeper::MissKeeper;
+use crate::pipeline::gpu_decode::device_batches::DeviceBatches;
+use crate::pipeline::gpu_decode::device_parts::DeviceDecode;
+use crate::pipeline::gpu_decode::hybrid::{BatchId, Split, Take, WorkQueue};
+use crate::pipeline::gpu_decode::tuning::Tuning;
+use crate::pipeline::{Produced, Slot, StagedRead};
 use crate::zarr::Unit;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
