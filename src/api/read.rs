@@ -223,7 +223,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
 const STAGED_MIN_CHUNKS: u64 = 8;
 
 /// Units an `Auto` host read takes at most on the small-read route, sync or async
-/// (`pipeline/small_read.rs`): the reads below [`STAGED_MIN_CHUNKS`].
+/// (`pipeline/read/small_read.rs`): the reads below [`STAGED_MIN_CHUNKS`].
 pub(crate) const SMALL_READ_UNITS: usize = STAGED_MIN_CHUNKS as usize - 1;
 
 /// Whether an `Auto` read into an aligned host output takes the staged pipeline (see

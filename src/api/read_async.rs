@@ -1,7 +1,7 @@
 //! Async reads from any async zarrs store (object stores on tokio), into any prototype.
 //!
 //! Small host reads (up to 7 chunks or inner chunks, `PipelineMode::Auto`, into a
-//! C-contiguous output) take the small route (`pipeline/small_read_async.rs`): their units
+//! C-contiguous output) take the small route (`pipeline/read/small_read_async.rs`): their units
 //! are fetched concurrently on the runtime, fetches of the same unit by concurrent reads
 //! shared, and decoded by the bounded decoders without the pipeline. Other reads fetch on the
 //! tokio runtime, concurrently up to the decoding thread count; decoding

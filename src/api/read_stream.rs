@@ -8,7 +8,7 @@
 //!   is bounded by the options, not by the iterator's length.
 //! - **Sharing.** Each read claims the chunks it will fetch when it starts; a chunk claimed
 //!   by several reads in flight is fetched once and its encoded bytes are kept only until
-//!   the last of them took it (see `pipeline/chunk_share.rs`). Each read decodes for itself.
+//!   the last of them took it (see `pipeline/fetch/chunk_share.rs`). Each read decodes for itself.
 //! - **Cancellation.** Dropping the stream stops every read in flight (a fetch in flight on
 //!   an async store is abandoned, the others stop at their next chunk) and returns only once
 //!   none of them runs any more.

@@ -14,7 +14,7 @@ static WRITES: AtomicU64 = AtomicU64::new(0);
 
 /// The process's write epoch: it moves whenever a write through zarrbuf (to any array)
 /// begins or ends, so a fetch of encoded bytes taken under one epoch is never handed to a
-/// read that began after a write ended (`pipeline/fetch_flight.rs`).
+/// read that began after a write ended (`pipeline/fetch/fetch_flight.rs`).
 pub(crate) fn write_epoch() -> u64 {
     WRITES.load(Ordering::SeqCst)
 }

@@ -1,72 +1,57 @@
-//! The chunk pipeline: staging slots and their pool, the staged read and write engines, the
-//! fetch stage, the read and write drivers that the public extension traits call, and the
-//! reads behind a read stream (`read_stream.rs`).
+//! The chunk pipeline: the staged read and write engines, the fetch stage, the read and
+//! write drivers that the public extension traits call, and the reads behind read streams.
+//! One folder per concern:
+//!
+//! - `read/`: the staged read (what every route shares, `staged_read.rs`; the route chosen
+//!   once, `read_route.rs`; the host route, `host_scatter.rs`; the general route,
+//!   `slot_ring.rs`; the scatters, `scatter.rs`), the read driver that plans and produces
+//!   units (`read_driver.rs`), small reads, variable-length reads and the output limit;
+//! - `fetch/`: one unit's encoded bytes — the fetch stage, fetch-ahead for object stores,
+//!   shards' merged ranges and shared indexes, single-flight and stream-shared fetches, the
+//!   byte ranges of an uncompressed unit;
+//! - `gpu_decode/`: decompression on the device — its batches, their plan, the hybrid
+//!   queue the device and the CPU threads share, what `Decode::Auto` decides, the knobs;
+//! - `cache/`: reads through a decoded-chunk cache, on the host and in the device's memory;
+//! - `stream/`: the reads behind read streams;
+//! - `write/`: the staged write, its driver, compression batches, chunk writer and store
+//!   threads;
+//! - here: what reads and writes share — staging slots and their pool, cancellation.
 //!
 //! Read: fetch → CPU decompress into a staging slot → copy to the device → one fused device
 //! kernel (byte swap + transpose + scatter; fill for missing chunks). Write is the mirror.
 //! Everything is written against `crate::device::DeviceOps`, so the host implementation runs
 //! every line of it in CI.
 
-mod batch_plan;
-mod batch_scatter;
-mod cached_read;
+mod cache;
 mod cancel;
-mod chunk_share;
-mod chunk_sink;
-mod chunk_writer;
-mod decode_choice;
-mod device_batch_steps;
-mod device_batches;
-mod device_cache;
-mod device_cache_steps;
-mod device_parts;
 mod fetch;
-mod fetch_ahead;
-mod fetch_flight;
-mod fetch_ranges;
-mod host_scatter;
-mod hybrid;
-#[cfg(test)]
-mod hybrid_tests;
-mod output_limit;
-mod read_driver;
-mod read_stream;
-mod shard_index_fetch;
-mod shard_reads;
+mod gpu_decode;
+mod read;
 mod slot_pool;
 mod slots;
-mod small_read;
-mod small_read_async;
-mod staged_read;
-mod staged_write;
-mod store_queue;
-mod tuning;
-mod unit_ranges;
-mod varlen_read;
-mod varlen_stream;
-mod write_batches;
-mod write_driver;
+mod stream;
+mod write;
 
-pub(crate) use cached_read::{CachedRead, miss_options, miss_output, read_through_cache};
+pub(crate) use cache::cached_read::{CachedRead, miss_options, miss_output, read_through_cache};
+pub(crate) use cache::device_cache::caches_on_device;
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
-pub(crate) use chunk_share::{ChunkShare, Claim};
-pub(crate) use chunk_sink::ChunkSink;
-pub(crate) use chunk_writer::ChunkWriter;
-pub(crate) use device_cache::caches_on_device;
-pub(crate) use fetch::{AsyncUnits, fetch_unit, run_ahead_sync};
-pub(crate) use fetch_ahead::{AheadLimits, AsyncFetch, FetchAhead, FetchStage};
-pub(crate) use output_limit::check_output_size;
-pub(crate) use read_driver::run_staged;
-pub(crate) use read_stream::StreamReads;
-pub(crate) use shard_reads::{InnerFetch, ShardReads};
+pub(crate) use fetch::chunk_share::{ChunkShare, Claim};
+pub(crate) use fetch::fetch_ahead::{AheadLimits, AsyncFetch, FetchAhead, FetchStage};
+pub(crate) use fetch::fetch_unit::{AsyncUnits, fetch_unit, run_ahead_sync};
+pub(crate) use fetch::shard_reads::{InnerFetch, ShardReads};
+pub use gpu_decode::tuning::{Tuning, tuning};
+pub(crate) use read::output_limit::check_output_size;
+pub(crate) use read::read_driver::run_staged;
+pub(crate) use read::small_read::read_small;
+pub(crate) use read::small_read_async::read_small_async;
+pub(crate) use read::staged_read::{Produced, StagedRead};
+pub(crate) use read::varlen_read::{VarLenRead, read_varlen};
 pub(crate) use slot_pool::Slot;
 pub(crate) use slots::{allocate_slots, finish, largest_unit_bytes};
-pub(crate) use small_read::read_small;
-pub(crate) use small_read_async::read_small_async;
-pub(crate) use staged_read::{Produced, StagedRead};
-pub(crate) use staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
-pub(crate) use store_queue::StoreQueue;
-pub use tuning::{Tuning, tuning};
-pub(crate) use varlen_read::{VarLenRead, read_varlen};
-pub(crate) use varlen_stream::VarLenStreamReads;
-pub(crate) use write_driver::{store_threads, write_staged};
+pub(crate) use stream::read_stream::StreamReads;
+pub(crate) use stream::varlen_stream::VarLenStreamReads;
+pub(crate) use write::chunk_sink::ChunkSink;
+pub(crate) use write::chunk_writer::ChunkWriter;
+pub(crate) use write::staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};
+pub(crate) use write::store_queue::StoreQueue;
+pub(crate) use write::write_driver::{store_threads, write_staged};

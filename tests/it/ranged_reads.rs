@@ -1,5 +1,5 @@
 //! Small reads of units stored uncompressed fetch only the byte ranges they need
-//! (`pipeline/unit_ranges.rs`, `pipeline/fetch_ranges.rs`): patches of plain and sharded
+//! (`pipeline/fetch/unit_ranges.rs`, `pipeline/fetch/fetch_ranges.rs`): patches of plain and sharded
 //! arrays written by zarrs read exactly, sync and async, in fixed and random regions of random
 //! arrays; a shard's inner chunks are fetched by the ranges of the patch's rows (a store
 //! that records its requests says so); a chunk stored a few bytes short or long, an index

@@ -1,5 +1,5 @@
 //! The shard-index cache (`zarr/shard/index_cache.rs`) and the small-read route
-//! (`pipeline/small_read.rs`): a shard's index is fetched once per store object however
+//! (`pipeline/read/small_read.rs`): a shard's index is fetched once per store object however
 //! many reads go through it, reads equal the data zarr-python wrote, a write through zarrbuf
 //! drops the indexes of the shards it stored, a damaged index stays an error on every read,
 //! and small reads of every route give the same bytes.

@@ -1,4 +1,4 @@
-//! Encoded chunks shared by concurrent independent reads (`pipeline/fetch_flight.rs`):
+//! Encoded chunks shared by concurrent independent reads (`pipeline/fetch/fetch_flight.rs`):
 //! threads or tasks reading overlapping patches of one array at the same time fetch each
 //! chunk (and each shard's index) fewer times than they read it and all get the exact data; a damaged chunk is the
 //! same error, naming it, for every reader; a read that starts after a write through

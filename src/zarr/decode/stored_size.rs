@@ -102,7 +102,7 @@ pub(crate) fn not_exact_size(stored: u64, expected: u64) -> String {
 /// Whether the unsharded chunk at `indices` is stored (`false`: not stored), refusing it
 /// unless it is exactly `expected` bytes: the check a read of a byte range of a chunk stored
 /// in its decoded layout makes before it uses any byte of the range (see
-/// `pipeline/unit_ranges.rs`). One size request: for stores that tell sizes cheaply only.
+/// `pipeline/fetch/unit_ranges.rs`). One size request: for stores that tell sizes cheaply only.
 pub(crate) fn check_exact_size<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
     indices: &[u64],

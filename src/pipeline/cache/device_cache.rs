@@ -1,7 +1,8 @@
 //! A staged read's decoded-chunk cache in its device's memory: which reads use it
 //! ([`caches_on_device`]), the cache as a read sees it ([`ReadCache`]: where its units are
 //! filed and how they are cut), a missed unit's own buffer ([`Kept`]) and the queues that
-//! place hits, pooled between reads. The read itself is in `device_cache_steps.rs`.
+//! place hits, pooled between reads. The read itself is the cached route,
+//! `device_cached_read.rs`; the misses are kept by `miss_keeper.rs`.
 //!
 //! Hits — units whose decoded bytes the cache already holds in the device's memory — are
 //! placed into the output on the device by the strided-copy kernel, straight from the
@@ -16,7 +17,7 @@
 //! finished and every chunk of it was checked, so a chunk the decoder rejected is never
 //! cached.
 //!
-//! Without a cache nothing of this runs: `StagedRead::run` takes its usual route.
+//! Without a cache nothing of this runs: `read_route::run_read` takes another route.
 
 use super::cached_read::cached_region;
 use crate::buffer::{Buffer, NDBuffer};
@@ -74,12 +75,12 @@ impl ReadCache {
     }
 
     /// The cached decoded unit at `indices`, if any (counted as a hit or a miss).
-    pub(super) fn get(&self, indices: &[u64]) -> Option<Buffer> {
+    pub(in crate::pipeline) fn get(&self, indices: &[u64]) -> Option<Buffer> {
         self.cache.get(&self.key(indices))
     }
 
     /// Keeps `decoded` as the unit at `indices`, unless a write came since the read began.
-    pub(super) fn insert(&self, indices: &[u64], decoded: Buffer) {
+    pub(in crate::pipeline) fn insert(&self, indices: &[u64], decoded: Buffer) {
         self.cache
             .insert_since(self.key(indices), decoded, self.epoch);
     }
@@ -100,13 +101,13 @@ impl ReadCache {
 }
 
 /// A unit's cache buffer, made by the read that missed it, and the shape it is kept in.
-pub(super) struct Kept {
-    pub(super) buffer: Buffer,
-    pub(super) shape: Vec<usize>,
+pub(in crate::pipeline) struct Kept {
+    pub(in crate::pipeline) buffer: Buffer,
+    pub(in crate::pipeline) shape: Vec<usize>,
 }
 
 impl Kept {
-    pub(super) fn region(&self) -> Result<&Region> {
+    pub(in crate::pipeline) fn region(&self) -> Result<&Region> {
         self.buffer.region()
     }
 }

@@ -4,15 +4,15 @@
 //! order, and every read stopped (and waited for) when the stream is dropped. The public
 //! types and their documented behaviour are in `api/read_stream.rs`.
 
-use super::{
-    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop,
-    caches_on_device, fetch_unit, miss_options, miss_output, read_through_cache, run_ahead_sync,
-    run_staged,
-};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::data_types::{DataType, Order};
 use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
+use crate::pipeline::{
+    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop,
+    caches_on_device, fetch_unit, miss_options, miss_output, read_through_cache, run_ahead_sync,
+    run_staged,
+};
 use crate::process_local::MadeIn;
 use crate::zarr::{check_subset, data_type_of, plan_units};
 use futures::channel::oneshot;
@@ -383,7 +383,7 @@ fn read_one(
     finish: &FinishOnDrop,
 ) -> Result<NDBuffer> {
     let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
-    super::check_output_size("the stream's array", subset, dtype, proto, opts)?;
+    crate::pipeline::check_output_size("the stream's array", subset, dtype, proto, opts)?;
     // Every element is written by the read; on an error `out` is dropped, never returned.
     let out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
     if out.is_empty() {

@@ -24,9 +24,9 @@
 //! except that one request may always run. When the read ends, for any reason, the I/O threads
 //! finish the request they are in and stop.
 
-use super::ShardReads;
 use super::shard_reads::Ahead;
 use crate::errors::Result;
+use crate::pipeline::ShardReads;
 use crate::zarr::{Unit, UnitPlan};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};

@@ -8,8 +8,8 @@
 //! being stored are bounded (at least one chunk always goes through), and the first store
 //! error stops the write: chunks stored before it stay stored.
 
-use super::ChunkSink;
 use crate::errors::{Error, Result};
+use crate::pipeline::ChunkSink;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::Scope;

@@ -2,14 +2,14 @@
 //! admitted lazily up to the prefetch bound, each read on a plain thread of its own by the
 //! function the stream was made with (`api/read_varlen.rs`: through `read_varlen`;
 //! `api/read_varlen_async.rs`: on the tokio runtime), results yielded in order, and every read stopped (and waited for) when
-//! the stream is dropped. Unlike the fixed-size [`super::StreamReads`], the reads share no
+//! the stream is dropped. Unlike the fixed-size [`crate::pipeline::StreamReads`], the reads share no
 //! encoded chunks: each fetches its own.
 
 use super::read_stream::ranges_text;
-use super::{Cancel, StopOnDrop};
 use crate::buffer::VarLenBuffer;
 use crate::errors::{Error, Result};
 use crate::options::StreamOptions;
+use crate::pipeline::{Cancel, StopOnDrop};
 use crate::process_local::MadeIn;
 use std::collections::VecDeque;
 use std::ops::Range;

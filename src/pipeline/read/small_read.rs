@@ -1,7 +1,7 @@
 //! Small host reads: a read of a few chunks (inner chunks) into a C-contiguous host output in
 //! native byte order, with `PipelineMode::Auto`, as a training loop's random patches are.
 //!
-//! Each unit is fetched (`fetch.rs`: the stored-size check first; inner chunks through the
+//! Each unit is fetched (`fetch/fetch_unit.rs`: the stored-size check first; inner chunks through the
 //! shard index, shared by the reads of the same store object, `zarr/shard/index_cache.rs`)
 //! and decoded by the bounded decoders the staged pipeline uses (`DeviceCodec::decode_into`,
 //! into exactly the unit's decoded size) into a recycled buffer; then the part the read
@@ -21,16 +21,18 @@
 //! out as from a whole unit. Unsharded chunks whose size the store cannot tell without a
 //! request of its own are fetched whole.
 
-use super::fetch_ahead::{Fetch, FetchAhead, FetchStage};
-use super::fetch_flight::{FlightKey, Readers, fetch_shared, flight_unit};
-use super::fetch_ranges::{chunks_sized_cheaply, fetch_unit_ranges, requests_are_round_trips};
 use super::read_driver::fetch_ahead_limits;
-use super::unit_ranges::{RangePolicy, UnitRanges};
-use super::{InnerFetch, ShardReads};
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
 use crate::options::{PipelineMode, ReadOptions};
+use crate::pipeline::fetch::fetch_ahead::{Fetch, FetchAhead, FetchStage};
+use crate::pipeline::fetch::fetch_flight::{FlightKey, Readers, fetch_shared, flight_unit};
+use crate::pipeline::fetch::fetch_ranges::{
+    chunks_sized_cheaply, fetch_unit_ranges, requests_are_round_trips,
+};
+use crate::pipeline::fetch::unit_ranges::{RangePolicy, UnitRanges};
+use crate::pipeline::{InnerFetch, ShardReads};
 use crate::process_local::ProcessLocal;
 use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,

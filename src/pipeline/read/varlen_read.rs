@@ -19,13 +19,13 @@
 //! decoded bytes and one start position per element. Into a device the buffers are built in
 //! pinned host memory and cross in two copies (offsets, values).
 
-use super::ShardReads;
-use super::fetch_ahead::{FetchAhead, FetchStage};
 use super::read_driver::fetch_ahead_limits;
-use super::shard_reads::InnerFetch;
 use crate::buffer::{Buffer, BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ReadOptions};
+use crate::pipeline::ShardReads;
+use crate::pipeline::fetch::fetch_ahead::{FetchAhead, FetchStage};
+use crate::pipeline::fetch::shard_reads::InnerFetch;
 use crate::place::Memory;
 use crate::zarr::{
     EncodedLayout, ShardIndex, Unit, UnitCodec, UnitFault, UnitPlan, UnitSource, VlenIndex,

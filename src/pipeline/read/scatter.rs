@@ -1,19 +1,27 @@
-//! Scatters gathered and enqueued together: the units of one device batch, or a read's
-//! cache hits, placed into the output with one batched strided copy per byte-swap unit
-//! instead of one copy (one kernel launch on CUDA) per unit.
+//! Scatters into a staged read's output: where decoded units go ([`Scatter`]), one unit's
+//! scatter ([`PendingScatter`]), and scatters gathered and enqueued together — the units of
+//! one device batch, or a read's cache hits, placed with one batched strided copy per
+//! byte-swap unit instead of one copy (one kernel launch on CUDA) per unit.
 
-use super::StagedRead;
-use super::device_parts::Scatter;
 use crate::buffer::NDBuffer;
-use crate::data_types::Order;
-use crate::device::{CopyBatch, CopyBatchItem, Queue, StridedCopy};
+use crate::data_types::{ByteOrder, Order};
+use crate::device::{CopyBatch, CopyBatchItem, DeviceOps, Queue, StridedCopy};
 use crate::errors::Result;
 use crate::memory::Region;
+use crate::pipeline::StagedRead;
 use crate::zarr::Unit;
 use zarrbuf_codecs::Strided;
 
+/// Where decoded units go.
+pub(in crate::pipeline) struct Scatter<'a> {
+    pub(in crate::pipeline) out: &'a NDBuffer,
+    pub(in crate::pipeline) elem: usize,
+    /// Byte-swap unit from the decoded layout to the output's byte order (0: none).
+    pub(in crate::pipeline) swap: usize,
+}
+
 /// One unit's scatter into the output: its source and the layouts on both sides.
-pub(super) struct PendingScatter {
+pub(in crate::pipeline) struct PendingScatter {
     src: Region,
     src_offset: usize,
     src_strides: Vec<isize>,
@@ -22,22 +30,22 @@ pub(super) struct PendingScatter {
     swap: usize,
 }
 
-impl StagedRead<'_> {
+impl PendingScatter {
     /// The scatter of one decoded unit (in the chain's encoded layout, at the start of
     /// `decoded`) into its place in the output: byte swap + transpose + strided copy.
-    pub(super) fn decoded_scatter(
-        &self,
+    pub(in crate::pipeline) fn decoded(
+        read: &StagedRead<'_>,
         unit: &Unit,
         decoded: &Region,
         s: &Scatter<'_>,
     ) -> PendingScatter {
-        let src_strides = self.layout.decoded_strides(&unit.shape_usize(), s.elem);
+        let src_strides = read.layout.decoded_strides(&unit.shape_usize(), s.elem);
         PendingScatter {
             src: decoded.clone(),
             src_offset: unit.offset_in_unit(&src_strides),
             src_strides,
             dst_offset: unit.offset_in_request(
-                &self.request_start,
+                &read.request_start,
                 s.out.offset(),
                 s.out.strides(),
             ),
@@ -48,8 +56,8 @@ impl StagedRead<'_> {
 
     /// The scatter of a unit's region from its cached buffer (`kept`, of shape `shape` in C
     /// order and native byte order) into its place in the output.
-    pub(super) fn cached_scatter(
-        &self,
+    pub(in crate::pipeline) fn cached(
+        read: &StagedRead<'_>,
         unit: &Unit,
         kept: &Region,
         shape: &[usize],
@@ -60,16 +68,16 @@ impl StagedRead<'_> {
             src: kept.clone(),
             src_offset: unit.offset_in_unit(&c),
             src_strides: c,
-            dst_offset: unit.offset_in_request(&self.request_start, out.offset(), out.strides()),
+            dst_offset: unit.offset_in_request(&read.request_start, out.offset(), out.strides()),
             shape: unit.region_shape(),
-            swap: Self::native_to_out_swap(out),
+            swap: native_to_out_swap(out),
         }
     }
 
     /// Enqueues `scatters` into `out` on `q`: one batched copy per byte-swap unit among
     /// them (a lone scatter as a plain strided copy), in the order given within each.
-    pub(super) fn enqueue_scatters(
-        &self,
+    pub(in crate::pipeline) fn enqueue_all(
+        ops: &dyn DeviceOps,
         q: &Queue,
         scatters: &[PendingScatter],
         out: &NDBuffer,
@@ -97,7 +105,7 @@ impl StagedRead<'_> {
                 })
                 .collect();
             if let [one] = items.as_slice() {
-                self.ops.strided_copy(
+                ops.strided_copy(
                     q,
                     StridedCopy {
                         src: one.src,
@@ -111,7 +119,7 @@ impl StagedRead<'_> {
                 )?;
                 continue;
             }
-            self.ops.strided_copy_batch(
+            ops.strided_copy_batch(
                 q,
                 CopyBatch {
                     items: &items,
@@ -122,5 +130,24 @@ impl StagedRead<'_> {
             )?;
         }
         Ok(())
+    }
+
+    /// Enqueues this one scatter on `q`.
+    pub(in crate::pipeline) fn enqueue(
+        self,
+        ops: &dyn DeviceOps,
+        q: &Queue,
+        out: &NDBuffer,
+    ) -> Result<()> {
+        Self::enqueue_all(ops, q, &[self], out)
+    }
+}
+
+/// The byte-swap unit from native byte order to the output's (0: none).
+pub(super) fn native_to_out_swap(out: &NDBuffer) -> usize {
+    if out.byte_order() == ByteOrder::native() {
+        0
+    } else {
+        out.dtype().swap_unit()
     }
 }

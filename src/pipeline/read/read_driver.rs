@@ -2,17 +2,21 @@
 //! fetch stage, sync or async) and decodes it on the worker that fetched it, into the staged
 //! read's slots.
 
-use super::device_cache::ReadCache;
-use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
-use super::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
-use super::shard_reads::{InnerFetch, ShardReads};
-use super::staged_read::{Claim, Decoder};
-use super::{Produced, StagedRead, largest_unit_bytes};
+use super::host_scatter::Claim;
+use super::read_route::{RouteOptions, run_read};
+use super::staged_read::Decoder;
 use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
 use crate::errors::{BoxError, Error, Result};
 use crate::options::{Decode, ReadOptions};
 use crate::options::{io_concurrency, io_concurrency_is_default};
+use crate::pipeline::cache::device_cache::ReadCache;
+use crate::pipeline::fetch::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
+use crate::pipeline::fetch::shard_reads::{InnerFetch, ShardReads};
+use crate::pipeline::gpu_decode::device_parts::{
+    Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK,
+};
+use crate::pipeline::{Produced, StagedRead, largest_unit_bytes};
 use crate::place::Memory;
 use crate::zarr::{
     DeviceCodec, DevicePayload, Framing, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error,
@@ -52,7 +56,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
     // For nvCOMP's per-chunk limit: the largest decoded chunk (a stored chunk longer than a
     // staging slot, about that size, decodes on the CPU anyway).
     let largest_chunk = largest_unit_bytes(&plan.units, elem) as u64;
-    let choice = super::decode_choice::resolve_decode(
+    let choice = crate::pipeline::gpu_decode::decode_choice::resolve_decode(
         opts.decode,
         out.memory(),
         ops.as_ref(),
@@ -81,8 +85,10 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         staging_bytes: opts.staging_bytes,
         threads: opts.threads(),
         progress: opts.progress.clone(),
-        device_decode,
         unit_error: &unit_error,
+    };
+    let routes = RouteOptions {
+        device_decode,
         cache: cache.as_ref(),
         claim: if ahead.is_some() {
             Claim::OneByOne
@@ -109,7 +115,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         codec_opts,
     };
     let run = |unit_fetch: &UnitFetch<'_>| {
-        staged.run(out, &|unit, slot, decoder| {
+        run_read(&staged, &routes, out, &|unit, slot, decoder| {
             producer.produce(unit_fetch(unit)?, unit, slot, decoder)
         })
     };

@@ -2,12 +2,14 @@
 //! byte swap on the device, copy to host staging) and compresses and stores each chunk on
 //! the worker threads, through a [`ChunkSink`] (a sync array, or an async one).
 
-use super::{ChunkSink, ChunkWriter, DeviceCompress, StagedWrite, StoreQueue, largest_unit_bytes};
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::device::{DeviceOps, max_chunk_bytes, ops_for};
 use crate::errors::{Error, Result};
 use crate::options::{Compress, WriteOptions};
+use crate::pipeline::{
+    ChunkSink, ChunkWriter, DeviceCompress, StagedWrite, StoreQueue, largest_unit_bytes,
+};
 use crate::zarr::{
     ChainPlan, ShardEncoder, Unit, WriteCodec, chunk_error, fill_bytes, plan_chunks,
 };

@@ -8,13 +8,12 @@
 //! there copies every byte twice on one thread: async reads into host memory were bound by
 //! that thread. Here the copies run on the workers, in parallel, once.
 
-use super::staged_read::{Claim, Decoder};
-use super::{Produced, Slot, StagedRead, largest_unit_bytes};
+use super::staged_read::{Decoder, Producer};
 use crate::buffer::NDBuffer;
-use crate::data_types::{ByteOrder, Order};
+use crate::data_types::Order;
 use crate::errors::{Error, Result};
 use crate::memory::SharedHostOutput;
-use crate::options::Progress;
+use crate::pipeline::{Produced, Slot, StagedRead, largest_unit_bytes};
 use crate::place::Memory;
 use crate::zarr::Unit;
 use std::collections::HashSet;
@@ -22,6 +21,18 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use zarrbuf_codecs::Strided;
+
+/// How the workers of the host route take units from the read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// One at a time: the units come from the fetch-ahead stage, which hands them out in
+    /// the order the workers ask, so a worker holding a run would wait for a fetch that is
+    /// not started while the others' units are parked.
+    OneByOne,
+    /// Runs of consecutive units: each unit's fetch is the worker's own (a file read), and
+    /// one message to the coordinator per run, not per unit, keeps small chunks cheap.
+    Runs,
+}
 
 /// Decoded bytes a worker claims at once when units are claimed in runs ([`Claim::Runs`]):
 /// with 16³ float32 chunks (16 KiB each) a message to the coordinator per unit, and the
@@ -35,10 +46,13 @@ struct Claimed {
     result: Result<()>,
 }
 
-/// What every worker needs to place a unit into the output.
-struct Placement<'a> {
-    out: &'a NDBuffer,
-    shared: SharedHostOutput<'a>,
+/// The host route of one read: the read, how its workers claim units, and what every worker
+/// needs to place a unit into the output.
+pub(super) struct HostScatter<'r> {
+    read: &'r StagedRead<'r>,
+    claim: Claim,
+    out: &'r NDBuffer,
+    shared: SharedHostOutput<'r>,
     elem: usize,
     /// Byte-swap unit from the decoded layout to the output's byte order (0: none).
     swap: usize,
@@ -46,56 +60,49 @@ struct Placement<'a> {
     fill: Vec<u8>,
 }
 
-impl StagedRead<'_> {
-    /// True when this read takes the host route: no device decoder, the host "device"
-    /// (`HostOps`), a host output whose elements have distinct bytes, and units that are
-    /// distinct chunks (so their regions, and their bytes in the output, are disjoint).
-    pub(super) fn scatters_on_workers(&self, out: &NDBuffer) -> bool {
-        self.device_decode.is_none()
-            && self.ops.memory() == Memory::Host
+impl<'r> HostScatter<'r> {
+    /// True when a read into `out` may take the host route (with no device decoder and no
+    /// cache, which the route choice checks): the host "device" (`HostOps`), a host output
+    /// whose elements have distinct bytes, and units that are distinct chunks (so their
+    /// regions, and their bytes in the output, are disjoint).
+    pub(super) fn fits(read: &StagedRead<'_>, out: &NDBuffer) -> bool {
+        read.ops.memory() == Memory::Host
             && out.buffer().is_host_accessible()
             && elements_are_distinct(out.shape(), out.strides(), out.dtype().size())
-            && distinct_units(self.units)
+            && distinct_units(read.units)
     }
 
-    /// Runs the host route with the ring's slots (one per worker).
-    pub(super) fn run_host(
-        &self,
-        out: &NDBuffer,
-        produce: &super::staged_read::Producer<'_>,
-        slots: &[Slot],
-    ) -> Result<()> {
+    /// The host route of `read` into `out` (which [`fits`](Self::fits) it).
+    pub(super) fn new(read: &'r StagedRead<'r>, claim: Claim, out: &'r NDBuffer) -> Result<Self> {
         let region = out.buffer().region()?;
         // SAFETY: the only writes through `shared` are `place`'s, one unit per call, each
-        // unit taken by exactly one worker (`next` hands every index out once). A call
-        // selects only the bytes of its unit's region in the output: the strided copy's
+        // unit taken by exactly one worker (`run`'s `next` hands every index out once). A
+        // call selects only the bytes of its unit's region in the output: the strided copy's
         // destination view is that region, and `contiguous_mut` is taken only when the
         // region is exactly one run of `num_elements × elem` bytes. The regions of distinct
         // units are disjoint: each unit is a distinct chunk of one chunk grid (checked by
-        // `distinct_units`) and its region lies inside the chunk (the chunk ∩ the request),
-        // and chunks of a grid do not overlap; distinct elements of the output have
-        // distinct bytes (its strides do not overlap: `elements_are_distinct`). So no two
-        // concurrent calls select a common byte.
+        // `distinct_units` in `fits`, which the route choice calls before this) and its
+        // region lies inside the chunk (the chunk ∩ the request), and chunks of a grid do
+        // not overlap; distinct elements of the output have distinct bytes (its strides do
+        // not overlap: `elements_are_distinct`, in `fits` too). So no two concurrent calls
+        // select a common byte.
         let shared = unsafe { SharedHostOutput::new(region) }?;
-        let elem = out.dtype().size();
-        let swap = if self.layout.endian == out.byte_order() {
-            0
-        } else {
-            out.dtype().swap_unit()
-        };
-        let mut fill = self.fill_value.clone();
-        if out.byte_order() != ByteOrder::native() {
-            zarrbuf_codecs::host::byte_swap(&mut fill, out.dtype().swap_unit())?;
-        }
-        let place = Placement {
+        Ok(HostScatter {
+            read,
+            claim,
             out,
             shared,
-            elem,
-            swap,
-            fill,
-        };
-        let workers = self.threads.clamp(1, slots.len().max(1));
-        let per_claim = self.units_per_claim(elem, workers);
+            elem: out.dtype().size(),
+            swap: read.swap_into(out),
+            fill: read.fill_for(out)?,
+        })
+    }
+
+    /// Runs the host route with the ring's slots (one per worker).
+    pub(super) fn run(&self, produce: &Producer<'_>, slots: &[Slot]) -> Result<()> {
+        let units = self.read.units;
+        let workers = self.read.threads.clamp(1, slots.len().max(1));
+        let per_claim = self.units_per_claim(workers);
         let (ready_tx, ready_rx) = mpsc::channel::<Claimed>();
         // Decoding runs at most a ring's worth of claims ahead of the coordinator, as in the
         // general route (where a slot comes back only once its unit was handled): progress
@@ -110,7 +117,7 @@ impl StagedRead<'_> {
         std::thread::scope(|scope| {
             for slot in &slots[..workers] {
                 let ready_tx = ready_tx.clone();
-                let (next, abort, place, permit_rx) = (&next, &abort, &place, &permit_rx);
+                let (next, abort, permit_rx) = (&next, &abort, &permit_rx);
                 scope.spawn(move || {
                     let waited = match slot.pending.lock().map(|mut p| p.take()) {
                         Ok(Some(event)) => event.wait(),
@@ -126,7 +133,7 @@ impl StagedRead<'_> {
                                     break;
                                 }
                                 let first = next.fetch_add(per_claim, Ordering::Relaxed);
-                                let end = first.saturating_add(per_claim).min(self.units.len());
+                                let end = first.saturating_add(per_claim).min(units.len());
                                 if first >= end {
                                     break;
                                 }
@@ -134,8 +141,8 @@ impl StagedRead<'_> {
                                     units: first..first,
                                     result: Ok(()),
                                 };
-                                for unit in &self.units[first..end] {
-                                    claimed.result = self.place(unit, staging, place, produce);
+                                for unit in &units[first..end] {
+                                    claimed.result = self.place(unit, staging, produce);
                                     if claimed.result.is_err() {
                                         break;
                                     }
@@ -158,7 +165,7 @@ impl StagedRead<'_> {
                 });
             }
             drop(ready_tx);
-            let outcome = self.collect(&ready_rx, &permit_tx, elem);
+            let outcome = self.collect(&ready_rx, &permit_tx);
             if outcome.is_err() {
                 abort.store(true, Ordering::Relaxed);
             }
@@ -170,44 +177,37 @@ impl StagedRead<'_> {
 
     /// Units a worker claims at once (see [`Claim`]): one, or a run of about [`CLAIM_BYTES`]
     /// decoded bytes, while every worker still gets several runs (so they finish together).
-    fn units_per_claim(&self, elem: usize, workers: usize) -> usize {
+    fn units_per_claim(&self, workers: usize) -> usize {
         if self.claim == Claim::OneByOne {
             return 1;
         }
-        let unit_bytes = largest_unit_bytes(self.units, elem).max(1);
+        let units = self.read.units;
+        let unit_bytes = largest_unit_bytes(units, self.elem).max(1);
         let by_bytes = (CLAIM_BYTES / unit_bytes).max(1);
-        let by_balance = (self.units.len() / workers.saturating_mul(8).max(1)).max(1);
+        let by_balance = (units.len() / workers.saturating_mul(8).max(1)).max(1);
         by_bytes.min(by_balance)
     }
 
     /// The coordinator's part: one message per claim, in the order they finish; each hands a
     /// permit back to the workers.
-    fn collect(
-        &self,
-        ready: &mpsc::Receiver<Claimed>,
-        permits: &mpsc::Sender<()>,
-        elem: usize,
-    ) -> Result<()> {
-        let mut progress = Progress {
-            chunks_done: 0,
-            chunks_total: self.units.len(),
-            bytes_done: 0,
-        };
-        while progress.chunks_done < self.units.len() {
+    fn collect(&self, ready: &mpsc::Receiver<Claimed>, permits: &mpsc::Sender<()>) -> Result<()> {
+        let all = self.read.units;
+        let mut progress = self.read.no_progress();
+        while progress.chunks_done < all.len() {
             let claimed = ready
                 .recv()
                 .map_err(|_| Error::Cancelled("a decoding thread stopped unexpectedly".into()))?;
             claimed.result?;
-            let units = &self.units[claimed.units];
+            let units = &all[claimed.units];
             if units.is_empty() {
                 continue;
             }
             progress.chunks_done += units.len();
             progress.bytes_done += units
                 .iter()
-                .map(|u| (u.region_shape().iter().product::<usize>() * elem) as u64)
+                .map(|u| (u.region_shape().iter().product::<usize>() * self.elem) as u64)
                 .sum::<u64>();
-            if let Some(cb) = &self.progress {
+            if let Some(cb) = &self.read.progress {
                 cb(progress);
             }
             let _ = permits.send(());
@@ -216,27 +216,21 @@ impl StagedRead<'_> {
     }
 
     /// Fetches and decodes `unit` and writes its region of the output (on a worker).
-    fn place(
-        &self,
-        unit: &Unit,
-        staging: &mut [u8],
-        p: &Placement<'_>,
-        produce: &super::staged_read::Producer<'_>,
-    ) -> Result<()> {
+    fn place(&self, unit: &Unit, staging: &mut [u8], produce: &Producer<'_>) -> Result<()> {
         let region_shape = unit.region_shape();
-        let strides = p.out.strides();
+        let strides = self.out.strides();
         let dst = Strided {
-            offset: unit.offset_in_request(&self.request_start, p.out.offset(), strides),
+            offset: unit.offset_in_request(&self.read.request_start, self.out.offset(), strides),
             strides,
         };
-        let expected = unit.num_elements() * p.elem;
-        if self.is_one_run(unit, p.out, p.swap) {
+        let expected = unit.num_elements() * self.elem;
+        if self.read.is_one_run(unit, self.out, self.swap) {
             // Straight into the output: no staging, no copy.
-            let target = p.shared.contiguous_mut(dst.offset, expected)?;
+            let target = self.shared.contiguous_mut(dst.offset, expected)?;
             return match produce(unit, target, Decoder::Cpu)?.into_slot(target, unit)? {
                 Produced::Missing => {
-                    for e in target.chunks_exact_mut(p.elem) {
-                        e.copy_from_slice(&p.fill);
+                    for e in target.chunks_exact_mut(self.elem) {
+                        e.copy_from_slice(&self.fill);
                     }
                     Ok(())
                 }
@@ -254,34 +248,40 @@ impl StagedRead<'_> {
         match &produced {
             Produced::Missing => {
                 // The fill value, laid out as the region in C order, then scattered.
-                let n = region_shape.iter().product::<usize>() * p.elem;
+                let n = region_shape.iter().product::<usize>() * self.elem;
                 let src = staging.get_mut(..n).ok_or_else(|| {
                     Error::ShapeMismatch(format!(
                         "chunk {:?}: its region does not fit the staging slot",
                         unit.indices
                     ))
                 })?;
-                for e in src.chunks_exact_mut(p.elem) {
-                    e.copy_from_slice(&p.fill);
+                for e in src.chunks_exact_mut(self.elem) {
+                    e.copy_from_slice(&self.fill);
                 }
-                let src_strides = Order::C.strides(&region_shape, p.elem);
+                let src_strides = Order::C.strides(&region_shape, self.elem);
                 let src_view = Strided {
                     offset: 0,
                     strides: &src_strides,
                 };
-                p.shared
-                    .strided_copy(src, src_view, dst, &region_shape, p.elem, 0)
+                self.shared
+                    .strided_copy(src, src_view, dst, &region_shape, self.elem, 0)
             }
             Produced::Decoded(_) | Produced::Stored(_) => {
                 check_len(unit, len, expected)?;
                 let shape = unit.shape_usize();
-                let src_strides = self.layout.decoded_strides(&shape, p.elem);
+                let src_strides = self.read.layout.decoded_strides(&shape, self.elem);
                 let src_view = Strided {
                     offset: unit.offset_in_unit(&src_strides),
                     strides: &src_strides,
                 };
-                p.shared
-                    .strided_copy(decoded, src_view, dst, &region_shape, p.elem, p.swap)
+                self.shared.strided_copy(
+                    decoded,
+                    src_view,
+                    dst,
+                    &region_shape,
+                    self.elem,
+                    self.swap,
+                )
             }
             Produced::Compressed(_) => Err(left_compressed()),
         }

@@ -10,11 +10,11 @@
 //! [`ADLER_PIECE`]-byte pieces (`zb_adler32_pieces`); the sums come back with the compressed
 //! bytes and the worker combines them, so no chunk crosses back uncompressed.
 
-use super::Slot;
 use crate::buffer::Buffer;
 use crate::compression_formats::CompressSettings;
 use crate::device::{BatchDesc, BatchItem, DeviceOps, Event, Queue};
 use crate::errors::{Error, Result};
+use crate::pipeline::Slot;
 use zarrbuf_codecs::host::adler32_piece_count;
 
 /// Most chunks in one compression batch (nvCOMP compresses a chunk per thread block, so

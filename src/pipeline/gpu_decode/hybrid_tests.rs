@@ -9,12 +9,14 @@
 //! the real zstd frames at once; only the completion waits).
 
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts};
-use super::staged_read::{Claim, Decoder, Produced, StagedRead};
 use crate::buffer::{BufferPrototype, NDBuffer};
 use crate::compression_formats::Compression;
 use crate::data_types::{DataType, Order};
 use crate::device::{DeviceOps, SimulatedOps};
 use crate::errors::{Error, Result};
+use crate::pipeline::read::host_scatter::Claim;
+use crate::pipeline::read::read_route::{RouteOptions, run_read};
+use crate::pipeline::read::staged_read::{Decoder, Produced, StagedRead};
 use crate::zarr::{EncodedLayout, Unit};
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -72,6 +74,16 @@ impl Case {
     }
 }
 
+/// A zeroed host output of `len` bytes.
+fn output(len: usize) -> NDBuffer {
+    NDBuffer::zeros(&[len], DataType::UInt8, Order::C, &BufferPrototype::cpu()).expect("output")
+}
+
+/// The error for a unit the device decoder rejected.
+fn unit_error(unit: &Unit, why: String) -> Error {
+    Error::InvalidArgument(format!("unit {:?}: {why}", unit.indices))
+}
+
 /// Who decodes in a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Who {
@@ -88,16 +100,7 @@ fn read(
     cpu_unit: Duration,
     staging: usize,
 ) -> Duration {
-    let out = NDBuffer::zeros(
-        &[case.want.len()],
-        DataType::UInt8,
-        Order::C,
-        &BufferPrototype::cpu(),
-    )
-    .expect("output");
-    let unit_error = |unit: &Unit, why: String| {
-        Error::InvalidArgument(format!("unit {:?}: {why}", unit.indices))
-    };
+    let out = output(case.want.len());
     let staged = StagedRead {
         ops,
         units: &case.units,
@@ -107,12 +110,14 @@ fn read(
         staging_bytes: staging,
         threads: THREADS,
         progress: None,
+        unit_error: &unit_error,
+    };
+    let routes = RouteOptions {
         device_decode: (who != Who::Cpu).then_some(DeviceDecode {
             compression: Compression::Zstd,
             hybrid: who == Who::Both,
             blosc: false,
         }),
-        unit_error: &unit_error,
         cache: None,
         claim: Claim::Runs,
     };
@@ -131,7 +136,7 @@ fn read(
         Ok(Produced::Decoded(UNIT_BYTES))
     };
     let started = Instant::now();
-    staged.run(&out, &produce).expect("read");
+    run_read(&staged, &routes, &out, &produce).expect("read");
     let took = started.elapsed();
     let got = out.buffer().to_vec().expect("host bytes");
     assert!(got == case.want, "{who:?}: wrong bytes");
@@ -307,8 +312,8 @@ fn a_read_of_less_than_one_batch_is_split_too() {
 /// does by the end of the read.
 #[test]
 fn decoded_chunks_are_kept_only_once_their_batch_finished() {
-    use super::device_cache::ReadCache;
     use crate::cache::ChunkCache;
+    use crate::pipeline::cache::device_cache::ReadCache;
     use std::sync::Mutex;
     let n = 12;
     let case = Case::new(n, 0);
@@ -325,16 +330,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
     let read_cache = ReadCache::new(cache.clone(), &array, crate::place::Memory::Host);
     // One SM: batches of 4 units, each taking the decoder 300 ms.
     let sim = Arc::new(SimulatedOps::new(1, Duration::from_millis(300), 1e12));
-    let out = NDBuffer::zeros(
-        &[n * UNIT_BYTES],
-        DataType::UInt8,
-        Order::C,
-        &BufferPrototype::cpu(),
-    )
-    .expect("output");
-    let unit_error = |unit: &Unit, why: String| {
-        Error::InvalidArgument(format!("unit {:?}: {why}", unit.indices))
-    };
+    let out = output(n * UNIT_BYTES);
     // (units reported done, units the cache held) at each report: made when a batch is
     // submitted, before the device has finished it.
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -352,12 +348,14 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
                 .expect("log")
                 .push((p.chunks_done, watched.stats().entries as usize));
         })),
+        unit_error: &unit_error,
+    };
+    let routes = RouteOptions {
         device_decode: Some(DeviceDecode {
             compression: Compression::Zstd,
             hybrid: false,
             blosc: false,
         }),
-        unit_error: &unit_error,
         cache: Some(&read_cache),
         claim: Claim::Runs,
     };
@@ -369,7 +367,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
             parts: DeviceParts::Whole,
         }))
     };
-    staged.run(&out, &produce).expect("read");
+    run_read(&staged, &routes, &out, &produce).expect("read");
     assert!(out.buffer().to_vec().expect("bytes") == case.want);
     assert_eq!(sim.batches(), vec![4, 4, 4]);
     let seen = seen.lock().expect("log");

@@ -1,10 +1,9 @@
-//! The parts of a staged read that its device decoder shares with the coordinator: a chunk
-//! left compressed for the device, how it decodes, the device decoder's settings and where
-//! decoded units go. A leaf of `pipeline/`, so that `staged_read.rs`, `device_batches.rs`
-//! and `device_batch_steps.rs` all take them from here without importing one another in a
-//! circle.
+//! The parts of a staged read that its device decoder shares with the workers and the
+//! coordinator: a chunk left compressed for the device, how it decodes, and the device
+//! decoder's settings. A leaf of `pipeline/`, so that `read/staged_read.rs`,
+//! `read/read_driver.rs`, `read/slot_ring.rs` and `gpu_decode/device_batches.rs` all take
+//! them from here without importing one another in a circle.
 
-use crate::buffer::NDBuffer;
 use crate::compression_formats::Compression;
 use crate::zarr::BloscFrame;
 
@@ -50,11 +49,4 @@ pub(crate) struct DeviceDecode {
     pub hybrid: bool,
     /// The chunks are blosc frames of many streams each: batches take more items.
     pub blosc: bool,
-}
-
-/// Where decoded units go.
-pub(super) struct Scatter<'a> {
-    pub(super) out: &'a NDBuffer,
-    pub(super) elem: usize,
-    pub(super) swap: usize,
 }

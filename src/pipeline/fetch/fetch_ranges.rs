@@ -22,11 +22,11 @@
 //! read of it gives ("stored as N bytes, but its encoding takes exactly M: the chunk is
 //! damaged", naming the chunk).
 
-use super::ShardReads;
 use super::shard_index_fetch::{get_index_sync, inner_chunk_error};
 use super::shard_reads::shard_index_sync;
 use super::unit_ranges::UnitRanges;
 use crate::errors::{Error, Result};
+use crate::pipeline::ShardReads;
 use crate::stores::{RemoteStore, SizedBytes};
 use crate::zarr::{
     Unit, UnitPlan, UnitSource, check_exact_size, check_exact_size_async, chunk_error,

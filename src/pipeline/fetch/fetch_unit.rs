@@ -9,8 +9,8 @@ use super::fetch_ranges::{fetch_chunk_ranges_async, fetch_inner_ranges_async};
 use super::shard_index_fetch::{get_async, get_index_async, get_index_sync, inner_chunk_error};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
 use super::unit_ranges::UnitRanges;
-use super::{Cancel, ShardReads};
 use crate::errors::Result;
+use crate::pipeline::{Cancel, ShardReads};
 use crate::zarr::{
     ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };

@@ -2,11 +2,11 @@
 //! encode it by the route it took, then erase it, merge it into the stored chunk, or hand its
 //! encoding to the store threads — the one `store_encoded` call of the staged write.
 
-use super::{ChunkSink, DeviceChunk, Gathered, StoreQueue};
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
 use crate::options::WriteOptions;
+use crate::pipeline::{ChunkSink, DeviceChunk, Gathered, StoreQueue};
 use crate::zarr::{ChainPlan, ShardEncoder, ShardSource, Unit, WriteCodec, chunk_error};
 use std::ops::Range;
 use zarrs::array::{Array, ArraySubset, CodecOptions};

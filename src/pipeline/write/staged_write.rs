@@ -14,7 +14,6 @@
 //! its chunk straight into its slot's staging memory, in parallel, once.
 
 use super::write_batches::{ADLER_PIECE, CompressBatches, Compressed, MAX_WRITE_BATCH};
-use super::{Slot, allocate_slots, finish, largest_unit_bytes};
 use crate::buffer::{Buffer, NDBuffer};
 use crate::compression_formats::CompressSettings;
 use crate::data_types::{ByteOrder, Order};
@@ -22,6 +21,7 @@ use crate::device::StridedCopy;
 use crate::device::{Event, Queue};
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ProgressFn};
+use crate::pipeline::{Slot, allocate_slots, finish, largest_unit_bytes};
 use crate::place::Memory;
 use crate::zarr::EncodedLayout;
 use crate::zarr::Unit;

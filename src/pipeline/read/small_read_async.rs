@@ -12,12 +12,12 @@
 //! waits until that thread has stopped writing into the output. No pipeline, slots or
 //! per-read threads are started.
 
-use super::cancel::Cancel;
-use super::fetch::fetch_units_async;
 use super::small_read::SmallRead;
 use crate::buffer::NDBuffer;
 use crate::errors::{Error, Result};
 use crate::options::ReadOptions;
+use crate::pipeline::cancel::Cancel;
+use crate::pipeline::fetch::fetch_unit::fetch_units_async;
 use crate::zarr::{ShardIndex, UnitSource};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
