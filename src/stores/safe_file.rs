@@ -100,28 +100,22 @@ impl SafeRoot {
                 self.dir.get_or_init(|| dir)
             }
         };
-        let read = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
-        let fd = self.open_at(root, rel, read)?;
+        // Never a step out of the root, nor through `/proc`'s magic links.
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let fd = match nix::fcntl::openat2(root, rel, how) {
+            Ok(fd) => fd,
+            Err(Errno::ENOSYS | Errno::EPERM) => {
+                // Refused here, for every key from now on.
+                self.no_openat2.store(true, Ordering::Relaxed);
+                return None;
+            }
+            Err(_) => return None,
+        };
         let file = File::from(fd);
         let meta = file.metadata().ok()?;
         meta.is_file().then_some((file, meta.len()))
-    }
-
-    /// `openat2(dir, rel, flags)` that may not step out of `dir` (nor through `/proc`'s
-    /// magic links); `None` when it fails, and from then on for every key when `openat2` is
-    /// refused here.
-    fn open_at(&self, dir: &OwnedFd, rel: &Path, flags: OFlag) -> Option<OwnedFd> {
-        let how = OpenHow::new()
-            .flags(flags)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        match nix::fcntl::openat2(dir, rel, how) {
-            Ok(fd) => Some(fd),
-            Err(Errno::ENOSYS | Errno::EPERM) => {
-                self.no_openat2.store(true, Ordering::Relaxed);
-                None
-            }
-            Err(_) => None,
-        }
     }
 
     /// Opens the file at `path` (below the root) for reading, with its size; `None` when
