@@ -19,16 +19,8 @@ use zarrbuf::{
     options::{PipelineMode, ReadOptions},
 };
 
-/// The CLI's Rust allocations (encoded chunks as stores read them — object_store's local
-/// files zero-fill each one first —, zarrs' per-chunk decode buffers) come from mimalloc,
-/// which keeps freed memory for reuse. With glibc's malloc those ~1 MiB buffers were trimmed
-/// back to the OS when freed, so every chunk faulted fresh pages in again: a third of the
-/// time of an async read of an uncompressed 256 MiB array was the kernel zeroing pages.
-/// Output buffers are zarrbuf's own (block cache) either way.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
+    cli::allocator::keep_freed_memory();
     // A bug must still end as one `error:` line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info

@@ -17,6 +17,7 @@ use zarrbuf::{BufferPrototype, NDBuffer};
 
 // The files below import from each other downwards only (`errors` and `runtime` at the
 // bottom, this file at the top); tests/it/import_cycles.rs checks it.
+mod allocator;
 mod array;
 mod arrow;
 mod cache;
@@ -35,15 +36,6 @@ use array::{Array, Inner, ReadStream};
 use cache::PyChunkCache;
 use ndarray::{NDArray, from_dlpack};
 use varlen_handle::Opened;
-
-/// The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
-/// come from mimalloc, which keeps freed memory for reuse. With glibc's malloc every small
-/// read paid for its buffers twice: a freed 4 MiB decode buffer at the top of the heap was
-/// trimmed back to the OS, and the next read faulted fresh zeroed pages in (a loop of
-/// 64-row reads from 4 MiB chunks spent 60% of its time in the kernel). Python's own
-/// allocations are not affected.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A short label for messages: `store` or `store:path`.
 fn label(location: &str, path: &str) -> String {
@@ -306,6 +298,7 @@ fn list_hierarchy(
 
 #[pymodule]
 fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    allocator::keep_freed_memory();
     m.add("ZarrbufError", m.py().get_type::<ZarrbufError>())?;
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;

@@ -2,6 +2,7 @@
 //! names of stores and arrays (`names`), output that never panics (`output`), flag values (`parse`), the array a command reads
 //! (`source`) and progress bars (`progress`).
 
+pub(crate) mod allocator;
 pub(crate) mod args;
 pub(crate) mod bench_write;
 pub(crate) mod check;
