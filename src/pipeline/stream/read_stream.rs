@@ -9,9 +9,8 @@ use crate::data_types::{DataType, Order};
 use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
-    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop,
-    caches_on_device, fetch_unit, miss_options, miss_output, read_through_cache, run_ahead_sync,
-    run_staged,
+    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, ReadRequest,
+    StopOnDrop, read_shared,
 };
 use crate::process_local::MadeIn;
 use crate::zarr::{check_subset, data_type_of, plan_units};
@@ -67,29 +66,12 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.0.as_ref();
-        if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
-            let uncached = miss_options(opts);
-            return read_through_cache(array, subset, out, &cache, opts, &|region| {
-                let chunk = miss_output(region, out.dtype())?;
-                self.read(region, &chunk, &uncached, claim, cancel)?;
-                Ok(chunk)
-            });
-        }
-        run_staged(
-            array,
-            subset,
-            out,
-            opts,
+        read_shared(
+            ReadRequest::new(array, subset, out, opts),
             InnerFetch::for_store(array),
-            &FetchStage {
-                fetch: &|plan, shards, unit| {
-                    cancel.check("read stream")?;
-                    claim.get(&unit.indices, || fetch_unit(array, plan, shards, unit))
-                },
-                run_ahead: Some(&|shards, job| run_ahead_sync(array, shards, job)),
-                fetch_async: None,
-                check: &|| cancel.check("read stream"),
-            },
+            &FetchStage::for_sync_store(array)
+                .shared_through(claim)
+                .cancelled_by(|| cancel.check("read stream")),
         )
     }
 
@@ -120,37 +102,20 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.array.as_ref();
-        if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
-            let uncached = miss_options(opts);
-            return read_through_cache(array, subset, out, &cache, opts, &|region| {
-                let chunk = miss_output(region, out.dtype())?;
-                self.read(region, &chunk, &uncached, claim, cancel)?;
-                Ok(chunk)
-            });
-        }
         let units = AsyncUnits {
             array,
             handle: &self.handle,
             cancel,
             what: "read stream",
         };
-        run_staged(
-            array,
-            subset,
-            out,
-            opts,
+        read_shared(
+            ReadRequest::new(array, subset, out, opts),
             InnerFetch::for_async_store(array),
             // Stream reads share chunks through `claim`: the fetch-ahead stage runs the
             // workers' fetch on its threads rather than futures of its own.
-            &FetchStage {
-                fetch: &|plan, shards, unit| {
-                    units.check()?;
-                    claim.get(&unit.indices, || units.fetch_blocking(plan, shards, unit))
-                },
-                run_ahead: Some(&|shards, job| units.run_ahead(shards, job)),
-                fetch_async: None,
-                check: &|| units.check(),
-            },
+            &FetchStage::for_async_store(&units)
+                .shared_through(claim)
+                .cancelled_by(|| units.check()),
         )
     }
 
