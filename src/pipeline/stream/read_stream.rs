@@ -1,5 +1,6 @@
 //! The reads behind a read stream ([`crate::stream::ReadStream`]): subsets admitted lazily up to the
-//! prefetch bound, each read on a blocking thread of its own through the staged pipeline,
+//! prefetch bound, each planned once when admitted and read on a blocking thread of its own
+//! through the read core (`read_shared`: the host cache, else the staged pipeline),
 //! encoded chunks shared between the reads in flight ([`ChunkShare`]), results yielded in
 //! order, and every read stopped (and waited for) when the stream is dropped. The public
 //! types and their documented behaviour are in `api/read_stream.rs`.
@@ -13,7 +14,7 @@ use crate::pipeline::{
     StopOnDrop, read_shared,
 };
 use crate::process_local::MadeIn;
-use crate::zarr::{check_subset, data_type_of, plan_units};
+use crate::zarr::{UnitPlan, check_subset, data_type_of, plan_units};
 use futures::channel::oneshot;
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -25,14 +26,17 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
 /// How one subset is planned and read, for a sync or an async store.
 trait Source: Send + Sync + 'static {
-    /// Checks `subset`; its data type and the keys of the units its read will fetch.
-    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, Vec<Vec<u64>>)>;
-    /// Reads `subset` into `out` (on a blocking thread), fetching through `claim`.
+    /// Checks `subset`; its data type and the units its read will fetch (their keys are
+    /// claimed in the stream's chunk share, and the read runs them, planned once).
+    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)>;
+    /// Reads `subset` into `out` (on a blocking thread), its units `plan`, fetching through
+    /// `claim`.
     fn read(
         &self,
         subset: &[Range<u64>],
         out: &NDBuffer,
         opts: &ReadOptions,
+        plan: UnitPlan,
         claim: &Claim,
         cancel: &Cancel,
     ) -> Result<()>;
@@ -40,20 +44,16 @@ trait Source: Send + Sync + 'static {
     fn spawn(&self, job: Box<dyn FnOnce() + Send>);
 }
 
-fn plan_of<S: ?Sized>(
-    array: &Array<S>,
-    subset: &[Range<u64>],
-) -> Result<(DataType, Vec<Vec<u64>>)> {
+fn plan_of<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)> {
     check_subset(array.shape(), subset, array.path().as_str())?;
     let dtype = data_type_of(array)?;
-    let plan = plan_units(array, subset, dtype.size())?;
-    Ok((dtype, plan.units.into_iter().map(|u| u.indices).collect()))
+    Ok((dtype, plan_units(array, subset, dtype.size())?))
 }
 
 struct SyncSource<S: ?Sized>(Arc<Array<S>>);
 
 impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
-    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, Vec<Vec<u64>>)> {
+    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)> {
         plan_of(&self.0, subset)
     }
 
@@ -62,12 +62,13 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
         subset: &[Range<u64>],
         out: &NDBuffer,
         opts: &ReadOptions,
+        plan: UnitPlan,
         claim: &Claim,
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.0.as_ref();
         read_shared(
-            ReadRequest::new(array, subset, out, opts),
+            ReadRequest::new(array, subset, out, opts).with_plan(Some(plan)),
             InnerFetch::for_store(array),
             &FetchStage::for_sync_store(array)
                 .shared_through(claim)
@@ -89,7 +90,7 @@ struct AsyncSource<S: ?Sized> {
 }
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S> {
-    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, Vec<Vec<u64>>)> {
+    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)> {
         plan_of(&self.array, subset)
     }
 
@@ -98,6 +99,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
         subset: &[Range<u64>],
         out: &NDBuffer,
         opts: &ReadOptions,
+        plan: UnitPlan,
         claim: &Claim,
         cancel: &Cancel,
     ) -> Result<()> {
@@ -109,7 +111,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
             what: "read stream",
         };
         read_shared(
-            ReadRequest::new(array, subset, out, opts),
+            ReadRequest::new(array, subset, out, opts).with_plan(Some(plan)),
             InnerFetch::for_async_store(array),
             // Stream reads share chunks through `claim`: the fetch-ahead stage runs the
             // workers' fetch on its threads rather than futures of its own.
@@ -242,8 +244,10 @@ impl StreamReads {
                 let _ = tx.send(Err(e));
                 None
             }
-            Ok((dtype, keys)) => {
-                let claim = self.share.claim(keys);
+            Ok((dtype, plan)) => {
+                let claim = self
+                    .share
+                    .claim(plan.units.iter().map(|u| u.indices.clone()).collect());
                 let (stop, finish) = Cancel::pair();
                 let (source, proto) = (self.source.clone(), self.proto.clone());
                 let (opts, ranges) = (self.opts.read.clone(), subset.clone());
@@ -251,7 +255,7 @@ impl StreamReads {
                     let result = read_one(
                         source.as_ref(),
                         &ranges,
-                        dtype,
+                        (dtype, plan),
                         &proto,
                         &opts,
                         &claim,
@@ -341,7 +345,7 @@ impl Drop for StreamReads {
 fn read_one(
     source: &dyn Source,
     subset: &[Range<u64>],
-    dtype: DataType,
+    (dtype, plan): (DataType, UnitPlan),
     proto: &BufferPrototype,
     opts: &ReadOptions,
     claim: &Claim,
@@ -358,7 +362,7 @@ fn read_one(
         // Ordered after the prototype stream's earlier work (see ArrayReadExt::read).
         s.synchronize()?;
     }
-    source.read(subset, &out, opts, claim, finish.cancel())?;
+    source.read(subset, &out, opts, plan, claim, finish.cancel())?;
     Ok(out)
 }
 
