@@ -1,7 +1,8 @@
-//! The fetch stage: one unit's encoded bytes from a sync or an async store — a whole chunk,
-//! or an inner chunk's byte range through its shard's (cached) index. `None`: not stored,
-//! reads as the fill value. A whole chunk stored larger than any encoding of it is refused
-//! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
+//! The fetch of one unit (behind the fetch seam, `fetch_stage.rs`): its encoded bytes from a
+//! sync or an async store — a whole chunk, or an inner chunk's byte range through its shard's
+//! (cached) index. `None`: not stored, reads as the fill value. A whole chunk stored larger
+//! than any encoding of it is refused before it is fetched, where the store tells its size
+//! cheaply (`zarr::check_stored_size`).
 
 use super::fetch_flight::{FlightKey, Readers, fetch_shared_async, flight_unit};
 use super::fetch_ranges::{fetch_chunk_ranges_async, fetch_inner_ranges_async};

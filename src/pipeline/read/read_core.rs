@@ -88,6 +88,7 @@ pub(crate) fn read_shared<S: ?Sized + Send + Sync + 'static>(
                 Ok(chunk)
             })
         }
+        // (A stream's reads are never given the small route or zarrs' decode-into.)
         Route::Small(_) | Route::DecodeInto(_) | Route::Staged => {
             run_staged(request, inner_fetch, stage)
         }
