@@ -90,3 +90,55 @@ pub(crate) fn choose_route<S: ?Sized + 'static>(
     }
     Ok(Route::Staged)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{BufferPrototype, NDBuffer};
+    use crate::data_types::{DataType, Order};
+    use crate::options::ReadOptions;
+    use std::ops::Range;
+    use std::sync::Arc;
+    use zarrs::array::{ArrayBuilder, data_type};
+    use zarrs::storage::store::MemoryStore;
+
+    /// The route a read of `subset` of a 64×64 float32 array of 8×8 chunks into a new C-order
+    /// host output takes, and whether its units were left planned for the route.
+    fn route(subset: &[Range<u64>], mode: PipelineMode, fetching: Fetching) -> (&str, bool) {
+        let array = ArrayBuilder::new(vec![64, 64], vec![8, 8], data_type::float32(), 0.0f32)
+            .build(Arc::new(MemoryStore::new()), "/a")
+            .unwrap();
+        let shape: Vec<usize> = subset.iter().map(|r| (r.end - r.start) as usize).collect();
+        let out =
+            NDBuffer::empty(&shape, DataType::Float32, Order::C, &BufferPrototype::cpu()).unwrap();
+        let opts = ReadOptions::default().with_mode(mode);
+        let mut request = ReadRequest::new(&array, subset, &out, &opts);
+        let name = match choose_route(&mut request, fetching).unwrap() {
+            Route::Cached(_) => "cached",
+            Route::Small(_) => "small",
+            Route::DecodeInto(_) => "decode-into",
+            Route::Staged => "staged",
+        };
+        (name, request.into_plan().is_some())
+    }
+
+    #[test]
+    fn each_read_gets_the_route_it_got_before_the_read_core() {
+        use Fetching::{Async, Shared, Sync};
+        use PipelineMode::{Auto, Direct, Staged};
+        let one = [0..8, 0..8];
+        let seven = [0..8, 0..56];
+        let eight = [0..8, 0..64];
+        // Small reads: the small route, which takes the units; never in a stream.
+        assert_eq!(route(&one, Auto, Sync), ("small", false));
+        assert_eq!(route(&seven, Auto, Async), ("small", false));
+        assert_eq!(route(&one, Auto, Shared), ("staged", false));
+        // From 8 units on, the staged pipeline, given the units the small route planned.
+        assert_eq!(route(&eight, Auto, Sync), ("staged", true));
+        assert_eq!(route(&eight, Auto, Async), ("staged", true));
+        // zarrs' decode-into for Direct reads, from sync stores only.
+        assert_eq!(route(&eight, Direct, Sync), ("decode-into", false));
+        assert_eq!(route(&one, Direct, Async), ("staged", false));
+        assert_eq!(route(&one, Staged, Sync), ("staged", false));
+    }
+}
