@@ -5,9 +5,7 @@ use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::data_types::VarLenKind;
 use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{
-    Cancel, FetchStage, InnerFetch, VarLenStreamReads, fetch_unit, read_varlen, run_ahead_sync,
-};
+use crate::pipeline::{Cancel, FetchStage, InnerFetch, VarLenStreamReads, read_varlen};
 use crate::zarr::{check_subset, vlen_kind};
 use std::ops::Range;
 use std::sync::Arc;
@@ -125,12 +123,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
             proto,
             opts,
             InnerFetch::for_store(self),
-            &FetchStage {
-                fetch: &|plan, shards, unit| fetch_unit(self, plan, shards, unit),
-                run_ahead: Some(&|shards, job| run_ahead_sync(self, shards, job)),
-                fetch_async: None,
-                check: &|| Ok(()),
-            },
+            &FetchStage::for_sync_store(self),
         )
     }
 
@@ -164,15 +157,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
                 &proto,
                 &read_opts,
                 InnerFetch::for_store(array),
-                &FetchStage {
-                    fetch: &|plan, shards, unit| {
-                        cancel.check("read stream")?;
-                        fetch_unit(array, plan, shards, unit)
-                    },
-                    run_ahead: Some(&|shards, job| run_ahead_sync(array, shards, job)),
-                    fetch_async: None,
-                    check: &|| cancel.check("read stream"),
-                },
+                &FetchStage::for_sync_store(array).cancelled_by(|| cancel.check("read stream")),
             )
         };
         let subsets = Box::new(subsets.into_iter());

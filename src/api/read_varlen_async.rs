@@ -134,17 +134,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
                     cancel: finish.cancel(),
                     what: "read",
                 };
-                read.run(
-                    &array,
-                    &proto,
-                    &opts,
-                    &FetchStage {
-                        fetch: &|plan, shards, unit| units.fetch_blocking(plan, shards, unit),
-                        run_ahead: Some(&|shards, job| units.run_ahead(shards, job)),
-                        fetch_async: Some(&units),
-                        check: &|| units.check(),
-                    },
-                )
+                read.run(&array, &proto, &opts, &FetchStage::for_async_store(&units))
             });
             task.await
                 .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?

@@ -37,7 +37,6 @@ pub(super) fn check_fetched_ahead(
     objects: Option<&ObjectKeys>,
 ) -> Result<Checked> {
     let limits = ahead_limits(opts);
-    let check = || Ok(());
     match objects {
         Some(objects) => {
             let fetch = ObjectFetch {
@@ -49,12 +48,7 @@ pub(super) fn check_fetched_ahead(
             let blocking = |_: &UnitPlan, _: Option<&ShardReads>, unit: &Unit| {
                 fetch.runtime.block_on(fetch.get(&unit.indices))
             };
-            let stage = FetchStage {
-                fetch: &blocking,
-                run_ahead: None,
-                fetch_async: Some(&fetch),
-                check: &check,
-            };
+            let stage = FetchStage::from_fetch(blocking).with_async(&fetch);
             check_chunks(array, chunks, opts, &Fetching::Ahead(stage, limits))
         }
         None => {
@@ -63,12 +57,7 @@ pub(super) fn check_fetched_ahead(
                     .retrieve_encoded_chunk(&unit.indices)
                     .map_err(|e| crate::zarr::chunk_error(array, &unit.indices, e))
             };
-            let stage = FetchStage {
-                fetch: &blocking,
-                run_ahead: None,
-                fetch_async: None,
-                check: &check,
-            };
+            let stage = FetchStage::from_fetch(blocking);
             check_chunks(array, chunks, opts, &Fetching::Ahead(stage, limits))
         }
     }

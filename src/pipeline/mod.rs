@@ -2,10 +2,12 @@
 //! write drivers that the public extension traits call, and the reads behind read streams.
 //! One folder per concern:
 //!
-//! - `read/`: the staged read (what every route shares, `staged_read.rs`; the route chosen
-//!   once, `read_route.rs`; the host route, `host_scatter.rs`; the general route,
-//!   `slot_ring.rs`; the scatters, `scatter.rs`), the read driver that plans and produces
-//!   units (`read_driver.rs`), small reads, variable-length reads and the output limit;
+//! - `read/`: the read core (one request planned once, `read_request.rs`; its route chosen
+//!   once, `choose_route.rs`; run for sync and async stores, `read_core.rs`), the routes —
+//!   small reads, zarrs' decode-into (`direct_read.rs`), the staged read (its driver,
+//!   `read_driver.rs`; what its routes share, `staged_read.rs`; its own route chosen once,
+//!   `read_route.rs`; the host route, `host_scatter.rs`; the general route, `slot_ring.rs`;
+//!   the scatters, `scatter.rs`) — variable-length reads and the output limit;
 //! - `fetch/`: one unit's encoded bytes — the fetch stage, fetch-ahead for object stores,
 //!   shards' merged ranges and shared indexes, single-flight and stream-shared fetches, the
 //!   byte ranges of an uncompressed unit;
@@ -32,18 +34,15 @@ mod slots;
 mod stream;
 mod write;
 
-pub(crate) use cache::cached_read::{CachedRead, miss_options, miss_output, read_through_cache};
-pub(crate) use cache::device_cache::caches_on_device;
 pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
 pub(crate) use fetch::chunk_share::{ChunkShare, Claim};
-pub(crate) use fetch::fetch_ahead::{AheadLimits, AsyncFetch, FetchAhead, FetchStage};
-pub(crate) use fetch::fetch_unit::{AsyncUnits, fetch_unit, run_ahead_sync};
+pub(crate) use fetch::fetch_ahead::{AheadLimits, FetchAhead};
+pub(crate) use fetch::fetch_stage::{AsyncFetch, AsyncUnits, FetchStage};
 pub(crate) use fetch::shard_reads::{InnerFetch, ShardReads};
 pub use gpu_decode::tuning::{Tuning, tuning};
 pub(crate) use read::output_limit::check_output_size;
-pub(crate) use read::read_driver::run_staged;
-pub(crate) use read::small_read::read_small;
-pub(crate) use read::small_read_async::read_small_async;
+pub(crate) use read::read_core::{read_array, read_array_async, read_shared};
+pub(crate) use read::read_request::ReadRequest;
 pub(crate) use read::staged_read::{Produced, StagedRead};
 pub(crate) use read::varlen_read::{VarLenRead, read_varlen};
 pub(crate) use slot_pool::Slot;

@@ -1,7 +1,7 @@
 //! CPU reads into outputs that do not start on a cache line: on zarrs' route
 //! (`PipelineMode::Direct`) they decode into aligned scratch slabs and copy them out
-//! (src/read.rs, `read_realigned`); `Auto` reads of many chunks go through the staged
-//! pipeline into the misaligned output itself. Either way the results are exactly an
+//! (`pipeline/read/direct_read.rs`, `read_realigned`); `Auto` reads of many chunks go
+//! through the staged pipeline into the misaligned output itself. Either way the results are exactly an
 //! aligned read's, for whole outputs and for windows of larger parents, in one slab or
 //! several.
 

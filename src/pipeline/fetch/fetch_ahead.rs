@@ -24,55 +24,14 @@
 //! except that one request may always run. When the read ends, for any reason, the I/O threads
 //! finish the request they are in and stop.
 
-use super::shard_reads::Ahead;
+use super::fetch_stage::{AsyncFetch, Fetch, FetchStage, RunAhead};
 use crate::errors::Result;
 use crate::pipeline::ShardReads;
 use crate::zarr::{Unit, UnitPlan};
-use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-
-/// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads
-/// and on the fetch-ahead stage's I/O threads.
-pub(crate) type Fetch<'a> =
-    dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
-
-/// Fetches for the fetch-ahead stage of an async store: one I/O thread drives every request
-/// in flight as a future on the read's runtime, instead of a thread blocked per request
-/// (measured on 2 cores: 512 threads each waiting for one request read 32³ chunks at a
-/// quarter of the rate of 32, with no delay at all).
-pub(crate) trait AsyncFetch: Sync {
-    /// Runs `fut` to completion from this (blocking) thread, on the read's runtime.
-    fn block_on(&self, fut: BoxFuture<'_, ()>);
-    /// The encoded bytes of `unit` (`None`: not stored).
-    fn fetch<'a>(
-        &'a self,
-        plan: &'a UnitPlan,
-        shards: Option<&'a ShardReads>,
-        unit: &'a Unit,
-    ) -> BoxFuture<'a, Result<Option<Vec<u8>>>>;
-}
-
-/// How a read fetches: the plain fetch its workers call, and what the fetch-ahead stage
-/// may use besides (for object stores).
-#[derive(Clone, Copy)]
-pub(crate) struct FetchStage<'a> {
-    /// One unit's bytes, on the calling thread.
-    pub fetch: &'a Fetch<'a>,
-    /// Runs a shard request led ahead (sharded reads that merge ranges).
-    pub run_ahead: Option<&'a RunAhead<'a>>,
-    /// Fetches plain units as futures (async stores).
-    pub fetch_async: Option<&'a dyn AsyncFetch>,
-    /// Whether the read was given up (its future dropped): checked before a worker takes a
-    /// unit fetched ahead, as the plain fetch checks before fetching.
-    pub check: &'a (dyn Fn() -> Result<()> + Sync),
-}
-
-/// Runs one shard request a fetch-ahead thread leads (an index or a merged range), on the
-/// read's store; its outcome is published to the workers through the leader it carries.
-pub(crate) type RunAhead<'a> = dyn Fn(&ShardReads, Ahead<'_>) + Sync + 'a;
 
 /// How far a read's fetch stage runs ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,16 +113,11 @@ impl<'a> FetchAhead<'a> {
         plan: &'a UnitPlan,
         units: &'a [Unit],
         shards: Option<&'a ShardReads>,
-        stage: &FetchStage<'a>,
+        stage: &'a FetchStage<'a>,
         limits: AheadLimits,
         body: impl FnOnce(&FetchAhead<'a>) -> R,
     ) -> R {
-        let FetchStage {
-            fetch,
-            run_ahead,
-            fetch_async,
-            check,
-        } = *stage;
+        let (fetch, run_ahead, fetch_async, check) = stage.parts();
         let ahead = FetchAhead {
             units,
             position: units

@@ -1,20 +1,19 @@
-//! The fetch stage: one unit's encoded bytes from a sync or an async store — a whole chunk,
-//! or an inner chunk's byte range through its shard's (cached) index. `None`: not stored,
-//! reads as the fill value. A whole chunk stored larger than any encoding of it is refused
-//! before it is fetched, where the store tells its size cheaply (`zarr::check_stored_size`).
+//! The fetch of one unit (behind the fetch seam, `fetch_stage.rs`): its encoded bytes from a
+//! sync or an async store — a whole chunk, or an inner chunk's byte range through its shard's
+//! (cached) index. `None`: not stored, reads as the fill value. A whole chunk stored larger
+//! than any encoding of it is refused before it is fetched, where the store tells its size
+//! cheaply (`zarr::check_stored_size`).
 
-use super::fetch_ahead::AsyncFetch;
 use super::fetch_flight::{FlightKey, Readers, fetch_shared_async, flight_unit};
 use super::fetch_ranges::{fetch_chunk_ranges_async, fetch_inner_ranges_async};
 use super::shard_index_fetch::{get_async, get_index_async, get_index_sync, inner_chunk_error};
 use super::shard_reads::{Ahead, Fetched, InnerPlan, Role, check_length, inner_chunk_sync};
 use super::unit_ranges::UnitRanges;
 use crate::errors::Result;
-use crate::pipeline::{Cancel, ShardReads};
+use crate::pipeline::ShardReads;
 use crate::zarr::{
     ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };
-use futures::future::BoxFuture;
 use futures::future::join_all;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -256,7 +255,7 @@ async fn start_one_ahead<S: ?Sized + AsyncReadableStorageTraits + 'static>(
 
 /// Runs one shard request led ahead of the workers (by a waiting worker or the fetch-ahead
 /// stage) on an async store, and publishes its outcome, error included, to the workers.
-async fn run_ahead_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+pub(super) async fn run_ahead_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Array<S>,
     shards: &ShardReads,
     job: Ahead<'_>,
@@ -303,66 +302,5 @@ pub(crate) fn run_ahead_sync<S: ?Sized + ReadableStorageTraits + 'static>(
                 .map_err(|e| e.to_string());
             shards.finish_group(leader, got);
         }
-    }
-}
-
-/// How a read of an async store fetches from a blocking thread: its units (as futures for the
-/// fetch-ahead stage, or waited for by a worker) and its shard requests led ahead, on the
-/// read's runtime, each given up when the read's future is dropped.
-pub(crate) struct AsyncUnits<'a, S: ?Sized> {
-    pub array: &'a Array<S>,
-    pub handle: &'a tokio::runtime::Handle,
-    pub cancel: &'a Cancel,
-    /// What the cancellation error calls the operation ("read", "read stream").
-    pub what: &'static str,
-}
-
-impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncUnits<'_, S> {
-    /// An error once the read's future was dropped.
-    pub(crate) fn check(&self) -> Result<()> {
-        self.cancel.check(self.what)
-    }
-
-    /// `unit`'s encoded bytes, waited for on this (worker) thread.
-    pub(crate) fn fetch_blocking(
-        &self,
-        plan: &UnitPlan,
-        shards: Option<&ShardReads>,
-        unit: &Unit,
-    ) -> Result<Option<Vec<u8>>> {
-        // This worker waits for the fetch anyway: local files are read on it.
-        crate::stores::reading_inline(|| self.handle.block_on(self.fetch(plan, shards, unit)))
-    }
-
-    /// Runs a shard request led ahead of the workers; its outcome, a cancellation included,
-    /// reaches them through the leader it carries.
-    pub(crate) fn run_ahead(&self, shards: &ShardReads, job: Ahead<'_>) {
-        let _ = crate::stores::reading_inline(|| {
-            self.handle
-                .block_on(self.cancel.unless_dropped(self.what, async {
-                    run_ahead_async(self.array, shards, job).await;
-                    Ok(())
-                }))
-        });
-    }
-}
-
-impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits<'_, S> {
-    fn block_on(&self, fut: BoxFuture<'_, ()>) {
-        crate::stores::reading_inline(|| self.handle.block_on(fut));
-    }
-
-    fn fetch<'b>(
-        &'b self,
-        plan: &'b UnitPlan,
-        shards: Option<&'b ShardReads>,
-        unit: &'b Unit,
-    ) -> BoxFuture<'b, Result<Option<Vec<u8>>>> {
-        Box::pin(async move {
-            self.check()?;
-            self.cancel
-                .unless_dropped(self.what, fetch_unit_async(self.array, plan, shards, unit))
-                .await
-        })
     }
 }

@@ -3,15 +3,16 @@
 //! read's slots.
 
 use super::host_scatter::Claim;
+use super::read_request::ReadRequest;
 use super::read_route::{RouteOptions, run_read};
 use super::staged_read::Decoder;
-use crate::buffer::NDBuffer;
 use crate::device::{DeviceOps, ops_for};
 use crate::errors::{BoxError, Error, Result};
 use crate::options::{Decode, ReadOptions};
 use crate::options::{io_concurrency, io_concurrency_is_default};
 use crate::pipeline::cache::device_cache::ReadCache;
-use crate::pipeline::fetch::fetch_ahead::{AheadLimits, FetchAhead, FetchStage};
+use crate::pipeline::fetch::fetch_ahead::{AheadLimits, FetchAhead};
+use crate::pipeline::fetch::fetch_stage::FetchStage;
 use crate::pipeline::fetch::shard_reads::{InnerFetch, ShardReads};
 use crate::pipeline::gpu_decode::device_parts::{
     Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK,
@@ -20,25 +21,23 @@ use crate::pipeline::{Produced, StagedRead, largest_unit_bytes};
 use crate::place::Memory;
 use crate::zarr::{
     DeviceCodec, DevicePayload, Framing, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error,
-    fill_bytes, plan_units,
+    fill_bytes,
 };
 use std::borrow::Cow;
-use std::ops::Range;
 use std::sync::Once;
 use zarrs::array::{Array, CodecOptions};
 
-/// Plans the units of `subset` and runs the staged pipeline into `out`, fetching each unit
-/// through `stage` (ahead of the workers for object stores) and decoding it on a worker.
+/// Runs the staged pipeline for `request` (its units planned now unless a route planned them
+/// already), fetching each unit through `stage` (ahead of the workers for object stores) and
+/// decoding it on a worker.
 pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
-    array: &Array<S>,
-    subset: &[Range<u64>],
-    out: &NDBuffer,
-    opts: &ReadOptions,
+    mut request: ReadRequest<'_, S>,
     inner_fetch: InnerFetch,
     stage: &FetchStage<'_>,
 ) -> Result<()> {
+    let mut plan = request.take_plan()?;
+    let (array, subset, out, opts) = (request.array, request.subset, request.out, request.opts);
     let elem = out.dtype().size();
-    let mut plan = plan_units(array, subset, elem)?;
     // Sharded arrays: units ordered shard by shard, each shard's inner chunks fetched in as
     // few requests as possible.
     let shards = match plan.source {
@@ -128,7 +127,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
             limits,
             |ahead| run(&|unit| ahead.fetch(unit)),
         ),
-        None => run(&|unit| (stage.fetch)(&plan, shards.as_ref(), unit)),
+        None => run(&|unit| stage.fetch(&plan, shards.as_ref(), unit)),
     }
 }
 

@@ -22,21 +22,23 @@
 //! request of its own are fetched whole.
 
 use super::read_driver::fetch_ahead_limits;
+use super::read_request::ReadRequest;
 use crate::buffer::NDBuffer;
 use crate::data_types::ByteOrder;
 use crate::errors::Result;
 use crate::options::{PipelineMode, ReadOptions};
-use crate::pipeline::fetch::fetch_ahead::{Fetch, FetchAhead, FetchStage};
+use crate::pipeline::fetch::fetch_ahead::FetchAhead;
 use crate::pipeline::fetch::fetch_flight::{FlightKey, Readers, fetch_shared, flight_unit};
 use crate::pipeline::fetch::fetch_ranges::{
     chunks_sized_cheaply, fetch_unit_ranges, requests_are_round_trips,
 };
+use crate::pipeline::fetch::fetch_stage::FetchStage;
 use crate::pipeline::fetch::unit_ranges::{RangePolicy, UnitRanges};
 use crate::pipeline::{InnerFetch, ShardReads};
 use crate::process_local::ProcessLocal;
 use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,
-    fill_bytes, needed_prefix, not_exact_size, plan_units,
+    fill_bytes, needed_prefix, not_exact_size,
 };
 use std::ops::Range;
 use std::sync::Mutex;
@@ -92,25 +94,29 @@ pub(crate) struct SmallRead {
 }
 
 impl SmallRead {
-    /// The plan of a read of `subset` of `array` into `out` when the small route takes it
-    /// (at most `max_units` units, an `Auto` read; see the module docs), else `None`.
-    pub(crate) fn plan<S: ?Sized + 'static>(
-        array: &Array<S>,
-        subset: &[Range<u64>],
-        out: &NDBuffer,
-        opts: &ReadOptions,
+    /// Whether the small route may take a read into `out` with `opts`, as far as that is
+    /// known before its units are planned (see the module docs).
+    pub(crate) fn may_take(out: &NDBuffer, opts: &ReadOptions) -> bool {
+        opts.mode == PipelineMode::Auto
+            && opts.progress.is_none()
+            && out.buffer().is_host_accessible()
+            && out.byte_order() == ByteOrder::native()
+            && out.is_c_contiguous()
+    }
+
+    /// The small read of `request` when the small route takes it (at most `max_units`
+    /// units, an `Auto` read; see the module docs), which then takes the request's units;
+    /// else `None`, the request keeping them.
+    pub(crate) fn of<S: ?Sized + 'static>(
+        request: &mut ReadRequest<'_, S>,
         max_units: usize,
     ) -> Result<Option<SmallRead>> {
+        let (array, out, opts) = (request.array, request.out, request.opts);
         let elem = out.dtype().size();
-        if opts.mode != PipelineMode::Auto
-            || opts.progress.is_some()
-            || !out.buffer().is_host_accessible()
-            || out.byte_order() != ByteOrder::native()
-            || !out.is_c_contiguous()
-        {
+        if !Self::may_take(out, opts) {
             return Ok(None);
         }
-        let plan = plan_units(array, subset, elem)?;
+        let plan = request.plan()?;
         let Some(chain) = plan.chain.as_ref() else {
             return Ok(None);
         };
@@ -136,7 +142,7 @@ impl SmallRead {
         let ranges =
             ranged.then(|| RangePolicy::for_store(requests_are_round_trips(storage.as_ref())));
         Ok(Some(SmallRead {
-            plan,
+            plan: request.take_plan()?,
             codec,
             fill,
             elem,
@@ -280,20 +286,15 @@ impl SmallRead {
     }
 }
 
-/// Reads `subset` of `array` into `out` by the small-read route when it applies (see the
-/// module docs) and returns whether it did; `max_units` is the most units it takes. A unit
-/// another sync read is fetching at the same time is taken from it (`fetch_flight.rs`).
+/// Reads `request` by the small-read route, as `small` planned it (see the module docs),
+/// fetching each unit through `stage`. A unit another sync read is fetching at the same time
+/// is taken from it (`fetch_flight.rs`).
 pub(crate) fn read_small<S: ?Sized + ReadableStorageTraits + 'static>(
-    array: &Array<S>,
-    subset: &[Range<u64>],
-    out: &NDBuffer,
-    opts: &ReadOptions,
-    max_units: usize,
-    fetch: &Fetch<'_>,
-) -> Result<bool> {
-    let Some(mut small) = SmallRead::plan(array, subset, out, opts, max_units)? else {
-        return Ok(false);
-    };
+    request: &ReadRequest<'_, S>,
+    mut small: SmallRead,
+    stage: &FetchStage<'_>,
+) -> Result<()> {
+    let (array, subset, out, opts) = (request.array, request.subset, request.out, request.opts);
     let plan = &mut small.plan;
     let shards = match plan.source {
         UnitSource::Subchunk => Some(ShardReads::new(
@@ -317,19 +318,14 @@ pub(crate) fn read_small<S: ?Sized + ReadableStorageTraits + 'static>(
             Some(ranges) => fetch_shared(&key, || {
                 fetch_unit_ranges(array, plan, shards, unit, ranges)
             }),
-            None => fetch_shared(&key, || fetch(plan, shards, unit)),
+            None => fetch_shared(&key, || stage.fetch(plan, shards, unit)),
         }
     };
     let decoded = match fetch_ahead_limits(array, opts) {
         // From an object store every unit's request goes out at once (the caller and the
         // pool's threads alone would send one per core and wait a round trip for each).
         Some(limits) if plan.units.len() > 1 => {
-            let stage = FetchStage {
-                fetch: &shared_fetch,
-                run_ahead: None,
-                fetch_async: None,
-                check: &|| Ok(()),
-            };
+            let stage = FetchStage::from_fetch(shared_fetch);
             FetchAhead::run(
                 plan,
                 &plan.units,
@@ -343,8 +339,7 @@ pub(crate) fn read_small<S: ?Sized + ReadableStorageTraits + 'static>(
             shared_fetch(plan, shards.as_ref(), &plan.units[i])
         })?,
     };
-    small.place_all(subset, out, decoded)?;
-    Ok(true)
+    small.place_all(subset, out, decoded)
 }
 
 /// `f(0)`, …, `f(n - 1)`, in order (each `Some`): the calling thread takes indices one by one while up to

@@ -33,18 +33,15 @@ pub(crate) const INLINE_DECODE_BYTES: usize = 64 << 10;
 /// One unit's fetched bytes (`None`: not stored), or why they could not be fetched.
 type Fetched = Result<Option<Vec<u8>>>;
 
-/// Reads `subset` of `array` into `out` by the small async route when it applies (the
-/// conditions of [`SmallRead::plan`]; at most `max_units` units) and returns whether it did.
+/// Reads `subset` of `array` into `out` by the small async route, as `small` planned it (the
+/// read [`SmallRead::of`] took).
 pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     array: &Arc<Array<S>>,
     subset: &[Range<u64>],
     out: &NDBuffer,
     opts: &ReadOptions,
-    max_units: usize,
-) -> Result<bool> {
-    let Some(mut small) = SmallRead::plan(array.as_ref(), subset, out, opts, max_units)? else {
-        return Ok(false);
-    };
+    mut small: SmallRead,
+) -> Result<()> {
     let index = match small.unit_plan().source {
         UnitSource::Subchunk => {
             let index = ShardIndex::with_limit(array, opts.validate_checksums, opts.max_bytes)?
@@ -84,8 +81,7 @@ pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 's
         let decoded = (0..units.len())
             .map(|i| small.decode(array.as_ref(), &units[i], take(i)?))
             .collect::<Result<Vec<_>>>()?;
-        small.place_all(subset, out, decoded)?;
-        return Ok(true);
+        return small.place_all(subset, out, decoded);
     }
     // Dropping this future waits until the blocking thread has stopped writing into `out`.
     let (_stop, finish) = Cancel::pair();
@@ -96,6 +92,5 @@ pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 's
         small.place_all(&subset, &out, decoded)
     });
     task.await
-        .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))??;
-    Ok(true)
+        .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
 }

@@ -24,7 +24,8 @@ use crate::buffer::{Buffer, BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ReadOptions};
 use crate::pipeline::ShardReads;
-use crate::pipeline::fetch::fetch_ahead::{FetchAhead, FetchStage};
+use crate::pipeline::fetch::fetch_ahead::FetchAhead;
+use crate::pipeline::fetch::fetch_stage::FetchStage;
 use crate::pipeline::fetch::shard_reads::InnerFetch;
 use crate::place::Memory;
 use crate::zarr::{
@@ -169,7 +170,7 @@ impl VarLenRead {
             Some(limits) => FetchAhead::run(units, &units.units, shards, stage, limits, |ahead| {
                 decode(&|_, _, i| ahead.fetch(&units.units[i]))
             })?,
-            None => decode(&|plan, shards, i| (stage.fetch)(plan, shards, &plan.units[i]))?,
+            None => decode(&|plan, shards, i| stage.fetch(plan, shards, &plan.units[i]))?,
         };
         let subset = &self.subset;
         let shape: Vec<u64> = subset.iter().map(|r| r.end - r.start).collect();

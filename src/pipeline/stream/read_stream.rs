@@ -1,5 +1,6 @@
 //! The reads behind a read stream ([`crate::stream::ReadStream`]): subsets admitted lazily up to the
-//! prefetch bound, each read on a blocking thread of its own through the staged pipeline,
+//! prefetch bound, each planned once when admitted and read on a blocking thread of its own
+//! through the read core (`read_shared`: the host cache, else the staged pipeline),
 //! encoded chunks shared between the reads in flight ([`ChunkShare`]), results yielded in
 //! order, and every read stopped (and waited for) when the stream is dropped. The public
 //! types and their documented behaviour are in `api/read_stream.rs`.
@@ -9,12 +10,11 @@ use crate::data_types::{DataType, Order};
 use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
-    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, StopOnDrop,
-    caches_on_device, fetch_unit, miss_options, miss_output, read_through_cache, run_ahead_sync,
-    run_staged,
+    AsyncUnits, Cancel, ChunkShare, Claim, FetchStage, FinishOnDrop, InnerFetch, ReadRequest,
+    StopOnDrop, read_shared,
 };
 use crate::process_local::MadeIn;
-use crate::zarr::{check_subset, data_type_of, plan_units};
+use crate::zarr::{UnitPlan, check_subset, data_type_of, plan_units};
 use futures::channel::oneshot;
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -26,14 +26,17 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
 /// How one subset is planned and read, for a sync or an async store.
 trait Source: Send + Sync + 'static {
-    /// Checks `subset`; its data type and the keys of the units its read will fetch.
-    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, Vec<Vec<u64>>)>;
-    /// Reads `subset` into `out` (on a blocking thread), fetching through `claim`.
+    /// Checks `subset`; its data type and the units its read will fetch (their keys are
+    /// claimed in the stream's chunk share, and the read runs them, planned once).
+    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)>;
+    /// Reads `subset` into `out` (on a blocking thread), its units `plan`, fetching through
+    /// `claim`.
     fn read(
         &self,
         subset: &[Range<u64>],
         out: &NDBuffer,
         opts: &ReadOptions,
+        plan: UnitPlan,
         claim: &Claim,
         cancel: &Cancel,
     ) -> Result<()>;
@@ -41,20 +44,16 @@ trait Source: Send + Sync + 'static {
     fn spawn(&self, job: Box<dyn FnOnce() + Send>);
 }
 
-fn plan_of<S: ?Sized>(
-    array: &Array<S>,
-    subset: &[Range<u64>],
-) -> Result<(DataType, Vec<Vec<u64>>)> {
+fn plan_of<S: ?Sized>(array: &Array<S>, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)> {
     check_subset(array.shape(), subset, array.path().as_str())?;
     let dtype = data_type_of(array)?;
-    let plan = plan_units(array, subset, dtype.size())?;
-    Ok((dtype, plan.units.into_iter().map(|u| u.indices).collect()))
+    Ok((dtype, plan_units(array, subset, dtype.size())?))
 }
 
 struct SyncSource<S: ?Sized>(Arc<Array<S>>);
 
 impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
-    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, Vec<Vec<u64>>)> {
+    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)> {
         plan_of(&self.0, subset)
     }
 
@@ -63,33 +62,17 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> Source for SyncSource<S> {
         subset: &[Range<u64>],
         out: &NDBuffer,
         opts: &ReadOptions,
+        plan: UnitPlan,
         claim: &Claim,
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.0.as_ref();
-        if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
-            let uncached = miss_options(opts);
-            return read_through_cache(array, subset, out, &cache, opts, &|region| {
-                let chunk = miss_output(region, out.dtype())?;
-                self.read(region, &chunk, &uncached, claim, cancel)?;
-                Ok(chunk)
-            });
-        }
-        run_staged(
-            array,
-            subset,
-            out,
-            opts,
+        read_shared(
+            ReadRequest::new(array, subset, out, opts).with_plan(Some(plan)),
             InnerFetch::for_store(array),
-            &FetchStage {
-                fetch: &|plan, shards, unit| {
-                    cancel.check("read stream")?;
-                    claim.get(&unit.indices, || fetch_unit(array, plan, shards, unit))
-                },
-                run_ahead: Some(&|shards, job| run_ahead_sync(array, shards, job)),
-                fetch_async: None,
-                check: &|| cancel.check("read stream"),
-            },
+            &FetchStage::for_sync_store(array)
+                .shared_through(claim)
+                .cancelled_by(|| cancel.check("read stream")),
         )
     }
 
@@ -107,7 +90,7 @@ struct AsyncSource<S: ?Sized> {
 }
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S> {
-    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, Vec<Vec<u64>>)> {
+    fn plan(&self, subset: &[Range<u64>]) -> Result<(DataType, UnitPlan)> {
         plan_of(&self.array, subset)
     }
 
@@ -116,41 +99,25 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> Source for AsyncSource<S>
         subset: &[Range<u64>],
         out: &NDBuffer,
         opts: &ReadOptions,
+        plan: UnitPlan,
         claim: &Claim,
         cancel: &Cancel,
     ) -> Result<()> {
         let array = self.array.as_ref();
-        if let Some(cache) = opts.chunk_cache().filter(|_| !caches_on_device(out, opts)) {
-            let uncached = miss_options(opts);
-            return read_through_cache(array, subset, out, &cache, opts, &|region| {
-                let chunk = miss_output(region, out.dtype())?;
-                self.read(region, &chunk, &uncached, claim, cancel)?;
-                Ok(chunk)
-            });
-        }
         let units = AsyncUnits {
             array,
             handle: &self.handle,
             cancel,
             what: "read stream",
         };
-        run_staged(
-            array,
-            subset,
-            out,
-            opts,
+        read_shared(
+            ReadRequest::new(array, subset, out, opts).with_plan(Some(plan)),
             InnerFetch::for_async_store(array),
             // Stream reads share chunks through `claim`: the fetch-ahead stage runs the
             // workers' fetch on its threads rather than futures of its own.
-            &FetchStage {
-                fetch: &|plan, shards, unit| {
-                    units.check()?;
-                    claim.get(&unit.indices, || units.fetch_blocking(plan, shards, unit))
-                },
-                run_ahead: Some(&|shards, job| units.run_ahead(shards, job)),
-                fetch_async: None,
-                check: &|| units.check(),
-            },
+            &FetchStage::for_async_store(&units)
+                .shared_through(claim)
+                .cancelled_by(|| units.check()),
         )
     }
 
@@ -277,8 +244,10 @@ impl StreamReads {
                 let _ = tx.send(Err(e));
                 None
             }
-            Ok((dtype, keys)) => {
-                let claim = self.share.claim(keys);
+            Ok((dtype, plan)) => {
+                let claim = self
+                    .share
+                    .claim(plan.units.iter().map(|u| u.indices.clone()).collect());
                 let (stop, finish) = Cancel::pair();
                 let (source, proto) = (self.source.clone(), self.proto.clone());
                 let (opts, ranges) = (self.opts.read.clone(), subset.clone());
@@ -286,7 +255,7 @@ impl StreamReads {
                     let result = read_one(
                         source.as_ref(),
                         &ranges,
-                        dtype,
+                        (dtype, plan),
                         &proto,
                         &opts,
                         &claim,
@@ -376,7 +345,7 @@ impl Drop for StreamReads {
 fn read_one(
     source: &dyn Source,
     subset: &[Range<u64>],
-    dtype: DataType,
+    (dtype, plan): (DataType, UnitPlan),
     proto: &BufferPrototype,
     opts: &ReadOptions,
     claim: &Claim,
@@ -393,7 +362,7 @@ fn read_one(
         // Ordered after the prototype stream's earlier work (see ArrayReadExt::read).
         s.synchronize()?;
     }
-    source.read(subset, &out, opts, claim, finish.cancel())?;
+    source.read(subset, &out, opts, plan, claim, finish.cancel())?;
     Ok(out)
 }
 
