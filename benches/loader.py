@@ -13,7 +13,8 @@ one at a time, in one order in epoch 1 and in another in epoch 2, by
 - ``zarrbuf.open(...).read(...)``, without a cache and (when ``zarrbuf.open`` takes
   ``cache_bytes``) with a 1 GiB decoded-chunk cache, and (when it takes ``prefix_decode``)
   without a cache, decoding every chunk whole (``prefix_decode=False``; the default decodes
-  only the needed prefix of each chunk),
+  only the part of each chunk a patch needs: a zstd chunk up to its last element, a blosc
+  chunk the blocks that hold its elements),
 - tensorstore (``zarr3`` driver) without a cache and with a 1 GiB ``cache_pool``
   (``recheck_cached_data: False``, so that epoch 2 reads from it),
 - zarr-python through zarrbuf's codec pipeline (also with
