@@ -1,15 +1,20 @@
 """Random patches, one read at a time, as a training loop's data loader reads them: reads per
 second of every reader over the same patches, epoch 1 (cold) and epoch 2 (warm caches).
 
-A float32 array of ``--mib`` MiB (``mib × 512 × 512``; 256 by default), zstd level 1, 64³
-chunks, written twice: plain and sharded (256³ shards of 64³ inner chunks). ``--reads``
+A float32 array of ``--mib`` MiB (``mib × 512 × 512``; 256 by default), 64³ chunks, written
+twice: plain and sharded (256³ shards of 64³ inner chunks). ``--codec`` picks the codec:
+``zstd1`` (zstd level 1, the default) or ``blosc-lz4`` (blosc with lz4, clevel 5, byte
+shuffle, typesize 4, blocksize 0 so that c-blosc picks it: zarr v3's
+``BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4)``, as in
+``benches/python_read.py``); each codec's arrays have names of their own. ``--reads``
 random 1×64×64 patches (seeded, origins anywhere, so most patches touch 2-4 chunks) are read
 one at a time, in one order in epoch 1 and in another in epoch 2, by
 
 - ``zarrbuf.open(...).read(...)``, without a cache and (when ``zarrbuf.open`` takes
   ``cache_bytes``) with a 1 GiB decoded-chunk cache, and (when it takes ``prefix_decode``)
   without a cache, decoding every chunk whole (``prefix_decode=False``; the default decodes
-  only the needed prefix of each chunk),
+  only the part of each chunk a patch needs: a zstd chunk up to its last element, a blosc
+  chunk the blocks that hold its elements),
 - tensorstore (``zarr3`` driver) without a cache and with a 1 GiB ``cache_pool``
   (``recheck_cached_data: False``, so that epoch 2 reads from it),
 - zarr-python through zarrbuf's codec pipeline (also with
@@ -24,7 +29,8 @@ Then a torch DataLoader over ``zarrbuf.torch.ZarrDataset`` (map-style, batches o
 ``--batch``) and over ``ZarrIterableDataset`` (prefetching) reads the same patches from the
 plain array: batches/s.
 
-    .venv/bin/python benches/loader.py [--dir DIR] [--mib 256] [--reads 300] [--rounds 1] [--json]
+    .venv/bin/python benches/loader.py [--dir DIR] [--mib 256] [--codec zstd1|blosc-lz4]
+        [--reads 300] [--rounds 1] [--skip NAME] [--no-loader] [--json]
 """
 
 from __future__ import annotations
@@ -46,14 +52,24 @@ import zarrbuf
 GIB = 2**30
 CHUNK, SHARD, PLANE = 64, 256, 512
 PATCH = (1, 64, 64)
+# --codec: (compressor, label, suffix of the arrays' directory names)
+CODECS = {
+    "zstd1": (lambda: zarr.codecs.ZstdCodec(level=1), "zstd 1", ""),
+    "blosc-lz4": (
+        lambda: zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4),
+        "blosc lz4 + shuffle",
+        "-blosc-lz4",
+    ),
+}
 
 
-def make(path: Path, depth: int, sharded: bool) -> None:
+def make(path: Path, depth: int, sharded: bool, codec: str) -> None:
     marker = path / ".complete"
     if marker.exists():
         return
     kind = "sharded 256³/64³" if sharded else "plain 64³"
-    print(f"writing {path} ({depth * 512 * 512 * 4 / 2**20:.0f} MiB float32, zstd 1, {kind})",
+    compressor, label, _ = CODECS[codec]
+    print(f"writing {path} ({depth * 512 * 512 * 4 / 2**20:.0f} MiB float32, {label}, {kind})",
           file=sys.stderr, flush=True)
     z = zarr.create_array(
         path,
@@ -61,7 +77,7 @@ def make(path: Path, depth: int, sharded: bool) -> None:
         chunks=(CHUNK,) * 3,
         shards=(SHARD,) * 3 if sharded else None,
         dtype="f4",
-        compressors=zarr.codecs.ZstdCodec(level=1),
+        compressors=compressor(),
         overwrite=True,
     )
     del z
@@ -212,6 +228,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dir", help="where the arrays are (written once; default: a temp dir)")
     p.add_argument("--mib", type=int, default=256, help="array size in MiB (mib × 512 × 512 float32)")
+    p.add_argument("--codec", choices=sorted(CODECS), default="zstd1",
+                   help="zstd1: zstd level 1 (default); blosc-lz4: blosc lz4, clevel 5, byte shuffle")
     p.add_argument("--reads", type=int, default=300, help="patches per epoch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=1, help="runs of every reader (medians reported)")
@@ -229,9 +247,10 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory(prefix="zarrbuf-loader-")
         root = Path(tmp.name)
     depth = args.mib
-    arrays = {"plain": root / f"plain-{depth}.zarr", "sharded": root / f"sharded-{depth}.zarr"}
+    suffix = CODECS[args.codec][2]
+    arrays = {"plain": root / f"plain-{depth}{suffix}.zarr", "sharded": root / f"sharded-{depth}{suffix}.zarr"}
     for name, path in arrays.items():
-        make(path, depth, name == "sharded")
+        make(path, depth, name == "sharded", args.codec)
 
     sels = patches(depth, args.reads, args.seed)
     order2 = np.random.default_rng(args.seed + 1).permutation(len(sels))
@@ -270,13 +289,13 @@ def main() -> None:
         except ImportError as e:
             print(f"no torch ({e}): the DataLoader timing is left out", file=sys.stderr)
     result = {
-        "mib": args.mib, "reads": args.reads, "seed": args.seed, "rounds": args.rounds,
+        "mib": args.mib, "codec": args.codec, "reads": args.reads, "seed": args.seed, "rounds": args.rounds,
         "patch": PATCH, "batch": args.batch, "rows": rows, "dataloader_batches_per_s": loader,
     }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{args.mib} MiB float32, zstd 1, 64³ chunks (sharded: 256³ shards); {args.reads} "
+        print(f"{args.mib} MiB float32, {CODECS[args.codec][1]}, 64³ chunks (sharded: 256³ shards); {args.reads} "
               f"random {'×'.join(map(str, PATCH))} patches, one read at a time; median of "
               f"{args.rounds} round(s)\n")
         print("| reader | array | epoch | reads/s | × tensorstore | median latency (ms) |")

@@ -156,6 +156,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             no_prefix_decode,
             prefix_decode: _,
             io_concurrency,
+            codec_limit,
             version,
         } => {
             let mode = match (staged, direct) {
@@ -180,6 +181,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                     options: version.options()?,
                 },
                 &opts,
+                codec_limit,
             )
         }
     }

@@ -423,8 +423,8 @@ impl ReadOptions {
     /// depth `k` of a 64³ chunk, `(k + 1) / 64` of the chunk, half of it on average. A zstd
     /// frame and a DEFLATE stream decode from their start, and a blosc frame's blocks are
     /// independent; small host reads (a few chunks or inner chunks, the route of a training
-    /// loop's random patches) decode such chunks only that far (blosc: the blocks that hold
-    /// the prefix).
+    /// loop's random patches) decode such chunks only that far (blosc: only the blocks that
+    /// hold the read's elements, from its first in the chunk to its last).
     ///
     /// Why this is safe: a read returns only bytes the chunk's own structure vouches for.
     /// zstd and DEFLATE refer only to earlier data and blosc blocks to nothing outside
@@ -434,7 +434,8 @@ impl ReadOptions {
     /// (the chunk's size), every block header, blocks inside the stored bytes, no trailing
     /// bytes; a blosc frame's header, sizes and every block's and stream's place; a gzip or
     /// zlib header (and gzip's declared size). What goes unseen is damage inside the
-    /// compressed contents after the prefix — which a whole decode does not always see
+    /// compressed contents after the prefix (and, for blosc, in the blocks before the
+    /// read's first element) — which a whole decode does not always see
     /// either (a flipped bit in a raw or literal block decodes to other bytes); only a
     /// checksum does, and checksummed chunks decode whole. A read that needs those later
     /// elements reports the damage, and so does `check`. These chunks are decoded whole:

@@ -152,6 +152,13 @@ pub(crate) enum Command {
         /// 128, more for small chunks); local stores ignore it.
         #[arg(long, value_name = "N")]
         io_concurrency: Option<usize>,
+        /// Also measure the codec's limit: every stored chunk's (inner chunk's) compressed
+        /// bytes read into memory, then decoded one after another on one thread into a
+        /// reused buffer with a reused zstd context, one such pass after each timed read;
+        /// prints that rate × the cores and the read's share of it (zarr v3, bytes + zstd
+        /// chunks, a local store, the whole array).
+        #[arg(long, conflicts_with_all = ["subset", "subsets", "force_async"])]
+        codec_limit: bool,
         #[command(flatten)]
         version: VersionArgs,
     },

@@ -1,11 +1,12 @@
 //! The command line's commands, one file each, and what they share: the arguments (`args`),
-//! names of stores and arrays (`names`), output that never panics (`output`), flag values (`parse`), the array a command reads
+//! names of stores and arrays (`names`), the codec limit `bench` prints (`codec_limit`), output that never panics (`output`), flag values (`parse`), the array a command reads
 //! (`source`) and progress bars (`progress`).
 
 pub(crate) mod allocator;
 pub(crate) mod args;
 pub(crate) mod bench_write;
 pub(crate) mod check;
+pub(crate) mod codec_limit;
 pub(crate) mod copy;
 pub(crate) mod names;
 pub(crate) mod output;

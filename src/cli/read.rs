@@ -1,6 +1,7 @@
 //! `zarrbuf info`, `read` and `bench`: describe an array, read it (into a .npy file or a
 //! summary), and time repeated reads.
 
+use super::codec_limit::{CodecLimit, process_cpu_seconds};
 use super::names::label;
 use super::output::{errln, out, outln};
 use super::parse::prototype;
@@ -201,6 +202,7 @@ pub(crate) fn bench(
     reps: usize,
     opening: &Opening,
     opts: &ReadOptions,
+    codec_limit: bool,
 ) -> Result<()> {
     if reps == 0 {
         return Err(Error::InvalidArgument("--reps must be at least 1".into()));
@@ -223,16 +225,34 @@ pub(crate) fn bench(
         Some(s) => zarrbuf::subset::parse_subset(s, &shape)?,
         None => shape.iter().map(|&n| 0..n).collect(),
     };
+    let mut limit = match (&array, codec_limit) {
+        (_, false) => None,
+        (Source::Local(a), true) => Some(CodecLimit::gather(a)?),
+        (Source::Remote(..), true) => {
+            return Err(Error::InvalidArgument(
+                "--codec-limit measures a local store (a directory or a zip file)".into(),
+            ));
+        }
+    };
     let warm = array.read(&all, &proto, opts)?;
     let bytes = warm.nbytes();
     drop(warm);
     let mut rates = Vec::with_capacity(reps);
+    let mut read_cpu = Vec::with_capacity(reps);
     for _ in 0..reps {
+        let cpu = process_cpu_seconds();
         let start = Instant::now();
         let data = array.read(&all, &proto, opts)?;
         let s = start.elapsed().as_secs_f64();
         drop(data);
+        if let (Some(a), Some(b)) = (cpu, process_cpu_seconds()) {
+            read_cpu.push(b - a);
+        }
         rates.push(bytes as f64 / s.max(1e-9) / 1e9);
+        // One pass of the codec limit after each read: both under the same load.
+        if let Some(l) = limit.as_mut() {
+            l.pass()?;
+        }
     }
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
@@ -244,5 +264,8 @@ pub(crate) fn bench(
         rates[rates.len() - 1],
         io_note(store, opts)
     )?;
+    if let Some(l) = limit {
+        outln!("{}", l.lines(median, &read_cpu))?;
+    }
     Ok(())
 }

@@ -26,7 +26,7 @@ pub use create::{ArrayLayout, CodecSpec, resume_like};
 pub(crate) use create::{create_like, refuse_overlap};
 pub(crate) use decode::{
     check_exact_size, check_exact_size_async, check_stored_size, check_stored_size_async,
-    decode_prefix_into, needed_prefix, not_exact_size, stored_size_problem,
+    decode_needed_into, needed_range, not_exact_size, stored_size_problem,
 };
 pub(crate) use framing::{
     BloscFrame, DeviceCodec, DevicePayload, Framing, STREAM_ALIGN, WriteCodec,

@@ -224,6 +224,35 @@ fn bench_reads_listed_subsets_one_at_a_time() {
 }
 
 #[test]
+fn bench_codec_limit_decodes_the_same_chunks_on_one_thread() {
+    let o = zarrbuf(&[
+        "bench",
+        &store("ts_v3_zstd_nan"),
+        "--reps",
+        "2",
+        "--codec-limit",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    assert!(
+        text.contains("codec limit: ")
+            && text.contains("(zstd) decoded one after another on one thread")
+            && text.contains("over 2 passes")
+            && text.contains("this read ÷ the limit"),
+        "{text}"
+    );
+    // Chains other than bytes + zstd (here a transpose inside shards) are refused.
+    assert_one_line_error(
+        &zarrbuf(&[
+            "bench",
+            &store("ts_v3_shard_start_transpose"),
+            "--codec-limit",
+        ]),
+        "--codec-limit",
+    );
+}
+
+#[test]
 fn failures_are_one_line_errors() {
     assert_one_line_error(
         &zarrbuf(&["read", "/no/such/store.zarr"]),

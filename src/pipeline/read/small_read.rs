@@ -37,8 +37,8 @@ use crate::pipeline::fetch::unit_ranges::{RangePolicy, UnitRanges};
 use crate::pipeline::{InnerFetch, ShardReads};
 use crate::process_local::ProcessLocal;
 use crate::zarr::{
-    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_prefix_into,
-    fill_bytes, needed_prefix, not_exact_size,
+    DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_needed_into,
+    fill_bytes, needed_range, not_exact_size,
 };
 use std::ops::Range;
 use std::sync::Mutex;
@@ -172,9 +172,9 @@ impl SmallRead {
 
     /// Decodes one unit's fetched bytes (`None`: not stored, read as the fill value) into a
     /// recycled buffer of exactly its decoded size; a unit that does not decode is an error
-    /// naming it. With `decode_needed_prefix`, a unit may be decoded only up to the
-    /// read's last element in it (`zarr/decode/prefix.rs`): the bytes after are unspecified
-    /// and never read.
+    /// naming it. With `decode_needed_prefix`, a unit may be decoded only from the
+    /// read's first element in it to its last (`zarr/decode/prefix.rs`): the bytes outside
+    /// are unspecified and never read.
     pub(crate) fn decode<S: ?Sized>(
         &self,
         array: &Array<S>,
@@ -217,8 +217,9 @@ impl SmallRead {
         };
         let mut buf = take_buffer(expected);
         let decoded = if self.prefix {
-            let prefix = needed_prefix(unit, self.elem);
-            decode_prefix_into(codec, &encoded, &mut buf, prefix, self.validate_checksums)
+            let needed = needed_range(unit, self.elem);
+            decode_needed_into(codec, &encoded, &mut buf, needed, self.validate_checksums)
+                .map(|r| r.end)
         } else {
             codec.decode_into(&encoded, &mut buf, self.validate_checksums)
         };

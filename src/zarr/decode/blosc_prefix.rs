@@ -1,10 +1,10 @@
-//! Decoding only the blocks of a blosc frame that a read's prefix needs (see
-//! [`super::prefix`]).
+//! Decoding only the blocks of a blosc frame that a read needs (see [`super::prefix`]).
 //!
 //! The blocks of a blosc frame are independent: each is compressed on its own (in one
-//! stream, or one per byte of the element), then unshuffled on its own. A prefix of the
-//! decoded chunk is therefore decoded by the blocks whose decoded bytes start before its
-//! end, and the others are never touched. The frame is first checked whole by
+//! stream, or one per byte of the element), then unshuffled on its own. The bytes a read
+//! needs from the decoded chunk — from its first element to its last — are therefore
+//! decoded by the blocks that hold them, and the others, before and after, are never
+//! touched. The frame is first checked whole by
 //! [`blosc_frame::parse`], the parse that guards the device decoder (header sizes, version,
 //! compressor, every block start and every stream's size inside the frame, more than c-blosc
 //! checks), so what is not decoded is at least well-framed; then c-blosc itself — the
@@ -13,25 +13,27 @@
 //! stream plus a scalar unshuffle ran at a quarter of c-blosc's rate per byte: slower than
 //! decoding the whole chunk for an average patch.)
 //!
-//! [`blosc_prefix_into`] answers `None` for anything else — a frame the parse refuses or
-//! leaves to the CPU, a prefix that reaches into bytes after the last whole element, any
+//! [`blosc_range_into`] answers `None` for anything else — a frame the parse refuses or
+//! leaves to the CPU, a range that reaches into bytes after the last whole element, any
 //! error of c-blosc — and the caller then decodes the chunk whole with c-blosc, so that a
 //! refusal is exactly the whole decode's.
 
 use crate::zarr::framing::blosc_frame::{self, BloscCompressor, Parsed};
 use crate::zarr::framing::blosc_nbytes;
+use std::ops::Range;
 
-/// Decodes the blocks of the blosc frame `frame` (streams in `compressor`) that the first
-/// `prefix` bytes of its decoded chunk need into `out` (exactly the chunk's decoded size),
-/// and returns how many leading bytes of `out` are right (at least `prefix`: the prefix
-/// rounded up to whole elements). `None`: not decodable by blocks here; decode the chunk
-/// whole.
-pub(crate) fn blosc_prefix_into(
+/// Decodes the blocks of the blosc frame `frame` (streams in `compressor`) that hold the
+/// bytes `needed` of its decoded chunk into their place in `out` (exactly the chunk's decoded
+/// size), and returns the range of `out` that is right: `needed` widened to whole elements of
+/// the frame's type size (c-blosc hands out whole elements). Blocks before and after it are
+/// not decoded and nothing outside it is written. `None`: not decodable by blocks here;
+/// decode the chunk whole.
+pub(crate) fn blosc_range_into(
     compressor: BloscCompressor,
     frame: &[u8],
     out: &mut [u8],
-    prefix: usize,
-) -> Option<usize> {
+    needed: Range<usize>,
+) -> Option<Range<usize>> {
     // The header as c-blosc reads it: its declared compressed length is the frame's, its
     // decoded length the chunk's.
     if blosc_nbytes(frame).ok()? != out.len() {
@@ -44,34 +46,39 @@ pub(crate) fn blosc_prefix_into(
         return None;
     };
     let typesize = parsed.typesize.max(1);
-    let items = prefix.div_ceil(typesize);
-    let bytes = items.checked_mul(typesize)?;
-    if bytes > out.len() {
+    let end_item = needed.end.div_ceil(typesize);
+    let first_item = (needed.start / typesize).min(end_item);
+    let (start, end) = (
+        first_item.checked_mul(typesize)?,
+        end_item.checked_mul(typesize)?,
+    );
+    if end > out.len() {
         return None;
     }
-    let items = std::ffi::c_int::try_from(items).ok()?;
+    let first = std::ffi::c_int::try_from(first_item).ok()?;
+    let items = std::ffi::c_int::try_from(end_item - first_item).ok()?;
+    let dest = out.get_mut(start..end)?;
     // SAFETY: c-blosc's `blosc_getitem` reads the frame's header, block starts and the
-    // streams of the blocks holding items `0..items`; `blosc_cbuffer_validate` (in
-    // `blosc_nbytes`) checked that the header's compressed length is `frame.len()`, and the
-    // parse above that every block start and stream lies inside the frame, so it reads
-    // within `frame`. It writes `items * typesize` bytes at `out`, which holds `out.len()`
-    // bytes, at least that many (checked above); it allocates its own scratch and keeps no
-    // state between calls (thread-safe).
+    // streams of the blocks holding items `first..first + items`; `blosc_cbuffer_validate`
+    // (in `blosc_nbytes`) checked that the header's compressed length is `frame.len()`, and
+    // the parse above that every block start and stream lies inside the frame, so it reads
+    // within `frame`. It writes `items * typesize` bytes at `dest`, which is exactly that
+    // long; it allocates its own scratch and keeps no state between calls (thread-safe).
     let written = unsafe {
         blosc_src::blosc_getitem(
             frame.as_ptr().cast::<std::ffi::c_void>(),
-            0,
+            first,
             items,
-            out.as_mut_ptr().cast::<std::ffi::c_void>(),
+            dest.as_mut_ptr().cast::<std::ffi::c_void>(),
         )
     };
-    (usize::try_from(written).ok()? == bytes).then_some(bytes)
+    (usize::try_from(written).ok()? == end - start).then_some(start..end)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::zarr::decode::prefix::decode_prefix_into;
+    use crate::zarr::decode::prefix::{decode_needed_into, decode_prefix_into};
     use crate::zarr::framing::blosc_frame::BloscFrame;
     use crate::zarr::framing::blosc_frame::tests::blosc_compress;
     use crate::zarr::framing::{DeviceCodec, Framing, blosc_decode_into};
@@ -164,7 +171,8 @@ mod tests {
                 for prefix in prefixes(typesize, bs) {
                     let mut out = vec![0xa5u8; LEN];
                     let elements = prefix.div_ceil(typesize) * typesize;
-                    let Some(n) = blosc_prefix_into(compressor(cname), &frame, &mut out, prefix)
+                    let Some(n) = blosc_range_into(compressor(cname), &frame, &mut out, 0..prefix)
+                        .map(|r| r.end)
                     else {
                         // Only a prefix into the bytes after the last whole element is left to
                         // the whole decode (c-blosc hands out whole elements).
@@ -188,6 +196,69 @@ mod tests {
         assert!(split, "some frame splits its blocks into streams");
     }
 
+    /// Ranges that start and end around the block boundaries: the bytes decoded are the
+    /// whole decode's, widened to whole elements, and nothing outside them is written.
+    #[test]
+    fn every_range_equals_the_whole_decode() {
+        for cname in ["lz4", "zstd"] {
+            for (typesize, shuffle) in [(4, 1), (8, 2), (4, 0), (1, 2)] {
+                let data = sample(LEN, typesize as u64 + 20);
+                let frame = blosc_compress(&data, typesize, shuffle, cname, BLOCK);
+                let bs = parsed(&frame, LEN, cname).blocksize;
+                let what = format!("{cname} typesize {typesize} shuffle {shuffle}");
+                // c-blosc may enlarge the block size asked for (up to the whole chunk).
+                let edges = [0, 1, typesize, bs - 1, bs, bs + 3, 2 * bs + 5, LEN - 13];
+                for &start in edges.iter().filter(|&&e| e <= LEN) {
+                    for end in [start, start + 1, start + 16, bs, 2 * bs + 1, LEN - 12, LEN] {
+                        if end < start || end > LEN {
+                            continue;
+                        }
+                        let mut out = vec![0xa5u8; LEN];
+                        let got = blosc_range_into(compressor(cname), &frame, &mut out, start..end);
+                        if end.div_ceil(typesize) * typesize > LEN {
+                            // Into the bytes after the last whole element: the whole decode's.
+                            assert_eq!(got, None, "{what}: {start}..{end}");
+                            continue;
+                        }
+                        let r = got.unwrap_or_else(|| panic!("{what}: {start}..{end} not decoded"));
+                        assert_eq!(r.start, start / typesize * typesize, "{what}");
+                        assert_eq!(r.end, end.div_ceil(typesize) * typesize, "{what}");
+                        assert!(out[r.clone()] == data[r.clone()], "{what}: {start}..{end}");
+                        assert!(out[..r.start].iter().all(|&b| b == 0xa5), "{what}");
+                        assert!(out[r.end..].iter().all(|&b| b == 0xa5), "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Damage in blocks before and after the needed range goes unseen; damage in a block the
+    /// range needs is refused with the whole decode's error (reads' entry point).
+    #[test]
+    fn damage_outside_a_range_is_unseen_and_inside_refused() {
+        for cname in ["lz4", "zstd"] {
+            let data = sample(LEN, 12);
+            let frame = blosc_compress(&data, 4, 1, cname, BLOCK);
+            let bs = parsed(&frame, LEN, cname).blocksize;
+            let bad = garbled_block(&garbled_block(&frame, LEN, cname, 0), LEN, cname, 2);
+            let whole_error = whole(&bad, LEN).unwrap_err();
+            // Block 1 only: read exactly.
+            let needed = bs + 8..2 * bs - 8;
+            let mut out = vec![0u8; LEN];
+            let r = decode_needed_into(codec(cname, false), &bad, &mut out, needed.clone(), true)
+                .unwrap();
+            assert_eq!(r, needed);
+            assert!(out[r.clone()] == data[r], "{cname}");
+            // Reaching into block 0 or block 2: the whole decode's error.
+            for needed in [bs - 4..bs + 8, 2 * bs - 8..2 * bs + 4] {
+                let mut out = vec![0u8; LEN];
+                let e = decode_needed_into(codec(cname, false), &bad, &mut out, needed, true)
+                    .unwrap_err();
+                assert_eq!(e, whole_error, "{cname}");
+            }
+        }
+    }
+
     /// Blocks split by type size (blosc's split, one stream per byte of the element) are
     /// decoded stream by stream and unshuffled.
     #[test]
@@ -202,7 +273,9 @@ mod tests {
                 }
                 for prefix in [1, f.blocksize + 1, LEN - LEN % typesize] {
                     let mut out = vec![0u8; LEN];
-                    let n = blosc_prefix_into(compressor(cname), &frame, &mut out, prefix).unwrap();
+                    let n = blosc_range_into(compressor(cname), &frame, &mut out, 0..prefix)
+                        .map(|r| r.end)
+                        .unwrap();
                     assert!(out[..n] == data[..n], "{cname} {typesize}");
                 }
             }
@@ -227,7 +300,9 @@ mod tests {
             assert_ne!(frame[2] & 0x02, 0, "memcpyed");
             for prefix in [0, 1, 1000, LEN - 1, LEN] {
                 let mut out = vec![0u8; LEN];
-                let n = blosc_prefix_into(BloscCompressor::Lz4, &frame, &mut out, prefix).unwrap();
+                let n = blosc_range_into(BloscCompressor::Lz4, &frame, &mut out, 0..prefix)
+                    .map(|r| r.end)
+                    .unwrap();
                 assert_eq!(n, prefix.div_ceil(4) * 4);
                 assert!(out[..n] == noise[..n]);
             }
@@ -341,7 +416,7 @@ mod tests {
             let frame = blosc_compress(&data, 4, 1, cname, BLOCK);
             let mut out = vec![0u8; LEN];
             assert_eq!(
-                blosc_prefix_into(compressor(cname), &frame, &mut out, 10),
+                blosc_range_into(compressor(cname), &frame, &mut out, 0..10).map(|r| r.end),
                 Some(12),
                 "{cname}"
             );
@@ -352,7 +427,7 @@ mod tests {
         let frame = blosc_compress(&data, 4, 1, "zstd", BLOCK);
         let mut out = vec![0u8; LEN];
         assert_eq!(
-            blosc_prefix_into(BloscCompressor::Lz4, &frame, &mut out, 10),
+            blosc_range_into(BloscCompressor::Lz4, &frame, &mut out, 0..10).map(|r| r.end),
             None
         );
         assert_eq!(read_prefix("lz4", &frame, LEN, 10).unwrap(), data);

@@ -10,7 +10,7 @@ mod prefix;
 mod stored_size;
 pub(super) mod zstd_context;
 
-pub(crate) use prefix::{decode_prefix_into, needed_prefix};
+pub(crate) use prefix::{decode_needed_into, needed_range};
 pub(crate) use stored_size::{
     check_exact_size, check_exact_size_async, check_stored_size, check_stored_size_async,
     not_exact_size, stored_size_problem,

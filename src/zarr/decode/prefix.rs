@@ -5,7 +5,8 @@
 //! before the last of them: the prefix up to that element is all that must be decoded (a
 //! 1 × 64 × 64 patch of a 64³ chunk at depth `k` needs `(k + 1) / 64` of it). The rule: a
 //! read returns only bytes the chunk's own structure vouches for; it need not decode what it
-//! does not return. Three framings decode by prefix:
+//! does not return. Three framings decode by prefix ([`needed_range`]'s end), blosc by
+//! blocks:
 //!
 //! - **zstd.** A frame decodes from its start. It is first checked as far as it can be
 //!   without decoding: [`zstd_frame_end`] walks every block header (magic, frame header, a
@@ -16,9 +17,12 @@
 //!   and its window is bounded by the declared content size, which equals the chunk's (a
 //!   frame that does not declare its size is decoded whole).
 //! - **blosc** (every compressor c-blosc has): its blocks are independent, so only those
-//!   whose decoded bytes start before the prefix ends are decoded (by c-blosc's
-//!   `blosc_getitem`), after the whole frame's layout is checked ([`super::blosc_prefix`]).
-//!   The bytes right are then the prefix rounded up to whole elements.
+//!   that hold the bytes from the read's first element in the chunk to its last
+//!   ([`needed_range`]) are decoded (by c-blosc's `blosc_getitem`), after the whole frame's
+//!   layout is checked ([`super::blosc_prefix`]): a 1 × 64 × 64 patch of a 64³ chunk needs
+//!   the one or two blocks that hold its plane. The bytes right are then that range widened
+//!   to whole elements; damage in the blocks before and after it goes unseen, as after a
+//!   prefix.
 //! - **gzip and zlib**, when checksums are not validated: the header is checked (and gzip's
 //!   declared size, as for the device decoder), then flate2's streaming inflater runs until
 //!   `prefix` bytes are written.
@@ -37,45 +41,54 @@
 //! inside the compressed contents of what comes after the prefix (zstd blocks, blosc blocks,
 //! DEFLATE data), which a whole decode reports, as does `check`.
 
-use super::blosc_prefix::blosc_prefix_into;
+use super::blosc_prefix::blosc_range_into;
 use crate::zarr::Unit;
 use crate::zarr::framing::{DeviceCodec, Framing, zstd_frame_end};
 use std::cell::Cell;
+use std::ops::Range;
 use zstd::zstd_safe::{DCtx, DParameter, InBuffer, OutBuffer, ResetDirective};
 
 /// The bytes of `unit`'s decoded C-order chunk (elements of `elem` bytes) a read of its
-/// region needs: everything up to the region's last element. The whole chunk for an empty
+/// region needs: from the region's first element to its last. The whole chunk for an empty
 /// region.
-pub(crate) fn needed_prefix(unit: &Unit, elem: usize) -> usize {
+pub(crate) fn needed_range(unit: &Unit, elem: usize) -> Range<usize> {
     let whole = unit.num_elements() * elem;
-    let mut last = 0usize;
+    let (mut first, mut last) = (0usize, 0usize);
     for ((r, &o), n) in unit.region.iter().zip(&unit.origin).zip(&unit.shape) {
-        let Some(end) = r.end.checked_sub(1 + o) else {
-            return whole;
+        let (Some(start), Some(end)) = (r.start.checked_sub(o), r.end.checked_sub(1 + o)) else {
+            return 0..whole;
         };
+        if start > end {
+            return 0..whole;
+        }
+        first = first * n.get() as usize + start as usize;
         last = last * n.get() as usize + end as usize;
     }
-    ((last + 1) * elem).min(whole)
+    let end = ((last + 1) * elem).min(whole);
+    (first * elem).min(end)..end
 }
 
 /// Decodes the stored chunk `encoded` into `out` (exactly the chunk's decoded size) far
-/// enough that its first `prefix` bytes are right, and returns how many leading bytes of
-/// `out` are (at least `prefix`; bytes after them are unspecified). Decodes only the prefix
-/// where the module docs say it may; otherwise, or when a prefix decoder fails, decodes
-/// whole with [`DeviceCodec::decode_into`] and returns its result.
-pub(crate) fn decode_prefix_into(
+/// enough that its bytes `needed` are right, and returns the range of `out` that is (it
+/// covers `needed`; bytes outside it are unspecified). Decodes only part of the chunk where
+/// the module docs say it may — zstd, gzip and zlib the prefix up to `needed.end`, blosc the
+/// blocks that hold `needed` —; otherwise, or when a partial decoder fails, decodes whole
+/// with [`DeviceCodec::decode_into`] and returns its result.
+pub(crate) fn decode_needed_into(
     codec: DeviceCodec,
     encoded: &[u8],
     out: &mut [u8],
-    prefix: usize,
+    needed: Range<usize>,
     validate_checksums: bool,
-) -> Result<usize, String> {
-    if prefix < out.len() && !codec.crc32c {
+) -> Result<Range<usize>, String> {
+    let prefix = needed.end;
+    if (needed.start > 0 || prefix < out.len()) && !codec.crc32c {
         let decoded = match codec.framing {
-            Framing::Zstd => zstd_prefix(encoded, out, prefix, validate_checksums),
-            Framing::Blosc(compressor) => blosc_prefix_into(compressor, encoded, out, prefix),
+            Framing::Blosc(compressor) => blosc_range_into(compressor, encoded, out, needed),
+            _ if prefix >= out.len() => None,
+            Framing::Zstd => zstd_prefix(encoded, out, prefix, validate_checksums).map(|n| 0..n),
             Framing::Gzip | Framing::Zlib if !validate_checksums => {
-                deflate_prefix(codec, encoded, out, prefix)
+                deflate_prefix(codec, encoded, out, prefix).map(|n| 0..n)
             }
             Framing::Gzip | Framing::Zlib | Framing::Lz4 => None,
         };
@@ -83,7 +96,22 @@ pub(crate) fn decode_prefix_into(
             return Ok(n);
         }
     }
-    codec.decode_into(encoded, out, validate_checksums)
+    codec
+        .decode_into(encoded, out, validate_checksums)
+        .map(|n| 0..n)
+}
+
+/// [`decode_needed_into`] of the first `prefix` bytes: returns how many leading bytes of
+/// `out` are right (at least `prefix`).
+#[cfg(test)]
+pub(crate) fn decode_prefix_into(
+    codec: DeviceCodec,
+    encoded: &[u8],
+    out: &mut [u8],
+    prefix: usize,
+    validate_checksums: bool,
+) -> Result<usize, String> {
+    decode_needed_into(codec, encoded, out, 0..prefix, validate_checksums).map(|r| r.end)
 }
 
 /// The zstd prefix decode: `None` when the frame is not prefix-decodable (see the module
@@ -515,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn the_needed_prefix_ends_at_the_regions_last_element() {
+    fn the_needed_range_runs_from_the_regions_first_element_to_its_last() {
         let n = |v: u64| NonZeroU64::new(v).unwrap();
         let unit = |region: Vec<std::ops::Range<u64>>| Unit {
             indices: vec![1, 0, 0],
@@ -523,22 +551,22 @@ mod tests {
             shape: vec![n(64), n(64), n(64)],
             region,
         };
-        // Plane 3 whole, then part of plane 0 ending at row 9, column 19.
+        // Plane 3 whole, then part of plane 0 from row 5, column 10 to row 9, column 19.
         assert_eq!(
-            needed_prefix(&unit(vec![67..68, 0..64, 0..64]), 4),
-            4 * 64 * 64 * 4
+            needed_range(&unit(vec![67..68, 0..64, 0..64]), 4),
+            3 * 64 * 64 * 4..4 * 64 * 64 * 4
         );
         assert_eq!(
-            needed_prefix(&unit(vec![64..65, 5..10, 10..20]), 2),
-            (9 * 64 + 20) * 2
+            needed_range(&unit(vec![64..65, 5..10, 10..20]), 2),
+            (5 * 64 + 10) * 2..(9 * 64 + 20) * 2
         );
         assert_eq!(
-            needed_prefix(&unit(vec![64..128, 0..64, 0..64]), 8),
-            64 * 64 * 64 * 8
+            needed_range(&unit(vec![64..128, 0..64, 0..64]), 8),
+            0..64 * 64 * 64 * 8
         );
         assert_eq!(
-            needed_prefix(&unit(vec![64..64, 0..64, 0..64]), 1),
-            64 * 64 * 64
+            needed_range(&unit(vec![64..64, 0..64, 0..64]), 1),
+            0..64 * 64 * 64
         );
     }
 }
