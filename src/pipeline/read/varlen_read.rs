@@ -164,6 +164,7 @@ impl VarLenRead {
                     Error::InvalidArgument(format!("a pool of {n} decoding threads: {e}"))
                 })?
                 .install(|| decode_units(array, plan, shards, opts, fetch)),
+            None if on_caller(plan) => decode_units(array, plan, shards, opts, fetch),
             None => crate::thread_pool::install(|| decode_units(array, plan, shards, opts, fetch)),
         };
         let decoded = match fetch_ahead_limits(array, opts) {
@@ -252,8 +253,16 @@ fn check_offsets<S: ?Sized>(
     Ok(())
 }
 
-/// Pass 1: fetches, decompresses and checks every unit, in parallel, holding the decoded
-/// units to the read's budget.
+/// Whether a read's units are decoded on the calling thread rather than the process's pool:
+/// a read of one unit gains nothing from the pool, and its decoders wait there for their
+/// fetches. With both pool threads of a 2-core machine waiting for another read's slow
+/// requests, a one-chunk read of a stream waited 5 s for them.
+fn on_caller(plan: &VlenPlan) -> bool {
+    plan.units.units.len() <= 1
+}
+
+/// Pass 1: fetches, decompresses and checks every unit (in parallel unless
+/// [`on_caller`]), holding the decoded units to the read's budget.
 fn decode_units<S: ?Sized + Send + Sync>(
     array: &Array<S>,
     plan: &VlenPlan,
@@ -278,52 +287,51 @@ fn decode_units<S: ?Sized + Send + Sync>(
     let (done, bytes_done) = (AtomicUsize::new(0), AtomicU64::new(0));
     // Decoded bytes held so far, with 8 bytes an element for where each one starts.
     let held = AtomicU64::new(0);
-    // Units are handed to the decoders in read order (not split in halves, as `par_iter`
-    // would), the order in which the fetch-ahead stage fetches them.
-    let mut decoded: Vec<(usize, Decoded)> = plan
-        .units
-        .units
-        .iter()
-        .enumerate()
-        .par_bridge()
-        .map(|(i, unit)| {
-            let report = |decoded: usize| {
-                if let Some(progress) = &opts.progress {
-                    progress(Progress {
-                        chunks_done: done.fetch_add(1, Ordering::Relaxed) + 1,
-                        chunks_total: total,
-                        bytes_done: bytes_done.fetch_add(decoded as u64, Ordering::Relaxed)
-                            + decoded as u64,
-                    });
-                }
-            };
-            let Some(encoded) = fetch(&plan.units, shards, i)? else {
-                report(0);
-                return Ok((i, Decoded::Missing));
-            };
-            let cap = budget.map(|(b, _)| b.saturating_sub(held.load(Ordering::Relaxed)));
-            let (bytes, index) = codec
-                .decode(encoded, &unit.shape, &codec_opts, cap)
-                .map_err(|e| match (budget, e) {
-                    // A decoder stopped at what is left of the budget (or a header declared
-                    // more): the read is too large for it.
-                    (Some(budget), UnitFault::Codec(e)) if over_cap(&e) => {
-                        let what = format!("{}, decoded,", unit_name(array, shards, unit));
-                        over_budget(array, &what, budget.0 + 1, budget)
-                    }
-                    (_, e) => unit_error(array, shards, unit, e.to_string()),
-                })?;
-            let size = bytes.len() as u64 + 8 * unit.num_elements() as u64;
-            let now = held.fetch_add(size, Ordering::Relaxed) + size;
-            if let Some(budget) = budget
-                && now > budget.0
-            {
-                return Err(over_budget(array, "the decoded chunks", now, budget));
+    let decode_one = |(i, unit): (usize, &Unit)| -> Result<(usize, Decoded)> {
+        let report = |decoded: usize| {
+            if let Some(progress) = &opts.progress {
+                progress(Progress {
+                    chunks_done: done.fetch_add(1, Ordering::Relaxed) + 1,
+                    chunks_total: total,
+                    bytes_done: bytes_done.fetch_add(decoded as u64, Ordering::Relaxed)
+                        + decoded as u64,
+                });
             }
-            report(bytes.len());
-            Ok((i, Decoded::Stored { bytes, index }))
-        })
-        .collect::<Result<_>>()?;
+        };
+        let Some(encoded) = fetch(&plan.units, shards, i)? else {
+            report(0);
+            return Ok((i, Decoded::Missing));
+        };
+        let cap = budget.map(|(b, _)| b.saturating_sub(held.load(Ordering::Relaxed)));
+        let (bytes, index) = codec
+            .decode(encoded, &unit.shape, &codec_opts, cap)
+            .map_err(|e| match (budget, e) {
+                // A decoder stopped at what is left of the budget (or a header declared
+                // more): the read is too large for it.
+                (Some(budget), UnitFault::Codec(e)) if over_cap(&e) => {
+                    let what = format!("{}, decoded,", unit_name(array, shards, unit));
+                    over_budget(array, &what, budget.0 + 1, budget)
+                }
+                (_, e) => unit_error(array, shards, unit, e.to_string()),
+            })?;
+        let size = bytes.len() as u64 + 8 * unit.num_elements() as u64;
+        let now = held.fetch_add(size, Ordering::Relaxed) + size;
+        if let Some(budget) = budget
+            && now > budget.0
+        {
+            return Err(over_budget(array, "the decoded chunks", now, budget));
+        }
+        report(bytes.len());
+        Ok((i, Decoded::Stored { bytes, index }))
+    };
+    let units = plan.units.units.iter().enumerate();
+    let mut decoded: Vec<(usize, Decoded)> = if on_caller(plan) {
+        units.map(decode_one).collect::<Result<_>>()?
+    } else {
+        // Units are handed to the decoders in read order (not split in halves, as
+        // `par_iter` would), the order in which the fetch-ahead stage fetches them.
+        units.par_bridge().map(decode_one).collect::<Result<_>>()?
+    };
     decoded.sort_unstable_by_key(|(i, _)| *i);
     Ok(decoded.into_iter().map(|(_, d)| d).collect())
 }
