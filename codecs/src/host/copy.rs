@@ -1,5 +1,6 @@
 //! Strided copy with optional byte swap.
 
+use super::stream_store::{Stores, copy_streaming};
 use super::word::Word;
 use crate::error::{Result, invalid};
 use crate::layout::{Plan, Strided, check_swap_unit};
@@ -62,9 +63,11 @@ pub unsafe fn strided_copy(
     if same && unit == 1 {
         return Ok(()); // copying a view onto itself
     }
+    let stores = Stores::for_destination(dst_len);
     // SAFETY: the plan's offsets are in bounds of both regions (checked by Plan::new), the
     // caller guarantees the regions are valid and either disjoint or identical views (`same`).
-    unsafe { run(&plan, src, dst, elem_size, unit, same) };
+    unsafe { run(&plan, src, dst, elem_size, unit, same, stores) };
+    stores.finish();
     Ok(())
 }
 
@@ -109,12 +112,13 @@ pub fn strided_copy_slices(
     }
 }
 
-/// Runs a validated plan.
+/// Runs a validated plan, writing plain contiguous rows with `stores`.
 ///
 /// # Safety
 ///
 /// Every element the plan addresses must be readable at `src` and writable at `dst`; the
-/// regions are disjoint unless `in_place`, in which case the views are identical.
+/// regions are disjoint unless `in_place`, in which case the views are identical. With
+/// [`Stores::Streaming`] the caller calls [`Stores::finish`] before the destination is handed on.
 pub(super) unsafe fn run(
     plan: &Plan,
     src: *const u8,
@@ -122,6 +126,7 @@ pub(super) unsafe fn run(
     es: usize,
     unit: usize,
     in_place: bool,
+    stores: Stores,
 ) {
     let (n, sa, sb) = plan.inner();
     let contiguous = sa == es as isize && sb == es as isize;
@@ -151,6 +156,9 @@ pub(super) unsafe fn run(
     match (contiguous, unit) {
         // Rows of a known small length are copied inline: a call to `memcpy` per 64-byte row
         // (16³ float32 chunks) was most of a whole read's scatter time.
+        (true, 1) if !in_place && stores.streams_rows_of(row_bytes) => {
+            rows!(|s, d| copy_streaming(s, d, row_bytes))
+        }
         (true, 1) if !in_place => match row_bytes {
             32 => rows!(|s, d| std::ptr::copy_nonoverlapping(s, d, 32)),
             64 => rows!(|s, d| std::ptr::copy_nonoverlapping(s, d, 64)),

@@ -1,6 +1,7 @@
 //! The host twin of the batched strided copy.
 
 use super::copy::run;
+use super::stream_store::Stores;
 use crate::copy_batch::{CopyItem, plan_batch};
 use crate::error::Result;
 
@@ -45,12 +46,14 @@ pub unsafe fn strided_copy_batch(
     swap_unit: usize,
 ) -> Result<()> {
     let batch = plan_batch(items, dst as u64, dst_len, elem_size, swap_unit)?;
+    let stores = Stores::for_destination(dst_len);
     for (i, plan) in &batch.plans {
         let src = items[*i].src as usize as *const u8;
         // SAFETY: the plan's elements are in bounds of the item's source region and of the
         // destination (plan_batch), which are valid (caller) and disjoint (plan_batch).
-        unsafe { run(plan, src, dst, elem_size, batch.unit, false) };
+        unsafe { run(plan, src, dst, elem_size, batch.unit, false, stores) };
     }
+    stores.finish();
     Ok(())
 }
 

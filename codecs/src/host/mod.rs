@@ -24,6 +24,7 @@ mod copy_batch;
 mod equal;
 mod fill;
 mod permute;
+mod stream_store;
 mod swap;
 mod unshuffle;
 mod word;
