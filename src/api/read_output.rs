@@ -99,17 +99,15 @@ impl sealed::Sealed for NDBuffer {
         Ok(out)
     }
 
-    fn read_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    async fn read_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         array: &Array<S>,
         subset: Vec<Range<u64>>,
         proto: BufferPrototype,
         opts: ReadOptions,
-    ) -> impl Future<Output = Result<Self>> + Send {
-        async move {
-            let out = new_output(array, &subset, &proto, &opts)?;
-            read_into_async(array, subset, out.clone(), opts).await?;
-            Ok(out)
-        }
+    ) -> Result<Self> {
+        let out = new_output(array, &subset, &proto, &opts)?;
+        read_into_async(array, subset, out.clone(), opts).await?;
+        Ok(out)
     }
 }
 
@@ -131,37 +129,33 @@ impl sealed::Sealed for VarLenBuffer {
         )
     }
 
-    fn read_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+    async fn read_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         array: &Array<S>,
         subset: Vec<Range<u64>>,
         proto: BufferPrototype,
         opts: ReadOptions,
-    ) -> impl Future<Output = Result<Self>> + Send {
-        async move {
-            check_subset(array.shape(), &subset, array.path().as_str())?;
-            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-                Error::InvalidArgument(
-                    "async reads need a tokio runtime (call them inside one)".into(),
-                )
-            })?;
-            let owned = Arc::new(array.with_storage(array.storage()));
-            let inner_fetch = InnerFetch::for_async_store(array);
-            let read = VarLenRead::new(array, &subset, &proto, &opts, inner_fetch)?;
-            // Dropping this future cancels the blocking half (its requests in flight
-            // included) and waits until it has stopped.
-            let (_stop, finish) = Cancel::pair();
-            let task = tokio::task::spawn_blocking(move || {
-                let units = AsyncUnits {
-                    array: owned.as_ref(),
-                    handle: &handle,
-                    cancel: finish.cancel(),
-                    what: "read",
-                };
-                read.run(&owned, &proto, &opts, &FetchStage::for_async_store(&units))
-            });
-            task.await
-                .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
-        }
+    ) -> Result<Self> {
+        check_subset(array.shape(), &subset, array.path().as_str())?;
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::InvalidArgument("async reads need a tokio runtime (call them inside one)".into())
+        })?;
+        let owned = Arc::new(array.with_storage(array.storage()));
+        let inner_fetch = InnerFetch::for_async_store(array);
+        let read = VarLenRead::new(array, &subset, &proto, &opts, inner_fetch)?;
+        // Dropping this future cancels the blocking half (its requests in flight
+        // included) and waits until it has stopped.
+        let (_stop, finish) = Cancel::pair();
+        let task = tokio::task::spawn_blocking(move || {
+            let units = AsyncUnits {
+                array: owned.as_ref(),
+                handle: &handle,
+                cancel: finish.cancel(),
+                what: "read",
+            };
+            read.run(&owned, &proto, &opts, &FetchStage::for_async_store(&units))
+        });
+        task.await
+            .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
     }
 }
 
