@@ -1,4 +1,5 @@
-//! Reading variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
+//! Read streams of variable-length arrays (strings, byte strings), yielding
+//! [`VarLenBuffer`]s, `varlen_kind`, and the deprecated `read_varlen` wrappers of `read_as`.
 
 use super::read::ArrayReadExt;
 use super::read_varlen_stream::VarLenReadStream;

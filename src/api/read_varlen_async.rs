@@ -1,4 +1,5 @@
-//! Async reads of variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
+//! Async read streams of variable-length arrays (strings, byte strings), yielding
+//! [`VarLenBuffer`]s, and the deprecated `read_varlen` wrappers of `read_as_async`.
 
 use super::read_async::ArrayReadAsyncExt;
 use super::read_varlen_stream::VarLenReadStream;
