@@ -20,6 +20,8 @@
 //! their `Async` twins) give both the same operations: `x` with defaults and `x_opt` with
 //! options, as in zarrs, and the suffix `_async` for the async twin (`read`, `read_opt`,
 //! `read_opt_async`), where zarrs puts `async_` in front.
+//! `read_as::<T>` reads into the output kind the caller names ([`ReadOutput`]: an
+//! [`NDBuffer`], or a [`VarLenBuffer`] for variable-length strings and bytes).
 //! The root holds the everyday types; the specialised ones are in modules ([`multi`],
 //! [`stream`], [`store`], [`icechunk`], [`cuda`], [`ipc`], [`dlpack`], [`npy`], [`alloc`],
 //! [`host`], [`options`], [`dtype`], [`hierarchy`], [`subset`], [`check`]).
@@ -74,7 +76,7 @@ mod zarr;
 
 // The everyday types, at the root.
 pub use api::{ArrayReadAsyncExt, ArrayReadExt, ArrayWriteAsyncExt, ArrayWriteExt};
-pub use api::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, ArrayWriteVarLenExt};
+pub use api::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, ArrayWriteVarLenExt, ReadOutput};
 pub use api::{copy_array, create_like};
 pub use buffer::{Buffer, BufferPrototype, NDBuffer, VarLenBuffer};
 pub use data_types::{DataType, Element, Order, VarLenKind};

@@ -14,7 +14,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice, PyTuple};
 use std::sync::Arc;
 use zarrbuf::options::StreamOptions;
-use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, ArrayWriteVarLenExt, VarLenKind};
+use zarrbuf::{
+    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenAsyncExt, ArrayReadVarLenExt,
+    ArrayWriteVarLenExt, VarLenBuffer, VarLenKind,
+};
 
 /// An opened array of variable-length elements.
 #[pyclass(frozen, module = "zarrbuf._zarrbuf")]
@@ -46,8 +49,10 @@ impl Opened {
                     let none = vec![0..0; info.shape.len()];
                     let cpu = zarrbuf::BufferPrototype::cpu();
                     match &inner {
-                        Inner::Sync(a) => a.read_varlen(&none, &cpu)?,
-                        Inner::Async(a) => runtime()?.block_on(a.read_varlen_async(&none, &cpu))?,
+                        Inner::Sync(a) => a.read_as::<VarLenBuffer>(&none, &cpu)?,
+                        Inner::Async(a) => {
+                            runtime()?.block_on(a.read_as_async::<VarLenBuffer>(&none, &cpu))?
+                        }
                     };
                 }
                 let kind = info.data_type;
@@ -119,8 +124,10 @@ impl VarLenHandle {
         let shape = kept_shape(ranges, drop);
         run(py, || {
             let v = match &self.inner {
-                Inner::Sync(a) => a.read_varlen(&subset, &proto)?,
-                Inner::Async(a) => runtime()?.block_on(a.read_varlen_async(&subset, &proto))?,
+                Inner::Sync(a) => a.read_as::<VarLenBuffer>(&subset, &proto)?,
+                Inner::Async(a) => {
+                    runtime()?.block_on(a.read_as_async::<VarLenBuffer>(&subset, &proto))?
+                }
             };
             reshape(v, shape)
         })

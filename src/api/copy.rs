@@ -4,10 +4,9 @@
 use super::copy_options::CopyOptions;
 use super::copy_read_ahead::read_ahead_of_writes;
 use super::read::ArrayReadExt;
-use super::read_varlen::ArrayReadVarLenExt;
 use super::write::{forget_copied, write_block};
 use super::write_varlen::ArrayWriteVarLenExt;
-use crate::buffer::BufferPrototype;
+use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{Durability, Progress};
 use crate::pipeline::{StoreQueue, store_threads};
@@ -260,7 +259,7 @@ where
                 return Ok(None);
             }
             let from = source_region(region, subset);
-            src.read_varlen_opt(&from, &BufferPrototype::cpu(), &read_opts)
+            src.read_as_opt::<VarLenBuffer>(&from, &BufferPrototype::cpu(), &read_opts)
                 .map(Some)
                 .map_err(|e| tag(e, "source"))
         },

@@ -8,10 +8,12 @@
 //! by the four traits; `read_stream` is the public face of `pipeline::StreamReads`; `read`
 //! and `read_async` make streams; `multi` reads through `read`; `write` and `write_async`
 //! stand alone; `copy` uses `read` and `write`, with its options (`copy_options`) composed
-//! of theirs; `read_varlen` and `read_varlen_async` read
-//! variable-length arrays into `VarLenBuffer`s through `pipeline::read_varlen`;
-//! `read_varlen_stream` is the public face of `pipeline::VarLenStreamReads`, made by
-//! `read_varlen`.
+//! of theirs; `read_output` is `ReadOutput`, the output kind a read returns (`NDBuffer`
+//! through the read core, `VarLenBuffer` through `pipeline::read_varlen`), which the
+//! `read_as` methods of `read` and `read_async` dispatch to; `read_varlen` and
+//! `read_varlen_async` hold the variable-length read streams and the deprecated
+//! `read_varlen` wrappers of `read_as`; `read_varlen_stream` is the public face of
+//! `pipeline::VarLenStreamReads`, made by `read_varlen`.
 
 mod copy;
 mod copy_options;
@@ -21,6 +23,7 @@ mod create;
 pub(crate) mod multi;
 mod read;
 mod read_async;
+mod read_output;
 mod read_stream;
 mod read_varlen;
 mod read_varlen_async;
@@ -35,6 +38,7 @@ pub use copy_options::CopyOptions;
 pub use create::create_like;
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
+pub use read_output::ReadOutput;
 pub use read_stream::{BlockingReadStream, ReadStream};
 pub use read_varlen::ArrayReadVarLenExt;
 pub use read_varlen_async::ArrayReadVarLenAsyncExt;

@@ -1,13 +1,12 @@
 //! Reading any subset of a zarrs `Array` into any [`BufferPrototype`].
 
+use super::read_output::{ReadOutput, read_into_sync};
 use super::read_stream::BlockingReadStream;
-use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::data_types::{DataType, Order};
+use crate::data_types::DataType;
 use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{check_output_size, read_array};
-use crate::zarr::{check_subset, data_type_of};
+use crate::zarr::data_type_of;
 use std::ops::Range;
 use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
@@ -16,7 +15,9 @@ use zarrs::storage::ReadableStorageTraits;
 ///
 /// Subsets are half-open ranges, one per dimension. Outputs can live in any memory; CPU
 /// outputs are decoded in place by zarrs, device outputs go through the staged pipeline
-/// (CPU decompression, pinned staging, device byte swap/transpose/scatter).
+/// (CPU decompression, pinned staging, device byte swap/transpose/scatter). The `read_as`
+/// methods read into the output kind the caller names ([`ReadOutput`]): an `NDBuffer`, or a
+/// [`VarLenBuffer`](crate::VarLenBuffer) for variable-length strings and bytes.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -45,7 +46,9 @@ pub trait ArrayReadExt {
         subset: &[Range<u64>],
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> Result<NDBuffer>;
+    ) -> Result<NDBuffer> {
+        self.read_as_opt(subset, proto, opts)
+    }
 
     /// Reads the whole array into a new NDBuffer made by `proto`.
     fn read_all(&self, proto: &BufferPrototype) -> Result<NDBuffer> {
@@ -53,7 +56,47 @@ pub trait ArrayReadExt {
     }
 
     /// [`read_all`](Self::read_all) with options.
-    fn read_all_opt(&self, proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer>;
+    fn read_all_opt(&self, proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer> {
+        self.read_all_as_opt(proto, opts)
+    }
+
+    /// Reads `subset` into a new output of the caller's kind `T` made by `proto`: an
+    /// [`NDBuffer`] (C order; the same as [`read`](Self::read)) for arrays of fixed-size
+    /// elements, a [`VarLenBuffer`](crate::VarLenBuffer) (elements in C order of the
+    /// subset) for variable-length strings and bytes. See [`ReadOutput`] for an example.
+    ///
+    /// # Errors
+    /// Those of [`read`](Self::read); asking for the other kind than the array holds is
+    /// `Unsupported` (an `NDBuffer` of a variable-length array) or `DataType` (a
+    /// `VarLenBuffer` of a fixed-size one), naming the call to make instead.
+    fn read_as<T: ReadOutput>(&self, subset: &[Range<u64>], proto: &BufferPrototype) -> Result<T> {
+        self.read_as_opt(subset, proto, &ReadOptions::default())
+    }
+
+    /// [`read_as`](Self::read_as) with options. Into a `VarLenBuffer`, `validate_checksums`,
+    /// `max_bytes` (the limit on its offsets and values together), `progress` (once per
+    /// chunk decoded), `concurrency` (the decoding threads: a pool of that size for this
+    /// read; rayon's global pool by default) and the fetch options apply; the staging and
+    /// route options are for fixed-size reads and do not change it.
+    fn read_as_opt<T: ReadOutput>(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<T>;
+
+    /// Reads the whole array into a new output of the caller's kind `T` made by `proto`
+    /// (see [`read_as`](Self::read_as)).
+    fn read_all_as<T: ReadOutput>(&self, proto: &BufferPrototype) -> Result<T> {
+        self.read_all_as_opt(proto, &ReadOptions::default())
+    }
+
+    /// [`read_all_as`](Self::read_all_as) with options.
+    fn read_all_as_opt<T: ReadOutput>(
+        &self,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<T>;
 
     /// Reads `subset` into `out` (any memory; may be a strided view of a larger NDBuffer;
     /// its shape must be the subset's shape and its data type the array's).
@@ -111,36 +154,22 @@ pub trait ArrayReadExt {
 }
 
 impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
-    fn read_opt(
+    fn read_as_opt<T: ReadOutput>(
         &self,
         subset: &[Range<u64>],
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> Result<NDBuffer> {
-        check_subset(self.shape(), subset, self.path().as_str())?;
-        let dtype = data_type_of(self)?;
-        check_output_size(
-            &format!("array {}", self.path()),
-            subset,
-            dtype,
-            proto,
-            opts,
-        )?;
-        let shape = subset_shape(subset);
-        // Every element is written by the read; on an error `out` is dropped, never returned.
-        let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, proto)?;
-        if let Some(s) = proto.stream() {
-            // The read is ordered after the work enqueued on the prototype's stream so far;
-            // it is done before this returns, so work enqueued later comes after it.
-            s.synchronize()?;
-        }
-        self.read_into_opt(subset, &mut out, opts)?;
-        Ok(out)
+    ) -> Result<T> {
+        T::read_sync(self, subset, proto, opts)
     }
 
-    fn read_all_opt(&self, proto: &BufferPrototype, opts: &ReadOptions) -> Result<NDBuffer> {
+    fn read_all_as_opt<T: ReadOutput>(
+        &self,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> Result<T> {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        self.read_opt(&subset, proto, opts)
+        T::read_sync(self, &subset, proto, opts)
     }
 
     fn read_into_opt(
@@ -149,12 +178,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         out: &mut NDBuffer,
         opts: &ReadOptions,
     ) -> Result<()> {
-        check_target(self, subset, out, Role::Output)?;
-        if out.is_empty() {
-            return Ok(());
-        }
-        // The read core chooses the route (cache, small, zarrs' decode-into, staged).
-        read_array(self, subset, out, opts)
+        read_into_sync(self, subset, out, opts)
     }
 
     fn read_stream<I>(

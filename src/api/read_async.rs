@@ -11,16 +11,14 @@
 //! cancels: the pipeline stops at its next unit, drains its device queues, and keeps the
 //! output buffer alive until then.
 
+use super::read_output::{ReadOutput, read_into_async};
 use super::read_stream::ReadStream;
-use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer};
-use crate::data_types::{DataType, Order};
+use crate::data_types::DataType;
 use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{check_output_size, read_array_async};
-use crate::zarr::{check_subset, data_type_of};
+use crate::zarr::data_type_of;
 use std::ops::Range;
-use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 
@@ -53,7 +51,9 @@ pub trait ArrayReadAsyncExt: Sync {
         subset: &[Range<u64>],
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> impl Future<Output = Result<NDBuffer>> + Send;
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        self.read_as_opt_async(subset, proto, opts)
+    }
 
     /// Reads the whole array into a new NDBuffer made by `proto`.
     fn read_all_async(
@@ -71,7 +71,59 @@ pub trait ArrayReadAsyncExt: Sync {
         &self,
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> impl Future<Output = Result<NDBuffer>> + Send;
+    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+        self.read_all_as_opt_async(proto, opts)
+    }
+
+    /// Reads `subset` into a new output of the caller's kind `T` made by `proto`: an
+    /// [`NDBuffer`] (the same as [`read_async`](Self::read_async)) or a
+    /// [`VarLenBuffer`](crate::VarLenBuffer) for variable-length strings and bytes (see
+    /// [`ReadOutput`] and the sync [`crate::ArrayReadExt::read_as`]). Into a
+    /// `VarLenBuffer` the read runs on a blocking thread and rayon's pool, its chunks
+    /// fetched on the tokio runtime ahead of the decoders, up to
+    /// [`ReadOptions::io_concurrency`] requests and the staging budget in bytes.
+    ///
+    /// # Errors
+    /// Those of [`crate::ArrayReadExt::read_as`]; `InvalidArgument` for a `VarLenBuffer`
+    /// outside a tokio runtime.
+    fn read_as_async<T: ReadOutput>(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<T>> + Send {
+        async move {
+            let opts = ReadOptions::default();
+            self.read_as_opt_async(subset, proto, &opts).await
+        }
+    }
+
+    /// [`read_as_async`](Self::read_as_async) with options (as
+    /// [`crate::ArrayReadExt::read_as_opt`]).
+    fn read_as_opt_async<T: ReadOutput>(
+        &self,
+        subset: &[Range<u64>],
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<T>> + Send;
+
+    /// Reads the whole array into a new output of the caller's kind `T` made by `proto`
+    /// (see [`read_as_async`](Self::read_as_async)).
+    fn read_all_as_async<T: ReadOutput>(
+        &self,
+        proto: &BufferPrototype,
+    ) -> impl Future<Output = Result<T>> + Send {
+        async move {
+            let opts = ReadOptions::default();
+            self.read_all_as_opt_async(proto, &opts).await
+        }
+    }
+
+    /// [`read_all_as_async`](Self::read_all_as_async) with options.
+    fn read_all_as_opt_async<T: ReadOutput>(
+        &self,
+        proto: &BufferPrototype,
+        opts: &ReadOptions,
+    ) -> impl Future<Output = Result<T>> + Send;
 
     /// Reads `subset` into `out` (any memory; may be a strided view of a larger NDBuffer;
     /// its shape must be the subset's shape and its data type the array's).
@@ -135,44 +187,22 @@ pub trait ArrayReadAsyncExt: Sync {
 }
 
 impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Array<S> {
-    fn read_opt_async(
+    fn read_as_opt_async<T: ReadOutput>(
         &self,
         subset: &[Range<u64>],
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> impl Future<Output = Result<NDBuffer>> + Send {
-        let subset = subset.to_vec();
-        let (proto, opts) = (proto.clone(), opts.clone());
-        async move {
-            check_subset(self.shape(), &subset, self.path().as_str())?;
-            let dtype = data_type_of(self)?;
-            check_output_size(
-                &format!("array {}", self.path()),
-                &subset,
-                dtype,
-                &proto,
-                &opts,
-            )?;
-            let shape = subset_shape(&subset);
-            // Every element is written by the read; on an error `out` is dropped, never returned.
-            let mut out = NDBuffer::empty_unwritten(&shape, dtype, Order::C, &proto)?;
-            if let Some(s) = proto.stream() {
-                // Ordered after the prototype stream's earlier work (see ArrayReadExt::read).
-                s.synchronize()?;
-            }
-            self.read_into_opt_async(&subset, &mut out, &opts).await?;
-            Ok(out)
-        }
+    ) -> impl Future<Output = Result<T>> + Send {
+        T::read_async(self, subset.to_vec(), proto.clone(), opts.clone())
     }
 
-    fn read_all_opt_async(
+    fn read_all_as_opt_async<T: ReadOutput>(
         &self,
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> impl Future<Output = Result<NDBuffer>> + Send {
+    ) -> impl Future<Output = Result<T>> + Send {
         let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        let (proto, opts) = (proto.clone(), opts.clone());
-        async move { self.read_opt_async(&subset, &proto, &opts).await }
+        T::read_async(self, subset, proto.clone(), opts.clone())
     }
 
     fn read_stream<I>(
@@ -198,17 +228,6 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         out: &mut NDBuffer,
         opts: &ReadOptions,
     ) -> impl Future<Output = Result<()>> + Send {
-        let subset = subset.to_vec();
-        let opts = opts.clone();
-        let out = out.clone();
-        async move {
-            check_target(self, &subset, &out, Role::Output)?;
-            if out.is_empty() {
-                return Ok(());
-            }
-            let array = Arc::new(self.with_storage(self.storage()));
-            // The read core chooses the route (cache, small, staged).
-            read_array_async(&array, &subset, &out, &opts).await
-        }
+        read_into_async(self, subset.to_vec(), out.clone(), opts.clone())
     }
 }

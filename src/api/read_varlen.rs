@@ -1,5 +1,7 @@
-//! Reading variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
+//! Read streams of variable-length arrays (strings, byte strings), yielding
+//! [`VarLenBuffer`]s, `varlen_kind`, and the deprecated `read_varlen` wrappers of `read_as`.
 
+use super::read::ArrayReadExt;
 use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::data_types::VarLenKind;
@@ -13,8 +15,10 @@ use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
 
 /// Reading variable-length arrays into [`VarLenBuffer`]s (Arrow's large string/binary
-/// layout): an extension trait on `zarrs::array::Array`, beside [`crate::ArrayReadExt`]
-/// (which reads fixed-size elements into `NDBuffer`s).
+/// layout): an extension trait on `zarrs::array::Array`, beside [`crate::ArrayReadExt`],
+/// whose `read_as::<VarLenBuffer>` reads one subset (see [`crate::ReadOutput`]); this
+/// trait holds the read streams and [`varlen_kind`](Self::varlen_kind). Its `read_varlen`
+/// methods are deprecated wrappers of `read_as` (docs/api-changes.md).
 ///
 /// It reads zarr v3 `string` and `variable_length_bytes` arrays (codecs `vlen-utf8`,
 /// `vlen-bytes`) and v2 object arrays (`|O`) with the `VLenUTF8` or `VLenBytes` filter,
@@ -27,7 +31,7 @@ use zarrs::storage::ReadableStorageTraits;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use zarrbuf::{ArrayReadVarLenExt, BufferPrototype};
+/// use zarrbuf::{ArrayReadExt, ArrayReadVarLenExt, BufferPrototype, VarLenBuffer};
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// use zarrs::storage::store::MemoryStore;
 ///
@@ -37,7 +41,8 @@ use zarrs::storage::ReadableStorageTraits;
 /// array.store_chunk(&[0], vec!["ab", "αβ"])
 ///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
 /// // Chunk 1 is not stored: it reads as the fill value "".
-/// let names = array.read_varlen(&[1..4], &BufferPrototype::cpu())?;
+/// assert!(array.varlen_kind().is_some());
+/// let names: VarLenBuffer = array.read_as(&[1..4], &BufferPrototype::cpu())?;
 /// assert_eq!(names.shape(), &[3]);
 /// let all: Vec<String> = names.iter_str()?.collect::<zarrbuf::Result<_>>()?;
 /// assert_eq!(all, ["αβ", "", ""]);
@@ -46,15 +51,21 @@ use zarrs::storage::ReadableStorageTraits;
 pub trait ArrayReadVarLenExt {
     /// Reads `subset` into a new [`VarLenBuffer`] made by `proto` (elements in C order of
     /// the subset).
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadExt::read_as::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen(&self, subset: &[Range<u64>], proto: &BufferPrototype) -> Result<VarLenBuffer> {
+        #[allow(deprecated)]
         self.read_varlen_opt(subset, proto, &ReadOptions::default())
     }
 
-    /// [`read_varlen`](Self::read_varlen) with options: `validate_checksums`, `max_bytes`
-    /// (the limit on the result's offsets and values together), `progress` (once per chunk
-    /// decoded), `concurrency` (the decoding threads: a pool of that size for this read;
-    /// rayon's global pool by default); the others are for fixed-size reads and do not
-    /// change this one.
+    /// [`read_varlen`](Self::read_varlen) with options (as
+    /// [`crate::ArrayReadExt::read_as_opt`]).
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadExt::read_as_opt::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_opt(
         &self,
         subset: &[Range<u64>],
@@ -63,11 +74,20 @@ pub trait ArrayReadVarLenExt {
     ) -> Result<VarLenBuffer>;
 
     /// Reads the whole array into a new [`VarLenBuffer`] made by `proto`.
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadExt::read_all_as::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_all(&self, proto: &BufferPrototype) -> Result<VarLenBuffer> {
+        #[allow(deprecated)]
         self.read_varlen_all_opt(proto, &ReadOptions::default())
     }
 
     /// [`read_varlen_all`](Self::read_varlen_all) with options.
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadExt::read_all_as_opt::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_all_opt(
         &self,
         proto: &BufferPrototype,
@@ -75,7 +95,7 @@ pub trait ArrayReadVarLenExt {
     ) -> Result<VarLenBuffer>;
 
     /// Reads many subsets ahead of the consumer, at most `opts.prefetch` at once on threads
-    /// of their own (each as [`read_varlen_opt`](Self::read_varlen_opt) with `opts.read`),
+    /// of their own (each as [`crate::ArrayReadExt::read_as_opt`] with `opts.read`),
     /// yielded in order as a blocking iterator; a failed subset is an `Err` item and the
     /// stream goes on; dropping it cancels the reads in flight (see
     /// [`VarLenReadStream`] and the fixed-size [`crate::ArrayReadExt::read_stream`]).
@@ -105,7 +125,8 @@ pub trait ArrayReadVarLenExt {
         I::IntoIter: Send + 'static;
 
     /// What the array's elements are when they are of variable length (strings or byte
-    /// strings), `None` for arrays of fixed-size elements: tells which trait reads it.
+    /// strings), `None` for arrays of fixed-size elements: tells which output kind reads it
+    /// (`read_as::<VarLenBuffer>` or `read_as::<NDBuffer>`, see [`crate::ReadOutput`]).
     fn varlen_kind(&self) -> Option<VarLenKind>;
 }
 
@@ -116,15 +137,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         proto: &BufferPrototype,
         opts: &ReadOptions,
     ) -> Result<VarLenBuffer> {
-        check_subset(self.shape(), subset, self.path().as_str())?;
-        read_varlen(
-            self,
-            subset,
-            proto,
-            opts,
-            InnerFetch::for_store(self),
-            &FetchStage::for_sync_store(self),
-        )
+        self.read_as_opt(subset, proto, opts)
     }
 
     fn read_varlen_all_opt(
@@ -132,8 +145,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         proto: &BufferPrototype,
         opts: &ReadOptions,
     ) -> Result<VarLenBuffer> {
-        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        self.read_varlen_opt(&subset, proto, opts)
+        self.read_all_as_opt(proto, opts)
     }
 
     fn read_varlen_stream<I>(

@@ -1,31 +1,38 @@
-//! Async reads of variable-length arrays (strings, byte strings) into a [`VarLenBuffer`].
+//! Async read streams of variable-length arrays (strings, byte strings), yielding
+//! [`VarLenBuffer`]s, and the deprecated `read_varlen` wrappers of `read_as_async`.
 
+use super::read_async::ArrayReadAsyncExt;
 use super::read_varlen_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::errors::{Error, Result};
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{AsyncUnits, Cancel, FetchStage, InnerFetch, VarLenRead, VarLenStreamReads};
-use crate::zarr::check_subset;
+use crate::pipeline::{Cancel, VarLenStreamReads};
 use std::ops::Range;
 use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 
 /// The async twin of [`crate::ArrayReadVarLenExt`], for arrays over async stores (e.g.
-/// [`crate::open_async`]): the read runs on a blocking thread and rayon's pool, and its
-/// chunks are fetched on the tokio runtime ahead of the decoders, up to
-/// [`ReadOptions::io_concurrency`] requests and the staging budget in bytes, as fixed-size
-/// reads are. Dropping the future cancels the requests in flight. The futures are `Send`.
+/// [`crate::open_async`]): its read streams. One subset is read with
+/// [`crate::ArrayReadAsyncExt::read_as_async`]`::<VarLenBuffer>`: the read runs on a
+/// blocking thread and rayon's pool, and its chunks are fetched on the tokio runtime ahead
+/// of the decoders, up to [`ReadOptions::io_concurrency`] requests and the staging budget
+/// in bytes, as fixed-size reads are. Dropping the future cancels the requests in flight.
+/// The futures are `Send`. The `read_varlen` methods are deprecated wrappers of `read_as`.
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
-/// use zarrbuf::{ArrayReadVarLenAsyncExt, BufferPrototype};
+/// use zarrbuf::{ArrayReadAsyncExt, BufferPrototype, VarLenBuffer};
 /// let array = zarrbuf::open_async("https://example.org/data.zarr", "station_name").await?;
-/// let names = array.read_varlen_async(&[0..10], &BufferPrototype::cpu()).await?;
+/// let names: VarLenBuffer = array.read_as_async(&[0..10], &BufferPrototype::cpu()).await?;
 /// # Ok(()) }
 /// ```
 pub trait ArrayReadVarLenAsyncExt: Sync {
     /// Reads `subset` into a new [`VarLenBuffer`] made by `proto`.
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadAsyncExt::read_as_async::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_async(
         &self,
         subset: &[Range<u64>],
@@ -33,12 +40,17 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send {
         async move {
             let opts = ReadOptions::default();
+            #[allow(deprecated)]
             self.read_varlen_opt_async(subset, proto, &opts).await
         }
     }
 
     /// [`read_varlen_async`](Self::read_varlen_async) with options (as
-    /// [`crate::ArrayReadVarLenExt::read_varlen_opt`]).
+    /// [`crate::ArrayReadExt::read_as_opt`]).
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadAsyncExt::read_as_opt_async::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_opt_async(
         &self,
         subset: &[Range<u64>],
@@ -47,17 +59,26 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send;
 
     /// Reads the whole array into a new [`VarLenBuffer`] made by `proto`.
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadAsyncExt::read_all_as_async::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_all_async(
         &self,
         proto: &BufferPrototype,
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send {
         async move {
             let opts = ReadOptions::default();
+            #[allow(deprecated)]
             self.read_varlen_all_opt_async(proto, &opts).await
         }
     }
 
     /// [`read_varlen_all_async`](Self::read_varlen_all_async) with options.
+    #[deprecated(
+        since = "0.1.1",
+        note = "use ArrayReadAsyncExt::read_all_as_opt_async::<VarLenBuffer>; removed in 0.3.0"
+    )]
     fn read_varlen_all_opt_async(
         &self,
         proto: &BufferPrototype,
@@ -66,7 +87,7 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
 
     /// The read stream of [`crate::ArrayReadVarLenExt::read_varlen_stream`] for an async
     /// store, made inside a tokio runtime (an error outside one): each subset is read as
-    /// [`read_varlen_opt_async`](Self::read_varlen_opt_async) on a plain thread of its own
+    /// [`crate::ArrayReadAsyncExt::read_as_opt_async`] on a plain thread of its own
     /// that waits on that runtime. The stream is a blocking iterator: take its items
     /// outside async tasks (e.g. `spawn_blocking`). Dropping it abandons the fetches in
     /// flight; a read already decoding finishes on the runtime's blocking pool.
@@ -112,33 +133,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         proto: &BufferPrototype,
         opts: &ReadOptions,
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send {
-        let subset = subset.to_vec();
-        let (proto, opts) = (proto.clone(), opts.clone());
-        async move {
-            check_subset(self.shape(), &subset, self.path().as_str())?;
-            let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-                Error::InvalidArgument(
-                    "async reads need a tokio runtime (call them inside one)".into(),
-                )
-            })?;
-            let array = Arc::new(self.with_storage(self.storage()));
-            let inner_fetch = InnerFetch::for_async_store(self);
-            let read = VarLenRead::new(self, &subset, &proto, &opts, inner_fetch)?;
-            // Dropping this future cancels the blocking half (its requests in flight
-            // included) and waits until it has stopped.
-            let (_stop, finish) = Cancel::pair();
-            let task = tokio::task::spawn_blocking(move || {
-                let units = AsyncUnits {
-                    array: array.as_ref(),
-                    handle: &handle,
-                    cancel: finish.cancel(),
-                    what: "read",
-                };
-                read.run(&array, &proto, &opts, &FetchStage::for_async_store(&units))
-            });
-            task.await
-                .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
-        }
+        self.read_as_opt_async(subset, proto, opts)
     }
 
     fn read_varlen_all_opt_async(
@@ -146,9 +141,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         proto: &BufferPrototype,
         opts: &ReadOptions,
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send {
-        let subset: Vec<Range<u64>> = self.shape().iter().map(|&n| 0..n).collect();
-        let (proto, opts) = (proto.clone(), opts.clone());
-        async move { self.read_varlen_opt_async(&subset, &proto, &opts).await }
+        self.read_all_as_opt_async(proto, opts)
     }
 
     fn read_varlen_stream<I>(
@@ -172,7 +165,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         let (proto, read_opts) = (proto.clone(), opts.read.clone());
         let read = move |subset: &[Range<u64>], cancel: &Cancel| {
             cancel.check("read stream")?;
-            let fut = array.read_varlen_opt_async(subset, &proto, &read_opts);
+            let fut = array.read_as_opt_async::<VarLenBuffer>(subset, &proto, &read_opts);
             handle.block_on(cancel.unless_dropped("read stream", fut))
         };
         let subsets = Box::new(subsets.into_iter());

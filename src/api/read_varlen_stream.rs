@@ -5,7 +5,7 @@
 //! [`StreamOptions::prefetch`] reads in flight, the subsets' iterator pulled lazily, a
 //! failed subset an `Err(`[`crate::Error::StreamItem`]`)` item and the stream going on,
 //! dropping it stopping the reads in flight at their next chunk and waiting for them), with
-//! two differences: each read runs [`crate::ArrayReadVarLenExt::read_varlen_opt`] on a plain
+//! two differences: each read runs [`crate::ArrayReadExt::read_as_opt`] on a plain
 //! thread of its own (decoding on the process's pool), and reads in flight share no encoded
 //! chunks.
 

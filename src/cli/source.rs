@@ -88,10 +88,10 @@ impl Source {
         proto: &BufferPrototype,
         opts: &ReadOptions,
     ) -> Result<zarrbuf::VarLenBuffer> {
-        use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt};
+        use zarrbuf::ArrayReadAsyncExt;
         match self {
-            Source::Local(a) => a.read_varlen_opt(subset, proto, opts),
-            Source::Remote(a, rt) => rt.block_on(a.read_varlen_opt_async(subset, proto, opts)),
+            Source::Local(a) => a.read_as_opt(subset, proto, opts),
+            Source::Remote(a, rt) => rt.block_on(a.read_as_opt_async(subset, proto, opts)),
         }
     }
 

@@ -43,6 +43,7 @@ mod multi_device;
 mod nvcomp_library;
 mod prefix_decode;
 mod ranged_reads;
+mod read_output;
 mod read_stream;
 mod realign;
 mod regressions;

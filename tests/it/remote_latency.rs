@@ -198,7 +198,7 @@ fn write_strings(dir: &Path, sharded: bool) -> Vec<String> {
 /// sync and the async API alike, and `io_concurrency` obeyed.
 #[test]
 fn string_reads_fetch_ahead_like_fixed_size_reads() {
-    use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt};
+    use zarrbuf::VarLenBuffer;
     let Some(sv) = server("LATENCY") else { return };
     for sharded in [false, true] {
         let name = unique(if sharded {
@@ -213,14 +213,14 @@ fn string_reads_fetch_ahead_like_fixed_size_reads() {
             let got = match api {
                 "sync" => zarrbuf::open(&url, "")
                     .unwrap()
-                    .read_varlen_all(&BufferPrototype::cpu())
+                    .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
                     .unwrap(),
                 _ => {
                     let rt = tokio::runtime::Runtime::new().unwrap();
                     rt.block_on(async {
                         let array = zarrbuf::open_async(&url, "").await.unwrap();
                         array
-                            .read_varlen_all_async(&BufferPrototype::cpu())
+                            .read_all_as_async::<VarLenBuffer>(&BufferPrototype::cpu())
                             .await
                             .unwrap()
                     })
@@ -263,7 +263,7 @@ fn string_reads_fetch_ahead_like_fixed_size_reads() {
                 .with_concurrency(2);
             let from = log_len(&sv.log);
             let got = array
-                .read_varlen_all_opt(&BufferPrototype::cpu(), &opts)
+                .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), &opts)
                 .unwrap();
             assert_eq!(got.len(), want.len());
             let t = traffic(&sv.log, from, &format!("{name}/c/"), 96);

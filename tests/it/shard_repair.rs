@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use zarrbuf::check::{Problem, check_array};
 use zarrbuf::options::CheckOptions;
-use zarrbuf::{ArrayReadExt, ArrayReadVarLenExt, BufferPrototype};
+use zarrbuf::{ArrayReadExt, BufferPrototype, VarLenBuffer};
 
 /// A copy of fixture store `name` in a fresh directory.
 fn fixture_copy(name: &str, tag: &str) -> PathBuf {
@@ -233,7 +233,7 @@ fn a_string_shard_keeps_every_inner_chunk_but_the_damaged_one() {
     let strings = |dir: &Path| -> Vec<String> {
         zarrbuf::open(text(dir), "")
             .unwrap()
-            .read_varlen_all(&cpu)
+            .read_all_as::<VarLenBuffer>(&cpu)
             .unwrap()
             .iter_str()
             .unwrap()

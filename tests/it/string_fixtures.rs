@@ -1,12 +1,12 @@
 //! The string and bytes fixtures written by zarr-python and xarray
 //! (`fixtures/strings.json`, each with a JSON expectation of its elements in C order): every
-//! one reads exactly through `read_varlen` (whole, sync and async, and subsets against the
+//! one reads exactly through `read_as::<VarLenBuffer>` (whole, sync and async, and subsets against the
 //! whole), v2 strings stored in order F included.
 
 use serde_json::Value;
 use std::ops::Range;
 use zarrbuf::{
-    ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, BufferPrototype, VarLenBuffer, VarLenKind,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenExt, BufferPrototype, VarLenBuffer, VarLenKind,
 };
 
 use crate::common::root;
@@ -116,7 +116,7 @@ fn every_string_fixture_reads_exactly() {
             zarrbuf::open(&e.store, &e.path).unwrap_or_else(|err| panic!("{}: {err}", e.name));
         assert_eq!(array.varlen_kind(), Some(e.kind), "{}", e.name);
         let whole = array
-            .read_varlen_all(&cpu)
+            .read_all_as::<VarLenBuffer>(&cpu)
             .unwrap_or_else(|err| panic!("{}: {err}", e.name));
         assert_eq!(whole.shape(), e.shape.as_slice(), "{}", e.name);
         assert_eq!(whole.kind(), e.kind, "{}", e.name);
@@ -124,7 +124,7 @@ fn every_string_fixture_reads_exactly() {
         // Subsets that start and end inside chunks agree with the whole.
         let sub: Vec<Range<u64>> = e.shape.iter().map(|&n| (n / 3)..(n - n / 4)).collect();
         let part = array
-            .read_varlen(&sub, &cpu)
+            .read_as::<VarLenBuffer>(&sub, &cpu)
             .unwrap_or_else(|err| panic!("{}: {sub:?}: {err}", e.name));
         assert_eq!(
             elements(&part),
@@ -143,7 +143,7 @@ fn every_string_fixture_reads_exactly_async() {
         let whole = rt
             .block_on(async {
                 let array = zarrbuf::open_async(&e.store, &e.path).await?;
-                array.read_varlen_all_async(&cpu).await
+                array.read_all_as_async::<VarLenBuffer>(&cpu).await
             })
             .unwrap_or_else(|err| panic!("{}: {err}", e.name));
         assert_eq!(elements(&whole), e.values, "{}", e.name);

@@ -9,7 +9,7 @@
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use zarrbuf::options::{CheckOptions, ReadOptions};
-use zarrbuf::{ArrayReadVarLenExt, BufferPrototype, Error};
+use zarrbuf::{ArrayReadExt, BufferPrototype, Error, VarLenBuffer};
 
 fn vlen<T: AsRef<[u8]>>(items: &[T]) -> Vec<u8> {
     let mut out = (items.len() as u32).to_le_bytes().to_vec();
@@ -83,7 +83,7 @@ fn every_chunk_a_read_refuses_is_a_check_finding() {
         write(&dir, "c/1", &bad);
         let read = zarrbuf::open(dir.to_str().unwrap(), "")
             .unwrap()
-            .read_varlen_all(&BufferPrototype::cpu())
+            .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
             .unwrap_err()
             .to_string();
         assert!(read.contains(want), "{name}: read: {read}");
@@ -146,7 +146,7 @@ fn a_damaged_inner_chunk_of_a_sharded_string_array_is_named_by_check() {
     write(&dir, "c/0", &shard);
     let read = zarrbuf::open(dir.to_str().unwrap(), "")
         .unwrap()
-        .read_varlen_all(&BufferPrototype::cpu())
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap_err()
         .to_string();
     assert!(read.contains("2 bytes follow"), "{read}");
@@ -176,7 +176,7 @@ fn a_chunk_inflating_past_max_bytes_stops_there() {
     let array = zarrbuf::open(dir.to_str().unwrap(), "").unwrap();
     let opts = ReadOptions::default().with_max_bytes(1 << 20);
     let err = array
-        .read_varlen_all_opt(&BufferPrototype::cpu(), &opts)
+        .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), &opts)
         .unwrap_err();
     assert!(matches!(err, Error::TooLarge { .. }), "{err:?}");
     assert!(err.to_string().contains("key c/0"), "{err}");
@@ -190,7 +190,7 @@ fn offsets_beyond_the_budget_are_refused_before_any_chunk_is_read() {
     let array = zarrbuf::open(dir.to_str().unwrap(), "").unwrap();
     let opts = ReadOptions::default().with_max_bytes(1 << 30);
     let err = array
-        .read_varlen_all_opt(&BufferPrototype::cpu(), &opts)
+        .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), &opts)
         .unwrap_err();
     assert!(matches!(err, Error::TooLarge { .. }), "{err:?}");
     assert!(err.to_string().contains("offsets"), "{err}");

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use zarrbuf::options::ReadOptions;
 use zarrbuf::{
-    ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, BufferPrototype, Error, VarLenBuffer, VarLenKind,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenExt, BufferPrototype, Error, VarLenBuffer,
+    VarLenKind,
 };
 
 /// numcodecs' vlen encoding of `items`.
@@ -158,7 +159,9 @@ fn open(dir: &Path) -> zarrbuf::DynArray {
 fn v3_string_whole_array_and_subsets() {
     let array = open(&v3_strings("v3-string", ""));
     assert_eq!(array.varlen_kind(), Some(VarLenKind::Utf8));
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(all.shape(), &[5, 7]);
     assert_eq!(all.kind(), VarLenKind::Utf8);
     check_layout(&all);
@@ -174,7 +177,7 @@ fn v3_string_whole_array_and_subsets() {
         (1..1, 0..7),
     ] {
         let part = array
-            .read_varlen(&[rows.clone(), cols.clone()], &BufferPrototype::cpu())
+            .read_as::<VarLenBuffer>(&[rows.clone(), cols.clone()], &BufferPrototype::cpu())
             .unwrap();
         check_layout(&part);
         assert_eq!(
@@ -192,7 +195,9 @@ fn v3_string_whole_array_and_subsets() {
 #[test]
 fn missing_chunks_read_as_the_fill_value() {
     let array = open(&v3_strings("v3-string-fill", "n/a"));
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(strings(&all), expected(0..5, 0..7, missing_11, "n/a"));
     // An array with no chunks at all.
     let dir = store_dir("v3-empty");
@@ -202,7 +207,9 @@ fn missing_chunks_read_as_the_fill_value() {
         "zarr.json",
         &v3_meta(&[3], &[2], "string", json!("ø"), codecs),
     );
-    let empty = open(&dir).read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let empty = open(&dir)
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(strings(&empty), ["ø", "ø", "ø"]);
 }
 
@@ -230,12 +237,16 @@ fn v3_variable_length_bytes_with_nuls_zstd() {
     write(&dir, "c/1", &zstd(&vlen(&items[3..])));
     let array = open(&dir);
     assert_eq!(array.varlen_kind(), Some(VarLenKind::Bytes));
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(all.kind(), VarLenKind::Bytes);
     check_layout(&all);
     let got: Vec<Vec<u8>> = all.iter_bytes().unwrap().map(|b| b.unwrap()).collect();
     assert_eq!(got, items[..5].to_vec());
-    let part = array.read_varlen(&[1..4], &BufferPrototype::cpu()).unwrap();
+    let part = array
+        .read_as::<VarLenBuffer>(&[1..4], &BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(part.values().to_vec().unwrap(), b"a\0b\0\xff\xfe\0");
 }
 
@@ -266,7 +277,9 @@ fn v2_object_arrays_with_vlen_filters() {
         .collect();
     let array = open(&v2_object("v2-utf8", "vlen-utf8", &items));
     assert_eq!(array.varlen_kind(), Some(VarLenKind::Utf8));
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     // The fill value null reads as "".
     assert_eq!(strings(&all), ["α", "", "", "", "end"]);
 
@@ -279,7 +292,9 @@ fn v2_object_arrays_with_vlen_filters() {
     ];
     let array = open(&v2_object("v2-bytes", "vlen-bytes", &bytes));
     assert_eq!(array.varlen_kind(), Some(VarLenKind::Bytes));
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(all.kind(), VarLenKind::Bytes);
     let got: Vec<Vec<u8>> = all.iter_bytes().unwrap().map(|b| b.unwrap()).collect();
     assert_eq!(
@@ -343,12 +358,14 @@ fn sharded_strings(name: &str) -> PathBuf {
 fn sharded_strings_whole_and_subsets() {
     let array = open(&sharded_strings("sharded"));
     let missing = |i: u64, j: u64| i < 2 && (2..4).contains(&j);
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     check_layout(&all);
     assert_eq!(strings(&all), expected(0..6, 0..4, missing, ""));
     for (rows, cols) in [(1..5, 1..3), (3..6, 0..4), (0..1, 3..4)] {
         let part = array
-            .read_varlen(&[rows.clone(), cols.clone()], &BufferPrototype::cpu())
+            .read_as::<VarLenBuffer>(&[rows.clone(), cols.clone()], &BufferPrototype::cpu())
             .unwrap();
         assert_eq!(strings(&part), expected(rows, cols, missing, ""));
     }
@@ -371,10 +388,12 @@ fn sharded_strings_written_by_zarrs() {
         .store_array_subset(&ArraySubset::new_with_ranges(&[0..8, 0..5]), data)
         .unwrap();
     let ours = open(&dir);
-    let all = ours.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = ours
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(strings(&all), expected(0..9, 0..5, |i, _| i == 8, "-"));
     let part = ours
-        .read_varlen(&[2..9, 1..4], &BufferPrototype::cpu())
+        .read_as::<VarLenBuffer>(&[2..9, 1..4], &BufferPrototype::cpu())
         .unwrap();
     assert_eq!(strings(&part), expected(2..9, 1..4, |i, _| i == 8, "-"));
 }
@@ -398,12 +417,14 @@ fn many_chunks_decode_in_parallel_exactly() {
         write(&dir, &format!("c/{c}"), &zstd(&vlen(&items)));
     }
     let array = open(&dir);
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     check_layout(&all);
     let want: Vec<String> = (0..n).map(item).collect();
     assert_eq!(strings(&all), want);
     let part = array
-        .read_varlen(&[1000..13_001], &BufferPrototype::cpu())
+        .read_as::<VarLenBuffer>(&[1000..13_001], &BufferPrototype::cpu())
         .unwrap();
     assert_eq!(strings(&part), want[1000..13_001].to_vec());
 }
@@ -411,18 +432,20 @@ fn many_chunks_decode_in_parallel_exactly() {
 #[test]
 fn async_reads_match_sync_reads() {
     let dir = sharded_strings("sharded-async");
-    let sync = open(&dir).read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let sync = open(&dir)
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (all, part) = rt.block_on(async {
         let array = zarrbuf::open_async(dir.to_str().unwrap(), "")
             .await
             .unwrap();
         let all = array
-            .read_varlen_all_async(&BufferPrototype::cpu())
+            .read_all_as_async::<VarLenBuffer>(&BufferPrototype::cpu())
             .await
             .unwrap();
         let part = array
-            .read_varlen_async(&[1..5, 1..3], &BufferPrototype::cpu())
+            .read_as_async::<VarLenBuffer>(&[1..5, 1..3], &BufferPrototype::cpu())
             .await
             .unwrap();
         (all, part)
@@ -437,7 +460,7 @@ fn async_reads_match_sync_reads() {
             .await
             .unwrap();
         array
-            .read_varlen_all_async(&BufferPrototype::cpu())
+            .read_all_as_async::<VarLenBuffer>(&BufferPrototype::cpu())
             .await
             .unwrap()
     });
@@ -447,7 +470,7 @@ fn async_reads_match_sync_reads() {
 /// The error of reading the whole of `dir`, as text.
 fn read_error(dir: &Path) -> String {
     let err = open(dir)
-        .read_varlen_all(&BufferPrototype::cpu())
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap_err();
     assert!(matches!(err, Error::Zarr { .. }), "{err:?}");
     err.to_string()
@@ -508,7 +531,11 @@ fn every_malformation_is_an_error_naming_the_chunk() {
         "variable_length_bytes",
         &vlen(&[&b"\xe2"[..], b""]),
     );
-    assert!(open(&dir).read_varlen_all(&BufferPrototype::cpu()).is_ok());
+    assert!(
+        open(&dir)
+            .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+            .is_ok()
+    );
     let msg = read_error(&with_bad_chunk(
         "bytes-short",
         "variable_length_bytes",
@@ -576,13 +603,15 @@ fn fixed_size_arrays_and_other_encodings_are_refused() {
     );
     let array = open(&dir);
     assert_eq!(array.varlen_kind(), None);
-    let err = array.read_varlen_all(&BufferPrototype::cpu()).unwrap_err();
+    let err = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap_err();
     assert!(matches!(err, Error::DataType(_)), "{err:?}");
-    assert!(err.to_string().contains("ArrayReadExt::read"), "{err}");
+    assert!(err.to_string().contains("read_as::<NDBuffer>"), "{err}");
     // A subset outside the array.
     let strings = open(&v3_strings("v3-string-bounds", ""));
     let err = strings
-        .read_varlen(&[0..6, 0..7], &BufferPrototype::cpu())
+        .read_as::<VarLenBuffer>(&[0..6, 0..7], &BufferPrototype::cpu())
         .unwrap_err();
     assert!(matches!(err, Error::OutOfBounds(_)), "{err:?}");
 }
@@ -592,7 +621,7 @@ fn results_larger_than_max_bytes_are_refused() {
     let array = open(&v3_strings("v3-string-limit", ""));
     let opts = ReadOptions::default().with_max_bytes(64);
     let err = array
-        .read_varlen_all_opt(&BufferPrototype::cpu(), &opts)
+        .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), &opts)
         .unwrap_err();
     assert!(matches!(err, Error::TooLarge { .. }), "{err:?}");
 }
@@ -600,8 +629,10 @@ fn results_larger_than_max_bytes_are_refused() {
 #[test]
 fn device_prototypes_get_two_copies_or_a_clean_error() {
     let array = open(&v3_strings("v3-string-device", ""));
-    let host = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
-    match array.read_varlen_all(&BufferPrototype::cuda(0)) {
+    let host = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
+    match array.read_all_as::<VarLenBuffer>(&BufferPrototype::cuda(0)) {
         Ok(dev) => {
             assert_eq!(dev.memory(), zarrbuf::Memory::Cuda(0));
             assert!(matches!(dev.get_str(0), Err(Error::NotHostAccessible(_))));
@@ -645,17 +676,23 @@ fn zarr_python_fixtures_read_exactly() {
     for name in ["v2_vlen_utf8", "v3_string"] {
         let array = fixture(name);
         assert_eq!(array.varlen_kind(), Some(VarLenKind::Utf8), "{name}");
-        let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+        let all = array
+            .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+            .unwrap();
         check_layout(&all);
         assert_eq!(strings(&all), text, "{name}");
-        let part = array.read_varlen(&[2..5], &BufferPrototype::cpu()).unwrap();
+        let part = array
+            .read_as::<VarLenBuffer>(&[2..5], &BufferPrototype::cpu())
+            .unwrap();
         assert_eq!(strings(&part), text[2..5], "{name}");
     }
     let bytes: [&[u8]; 4] = [b"\0\x01", b"", &b"bytes".repeat(9), b"\xff"];
     for name in ["v2_vlen_bytes", "v3_variable_length_bytes"] {
         let array = fixture(name);
         assert_eq!(array.varlen_kind(), Some(VarLenKind::Bytes), "{name}");
-        let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+        let all = array
+            .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+            .unwrap();
         let got: Vec<Vec<u8>> = all.iter_bytes().unwrap().map(|b| b.unwrap()).collect();
         assert_eq!(got, bytes.map(|b| b.to_vec()), "{name}");
     }
@@ -686,10 +723,12 @@ fn v2_object_arrays_in_f_order() {
     }
     let array = open(&dir);
     let missing = |i: u64, j: u64| i >= 4 && j < 3;
-    let all = array.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = array
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(strings(&all), expected(0..5, 0..4, missing, ""));
     let part = array
-        .read_varlen(&[1..5, 2..4], &BufferPrototype::cpu())
+        .read_as::<VarLenBuffer>(&[1..5, 2..4], &BufferPrototype::cpu())
         .unwrap();
     assert_eq!(strings(&part), expected(1..5, 2..4, missing, ""));
 }
@@ -704,7 +743,9 @@ fn zero_dimensional_arrays() {
         &v3_meta(&[], &[], "string", json!(""), codecs),
     );
     write(&dir, "c", &vlen(&["scalar ✓"]));
-    let all = open(&dir).read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let all = open(&dir)
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     assert_eq!(all.shape(), &[] as &[u64]);
     assert_eq!(strings(&all), ["scalar ✓"]);
 }
@@ -722,7 +763,7 @@ fn progress_counts_every_chunk_and_concurrency_sizes_the_pool() {
         ..ReadOptions::default()
     };
     let all = array
-        .read_varlen_all_opt(&BufferPrototype::cpu(), &opts)
+        .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), &opts)
         .unwrap();
     assert_eq!(strings(&all), expected(0..5, 0..7, missing_11, ""));
     let mut seen = seen.lock().unwrap().clone();

@@ -1,5 +1,5 @@
 //! Read streams of variable-length arrays (`ArrayReadVarLenExt::read_varlen_stream`): items
-//! equal `read_varlen` of the same subsets, in order, when later subsets finish first; at
+//! equal `read_as::<VarLenBuffer>` of the same subsets, in order, when later subsets finish first; at
 //! most `prefetch` reads in flight with the subsets pulled lazily; a bad subset or a damaged
 //! chunk is an `Err` item and later items still arrive; dropping the stream stops the reads
 //! in flight at their next chunk and returns once they have stopped.
@@ -16,7 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zarrbuf::options::StreamOptions;
-use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, BufferPrototype, Error, VarLenBuffer};
+use zarrbuf::{
+    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, BufferPrototype,
+    Error, VarLenBuffer,
+};
 use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::store::MemoryStore;
@@ -158,7 +161,9 @@ fn items_equal_read_varlen_in_order_when_later_subsets_finish_first() {
         .unwrap();
     assert_eq!(items.len(), subsets.len());
     for (item, subset) in items.iter().zip(&subsets) {
-        let direct = array.read_varlen(subset, &BufferPrototype::cpu()).unwrap();
+        let direct = array
+            .read_as::<VarLenBuffer>(subset, &BufferPrototype::cpu())
+            .unwrap();
         assert_eq!(strings(item), strings(&direct), "subset {subset:?}");
         assert_eq!(strings(item), expect_range(&subset[0]), "subset {subset:?}");
         assert_eq!(item.shape(), direct.shape());
@@ -401,7 +406,7 @@ fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
         .collect();
     for (item, subset) in items.iter().zip(&subsets) {
         let direct = rt
-            .block_on(array.read_varlen_async(subset, &BufferPrototype::cpu()))
+            .block_on(array.read_as_async::<VarLenBuffer>(subset, &BufferPrototype::cpu()))
             .unwrap();
         assert_eq!(
             strings(item.as_ref().unwrap()),

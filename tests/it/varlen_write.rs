@@ -10,8 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use zarrbuf::{
-    ArrayReadVarLenExt, ArrayWriteVarLenExt, BufferPrototype, Error, VarLenBuffer,
-    options::WriteOptions,
+    ArrayReadExt, ArrayWriteVarLenExt, BufferPrototype, Error, VarLenBuffer, options::WriteOptions,
 };
 use zarrs::array::codec::ZstdCodec;
 use zarrs::array::{Array, ArrayBuilder, data_type};
@@ -61,9 +60,9 @@ fn open(dest: &Path) -> zarrbuf::DynArray {
     zarrbuf::open(dest.to_str().unwrap(), "").unwrap()
 }
 
-/// Every element as zarrbuf's `read_varlen` reads it.
+/// Every element as zarrbuf's `read_as::<VarLenBuffer>` reads it.
 fn read_strings(a: &zarrbuf::DynArray) -> Vec<String> {
-    a.read_varlen_all(&BufferPrototype::cpu())
+    a.read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap()
         .iter_str()
         .unwrap()
@@ -71,11 +70,11 @@ fn read_strings(a: &zarrbuf::DynArray) -> Vec<String> {
         .collect()
 }
 
-/// Every element as zarrs decodes it, checked against zarrbuf's `read_varlen`.
+/// Every element as zarrs decodes it, checked against zarrbuf's `read_as::<VarLenBuffer>`.
 fn all_strings(a: &zarrbuf::DynArray) -> Vec<String> {
     let ours = read_strings(a);
     let theirs = zarrs_strings(a);
-    assert_eq!(ours, theirs, "read_varlen and zarrs disagree");
+    assert_eq!(ours, theirs, "read_as::<VarLenBuffer> and zarrs disagree");
     theirs
 }
 
@@ -164,7 +163,9 @@ fn v3_bytes_with_gzip_round_trip() {
         .unwrap();
     let back: Vec<Vec<u8>> = a.retrieve_array_subset(&[0..10]).unwrap();
     assert_eq!(back, want);
-    let ours = a.read_varlen_all(&BufferPrototype::cpu()).unwrap();
+    let ours = a
+        .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
+        .unwrap();
     let ours: Vec<Vec<u8>> = ours.iter_bytes().unwrap().map(|b| b.unwrap()).collect();
     assert_eq!(ours, want);
     // UTF-8 strings go into a bytes array too.
@@ -317,7 +318,7 @@ fn writes_from_device_memory_copy_to_the_host_first() {
 }
 
 /// zarrs 0.23 does not decode these (its transpose of variable-length chunks fails with an
-/// out-of-bounds indexer), so they are read back with `read_varlen` here and with
+/// out-of-bounds indexer), so they are read back with `read_as::<VarLenBuffer>` here and with
 /// zarr-python in CI.
 #[test]
 fn v2_object_arrays_in_f_order_round_trip() {

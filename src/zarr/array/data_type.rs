@@ -169,8 +169,8 @@ fn element_type<S: ?Sized>(array: &Array<S>) -> Result<DataType> {
         return Err(Error::Unsupported(format!(
             "array {} has the variable-length data type {name}; an NDBuffer holds fixed-size \
              elements. Read it into a VarLenBuffer (Arrow's layout) with \
-             ArrayReadVarLenExt::read_varlen (zarrbuf::VarLenBuffer; from Python, \
-             zarrbuf.open(...).read() gives strings or bytes)",
+             read_as::<VarLenBuffer> (ArrayReadExt; from Python, zarrbuf.open(...).read() \
+             gives strings or bytes)",
             array.path()
         )));
     };

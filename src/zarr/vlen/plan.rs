@@ -71,7 +71,7 @@ pub(crate) fn vlen_chain<S: ?Sized>(array: &Array<S>) -> Result<(VarLenKind, Cha
         return Err(Error::DataType(format!(
             "array {path} has the data type {name}, not a variable-length one (string, \
              variable_length_bytes, or a v2 object array with VLenUTF8/VLenBytes); read it \
-             with ArrayReadExt::read"
+             into an NDBuffer with read_as::<NDBuffer> or read (ArrayReadExt)"
         )));
     };
     let chain = vlen_codec_chain(array).map_err(|e| Error::zarr(path.clone(), e, None))?;

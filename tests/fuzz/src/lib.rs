@@ -929,13 +929,13 @@ fn vlen_metadata(dir: &TempDir, layout: usize) {
 
 /// Target `vlen_decode`: byte 0 picks a layout of [`VLEN_LAYOUTS`] (low 3 bits); the rest
 /// is its chunk 0 (the shard, for the sharded layout), read with
-/// `ArrayReadVarLenExt::read_varlen` whole and in part. Checks: a failed read names the
+/// `ArrayReadExt::read_as::<VarLenBuffer>` whole and in part. Checks: a failed read names the
 /// chunk (its key) in its error; a whole read that succeeds has a subset read that succeeds
 /// with the same elements; the result's layout holds its invariants. The target itself
 /// counts allocations for the uncompressed layouts: none may exceed its limit whatever the
 /// counts and lengths in the input claim.
 pub fn vlen_decode(data: &[u8]) -> Outcome {
-    use zarrbuf::ArrayReadVarLenExt;
+    use zarrbuf::VarLenBuffer;
     let Some((&sel, chunk)) = data.split_first() else {
         return Outcome::Skipped;
     };
@@ -949,8 +949,8 @@ pub fn vlen_decode(data: &[u8]) -> Outcome {
         Err(e) => panic!("the fixed metadata of layout {layout} does not open: {e}"),
     };
     let proto = BufferPrototype::cpu();
-    let whole = array.read_varlen(&[0..VLEN_ELEMENTS], &proto);
-    let part = array.read_varlen(&[1..VLEN_ELEMENTS - 1], &proto);
+    let whole = array.read_as::<VarLenBuffer>(&[0..VLEN_ELEMENTS], &proto);
+    let part = array.read_as::<VarLenBuffer>(&[1..VLEN_ELEMENTS - 1], &proto);
     match (&whole, &part) {
         (Ok(w), Ok(p)) => {
             let bytes = |v: &zarrbuf::VarLenBuffer| -> Vec<Vec<u8>> {
