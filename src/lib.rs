@@ -89,64 +89,6 @@ pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
 pub use zarr::{VarLenInfo, describe_varlen};
 pub use zarr::{open, open_async, open_opt, open_opt_async};
 
-// Names that had a second public path: each now has one (docs/api-changes.md), and the
-// second is a deprecated alias or wrapper saying which.
-/// Options of reads. Deprecated at the root: options types are in [`options`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::options::ReadOptions; removed in 0.2.0"
-)]
-pub type ReadOptions = options::ReadOptions;
-/// Options of writes. Deprecated at the root: options types are in [`options`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::options::WriteOptions; removed in 0.2.0"
-)]
-pub type WriteOptions = options::WriteOptions;
-/// The route of a read or write. Deprecated at the root: options types are in [`options`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::options::PipelineMode; removed in 0.2.0"
-)]
-pub type PipelineMode = options::PipelineMode;
-/// Options of opening. Deprecated at the root: options types are in [`options`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::options::OpenOptions; removed in 0.2.0"
-)]
-pub type OpenOptions = options::OpenOptions;
-/// Options of [`copy_array`]. Deprecated at the root: options types are in [`options`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::options::CopyOptions; removed in 0.2.0"
-)]
-pub type CopyOptions = options::CopyOptions;
-/// Options of [`check::check_array`]. Deprecated at the root: options types are in
-/// [`options`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::options::CheckOptions; removed in 0.2.0"
-)]
-pub type CheckOptions = options::CheckOptions;
-/// What [`check::check_array`] found. Deprecated at the root: checking is [`check`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::check::CheckReport; removed in 0.2.0"
-)]
-pub type CheckReport = check::CheckReport;
-/// Checks a stored array for damage. Deprecated at the root: checking is [`check`].
-#[deprecated(
-    since = "0.1.0",
-    note = "use zarrbuf::check::check_array; removed in 0.2.0"
-)]
-pub fn check_array(
-    location: &str,
-    array_path: &str,
-    opts: &options::CheckOptions,
-) -> Result<check::CheckReport> {
-    check::check_array(location, array_path, opts)
-}
-
 // The specialised ones, in named modules.
 pub use buffer::{dlpack, npy};
 
@@ -173,17 +115,6 @@ pub mod cuda {
     pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
     pub use crate::driver::cuda_device_count;
     pub use crate::pipeline::{Tuning, tuning};
-
-    /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
-    /// returns the bytes freed.
-    #[deprecated(
-        since = "0.1.0",
-        note = "use zarrbuf::alloc::release_cached_memory (it frees host and pinned memory \
-                too); removed in 0.2.0"
-    )]
-    pub fn release_cached_memory() -> usize {
-        crate::memory::release_cached_memory()
-    }
 }
 
 /// Checking a stored array for damage: the library side of `zarrbuf check`.
@@ -200,14 +131,6 @@ pub mod check {
     pub use crate::checking::{
         CheckReport, Finding, KeySource, Problem, check_array, chunk_indices, is_temporary_name,
     };
-
-    /// Options of [`check_array`]. Deprecated here: options types are in
-    /// [`crate::options`].
-    #[deprecated(
-        since = "0.1.0",
-        note = "use zarrbuf::options::CheckOptions; removed in 0.2.0"
-    )]
-    pub type CheckOptions = crate::options::CheckOptions;
 }
 
 /// Options of every operation — reads, writes, read streams, opening, copies, checks — and
@@ -226,33 +149,6 @@ pub mod options {
 /// The nodes of a zarr hierarchy, as [`list_hierarchy`] lists them.
 pub mod hierarchy {
     pub use crate::zarr::{ArraySummary, NodeInfo, NodeKind};
-
-    /// A listing of groups and arrays. Deprecated here: it is [`crate::Hierarchy`].
-    #[deprecated(since = "0.1.0", note = "use zarrbuf::Hierarchy; removed in 0.2.0")]
-    pub type Hierarchy = crate::zarr::Hierarchy;
-
-    /// Lists the groups and arrays under a path. Deprecated here: it is
-    /// [`crate::list_hierarchy`].
-    #[deprecated(
-        since = "0.1.0",
-        note = "use zarrbuf::list_hierarchy; removed in 0.2.0"
-    )]
-    pub fn list_hierarchy(location: &str, path: &str) -> crate::Result<crate::Hierarchy> {
-        crate::list_hierarchy(location, path)
-    }
-
-    /// [`crate::list_hierarchy_opt`]. Deprecated here: it is [`crate::list_hierarchy_opt`].
-    #[deprecated(
-        since = "0.1.0",
-        note = "use zarrbuf::list_hierarchy_opt; removed in 0.2.0"
-    )]
-    pub fn list_hierarchy_opt(
-        location: &str,
-        path: &str,
-        opts: &crate::options::OpenOptions,
-    ) -> crate::Result<crate::Hierarchy> {
-        crate::list_hierarchy_opt(location, path, opts)
-    }
 }
 
 /// Data type details: byte order and time units. [`DataType`], [`Element`], [`Order`] and
@@ -304,13 +200,6 @@ pub mod store {
 /// Read streams: many subsets read ahead of the consumer, in order.
 pub mod stream {
     pub use crate::api::{BlockingReadStream, ReadStream, VarLenReadStream};
-
-    /// Options of read streams. Deprecated here: options types are in [`crate::options`].
-    #[deprecated(
-        since = "0.1.0",
-        note = "use zarrbuf::options::StreamOptions; removed in 0.2.0"
-    )]
-    pub type StreamOptions = crate::options::StreamOptions;
 }
 
 /// Array subsets in text form.

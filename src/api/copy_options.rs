@@ -158,9 +158,9 @@ impl CopyOptions {
 
     /// Sets the CPU threads of both sides: `read.concurrency` and `write.concurrency`.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "set `read.concurrency` and `write.concurrency` with with_read and with_write; \
-                removed in 0.2.0"
+                removed in 0.3.0"
     )]
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.read = self.read.with_concurrency(n);
@@ -170,8 +170,8 @@ impl CopyOptions {
 
     /// Chooses the path of both sides: `read.mode` and `write.mode`.
     #[deprecated(
-        since = "0.1.0",
-        note = "set `read.mode` and `write.mode` with with_read and with_write; removed in 0.2.0"
+        since = "0.2.0",
+        note = "set `read.mode` and `write.mode` with with_read and with_write; removed in 0.3.0"
     )]
     pub fn with_mode(mut self, mode: PipelineMode) -> Self {
         self.read = self.read.with_mode(mode);
@@ -181,8 +181,8 @@ impl CopyOptions {
 
     /// Chooses where the destination's chunks are compressed: `write.compress`.
     #[deprecated(
-        since = "0.1.0",
-        note = "set `write.compress` with with_write; removed in 0.2.0"
+        since = "0.2.0",
+        note = "set `write.compress` with with_write; removed in 0.3.0"
     )]
     pub fn with_compress(mut self, compress: Compress) -> Self {
         self.write = self.write.with_compress(compress);
@@ -192,9 +192,9 @@ impl CopyOptions {
     /// Keeps up to `n` requests to an object store in flight on both sides:
     /// `read.io_concurrency` and `write.io_concurrency`.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "set `read.io_concurrency` and `write.io_concurrency` with with_read and \
-                with_write; removed in 0.2.0"
+                with_write; removed in 0.3.0"
     )]
     pub fn with_io_concurrency(mut self, n: usize) -> Self {
         self.read = self.read.with_io_concurrency(n);
@@ -204,8 +204,8 @@ impl CopyOptions {
 
     /// Chooses the destination writes' durability: `write.durability`.
     #[deprecated(
-        since = "0.1.0",
-        note = "set `write.durability` with with_write; removed in 0.2.0"
+        since = "0.2.0",
+        note = "set `write.durability` with with_write; removed in 0.3.0"
     )]
     pub fn with_durability(mut self, durability: Durability) -> Self {
         self.write = self.write.with_durability(durability);

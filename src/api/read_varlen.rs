@@ -52,7 +52,7 @@ pub trait ArrayReadVarLenExt {
     /// Reads `subset` into a new [`VarLenBuffer`] made by `proto` (elements in C order of
     /// the subset).
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadExt::read_as::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen(&self, subset: &[Range<u64>], proto: &BufferPrototype) -> Result<VarLenBuffer> {
@@ -63,7 +63,7 @@ pub trait ArrayReadVarLenExt {
     /// [`read_varlen`](Self::read_varlen) with options (as
     /// [`crate::ArrayReadExt::read_as_opt`]).
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadExt::read_as_opt::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_opt(
@@ -75,7 +75,7 @@ pub trait ArrayReadVarLenExt {
 
     /// Reads the whole array into a new [`VarLenBuffer`] made by `proto`.
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadExt::read_all_as::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_all(&self, proto: &BufferPrototype) -> Result<VarLenBuffer> {
@@ -85,7 +85,7 @@ pub trait ArrayReadVarLenExt {
 
     /// [`read_varlen_all`](Self::read_varlen_all) with options.
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadExt::read_all_as_opt::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_all_opt(

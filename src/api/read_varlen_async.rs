@@ -30,7 +30,7 @@ use zarrs::storage::AsyncReadableStorageTraits;
 pub trait ArrayReadVarLenAsyncExt: Sync {
     /// Reads `subset` into a new [`VarLenBuffer`] made by `proto`.
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadAsyncExt::read_as_async::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_async(
@@ -48,7 +48,7 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
     /// [`read_varlen_async`](Self::read_varlen_async) with options (as
     /// [`crate::ArrayReadExt::read_as_opt`]).
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadAsyncExt::read_as_opt_async::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_opt_async(
@@ -60,7 +60,7 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
 
     /// Reads the whole array into a new [`VarLenBuffer`] made by `proto`.
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadAsyncExt::read_all_as_async::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_all_async(
@@ -76,7 +76,7 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
 
     /// [`read_varlen_all_async`](Self::read_varlen_all_async) with options.
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "use ArrayReadAsyncExt::read_all_as_opt_async::<VarLenBuffer>; removed in 0.3.0"
     )]
     fn read_varlen_all_opt_async(
