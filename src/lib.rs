@@ -70,6 +70,7 @@ mod option_types;
 mod pipeline;
 mod place;
 mod process_local;
+mod stage_timings;
 mod stores;
 pub mod thread_pool;
 mod zarr;
@@ -172,7 +173,7 @@ pub mod alloc {
 pub mod cuda {
     pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
     pub use crate::driver::cuda_device_count;
-    pub use crate::pipeline::{Tuning, tuning};
+    pub use crate::pipeline::{DecodeLimits, Tuning, decode_limits, tuning};
 
     /// Frees the memory zarrbuf keeps cached for reuse, host and pinned memory included;
     /// returns the bytes freed.
@@ -220,6 +221,7 @@ pub mod options {
         PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
         io_concurrency, io_concurrency_is_default,
     };
+    pub use crate::stage_timings::{Stage, StageReport, StageTimings, StageTotal};
     pub use crate::stores::open_options::OpenOptions;
 }
 

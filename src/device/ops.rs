@@ -5,6 +5,7 @@
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
 use super::batch::{BatchDesc, BatchItem};
+use super::mark::Mark;
 use crate::compression_formats::{CompressSettings, Compression};
 use crate::errors::Result;
 use crate::memory::{Fence, Region};
@@ -238,6 +239,11 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn describe_compress_status(&self, status: i32) -> String;
     /// Marks the current end of the queue.
     fn record(&self, q: &Queue) -> Result<Event>;
+    /// A timing mark at the current end of `q` (stage timings): a CUDA event with timing
+    /// on; on the host, whose work is done when enqueued, the host clock now (the default).
+    fn mark(&self, _q: &Queue) -> Result<Mark> {
+        Ok(Mark::now())
+    }
     /// Blocks until everything queued so far is done.
     fn synchronize(&self, q: &Queue) -> Result<()>;
 }

@@ -5,7 +5,10 @@
 //!
 //! `gpu-decode: variant=zstd1 layout=chunks64 cpu=9.31 gpu=12.02 both=13.10 auto=9.30`
 //!
-//! (medians of `--reps` reads, decoded GB/s). The full pass adds, per line, zarrs' decode
+//! (medians of `--reps` reads, decoded GB/s), each followed by the `gpu-stages:` line of
+//! its timed `Decode::Gpu` reads and the `gpu-limits:` line of its chunks
+//! ([`crate::stage_lines`]). With `--sweep-layout` the pass measures the layout sweep
+//! instead ([`crate::sweep`]). The full pass adds, per line, zarrs' decode
 //! into a reused host buffer and zarrbuf's host read (the README table's columns), the
 //! pinned host-device bandwidth at the start, and after the headline line its reads through
 //! a decoded-chunk cache in device memory, the `gpu-cache:` line ([`crate::cache_bench`]).
@@ -15,9 +18,11 @@ use crate::args::Target;
 use crate::arrays::{self, Layout};
 use crate::cache_bench;
 use crate::fixtures::same;
+use crate::stage_lines;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Instant;
-use zarrbuf::options::Decode;
+use zarrbuf::options::{Decode, StageReport, StageTimings};
 use zarrbuf::{ArrayReadExt, Buffer, BufferPrototype, NDBuffer};
 use zarrbuf_test_cases::variants::{self, Variant};
 use zarrs::array::Array;
@@ -51,6 +56,14 @@ pub(crate) struct Bench {
     pub(crate) target: Target,
     /// Every read's staging budget (`ZARRBUF_BENCH_STAGING_BYTES`).
     pub(crate) staging_bytes: usize,
+    /// Measure the layout sweep instead of the summary lines.
+    pub(crate) sweep: bool,
+}
+
+/// Prints `line` and flushes it, so that a run cut short still shows it.
+pub(crate) fn print_now(line: &str) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
 }
 
 /// Median decoded GB/s of `reps` calls of `f`.
@@ -84,17 +97,19 @@ pub(crate) fn summary_line(variant: Variant, layout: Layout, rates: &[f64; 4]) -
 
 impl Bench {
     /// GB/s of whole-array reads of `array` into the device with each of [`DECODES`], each
-    /// read's result checked against `data` first (that read also warms up).
+    /// read's result checked against `data` first (that read also warms up), and the stage
+    /// timings of the timed `Decode::Gpu` reads.
     fn device_rates(
         &self,
         array: &Array<FilesystemStore>,
         what: &str,
         data: &NDBuffer,
-    ) -> Result<[f64; 4], String> {
+    ) -> Result<([f64; 4], StageReport), String> {
         let all = variants::full(array.shape());
         let proto = self.target.device();
         let total = data.nbytes();
         let mut rates = [0.0; 4];
+        let timings = Arc::new(StageTimings::default());
         for (rate, decode) in rates.iter_mut().zip(DECODES) {
             let o = self
                 .target
@@ -112,9 +127,35 @@ impl Bench {
                 data,
             )?;
             drop(got);
-            *rate = median_gbps(total, self.reps, || read().map(drop))?;
+            let o = match decode {
+                Decode::Gpu => o.clone().with_stage_timings(timings.clone()),
+                _ => o.clone(),
+            };
+            let timed = || array.read_opt(&all, &proto, &o).map_err(|e| e.to_string());
+            *rate = median_gbps(total, self.reps, || timed().map(drop))?;
         }
-        Ok(rates)
+        Ok((rates, timings.report()))
+    }
+
+    /// The `gpu-stages:` line of `report` (reads of `total` bytes) and the `gpu-limits:` line
+    /// of `array`'s chunks, each printed as soon as it is known.
+    fn stage_lines(
+        &self,
+        array: &Array<FilesystemStore>,
+        (variant, layout): (Variant, Layout),
+        report: &StageReport,
+        total: usize,
+    ) -> Check {
+        let decoded = total as u64 * report.reads;
+        print_now(&stage_lines::stages_line(variant, layout, report, decoded));
+        let opts = self
+            .target
+            .read_options()
+            .with_staging_bytes(self.staging_bytes);
+        let limits = zarrbuf::cuda::decode_limits(array, &self.target.device(), &opts, self.reps)
+            .map_err(|e| format!("the decode limits of {}: {e}", layout.name()))?;
+        print_now(&stage_lines::limits_line(variant, layout, &limits));
+        Ok(())
     }
 
     /// Host reads of `array` for comparison: zarrs into a reused buffer, zarrbuf into host
@@ -143,6 +184,9 @@ impl Bench {
     /// array written, read with every decode choice, its `gpu-decode:` line printed, its
     /// store removed. Adds the figures to `table`.
     pub(crate) fn run(&self, table: &mut Vec<(String, String)>) -> Check {
+        if self.sweep {
+            return crate::sweep::run(self, table);
+        }
         if self.target == Target::Cuda && !self.quick {
             table.push((
                 "pinned H2D / D2H (256 MiB)".into(),
@@ -174,9 +218,9 @@ impl Bench {
             let array = arrays::create(&dir, variant, layout, &data)?;
             let written = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let rates = self.device_rates(&array, &what, &data)?;
-            println!("{}", summary_line(variant, layout, &rates));
-            let _ = std::io::stdout().flush();
+            let (rates, report) = self.device_rates(&array, &what, &data)?;
+            print_now(&summary_line(variant, layout, &rates));
+            self.stage_lines(&array, (variant, layout), &report, total)?;
             let best = rates[0].max(rates[1]);
             let mut row = format!(
                 "decode cpu {:.2} / gpu {:.2} / both {:.2} ({:.2}x best) / auto {:.2} ({:.2}x best)",

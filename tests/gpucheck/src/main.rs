@@ -33,6 +33,8 @@ mod damaged;
 mod fixtures;
 mod ipc;
 mod knobs;
+mod stage_lines;
+mod sweep;
 mod target;
 
 use args::{Target, What, parse_args};
@@ -89,6 +91,7 @@ fn main() {
             quick: args.quick,
             target: args.device,
             staging_bytes: knobs.staging_bytes,
+            sweep: args.sweep_layout,
         },
         target: args.device,
         // The knobs again at the end, for logs of which only the tail comes back.
