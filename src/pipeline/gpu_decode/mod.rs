@@ -15,4 +15,6 @@ pub(super) mod hybrid;
 mod hybrid_tests;
 pub(super) mod resident_rate;
 pub(super) mod stage_clock;
+#[cfg(test)]
+mod stage_clock_tests;
 pub(super) mod tuning;
