@@ -6,7 +6,8 @@
 //!   (nvCOMP on CUDA; the host twin's CPU decoder on the host);
 //! - the *host codec* rate: the same chunks decoded one after another on one thread with
 //!   the CPU codec the pipeline's workers use (a read on `cores` threads reaches at most
-//!   `cores` times it).
+//!   `cores` times it); of large arrays, a sample of them spread over the array
+//!   ([`HOST_CODEC_SAMPLE`] decoded bytes, about), so that a 1 GiB line takes a second.
 //!
 //! The chunks are fetched and walked as a read does (whole chunks, or the inner chunks of
 //! shards through their index), before anything is timed.
@@ -27,6 +28,9 @@ use std::time::Instant;
 use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
 
+/// About the most decoded bytes the host codec's rate is measured on per pass.
+const HOST_CODEC_SAMPLE: usize = 128 << 20;
+
 /// What [`decode_limits`] measured for an array.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DecodeLimits {
@@ -42,7 +46,8 @@ pub struct DecodeLimits {
     /// Decoded GB/s of the batched decompression of chunks already in device memory
     /// (median of the repetitions).
     pub resident_gbps: f64,
-    /// Decoded GB/s of the CPU codec on one thread (median of the repetitions).
+    /// Decoded GB/s of the CPU codec on one thread (median of the repetitions; on every
+    /// k-th chunk of arrays of more than 128 MiB, about 128 MiB of them).
     pub host_codec_gbps: f64,
     /// The host's CPU cores: the host codec's limit is `host_codec_gbps × cores`.
     pub cores: usize,
@@ -111,8 +116,11 @@ pub fn decode_limits<S: ?Sized + ReadableStorageTraits + 'static>(
         stored.push((encoded, decoded));
     }
     let reps = reps.max(1);
+    let decoded_total: usize = stored.iter().map(|(_, d)| d).sum();
+    let every = decoded_total.div_ceil(HOST_CODEC_SAMPLE).max(1);
+    let sample: Vec<&(Vec<u8>, usize)> = stored.iter().step_by(every).collect();
     let host_codec_gbps = host_codec_rate(
-        &stored,
+        &sample,
         &|enc, out| codec.decode_into(enc, out, opts.validate_checksums),
         reps,
     )?;
@@ -171,19 +179,19 @@ fn device_payload(encoded: &[u8], payload: DevicePayload, decoded: usize) -> Opt
     }
 }
 
-/// Median decoded GB/s of `reps` single-threaded passes of `decode` over every chunk.
-fn host_codec_rate(
-    stored: &[(Vec<u8>, usize)],
-    decode: &dyn Fn(&[u8], &mut [u8]) -> std::result::Result<usize, String>,
-    reps: usize,
-) -> Result<f64> {
+/// A CPU codec: decodes one chunk's encoded bytes into its decoded size, or says why not.
+type CodecFn<'a> = dyn Fn(&[u8], &mut [u8]) -> std::result::Result<usize, String> + 'a;
+
+/// Median decoded GB/s of `reps` single-threaded passes of `decode` over the chunks `stored`
+/// (encoded bytes, decoded size).
+fn host_codec_rate(stored: &[&(Vec<u8>, usize)], decode: &CodecFn, reps: usize) -> Result<f64> {
     let largest = stored.iter().map(|(_, d)| *d).max().unwrap_or(0);
     let total: usize = stored.iter().map(|(_, d)| d).sum();
     let mut out = vec![0u8; largest];
     let mut secs = Vec::with_capacity(reps);
     for _ in 0..reps {
         let t = Instant::now();
-        for (encoded, decoded) in stored {
+        for &(encoded, decoded) in stored {
             let n = decode(encoded, &mut out[..*decoded]).map_err(Error::InvalidArgument)?;
             if n != *decoded {
                 return Err(Error::InvalidArgument(format!(
