@@ -21,6 +21,14 @@ impl Mark {
         Mark::Host(Instant::now())
     }
 
+    /// True once the queue has passed the mark (never blocks; host marks always are).
+    pub(crate) fn is_complete(&self) -> bool {
+        match self {
+            Mark::Host(_) => true,
+            Mark::Cuda(e) => e.is_complete(),
+        }
+    }
+
     /// Seconds from `earlier` to this mark, negative when this one came first (marks of two
     /// CUDA streams). Waits for both marks on CUDA.
     pub(crate) fn secs_since(&self, earlier: &Mark) -> Result<f64> {
@@ -56,5 +64,6 @@ mod tests {
         assert!((mb.secs_since(&ma).unwrap() - 0.005).abs() < 1e-12);
         assert!((ma.secs_since(&mb).unwrap() + 0.005).abs() < 1e-12);
         assert!(Mark::now().secs_since(&ma).unwrap() >= 0.0);
+        assert!(ma.is_complete());
     }
 }

@@ -126,6 +126,15 @@ impl Event {
         }
     }
 
+    /// The event of a timing mark: the point of the queue it marks (the host's work is done
+    /// when enqueued).
+    pub(crate) fn of_mark(mark: &Mark) -> Event {
+        match mark {
+            Mark::Host(_) => Event::Complete,
+            Mark::Cuda(e) => Event::Cuda(e.clone()),
+        }
+    }
+
     /// True once the work before the event is done (never blocks).
     pub(crate) fn is_complete(&self) -> bool {
         match self {

@@ -120,6 +120,8 @@ pub(in crate::pipeline) struct DeviceBatches<'r> {
     largest_seen: usize,
     /// The device side of the read's stage timings, when it has them.
     clock: Option<DeviceClock>,
+    /// The end mark of the last chunk copied into a batch (timed reads only).
+    last_copy: Option<Mark>,
 }
 
 /// What follows a device batch for one of its chunks.
@@ -196,6 +198,7 @@ impl<'r> DeviceBatches<'r> {
             last_done: None,
             largest_seen: 0,
             clock,
+            last_copy: None,
         })
     }
 
@@ -301,32 +304,46 @@ impl<'r> DeviceBatches<'r> {
         }
         let (slot_id, slot) = slot;
         let staged = slot.staging.try_slice(..chunk.len)?;
-        let start = self.mark(&self.copy_queue)?;
-        self.read.ops.copy(
-            &self.copy_queue,
-            staged.region()?,
-            &input.sub(at, at + chunk.len),
-        )?;
-        let end = self.mark(&self.copy_queue)?;
-        let copied = self.read.ops.record(&self.copy_queue)?;
+        let to = input.sub(at, at + chunk.len);
+        let (copied, timed) = self.copy_in(staged.region()?, &to)?;
         if let Ok(mut p) = slot.pending.lock() {
             *p = Some(copied);
         }
         let _ = free.send(slot_id);
         self.largest_seen = self.largest_seen.max(chunk.len);
         let g = &mut self.gathering[g];
-        if let (Some(start), Some(end)) = (start, end) {
-            g.timed.push(Timed {
-                stage: Stage::H2d,
-                bytes: chunk.len as u64,
-                start,
-                end,
-            });
-        }
+        g.timed.extend(timed);
         g.chunks.push((unit, at, chunk));
         g.bytes += need;
         g.items += items;
         Ok(())
+    }
+
+    /// Copies a chunk from its staging slot into a batch's input on the copy queue; returns
+    /// the event the slot waits for and, when the read is timed, the copy's timing. The
+    /// copy's end mark is that event, and it starts where the copy before it ends while that
+    /// one still runs (the queue runs them in order), else at a new mark: about one event a
+    /// chunk, as untimed.
+    fn copy_in(&mut self, from: &Region, to: &Region) -> Result<(Event, Option<Timed>)> {
+        let ops = self.read.ops.as_ref();
+        if self.clock.is_none() {
+            ops.copy(&self.copy_queue, from, to)?;
+            return Ok((ops.record(&self.copy_queue)?, None));
+        }
+        let start = match self.last_copy.take() {
+            Some(end) if !end.is_complete() => end,
+            _ => ops.mark(&self.copy_queue)?,
+        };
+        ops.copy(&self.copy_queue, from, to)?;
+        let end = ops.mark(&self.copy_queue)?;
+        self.last_copy = Some(end.clone());
+        let timed = Timed {
+            stage: Stage::H2d,
+            bytes: to.len() as u64,
+            start,
+            end: end.clone(),
+        };
+        Ok((Event::of_mark(&end), Some(timed)))
     }
 
     /// One unit of `batch` has come in (gathered, or decoded elsewhere): once all have, the

@@ -6,7 +6,8 @@
 //! `gpu-decode: variant=zstd1 layout=chunks64 cpu=9.31 gpu=12.02 both=13.10 auto=9.30`
 //!
 //! (medians of `--reps` reads, decoded GB/s), each followed by the `gpu-stages:` line of
-//! its timed `Decode::Gpu` reads and the `gpu-limits:` line of its chunks
+//! `--reps` more `Decode::Gpu` reads, timed stage by stage, and the `gpu-limits:` line of
+//! its chunks
 //! ([`crate::stage_lines`]). With `--sweep-layout` the pass measures the layout sweep
 //! instead ([`crate::sweep`]). The full pass adds, per line, zarrs' decode
 //! into a reused host buffer and zarrbuf's host read (the README table's columns), the
@@ -97,19 +98,17 @@ pub(crate) fn summary_line(variant: Variant, layout: Layout, rates: &[f64; 4]) -
 
 impl Bench {
     /// GB/s of whole-array reads of `array` into the device with each of [`DECODES`], each
-    /// read's result checked against `data` first (that read also warms up), and the stage
-    /// timings of the timed `Decode::Gpu` reads.
+    /// read's result checked against `data` first (that read also warms up).
     fn device_rates(
         &self,
         array: &Array<FilesystemStore>,
         what: &str,
         data: &NDBuffer,
-    ) -> Result<([f64; 4], StageReport), String> {
+    ) -> Result<[f64; 4], String> {
         let all = variants::full(array.shape());
         let proto = self.target.device();
         let total = data.nbytes();
         let mut rates = [0.0; 4];
-        let timings = Arc::new(StageTimings::default());
         for (rate, decode) in rates.iter_mut().zip(DECODES) {
             let o = self
                 .target
@@ -127,27 +126,41 @@ impl Bench {
                 data,
             )?;
             drop(got);
-            let o = match decode {
-                Decode::Gpu => o.clone().with_stage_timings(timings.clone()),
-                _ => o.clone(),
-            };
-            let timed = || array.read_opt(&all, &proto, &o).map_err(|e| e.to_string());
-            *rate = median_gbps(total, self.reps, || timed().map(drop))?;
+            *rate = median_gbps(total, self.reps, || read().map(drop))?;
         }
-        Ok((rates, timings.report()))
+        Ok(rates)
     }
 
-    /// The `gpu-stages:` line of `report` (reads of `total` bytes) and the `gpu-limits:` line
-    /// of `array`'s chunks, each printed as soon as it is known.
+    /// The stage timings of `--reps` more whole-array `Decode::Gpu` reads of `array` (apart
+    /// from the reads behind the `gpu=` figure, which timing would slow a little).
+    fn stage_report(&self, array: &Array<FilesystemStore>) -> Result<StageReport, String> {
+        let timings = Arc::new(StageTimings::default());
+        let o = self
+            .target
+            .read_options()
+            .with_decode(Decode::Gpu)
+            .with_staging_bytes(self.staging_bytes)
+            .with_stage_timings(timings.clone());
+        let (all, proto) = (variants::full(array.shape()), self.target.device());
+        for _ in 0..self.reps {
+            array
+                .read_opt(&all, &proto, &o)
+                .map_err(|e| format!("a timed read: {e}"))?;
+        }
+        Ok(timings.report())
+    }
+
+    /// The `gpu-stages:` line of `array` (of `total` bytes) and the `gpu-limits:` line of its
+    /// chunks, each printed as soon as it is known.
     fn stage_lines(
         &self,
         array: &Array<FilesystemStore>,
         (variant, layout): (Variant, Layout),
-        report: &StageReport,
         total: usize,
     ) -> Check {
+        let report = self.stage_report(array)?;
         let decoded = total as u64 * report.reads;
-        print_now(&stage_lines::stages_line(variant, layout, report, decoded));
+        print_now(&stage_lines::stages_line(variant, layout, &report, decoded));
         let opts = self
             .target
             .read_options()
@@ -218,9 +231,9 @@ impl Bench {
             let array = arrays::create(&dir, variant, layout, &data)?;
             let written = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let (rates, report) = self.device_rates(&array, &what, &data)?;
+            let rates = self.device_rates(&array, &what, &data)?;
             print_now(&summary_line(variant, layout, &rates));
-            self.stage_lines(&array, (variant, layout), &report, total)?;
+            self.stage_lines(&array, (variant, layout), total)?;
             let best = rates[0].max(rates[1]);
             let mut row = format!(
                 "decode cpu {:.2} / gpu {:.2} / both {:.2} ({:.2}x best) / auto {:.2} ({:.2}x best)",

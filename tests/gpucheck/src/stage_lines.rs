@@ -3,7 +3,8 @@
 //!
 //! `gpu-stages: variant=zstd1 layout=chunks64 fetch=2.10(35%) walk=9.80(8%) stage=11.20(7%) h2d=20.40(4%) nvcomp=0.45(72%) scatter=3.10(12%) gpu_busy=88% overlap=41% e2e=0.31`
 //!
-//! from the stage timings of the timed `Decode::Gpu` reads (`zarrbuf::options::StageTimings`):
+//! from the stage timings of `--reps` `Decode::Gpu` reads made for it
+//! (`zarrbuf::options::StageTimings`):
 //! per stage `<GB/s>(<share>)`, its bytes over its own time (fetch, walk, stage, h2d: the
 //! compressed bytes; nvcomp and scatter: the decoded bytes) and its time as a share of the
 //! reads' end-to-end time (fetch, walk and stage run on every worker thread at once, so
