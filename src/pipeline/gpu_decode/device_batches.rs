@@ -622,7 +622,7 @@ impl<'r> DeviceBatches<'r> {
             self.settle_batch(k, queue)?;
         }
         if let Some(clock) = self.clock.as_mut() {
-            clock.finish();
+            clock.finish()?;
         }
         Ok(())
     }
@@ -638,7 +638,7 @@ impl<'r> DeviceBatches<'r> {
         event.wait()?;
         let now = Instant::now();
         if let Some(clock) = self.clock.as_mut() {
-            clock.settle(std::mem::take(&mut entry.timed))?;
+            clock.settle(std::mem::take(&mut entry.timed));
         }
         let started = self
             .last_done

@@ -1,13 +1,16 @@
 //! The device side of a read's stage timings ([`crate::options::StageTimings`]): each
 //! timed piece of device work (a chunk's host-to-device copy, a batch's decompression, its
-//! scatter) between two timing marks of its queue, read once the batch has finished, and
-//! the union of those intervals — the time the device was busy — added when the read ends.
+//! scatter) between two timing marks of its queue, kept until the read's batches are done
+//! and only then read (on CUDA two driver calls a mark pair, thousands a read: not while
+//! the coordinator has batches to feed), with the union of those intervals — the time the
+//! device was busy. The time spent reading them is the read's timing overhead, left out of
+//! its end-to-end time.
 
 use crate::device::{DeviceOps, Mark, Queue};
 use crate::errors::Result;
 use crate::stage_timings::{Stage, StageTimings};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Device work enqueued between two marks, not yet read.
 pub(super) struct Timed {
@@ -23,7 +26,8 @@ pub(super) struct DeviceClock {
     /// Every interval is measured from this mark (seconds), so those of different queues
     /// can be merged.
     origin: Mark,
-    busy: Vec<(f64, f64)>,
+    /// Finished work not read yet.
+    done: Vec<Timed>,
 }
 
 impl DeviceClock {
@@ -33,27 +37,31 @@ impl DeviceClock {
         Ok(DeviceClock {
             timings,
             origin: ops.mark(q)?,
-            busy: Vec::new(),
+            done: Vec::new(),
         })
     }
 
-    /// Reads finished work (its queue has passed its end marks) into the timings.
-    pub(super) fn settle(&mut self, done: Vec<Timed>) -> Result<()> {
-        for t in done {
+    /// Keeps finished work (its queue has passed its end marks) for [`Self::finish`].
+    pub(super) fn settle(&mut self, done: Vec<Timed>) {
+        self.done.extend(done);
+    }
+
+    /// Reads every piece of finished work into the timings, with the time the device was
+    /// busy (the union of their intervals) and the time this took.
+    pub(super) fn finish(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let mut busy = Vec::with_capacity(self.done.len());
+        for t in std::mem::take(&mut self.done) {
             let secs = t.end.secs_since(&t.start)?.max(0.0);
             self.timings
                 .add(t.stage, Duration::from_secs_f64(secs), t.bytes);
             let from = t.start.secs_since(&self.origin)?;
-            self.busy.push((from, from + secs));
+            busy.push((from, from + secs));
         }
-        Ok(())
-    }
-
-    /// Adds the time the device was busy (the union of every interval read so far).
-    pub(super) fn finish(&mut self) {
-        let busy = union_secs(&mut self.busy);
-        self.busy.clear();
+        let busy = union_secs(&mut busy);
         self.timings.add_device_busy(Duration::from_secs_f64(busy));
+        self.timings.add_timing_overhead(started.elapsed());
+        Ok(())
     }
 }
 
@@ -79,7 +87,6 @@ pub(super) fn union_secs(intervals: &mut [(f64, f64)]) -> f64 {
 mod tests {
     use super::*;
     use crate::device::HostOps;
-    use std::time::Instant;
 
     #[test]
     fn the_union_counts_overlapping_intervals_once() {
@@ -96,23 +103,21 @@ mod tests {
         let mut clock = DeviceClock::new(&ops, &q, timings.clone()).unwrap();
         let t0 = Instant::now() + Duration::from_millis(1);
         let at = |ms: u64| Mark::Host(t0 + Duration::from_millis(ms));
-        clock
-            .settle(vec![
-                Timed {
-                    stage: Stage::H2d,
-                    bytes: 10,
-                    start: at(0),
-                    end: at(4),
-                },
-                Timed {
-                    stage: Stage::Nvcomp,
-                    bytes: 40,
-                    start: at(2),
-                    end: at(8),
-                },
-            ])
-            .unwrap();
-        clock.finish();
+        clock.settle(vec![
+            Timed {
+                stage: Stage::H2d,
+                bytes: 10,
+                start: at(0),
+                end: at(4),
+            },
+            Timed {
+                stage: Stage::Nvcomp,
+                bytes: 40,
+                start: at(2),
+                end: at(8),
+            },
+        ]);
+        clock.finish().unwrap();
         let r = timings.report();
         assert_eq!(r.stage(Stage::H2d).bytes, 10);
         assert_eq!(r.stage(Stage::H2d).time, Duration::from_millis(4));

@@ -72,6 +72,7 @@ fn a_timed_read_fills_every_stage_with_the_chunks_bytes() {
     assert_eq!(r.reads, 1);
     assert!(!r.wall.is_zero() && !r.device_busy.is_zero());
     assert!(r.device_busy <= r.wall, "{r:?}");
+    assert!(!r.timing_overhead.is_zero(), "{r:?}");
     // A second read adds as much again; the plain read above added nothing.
     array
         .read_opt(&all, &BufferPrototype::cpu(), &opts)

@@ -103,6 +103,7 @@ mod tests {
             ],
             wall: ms(100),
             device_busy: ms(90),
+            timing_overhead: ms(1),
             reads: 2,
         };
         let line = stages_line(Variant::Zstd1, Layout::Chunks(64), &report, 160_000_000);
