@@ -70,6 +70,7 @@ mod option_types;
 mod pipeline;
 mod place;
 mod process_local;
+mod stage_timings;
 mod stores;
 pub mod thread_pool;
 mod zarr;
@@ -114,7 +115,7 @@ pub mod alloc {
 pub mod cuda {
     pub use crate::device::{Stream, nvcomp_compression, nvcomp_library};
     pub use crate::driver::cuda_device_count;
-    pub use crate::pipeline::{Tuning, tuning};
+    pub use crate::pipeline::{DecodeLimits, Tuning, decode_limits, tuning};
 }
 
 /// Checking a stored array for damage: the library side of `zarrbuf check`.
@@ -143,6 +144,7 @@ pub mod options {
         PipelineMode, Progress, ProgressFn, ReadOptions, StreamOptions, WriteOptions,
         io_concurrency, io_concurrency_is_default,
     };
+    pub use crate::stage_timings::{Stage, StageReport, StageTimings, StageTotal};
     pub use crate::stores::open_options::OpenOptions;
 }
 

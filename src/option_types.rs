@@ -1,5 +1,6 @@
 //! Options for reads and writes, and the progress report.
 
+use crate::stage_timings::StageTimings;
 use std::sync::Arc;
 
 /// Progress of a read or write: units are chunks (or inner chunks of shards).
@@ -345,6 +346,10 @@ pub struct ReadOptions {
     /// Requests to an object store a read keeps in flight ahead of its decoders (default
     /// `None`: `ZARRBUF_IO_CONCURRENCY`, else 128; see [`ReadOptions::with_io_concurrency`]).
     pub io_concurrency: Option<usize>,
+    /// Where the staged read's device-decode route adds what each of its stages took
+    /// (default `None`: nothing is timed). Set it with
+    /// [`ReadOptions::with_stage_timings`].
+    pub stage_timings: Option<Arc<StageTimings>>,
 }
 
 impl Default for ReadOptions {
@@ -360,6 +365,7 @@ impl Default for ReadOptions {
             cache: None,
             decode_needed_prefix: true,
             io_concurrency: None,
+            stage_timings: None,
         }
     }
 }
@@ -473,6 +479,22 @@ impl ReadOptions {
     /// ```
     pub fn with_io_concurrency(mut self, n: usize) -> Self {
         self.io_concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Adds what each stage of the staged read's device-decode route takes (fetch, header
+    /// walk, staging copy, host-to-device copy, batched decompression, scatter; see
+    /// [`StageTimings`]) to `timings`, with the read's end-to-end time and the time its device
+    /// was busy. For measurements: the device side is timed with CUDA events, which costs a
+    /// few microseconds per chunk; reads without it time nothing.
+    ///
+    /// ```
+    /// let t = std::sync::Arc::new(zarrbuf::options::StageTimings::default());
+    /// let o = zarrbuf::options::ReadOptions::default().with_stage_timings(t);
+    /// assert!(o.stage_timings.is_some());
+    /// ```
+    pub fn with_stage_timings(mut self, timings: Arc<StageTimings>) -> Self {
+        self.stage_timings = Some(timings);
         self
     }
 

@@ -3,6 +3,7 @@
 use super::batch::{BatchDesc, BatchItem, DescLayout};
 use super::compress::deflate_algorithm;
 use super::copy_desc::CopyDescPool;
+use super::mark::Mark;
 use super::nvcomp::{CompressFormat, CompressOpts, Nvcomp, nvcomp};
 use super::ops::{CopyBatch, StridedCast, StridedCopy, Unshuffle};
 use super::{DeviceOps, Event, Queue, track};
@@ -551,6 +552,14 @@ impl DeviceOps for CudaOps {
         stream
             .record_event(None)
             .map(|e| Event::Cuda(Arc::new(e)))
+            .map_err(|e| Error::cuda("cuEventRecord", e))
+    }
+
+    fn mark(&self, q: &Queue) -> Result<Mark> {
+        // CU_EVENT_DEFAULT: timing on (cudarc's default disables it).
+        self.stream(q)?
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map(|e| Mark::Cuda(Arc::new(e)))
             .map_err(|e| Error::cuda("cuEventRecord", e))
     }
 

@@ -9,6 +9,7 @@ mod compress;
 mod copy_desc;
 mod cuda;
 mod host_ops;
+mod mark;
 mod nvcomp;
 mod ops;
 mod select;
@@ -22,6 +23,7 @@ pub(crate) use batch::{BatchDesc, BatchItem};
 pub(crate) use compress::max_chunk_bytes;
 pub(crate) use cuda::CudaOps;
 pub(crate) use host_ops::HostOps;
+pub(crate) use mark::Mark;
 pub use nvcomp::{nvcomp_compression, nvcomp_library};
 pub(crate) use ops::{
     CopyBatch, CopyBatchItem, DeviceOps, Event, Queue, StridedCast, StridedCopy, Unshuffle, track,

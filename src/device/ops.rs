@@ -5,6 +5,7 @@
 //! immediately). CI has no GPU, so the host one is how every line of pipeline logic is tested.
 
 use super::batch::{BatchDesc, BatchItem};
+use super::mark::Mark;
 use crate::compression_formats::{CompressSettings, Compression};
 use crate::errors::Result;
 use crate::memory::{Fence, Region};
@@ -125,6 +126,15 @@ impl Event {
         }
     }
 
+    /// The event of a timing mark: the point of the queue it marks (the host's work is done
+    /// when enqueued).
+    pub(crate) fn of_mark(mark: &Mark) -> Event {
+        match mark {
+            Mark::Host(_) => Event::Complete,
+            Mark::Cuda(e) => Event::Cuda(e.clone()),
+        }
+    }
+
     /// True once the work before the event is done (never blocks).
     pub(crate) fn is_complete(&self) -> bool {
         match self {
@@ -238,6 +248,11 @@ pub(crate) trait DeviceOps: Send + Sync {
     fn describe_compress_status(&self, status: i32) -> String;
     /// Marks the current end of the queue.
     fn record(&self, q: &Queue) -> Result<Event>;
+    /// A timing mark at the current end of `q` (stage timings): a CUDA event with timing
+    /// on; on the host, whose work is done when enqueued, the host clock now (the default).
+    fn mark(&self, _q: &Queue) -> Result<Mark> {
+        Ok(Mark::now())
+    }
     /// Blocks until everything queued so far is done.
     fn synchronize(&self, q: &Queue) -> Result<()>;
 }

@@ -39,6 +39,7 @@ pub(crate) use fetch::chunk_share::{ChunkShare, Claim};
 pub(crate) use fetch::fetch_ahead::{AheadLimits, FetchAhead};
 pub(crate) use fetch::fetch_stage::{AsyncFetch, AsyncUnits, FetchStage};
 pub(crate) use fetch::shard_reads::{InnerFetch, ShardReads};
+pub use gpu_decode::resident_rate::{DecodeLimits, decode_limits};
 pub use gpu_decode::tuning::{Tuning, tuning};
 pub(crate) use read::output_limit::check_output_size;
 pub(crate) use read::read_core::{read_array, read_array_async, read_shared};

@@ -537,7 +537,7 @@ fn the_other_crates_have_no_import_cycles() {
 /// layers of one rank (`buffer` and `zarr`; `pipeline` and `check`) sit side by side and
 /// import nothing from each other.
 const LAYERS: &[&[&str]] = &[
-    &["place", "process_local"],
+    &["place", "process_local", "stage_timings"],
     &["errors"],
     &[
         "data_types",

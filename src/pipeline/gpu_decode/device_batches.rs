@@ -19,9 +19,10 @@
 use super::batch_plan::{BatchPlan, BatchPlanInput, align_up, batch_plan};
 use super::device_parts::{Compressed, DeviceDecode, DeviceParts, MAX_STREAMS_PER_CHUNK};
 use super::hybrid::{BatchId, WorkQueue};
+use super::stage_clock::{DeviceClock, Timed};
 use super::tuning::Tuning;
 use crate::compression_formats::Compression;
-use crate::device::{BatchDesc, BatchItem, DeviceOps, Event, Queue, Unshuffle};
+use crate::device::{BatchDesc, BatchItem, DeviceOps, Event, Mark, Queue, Unshuffle};
 use crate::errors::{Error, Result};
 use crate::memory::Region;
 use crate::options::Progress;
@@ -29,6 +30,7 @@ use crate::pipeline::cache::device_cache::Kept;
 use crate::pipeline::cache::miss_keeper::MissKeeper;
 use crate::pipeline::read::scatter::{PendingScatter, Scatter};
 use crate::pipeline::{Slot, StagedRead};
+use crate::stage_timings::Stage;
 use crate::zarr::{BloscFrame, STREAM_ALIGN, Unit};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -58,6 +60,8 @@ struct BatchSlot {
     /// The decoded chunks of the batch last submitted that go to the read's cache once the
     /// batch has finished and they were checked (unit index, device buffer).
     kept: Vec<(usize, Kept)>,
+    /// The timed device work of the batch last submitted (stage timings only).
+    timed: Vec<Timed>,
 }
 
 /// A batch of the queue being gathered.
@@ -72,6 +76,8 @@ struct Gathering {
     /// Bytes of the entry's input used, and the batch items the chunks take.
     bytes: usize,
     items: usize,
+    /// The chunks' timed copies into the input (stage timings only).
+    timed: Vec<Timed>,
 }
 
 impl Gathering {
@@ -84,6 +90,7 @@ impl Gathering {
             chunks: Vec::new(),
             bytes: 0,
             items: 0,
+            timed: Vec::new(),
         }
     }
 }
@@ -111,6 +118,10 @@ pub(in crate::pipeline) struct DeviceBatches<'r> {
     last_done: Option<Instant>,
     /// The largest compressed chunk gathered so far, for the plan's estimate.
     largest_seen: usize,
+    /// The device side of the read's stage timings, when it has them.
+    clock: Option<DeviceClock>,
+    /// The end mark of the last chunk copied into a batch (timed reads only).
+    last_copy: Option<Mark>,
 }
 
 /// What follows a device batch for one of its chunks.
@@ -161,16 +172,22 @@ impl<'r> DeviceBatches<'r> {
                 batch: None,
                 submitted: now,
                 kept: Vec::new(),
+                timed: Vec::new(),
             });
         }
         for entry in &ring {
             entry.input.settle()?;
         }
+        let queue = ops.new_queue()?;
+        let clock = match &read.stage_timings {
+            Some(t) => Some(DeviceClock::new(ops, &queue, t.clone())?),
+            None => None,
+        };
         Ok(DeviceBatches {
             read,
             keep,
             compression: decode.compression,
-            queue: ops.new_queue()?,
+            queue,
             copy_queue: ops.new_queue()?,
             plan,
             plan_input,
@@ -180,6 +197,8 @@ impl<'r> DeviceBatches<'r> {
             gathering: Vec::new(),
             last_done: None,
             largest_seen: 0,
+            clock,
+            last_copy: None,
         })
     }
 
@@ -200,6 +219,14 @@ impl<'r> DeviceBatches<'r> {
         }
         self.gathering.push(Gathering::new(batch));
         self.gathering.len() - 1
+    }
+
+    /// A timing mark at the end of `q` when the read is timed.
+    fn mark(&self, q: &Queue) -> Result<Option<Mark>> {
+        match self.clock {
+            Some(_) => self.read.ops.mark(q).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Waits for everything enqueued on the decoder's queues (no device work may outlive a
@@ -277,22 +304,46 @@ impl<'r> DeviceBatches<'r> {
         }
         let (slot_id, slot) = slot;
         let staged = slot.staging.try_slice(..chunk.len)?;
-        self.read.ops.copy(
-            &self.copy_queue,
-            staged.region()?,
-            &input.sub(at, at + chunk.len),
-        )?;
-        let copied = self.read.ops.record(&self.copy_queue)?;
+        let to = input.sub(at, at + chunk.len);
+        let (copied, timed) = self.copy_in(staged.region()?, &to)?;
         if let Ok(mut p) = slot.pending.lock() {
             *p = Some(copied);
         }
         let _ = free.send(slot_id);
         self.largest_seen = self.largest_seen.max(chunk.len);
         let g = &mut self.gathering[g];
+        g.timed.extend(timed);
         g.chunks.push((unit, at, chunk));
         g.bytes += need;
         g.items += items;
         Ok(())
+    }
+
+    /// Copies a chunk from its staging slot into a batch's input on the copy queue; returns
+    /// the event the slot waits for and, when the read is timed, the copy's timing. The
+    /// copy's end mark is that event, and it starts where the copy before it ends while that
+    /// one still runs (the queue runs them in order), else at a new mark: about one event a
+    /// chunk, as untimed.
+    fn copy_in(&mut self, from: &Region, to: &Region) -> Result<(Event, Option<Timed>)> {
+        let ops = self.read.ops.as_ref();
+        if self.clock.is_none() {
+            ops.copy(&self.copy_queue, from, to)?;
+            return Ok((ops.record(&self.copy_queue)?, None));
+        }
+        let start = match self.last_copy.take() {
+            Some(end) if !end.is_complete() => end,
+            _ => ops.mark(&self.copy_queue)?,
+        };
+        ops.copy(&self.copy_queue, from, to)?;
+        let end = ops.mark(&self.copy_queue)?;
+        self.last_copy = Some(end.clone());
+        let timed = Timed {
+            stage: Stage::H2d,
+            bytes: to.len() as u64,
+            start,
+            end: end.clone(),
+        };
+        Ok((Event::of_mark(&end), Some(timed)))
     }
 
     /// One unit of `batch` has come in (gathered, or decoded elsewhere): once all have, the
@@ -327,7 +378,7 @@ impl<'r> DeviceBatches<'r> {
 
     /// Submits a gathered batch: decompress every chunk into the output or scratch, then
     /// unshuffle and scatter what needs it, and record the event its ring entry waits for.
-    fn submit(&mut self, g: Gathering, s: &Scatter<'_>, progress: &mut Progress) -> Result<()> {
+    fn submit(&mut self, mut g: Gathering, s: &Scatter<'_>, progress: &mut Progress) -> Result<()> {
         let Some(k) = g.entry else {
             return Ok(());
         };
@@ -424,16 +475,12 @@ impl<'r> DeviceBatches<'r> {
             }
         }
         let submitted = Instant::now();
-        if !items.is_empty() {
-            read.ops.decompress_batch(
-                &self.queue,
-                self.compression,
-                &items,
-                &mut self.ring[k].desc,
-            )?;
-        }
-        let kept_all = self.after_batch(&self.queue, &after, keeps, s)?;
+        let [decoding, decoded] = self.decompress(k, &items)?;
+        let (kept_all, scattered) = self.after_batch(&self.queue, &after, keeps, s)?;
         self.keep.fence_kept(&self.queue, &kept_all)?;
+        let done = self.mark(&self.queue)?;
+        g.timed
+            .extend(batch_timings([decoding, decoded, done], &items, scattered));
         let event = read.ops.record(&self.queue)?;
         for (i, _, _) in &g.chunks {
             self.read
@@ -446,20 +493,37 @@ impl<'r> DeviceBatches<'r> {
         entry.batch = Some(g.batch.id);
         entry.submitted = submitted;
         entry.kept = kept_all;
+        entry.timed = g.timed;
         Ok(())
+    }
+
+    /// Enqueues the decompression of a batch's `items` with ring entry `k`'s descriptors;
+    /// returns the timing marks around it when the read is timed.
+    fn decompress(&mut self, k: usize, items: &[BatchItem]) -> Result<[Option<Mark>; 2]> {
+        let decoding = self.mark(&self.queue)?;
+        if !items.is_empty() {
+            self.read.ops.decompress_batch(
+                &self.queue,
+                self.compression,
+                items,
+                &mut self.ring[k].desc,
+            )?;
+        }
+        Ok([decoding, self.mark(&self.queue)?])
     }
 
     /// Enqueues what follows a batch's decompression for each of its chunks (unshuffle,
     /// layout copy into its cache buffer), in order, then every scatter into the output
     /// together (one batched copy per byte-swap unit: after all of the above, so each
-    /// reads what its unshuffle or layout copy wrote); returns the chunks to keep.
+    /// reads what its unshuffle or layout copy wrote); returns the chunks to keep and the
+    /// bytes scattered into the output.
     fn after_batch(
         &self,
         q: &Queue,
         after: &[After<'_>],
         keeps: Vec<Option<Kept>>,
         s: &Scatter<'_>,
-    ) -> Result<Vec<(usize, Kept)>> {
+    ) -> Result<(Vec<(usize, Kept)>, u64)> {
         let mut kept_all = Vec::new();
         let mut scatters = Vec::with_capacity(after.len());
         for (next, kept) in after.iter().zip(keeps) {
@@ -503,7 +567,8 @@ impl<'r> DeviceBatches<'r> {
             kept_all.extend(kept.map(|k| (i, k)));
         }
         PendingScatter::enqueue_all(self.read.ops.as_ref(), q, &scatters, s.out)?;
-        Ok(kept_all)
+        let scattered = scatters.iter().map(|p| p.bytes(s.elem) as u64).sum();
+        Ok((kept_all, scattered))
     }
 
     /// Where a unit's decoded bytes can go straight into the output, skipping the scratch
@@ -556,6 +621,9 @@ impl<'r> DeviceBatches<'r> {
         for k in 0..self.ring.len() {
             self.settle_batch(k, queue)?;
         }
+        if let Some(clock) = self.clock.as_mut() {
+            clock.finish()?;
+        }
         Ok(())
     }
 
@@ -569,6 +637,9 @@ impl<'r> DeviceBatches<'r> {
         };
         event.wait()?;
         let now = Instant::now();
+        if let Some(clock) = self.clock.as_mut() {
+            clock.settle(std::mem::take(&mut entry.timed));
+        }
         let started = self
             .last_done
             .map_or(entry.submitted, |t| t.max(entry.submitted));
@@ -607,6 +678,30 @@ impl<'r> DeviceBatches<'r> {
         }
         Ok(())
     }
+}
+
+/// A batch's timed device work from its marks: the decompression of `items` (their
+/// decoded bytes) between the first two, what follows it (`scattered` bytes placed) between
+/// the last two; nothing when the read is not timed.
+fn batch_timings(marks: [Option<Mark>; 3], items: &[BatchItem], scattered: u64) -> Vec<Timed> {
+    let [Some(a), Some(b), Some(c)] = marks else {
+        return Vec::new();
+    };
+    let nvcomp = items.iter().map(|it| it.output.len() as u64).sum();
+    vec![
+        Timed {
+            stage: Stage::Nvcomp,
+            bytes: nvcomp,
+            start: a,
+            end: b.clone(),
+        },
+        Timed {
+            stage: Stage::Scatter,
+            bytes: scattered,
+            start: b,
+            end: c,
+        },
+    ]
 }
 
 /// Entry's scratch region `n`, grown to at least `bytes` (an empty region when none is

@@ -111,6 +111,7 @@ fn read(
         threads: THREADS,
         progress: None,
         unit_error: &unit_error,
+        stage_timings: None,
     };
     let routes = RouteOptions {
         device_decode: (who != Who::Cpu).then_some(DeviceDecode {
@@ -349,6 +350,7 @@ fn decoded_chunks_are_kept_only_once_their_batch_finished() {
                 .push((p.chunks_done, watched.stats().entries as usize));
         })),
         unit_error: &unit_error,
+        stage_timings: None,
     };
     let routes = RouteOptions {
         device_decode: Some(DeviceDecode {

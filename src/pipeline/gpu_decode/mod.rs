@@ -3,7 +3,8 @@
 //! batches are sized (`batch_plan.rs`), the queue the device and the CPU threads share
 //! (`hybrid.rs`, tested against a simulated device in `hybrid_tests.rs`), what
 //! `Decode::Auto` decides (`decode_choice.rs`) and the knobs a GPU run may set
-//! (`tuning.rs`).
+//! (`tuning.rs`), the device side of a read's stage timings (`stage_clock.rs`) and the
+//! device decoder's limits measured on their own (`resident_rate.rs`).
 
 pub(super) mod batch_plan;
 pub(super) mod decode_choice;
@@ -12,4 +13,8 @@ pub(super) mod device_parts;
 pub(super) mod hybrid;
 #[cfg(test)]
 mod hybrid_tests;
+pub(super) mod resident_rate;
+pub(super) mod stage_clock;
+#[cfg(test)]
+mod stage_clock_tests;
 pub(super) mod tuning;

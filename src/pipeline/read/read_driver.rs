@@ -19,18 +19,35 @@ use crate::pipeline::gpu_decode::device_parts::{
 };
 use crate::pipeline::{Produced, StagedRead, largest_unit_bytes};
 use crate::place::Memory;
+use crate::stage_timings::{Stage, StageTimings};
 use crate::zarr::{
     DeviceCodec, DevicePayload, Framing, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error,
     fill_bytes,
 };
 use std::borrow::Cow;
 use std::sync::Once;
+use std::time::Instant;
 use zarrs::array::{Array, CodecOptions};
 
 /// Runs the staged pipeline for `request` (its units planned now unless a route planned them
 /// already), fetching each unit through `stage` (ahead of the workers for object stores) and
-/// decoding it on a worker.
+/// decoding it on a worker; a read with stage timings adds its end-to-end time to them.
 pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
+    request: ReadRequest<'_, S>,
+    inner_fetch: InnerFetch,
+    stage: &FetchStage<'_>,
+) -> Result<()> {
+    let Some(timings) = request.opts.stage_timings.clone() else {
+        return run_planned(request, inner_fetch, stage);
+    };
+    let started = Instant::now();
+    let result = run_planned(request, inner_fetch, stage);
+    timings.add_read(started.elapsed());
+    result
+}
+
+/// [`run_staged`]'s read.
+fn run_planned<S: ?Sized + Send + Sync + 'static>(
     mut request: ReadRequest<'_, S>,
     inner_fetch: InnerFetch,
     stage: &FetchStage<'_>,
@@ -85,6 +102,7 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         threads: opts.threads(),
         progress: opts.progress.clone(),
         unit_error: &unit_error,
+        stage_timings: opts.stage_timings.clone(),
     };
     let routes = RouteOptions {
         device_decode,
@@ -112,10 +130,19 @@ pub(crate) fn run_staged<S: ?Sized + Send + Sync + 'static>(
         device_codec,
         stored_as_decoded,
         codec_opts,
+        timings: opts.stage_timings.as_deref(),
     };
     let run = |unit_fetch: &UnitFetch<'_>| {
         run_read(&staged, &routes, out, &|unit, slot, decoder| {
-            producer.produce(unit_fetch(unit)?, unit, slot, decoder)
+            let encoded = producer.timed(
+                Stage::Fetch,
+                || unit_fetch(unit),
+                |got| match got {
+                    Ok(Some(bytes)) => bytes.len() as u64,
+                    _ => 0,
+                },
+            )?;
+            producer.produce(encoded, unit, slot, decoder)
         })
     };
     match ahead {
@@ -162,9 +189,23 @@ struct UnitProducer<'a, S: ?Sized> {
     /// The chain has no bytes-to-bytes codecs: chunks are stored in their decoded layout.
     stored_as_decoded: bool,
     codec_opts: CodecOptions,
+    /// Where the fetch, header walk and staging copy of each unit add their time.
+    timings: Option<&'a StageTimings>,
 }
 
 impl<S: ?Sized + Send + Sync + 'static> UnitProducer<'_, S> {
+    /// Runs `f`, adding its time and the bytes `bytes` counts of its outcome to `stage` when
+    /// the read is timed.
+    fn timed<R>(&self, stage: Stage, f: impl FnOnce() -> R, bytes: impl FnOnce(&R) -> u64) -> R {
+        let Some(t) = self.timings else {
+            return f();
+        };
+        let started = Instant::now();
+        let r = f();
+        t.add(stage, started.elapsed(), bytes(&r));
+        r
+    }
+
     /// Produces `unit` from its encoded bytes (`None`: not stored) into `slot`.
     fn produce(
         &self,
@@ -180,14 +221,16 @@ impl<S: ?Sized + Send + Sync + 'static> UnitProducer<'_, S> {
         if let (Decoder::Device, Some(codec)) = (decoder, self.device_codec) {
             // Checked on the CPU before the device sees it (nvCOMP trusts its input).
             let expected = unit.num_elements() * elem;
-            let payload = codec
-                .device_payload(&encoded, expected, opts.validate_checksums)
+            let walk = || codec.device_payload(&encoded, expected, opts.validate_checksums);
+            let payload = self
+                .timed(Stage::Walk, walk, |_| encoded.len() as u64)
                 .map_err(|why| chunk_error(array, &unit.indices, why))?;
             match payload {
                 DevicePayload::Whole(range) => {
                     // A chunk that does not compress below a slot is decoded here instead.
                     if let Some(dst) = slot.get_mut(..range.len()) {
-                        dst.copy_from_slice(&encoded[range.clone()]);
+                        let copy = || dst.copy_from_slice(&encoded[range.clone()]);
+                        self.timed(Stage::Staging, copy, |()| range.len() as u64);
                         return Ok(Produced::Compressed(Compressed {
                             len: range.len(),
                             parts: DeviceParts::Whole,
@@ -198,7 +241,9 @@ impl<S: ?Sized + Send + Sync + 'static> UnitProducer<'_, S> {
                     if frame.compressed_streams() <= MAX_STREAMS_PER_CHUNK =>
                 {
                     // Each stream at an aligned place in the slot, as nvCOMP needs.
-                    if let Some(len) = frame.pack_streams(&encoded[range], slot) {
+                    let pack = || frame.pack_streams(&encoded[range], slot);
+                    let packed = self.timed(Stage::Staging, pack, |n| n.unwrap_or(0) as u64);
+                    if let Some(len) = packed {
                         return Ok(Produced::Compressed(Compressed {
                             len,
                             parts: DeviceParts::Blosc(Box::new(frame)),

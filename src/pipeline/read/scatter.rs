@@ -74,6 +74,11 @@ impl PendingScatter {
         }
     }
 
+    /// The bytes this scatter places in the output (`elem`: the element's size).
+    pub(in crate::pipeline) fn bytes(&self, elem: usize) -> usize {
+        self.shape.iter().product::<usize>() * elem
+    }
+
     /// Enqueues `scatters` into `out` on `q`: one batched copy per byte-swap unit among
     /// them (a lone scatter as a plain strided copy), in the order given within each.
     pub(in crate::pipeline) fn enqueue_all(

@@ -27,6 +27,7 @@ use crate::device::DeviceOps;
 use crate::errors::{Error, Result};
 use crate::options::{Progress, ProgressFn};
 use crate::pipeline::gpu_decode::device_parts::Compressed;
+use crate::stage_timings::StageTimings;
 use crate::zarr::{EncodedLayout, Unit};
 use std::sync::Arc;
 
@@ -93,6 +94,8 @@ pub(crate) struct StagedRead<'a> {
     pub progress: Option<ProgressFn>,
     /// The error for a unit the device decoder rejected (names the array and chunk).
     pub unit_error: &'a (dyn Fn(&Unit, String) -> Error + Sync),
+    /// Where the device-decode route adds its stage timings (`None`: nothing is timed).
+    pub stage_timings: Option<Arc<StageTimings>>,
 }
 
 impl<'a> StagedRead<'a> {
@@ -112,6 +115,7 @@ impl<'a> StagedRead<'a> {
             threads: self.threads,
             progress,
             unit_error: self.unit_error,
+            stage_timings: self.stage_timings.clone(),
         }
     }
 

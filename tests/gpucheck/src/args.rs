@@ -24,6 +24,11 @@ pub(crate) struct Args {
     /// The benchmark's quick pass: zstd 1 at 64³ chunks and the GPU layout only.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// The benchmark measures the layout sweep instead of its summary lines: zstd 1 arrays
+    /// whose inner chunks compress to about 32, 64, 128, 256 and 512 KiB, each's
+    /// device-resident decompression rate and end-to-end read rate (`gpu-sweep:` lines).
+    #[arg(long)]
+    pub(crate) sweep_layout: bool,
     /// Where the "device" reads go: cuda (a GPU, the real run) or host (a dry run of the
     /// same sequence on the device trait's host twin, no GPU; refused under
     /// ZARRBUF_REQUIRE_GPU=1).
@@ -119,6 +124,7 @@ mod tests {
                 bench_bytes: 1 << 30,
                 reps: 5,
                 quick: false,
+                sweep_layout: false,
                 device: Target::Cuda,
                 ipc_child: None,
                 ipc_child_mode: IpcMode::Write,
@@ -153,6 +159,16 @@ mod tests {
                 .unwrap_err()
                 .kind(),
             ErrorKind::InvalidValue
+        );
+        let a = parse_args(["zarrbuf-gpucheck", "bench", "--sweep-layout"]).unwrap();
+        assert_eq!(
+            (a.what, a.sweep_layout, a.quick),
+            (What::Bench, true, false)
+        );
+        assert!(
+            !parse_args(["zarrbuf-gpucheck", "bench"])
+                .unwrap()
+                .sweep_layout
         );
         // Flags before the subcommand, as well.
         let a = parse_args(["zarrbuf-gpucheck", "--root", "/r", "bench"]).unwrap();

@@ -5,7 +5,11 @@
 //!
 //! `gpu-decode: variant=zstd1 layout=chunks64 cpu=9.31 gpu=12.02 both=13.10 auto=9.30`
 //!
-//! (medians of `--reps` reads, decoded GB/s). The full pass adds, per line, zarrs' decode
+//! (medians of `--reps` reads, decoded GB/s), each followed by the `gpu-stages:` line of
+//! `--reps` more `Decode::Gpu` reads, timed stage by stage, and the `gpu-limits:` line of
+//! its chunks
+//! ([`crate::stage_lines`]). With `--sweep-layout` the pass measures the layout sweep
+//! instead ([`crate::sweep`]). The full pass adds, per line, zarrs' decode
 //! into a reused host buffer and zarrbuf's host read (the README table's columns), the
 //! pinned host-device bandwidth at the start, and after the headline line its reads through
 //! a decoded-chunk cache in device memory, the `gpu-cache:` line ([`crate::cache_bench`]).
@@ -15,9 +19,11 @@ use crate::args::Target;
 use crate::arrays::{self, Layout};
 use crate::cache_bench;
 use crate::fixtures::same;
+use crate::stage_lines;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Instant;
-use zarrbuf::options::Decode;
+use zarrbuf::options::{Decode, StageReport, StageTimings};
 use zarrbuf::{ArrayReadExt, Buffer, BufferPrototype, NDBuffer};
 use zarrbuf_test_cases::variants::{self, Variant};
 use zarrs::array::Array;
@@ -51,6 +57,14 @@ pub(crate) struct Bench {
     pub(crate) target: Target,
     /// Every read's staging budget (`ZARRBUF_BENCH_STAGING_BYTES`).
     pub(crate) staging_bytes: usize,
+    /// Measure the layout sweep instead of the summary lines.
+    pub(crate) sweep: bool,
+}
+
+/// Prints `line` and flushes it, so that a run cut short still shows it.
+pub(crate) fn print_now(line: &str) {
+    println!("{line}");
+    let _ = std::io::stdout().flush();
 }
 
 /// Median decoded GB/s of `reps` calls of `f`.
@@ -117,6 +131,46 @@ impl Bench {
         Ok(rates)
     }
 
+    /// The stage timings of `--reps` more whole-array `Decode::Gpu` reads of `array` (apart
+    /// from the reads behind the `gpu=` figure, which timing would slow a little).
+    fn stage_report(&self, array: &Array<FilesystemStore>) -> Result<StageReport, String> {
+        let timings = Arc::new(StageTimings::default());
+        let o = self
+            .target
+            .read_options()
+            .with_decode(Decode::Gpu)
+            .with_staging_bytes(self.staging_bytes)
+            .with_stage_timings(timings.clone());
+        let (all, proto) = (variants::full(array.shape()), self.target.device());
+        for _ in 0..self.reps {
+            array
+                .read_opt(&all, &proto, &o)
+                .map_err(|e| format!("a timed read: {e}"))?;
+        }
+        Ok(timings.report())
+    }
+
+    /// The `gpu-stages:` line of `array` (of `total` bytes) and the `gpu-limits:` line of its
+    /// chunks, each printed as soon as it is known.
+    fn stage_lines(
+        &self,
+        array: &Array<FilesystemStore>,
+        (variant, layout): (Variant, Layout),
+        total: usize,
+    ) -> Check {
+        let report = self.stage_report(array)?;
+        let decoded = total as u64 * report.reads;
+        print_now(&stage_lines::stages_line(variant, layout, &report, decoded));
+        let opts = self
+            .target
+            .read_options()
+            .with_staging_bytes(self.staging_bytes);
+        let limits = zarrbuf::cuda::decode_limits(array, &self.target.device(), &opts, self.reps)
+            .map_err(|e| format!("the decode limits of {}: {e}", layout.name()))?;
+        print_now(&stage_lines::limits_line(variant, layout, &limits));
+        Ok(())
+    }
+
     /// Host reads of `array` for comparison: zarrs into a reused buffer, zarrbuf into host
     /// memory.
     fn host_rates(
@@ -143,6 +197,9 @@ impl Bench {
     /// array written, read with every decode choice, its `gpu-decode:` line printed, its
     /// store removed. Adds the figures to `table`.
     pub(crate) fn run(&self, table: &mut Vec<(String, String)>) -> Check {
+        if self.sweep {
+            return crate::sweep::run(self, table);
+        }
         if self.target == Target::Cuda && !self.quick {
             table.push((
                 "pinned H2D / D2H (256 MiB)".into(),
@@ -175,8 +232,8 @@ impl Bench {
             let written = t.elapsed().as_secs_f64();
             let t = Instant::now();
             let rates = self.device_rates(&array, &what, &data)?;
-            println!("{}", summary_line(variant, layout, &rates));
-            let _ = std::io::stdout().flush();
+            print_now(&summary_line(variant, layout, &rates));
+            self.stage_lines(&array, (variant, layout), total)?;
             let best = rates[0].max(rates[1]);
             let mut row = format!(
                 "decode cpu {:.2} / gpu {:.2} / both {:.2} ({:.2}x best) / auto {:.2} ({:.2}x best)",

@@ -1,7 +1,7 @@
 //! zarrbuf-gpucheck: verifies zarrbuf on a real GPU in one run, and measures it.
 //!
 //! `zarrbuf-gpucheck [all|kernels|conformance|ipc|fixtures|compress|bench] [--root DIR]
-//! [--bench-bytes N] [--reps N] [--quick] [--device cuda|host]` runs (`all`, the default, in
+//! [--bench-bytes N] [--reps N] [--quick] [--sweep-layout] [--device cuda|host]` runs (`all`, the default, in
 //! this order): the CUDA kernels against their host twins; the conformance cases on cpu,
 //! pinned and CUDA memory; CUDA IPC across two processes (the binary runs itself as the
 //! importing child, with the hidden `--ipc-child HEX --ipc-child-mode MODE` flags); every
@@ -9,8 +9,10 @@
 //! written back from CUDA memory, multi-device reads, damaged chunks refused; writes from
 //! CUDA memory compressed on the GPU with nvCOMP (zstd, lz4, gzip, zlib, each alone and with
 //! crc32c) read back exactly through the CPU decoders and the GPU decoder; the read
-//! benchmark, one `gpu-decode:` line per (variant, layout), and (full runs) one `gpu-cache:`
-//! line for reads through a decoded-chunk cache in device memory. Its first line is the knobs in
+//! benchmark, one `gpu-decode:` line per (variant, layout), each followed by its stage
+//! timings (`gpu-stages:`) and its chunks' decode limits (`gpu-limits:`), and (full runs) one
+//! `gpu-cache:` line for reads through a decoded-chunk cache in device memory; with
+//! `--sweep-layout` the benchmark measures the layout sweep instead (`gpu-sweep:` lines). Its first line is the knobs in
 //! effect (`gpu-knobs:`, `knobs`). It exits non-zero on the first failure, on an unknown
 //! subcommand or flag, or on a bad value, and prints a table at the end. `--device host` is
 //! the dry run of the same sequence on the device trait's host twin (`target`). Built and
@@ -18,7 +20,8 @@
 //!
 //! The command line is in `args`; the CUDA IPC, fixture, damaged-chunk, GPU compression and
 //! benchmark checks in `ipc`, `fixtures`, `damaged`, `compress`, `bench` (its arrays in
-//! `arrays`, its cached line in `cache_bench`); the kernel, conformance and soundness checks
+//! `arrays`, its cached line in `cache_bench`, its stage and limit lines in `stage_lines`,
+//! the layout sweep in `sweep`); the kernel, conformance and soundness checks
 //! (the cases come from `zarrbuf-test-cases`) and the table of checks here. The unit tests run with
 //! `cargo test -p zarrbuf-gpucheck`; so does `tests/cli.rs`, which runs the binary with
 //! mistyped arguments. `scripts/gpu-test dry-run` (in CI) runs the whole sequence on the
@@ -33,6 +36,8 @@ mod damaged;
 mod fixtures;
 mod ipc;
 mod knobs;
+mod stage_lines;
+mod sweep;
 mod target;
 
 use args::{Target, What, parse_args};
@@ -89,6 +94,7 @@ fn main() {
             quick: args.quick,
             target: args.device,
             staging_bytes: knobs.staging_bytes,
+            sweep: args.sweep_layout,
         },
         target: args.device,
         // The knobs again at the end, for logs of which only the tail comes back.
