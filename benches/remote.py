@@ -265,6 +265,11 @@ def median(rows: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def is_zarrbuf(reader: str) -> bool:
+    """zarrbuf's own readers: its Python API, its CLI, its copy and zarr-python with its pipeline."""
+    return "zarrbuf" in reader
+
+
 def report(results: dict) -> str:
     lines = []
     for kind, unit, key in (("whole", "GB/s", "gbps"), ("patches", "reads/s", "reads_per_s"), ("copy", "GB/s", "gbps")):
@@ -278,7 +283,7 @@ def report(results: dict) -> str:
         for (profile, _, label, reader), v in rows.items():
             groups.setdefault((profile, label), {})[reader] = v
         for (profile, label), readers in groups.items():
-            peers = [median(v, key) for r, v in readers.items() if not r.startswith("zarrbuf") and median(v, key)]
+            peers = [median(v, key) for r, v in readers.items() if not is_zarrbuf(r) and median(v, key)]
             best = max(peers) if peers else None
             for reader, v in readers.items():
                 m = median(v, key)
@@ -286,7 +291,7 @@ def report(results: dict) -> str:
                     err = next((r["error"] for r in v if "error" in r), "?")
                     lines.append(f"| {profile} | {label} | {reader} | error: {err[:60]} | | | | |")
                     continue
-                ratio = f"{m / best:.2f}×" if best and reader.startswith("zarrbuf") else ""
+                ratio = f"{m / best:.2f}×" if best and is_zarrbuf(reader) else ""
                 lines.append(
                     f"| {profile} | {label} | {reader} | {m:.3f} | {ratio} | {median(v, 'requests'):.0f} | "
                     f"{median(v, 'bytes') / 1e6:.0f} | {median(v, 'peak_in_flight'):.0f} |")
@@ -304,7 +309,12 @@ def main() -> None:
     ap.add_argument("--arrays", default=",".join(ARRAYS))
     ap.add_argument("--no-copy", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--report", metavar="JSON", help="print the tables of an earlier run's --json file and stop")
     args = ap.parse_args()
+    if args.report:
+        saved = json.loads(Path(args.report).read_text())
+        print(report({tuple(k.split(" | ")): v for k, v in saved.items()}))
+        return
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     data = source(args.mib)
