@@ -1,8 +1,11 @@
 //! `zarrbuf._zarrbuf`: the Rust half of the Python package.
 //!
 //! - `Array`: an opened zarr array (a directory, a `file://` URL, or an object-store URL read
-//!   through the async API) with `read` / `read_into` / `write` on array ranges; the Python
-//!   half (`zarrbuf/__init__.py`) turns numpy-style selections into ranges.
+//!   through the async API) with `read` / `read_into` / `write` / `read_stream` on array
+//!   ranges, of fixed-size elements or of strings (one class for both); the Python half
+//!   (`zarrbuf/__init__.py`) turns numpy-style selections into ranges.
+//! - `ReadStream`: the prefetching iterator `read_stream` returns.
+//! - `VarLenArray`: strings or bytes read by zarrbuf, for NumPy and Arrow.
 //! - `NDArray`: a zarrbuf NDBuffer seen from Python, with `__dlpack__`, `__dlpack_device__`
 //!   and `__array_interface__` (host) or `__cuda_array_interface__` (device).
 //! - `from_dlpack(obj)`: any DLPack producer as an `NDArray`, without a copy.
@@ -19,23 +22,26 @@ use zarrbuf::{BufferPrototype, NDBuffer};
 // bottom, this file at the top); tests/it/import_cycles.rs checks it.
 mod allocator;
 mod array;
+mod array_varlen;
 mod arrow;
 mod cache;
 mod errors;
+mod inner;
 mod ndarray;
 mod numpy_strings;
+mod read_stream;
 mod runtime;
+mod selection;
 mod varlen;
-mod varlen_handle;
-mod varlen_stream;
 
 use errors::{ZarrbufError, py_err, run};
 use runtime::runtime;
 
-use array::{Array, Inner, ReadStream};
+use array::Array;
 use cache::PyChunkCache;
+use inner::Inner;
 use ndarray::{NDArray, from_dlpack};
-use varlen_handle::Opened;
+use read_stream::ReadStream;
 
 /// A short label for messages: `store` or `store:path`.
 fn label(location: &str, path: &str) -> String {
@@ -85,7 +91,7 @@ fn open(
     cache_bytes: Option<u64>,
     prefix_decode: bool,
     io_concurrency: Option<usize>,
-) -> PyResult<Py<PyAny>> {
+) -> PyResult<Array> {
     if io_concurrency == Some(0) {
         return Err(pyo3::exceptions::PyValueError::new_err(
             "io_concurrency must be at least 1 (requests to an object store in flight)",
@@ -104,11 +110,10 @@ fn open(
     };
     let opts = open_options(branch, tag, snapshot, virtual_access).map_err(py_err)?;
     let opened = open_array(py, location, path, &opts, label)?;
-    opened
+    Ok(opened
         .with_cache(cache)
         .with_prefix_decode(prefix_decode)
-        .with_io_concurrency(io_concurrency)
-        .into_py(py)
+        .with_io_concurrency(io_concurrency))
 }
 
 /// The array `open` opens, without a cache.
@@ -118,7 +123,7 @@ fn open_array(
     path: &str,
     opts: &zarrbuf::options::OpenOptions,
     label: String,
-) -> PyResult<Opened> {
+) -> PyResult<Array> {
     run(py, || {
         // Local paths and memory open synchronously, object stores through the async API.
         let inner = if !zarrbuf::store::Location::parse(location)?.is_url() {
@@ -128,7 +133,7 @@ fn open_array(
                 runtime()?.block_on(zarrbuf::open_opt_async(location, path, opts))?,
             ))
         };
-        Opened::new(inner, label)
+        Array::new(inner, label)
     })
 }
 
@@ -148,7 +153,7 @@ fn open_with_metadata(
     metadata: &str,
     options: Option<Vec<(String, String)>>,
     session: Option<Vec<u8>>,
-) -> PyResult<Py<PyAny>> {
+) -> PyResult<Array> {
     let label = label(root, path);
     run(py, || {
         let local = zarrbuf::store::Location::parse(root)?.is_local();
@@ -182,9 +187,8 @@ fn open_with_metadata(
                 zarrs::array::Array::new_with_metadata(store, &node, meta).map_err(refused)?;
             Inner::Async(Arc::new(array))
         };
-        Opened::new(inner, label)
-    })?
-    .into_py(py)
+        Array::new(inner, label)
+    })
 }
 
 /// `nbytes` zeroed bytes of page-locked (pinned) host memory registered with CUDA device
@@ -303,9 +307,7 @@ fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;
     m.add_class::<ReadStream>()?;
-    m.add_class::<varlen_stream::VarLenReadStream>()?;
     varlen::register(m)?;
-    m.add_class::<varlen_handle::VarLenHandle>()?;
     m.add_class::<PyChunkCache>()?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;

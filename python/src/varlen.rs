@@ -362,7 +362,7 @@ fn short_repr(item: &Bound<'_, PyAny>) -> String {
 }
 
 /// Adds `VarLenArray` and `varlen_from` to the extension module (`lib.rs` adds the
-/// handle and stream classes that use them).
+/// `Array` and `ReadStream` classes that give them).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<VarLenArray>()?;
     m.add_function(wrap_pyfunction!(varlen_from, m)?)?;
