@@ -30,26 +30,25 @@ pub(crate) trait ReadReport: ReadOutput {
 
 impl ReadReport for NDBuffer {
     fn summary(&self, seconds: f64) -> Result<()> {
-        let data = self;
         // Hash in place when the result already sits in host memory, C-contiguous and
         // little-endian: a copy would double the peak memory of a whole-array read.
-        let crc = if data.is_c_contiguous()
-            && data.byte_order() == zarrbuf::dtype::ByteOrder::Little
-            && data.buffer().is_host_accessible()
+        let crc = if self.is_c_contiguous()
+            && self.byte_order() == zarrbuf::dtype::ByteOrder::Little
+            && self.buffer().is_host_accessible()
         {
-            let host = data.buffer().as_host_bytes()?;
-            crc32fast::hash(&host[data.offset()..data.offset() + data.nbytes()])
+            let host = self.buffer().as_host_bytes()?;
+            crc32fast::hash(&host[self.offset()..self.offset() + self.nbytes()])
         } else {
-            crc32fast::hash(&data.to_native_bytes()?)
+            crc32fast::hash(&self.to_native_bytes()?)
         };
-        outln!("shape:      {:?}", data.shape())?;
-        outln!("dtype:      {}", data.dtype())?;
-        outln!("memory:     {}", data.memory())?;
+        outln!("shape:      {:?}", self.shape())?;
+        outln!("dtype:      {}", self.dtype())?;
+        outln!("memory:     {}", self.memory())?;
         outln!("checksum:   crc32 {crc:08x} (C order, little-endian)")?;
         outln!(
             "throughput: {:.3} GB/s ({} bytes in {:.4} s)",
-            data.nbytes() as f64 / seconds.max(1e-9) / 1e9,
-            data.nbytes(),
+            self.nbytes() as f64 / seconds.max(1e-9) / 1e9,
+            self.nbytes(),
             seconds
         )?;
         Ok(())
@@ -70,18 +69,17 @@ impl ReadReport for NDBuffer {
 
 impl ReadReport for VarLenBuffer {
     fn summary(&self, seconds: f64) -> Result<()> {
-        let data = self;
-        let crc = checksum(data)?;
-        let bytes = data.offsets().len() + data.values().len();
-        outln!("shape:      {:?}", data.shape())?;
+        let crc = checksum(self)?;
+        let bytes = self.offsets().len() + self.values().len();
+        outln!("shape:      {:?}", self.shape())?;
         outln!(
             "dtype:      {} (variable-length {})",
-            zarr_type_name(data.kind()),
-            data.kind()
+            zarr_type_name(self.kind()),
+            self.kind()
         )?;
-        outln!("memory:     {}", data.memory())?;
-        outln!("elements:   {}", data.len())?;
-        outln!("values:     {} bytes", data.values().len())?;
+        outln!("memory:     {}", self.memory())?;
+        outln!("elements:   {}", self.len())?;
+        outln!("values:     {} bytes", self.values().len())?;
         outln!("checksum:   crc32 {crc:08x} (Arrow large layout: i64 LE offsets, then values)")?;
         outln!(
             "throughput: {:.3} GB/s ({bytes} bytes of offsets and values in {seconds:.4} s)",
