@@ -199,9 +199,12 @@ pub mod store {
     pub use crate::zarr::{open_store, open_store_opt, zarrs_safe_metadata};
 }
 
-/// Read streams: many subsets read ahead of the consumer, in order.
+/// Read streams: many subsets read ahead of the consumer, in order, as `NDBuffer`s or
+/// `VarLenBuffer`s (one stream type for both).
 pub mod stream {
-    pub use crate::api::{BlockingReadStream, ReadStream, VarLenReadStream};
+    #[allow(deprecated)]
+    pub use crate::api::VarLenReadStream;
+    pub use crate::api::{BlockingReadStream, ReadStream};
 }
 
 /// Array subsets in text form.

@@ -9,10 +9,11 @@ use cli::args::{Cli, Command};
 use cli::bench_write::bench_write;
 use cli::check::check;
 use cli::copy::copy;
+use cli::info::info;
 use cli::names::label;
 use cli::output::{errln, is_closed_stdout};
 use cli::parse::parse_bytes;
-use cli::read::{ReadChoices, bench, info, read};
+use cli::read::{ReadChoices, bench, read};
 use cli::source::{Opening, Reader};
 use zarrbuf::{
     Error, Result,

@@ -5,15 +5,15 @@
 //! route and calls `pipeline` or zarrs.
 //!
 //! Within the folder: `target` is the one check of a read's output or a write's data, used
-//! by the four traits; `read_stream` is the public face of `pipeline::StreamReads`; `read`
-//! and `read_async` make streams; `multi` reads through `read`; `write` and `write_async`
+//! by the four traits; `read_stream` is the public face of `pipeline::StreamReads` (one
+//! stream for both output kinds); `read` and `read_async` make streams through
+//! `read_output`; `multi` reads through `read`; `write` and `write_async`
 //! stand alone; `copy` uses `read` and `write`, with its options (`copy_options`) composed
 //! of theirs; `read_output` is `ReadOutput`, the output kind a read returns (`NDBuffer`
 //! through the read core, `VarLenBuffer` through `pipeline::read_varlen`), which the
-//! `read_as` methods of `read` and `read_async` dispatch to; `read_varlen` and
-//! `read_varlen_async` hold the variable-length read streams and the deprecated
-//! `read_varlen` wrappers of `read_as`; `read_varlen_stream` is the public face of
-//! `pipeline::VarLenStreamReads`, made by `read_varlen`.
+//! `read_as` and `read_stream_as` methods of `read` and `read_async` dispatch to;
+//! `read_varlen` and `read_varlen_async` hold `varlen_kind` and the deprecated
+//! `read_varlen*` wrappers of `read_as` and `read_stream_as`.
 
 mod copy;
 mod copy_options;
@@ -27,7 +27,6 @@ mod read_output;
 mod read_stream;
 mod read_varlen;
 mod read_varlen_async;
-mod read_varlen_stream;
 mod target;
 mod write;
 mod write_async;
@@ -39,10 +38,11 @@ pub use create::create_like;
 pub use read::ArrayReadExt;
 pub use read_async::ArrayReadAsyncExt;
 pub use read_output::ReadOutput;
+#[allow(deprecated)]
+pub use read_stream::VarLenReadStream;
 pub use read_stream::{BlockingReadStream, ReadStream};
 pub use read_varlen::ArrayReadVarLenExt;
 pub use read_varlen_async::ArrayReadVarLenAsyncExt;
-pub use read_varlen_stream::VarLenReadStream;
 pub use write::ArrayWriteExt;
 pub use write_async::ArrayWriteAsyncExt;
 pub use write_varlen::ArrayWriteVarLenExt;

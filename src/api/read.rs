@@ -147,6 +147,43 @@ pub trait ArrayReadExt {
     ) -> BlockingReadStream
     where
         I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        self.read_stream_as::<NDBuffer, I>(subsets, proto, opts)
+    }
+
+    /// [`read_stream`](Self::read_stream) into outputs of the caller's kind `T` (see
+    /// [`ReadOutput`]): `NDBuffer`s, or [`VarLenBuffer`](crate::VarLenBuffer)s for arrays of
+    /// variable-length strings and bytes. One engine serves both: the same order, bound,
+    /// chunk sharing, errors and cancellation.
+    ///
+    /// ```
+    /// use zarrbuf::{ArrayReadExt, BufferPrototype, VarLenBuffer};
+    /// use zarrbuf::options::StreamOptions;
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
+    /// let array = ArrayBuilder::new(vec![6], vec![3], data_type::string(), "")
+    ///     .build(store, "/s").map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// array.store_chunk(&[1], vec!["x", "yy", "zzz"]).map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
+    /// let batches = [vec![4..6], vec![0..9], vec![0..2]];
+    /// let items: Vec<_> = array
+    ///     .read_stream_as::<VarLenBuffer, _>(batches, &BufferPrototype::cpu(), &StreamOptions::default())
+    ///     .collect();
+    /// let strs = |b: &VarLenBuffer| b.iter_str()?.collect::<zarrbuf::Result<Vec<String>>>();
+    /// assert_eq!(strs(items[0].as_ref().unwrap())?, ["yy", "zzz"]);
+    /// let e = items[1].as_ref().unwrap_err(); // out of bounds: named, and the stream goes on
+    /// assert!(e.to_string().contains("item 1 (subset [0..9])"), "{e}");
+    /// assert_eq!(strs(items[2].as_ref().unwrap())?, ["", ""]); // not stored: the fill value
+    /// # Ok::<(), zarrbuf::Error>(())
+    /// ```
+    fn read_stream_as<T: ReadOutput, I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> BlockingReadStream<T>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static;
 
     /// The array's data type as zarrbuf names it.
@@ -181,17 +218,17 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadExt for Array<S> {
         read_into_sync(self, subset, out, opts)
     }
 
-    fn read_stream<I>(
+    fn read_stream_as<T: ReadOutput, I>(
         &self,
         subsets: I,
         proto: &BufferPrototype,
         opts: &StreamOptions,
-    ) -> BlockingReadStream
+    ) -> BlockingReadStream<T>
     where
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        super::read_stream::sync_stream(self, subsets, proto, opts)
+        T::stream_sync(self, Box::new(subsets.into_iter()), proto, opts).blocking()
     }
 
     fn zarrbuf_data_type(&self) -> Result<DataType> {

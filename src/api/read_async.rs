@@ -180,6 +180,54 @@ pub trait ArrayReadAsyncExt: Sync {
     ) -> Result<ReadStream>
     where
         I: IntoIterator<Item = Vec<Range<u64>>>,
+        I::IntoIter: Send + 'static,
+    {
+        self.read_stream_as::<NDBuffer, I>(subsets, proto, opts)
+    }
+
+    /// [`read_stream`](Self::read_stream) into outputs of the caller's kind `T` (see
+    /// [`ReadOutput`]): `NDBuffer`s, or [`VarLenBuffer`](crate::VarLenBuffer)s for arrays of
+    /// variable-length strings and bytes, through the same engine.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when called outside a tokio runtime (the reads run on it).
+    ///
+    /// ```
+    /// # fn main() -> zarrbuf::Result<()> {
+    /// use futures::StreamExt;
+    /// use zarrbuf::{ArrayReadAsyncExt, ArrayWriteVarLenExt, BufferPrototype, VarLenBuffer};
+    /// use zarrbuf::options::StreamOptions;
+    /// use zarrs::array::{ArrayBuilder, data_type};
+    /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-vstream-{}", std::process::id()));
+    /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
+    /// let store = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(&dir).map_err(|e| err(&e))?);
+    /// let array = ArrayBuilder::new(vec![4], vec![2], data_type::string(), "").build(store, "/s").map_err(|e| err(&e))?;
+    /// array.store_metadata().map_err(|e| err(&e))?;
+    /// array.write_varlen(&[0..4], &VarLenBuffer::from_strings(vec![4], ["a", "b", "c", "d"])?)?;
+    ///
+    /// let rt = tokio::runtime::Runtime::new().map_err(|e| err(&e))?;
+    /// rt.block_on(async {
+    ///     let array = zarrbuf::open_async(&format!("file://{}", dir.display()), "s").await?;
+    ///     let opts = StreamOptions::default();
+    ///     let mut stream = array.read_stream_as::<VarLenBuffer, _>([vec![2..4], vec![0..1]], &BufferPrototype::cpu(), &opts)?;
+    ///     let mut got = Vec::new();
+    ///     while let Some(batch) = stream.next().await {
+    ///         got.push(batch?.iter_str()?.collect::<zarrbuf::Result<Vec<String>>>()?);
+    ///     }
+    ///     assert_eq!(got, [vec!["c", "d"], vec!["a"]]);
+    ///     Ok::<(), zarrbuf::Error>(())
+    /// })?;
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok(()) }
+    /// ```
+    fn read_stream_as<T: ReadOutput, I>(
+        &self,
+        subsets: I,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream<T>>
+    where
+        I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static;
 
     /// The array's data type as zarrbuf names it.
@@ -205,17 +253,17 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadAsyncExt for Arr
         T::read_async(self, subset, proto.clone(), opts.clone())
     }
 
-    fn read_stream<I>(
+    fn read_stream_as<T: ReadOutput, I>(
         &self,
         subsets: I,
         proto: &BufferPrototype,
         opts: &StreamOptions,
-    ) -> Result<ReadStream>
+    ) -> Result<ReadStream<T>>
     where
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        super::read_stream::async_stream(self, subsets, proto, opts)
+        T::stream_async(self, Box::new(subsets.into_iter()), proto, opts)
     }
 
     fn zarrbuf_data_type(&self) -> Result<DataType> {

@@ -1,15 +1,17 @@
 //! What a read returns, chosen by the caller's type: [`ReadOutput`], implemented by
 //! [`NDBuffer`] (fixed-size elements, through the read core) and [`VarLenBuffer`]
 //! (variable-length strings or bytes, through `pipeline::read_varlen`). The traits'
-//! `read_as` methods dispatch here; nothing here decodes.
+//! `read_as` and `read_stream_as` methods dispatch here; nothing here decodes.
 
+use super::read_stream::ReadStream;
 use super::target::{Role, check_target, subset_shape};
 use crate::buffer::{BufferPrototype, NDBuffer, VarLenBuffer};
 use crate::data_types::Order;
 use crate::errors::{Error, Result};
-use crate::options::ReadOptions;
+use crate::options::{ReadOptions, StreamOptions};
 use crate::pipeline::{
-    AsyncUnits, Cancel, FetchStage, InnerFetch, VarLenRead, check_output_size, read_array,
+    AsyncStreamStore, AsyncUnits, Cancel, FetchStage, FixedSource, InnerFetch, StreamReads,
+    Subsets, SyncStreamStore, VarLenRead, VarLenSource, check_output_size, read_array,
     read_array_async, read_varlen,
 };
 use crate::zarr::{check_subset, data_type_of};
@@ -23,7 +25,8 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 /// fixed-width strings, records), [`VarLenBuffer`] for variable-length strings and bytes
 /// (zarr v3 `string` and `variable_length_bytes`, v2 object arrays with `VLenUTF8` or
 /// `VLenBytes`). Used by [`crate::ArrayReadExt::read_as`] and
-/// [`crate::ArrayReadAsyncExt::read_as_async`] and their `_opt` and `_all` forms.
+/// [`crate::ArrayReadAsyncExt::read_as_async`] and their `_opt` and `_all` forms, and by the
+/// read streams' `read_stream_as`.
 ///
 /// The trait is sealed: only these two types implement it. Asking an array for the other
 /// kind than it holds is an error that names the call to make instead.
@@ -61,11 +64,12 @@ impl ReadOutput for NDBuffer {}
 impl ReadOutput for VarLenBuffer {}
 
 pub(super) mod sealed {
-    use super::{BufferPrototype, Range, ReadOptions, Result};
+    use super::{BufferPrototype, Range, ReadOptions, ReadStream, Result, StreamOptions, Subsets};
     use zarrs::array::Array;
     use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
-    /// The reads behind [`super::ReadOutput`], one pair (sync, async) per output kind.
+    /// The reads behind [`super::ReadOutput`], per output kind: one subset (sync, async)
+    /// and a read stream (sync, async), whose one engine is given this kind's reads.
     /// Public in a private module, so callers outside the crate can neither implement
     /// [`super::ReadOutput`] nor call these.
     pub trait Sealed: Sized {
@@ -84,6 +88,23 @@ pub(super) mod sealed {
             proto: BufferPrototype,
             opts: ReadOptions,
         ) -> impl Future<Output = Result<Self>> + Send;
+
+        /// The read stream of `subsets` of a sync array (reads on plain threads).
+        fn stream_sync<S: ?Sized + ReadableStorageTraits + 'static>(
+            array: &Array<S>,
+            subsets: Subsets,
+            proto: &BufferPrototype,
+            opts: &StreamOptions,
+        ) -> ReadStream<Self>;
+
+        /// The read stream of `subsets` of an async array (reads on the blocking pool of
+        /// the tokio runtime this is called in; an error outside one).
+        fn stream_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+            array: &Array<S>,
+            subsets: Subsets,
+            proto: &BufferPrototype,
+            opts: &StreamOptions,
+        ) -> Result<ReadStream<Self>>;
     }
 }
 
@@ -108,6 +129,26 @@ impl sealed::Sealed for NDBuffer {
         let out = new_output(array, &subset, &proto, &opts)?;
         read_into_async(array, subset, out.clone(), opts).await?;
         Ok(out)
+    }
+
+    fn stream_sync<S: ?Sized + ReadableStorageTraits + 'static>(
+        array: &Array<S>,
+        subsets: Subsets,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> ReadStream<Self> {
+        let source = FixedSource::new(SyncStreamStore::new(array), proto, &opts.read);
+        ReadStream::new(StreamReads::new(source, subsets, opts))
+    }
+
+    fn stream_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+        array: &Array<S>,
+        subsets: Subsets,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream<Self>> {
+        let source = FixedSource::new(AsyncStreamStore::new(array)?, proto, &opts.read);
+        Ok(ReadStream::new(StreamReads::new(source, subsets, opts)))
     }
 }
 
@@ -156,6 +197,26 @@ impl sealed::Sealed for VarLenBuffer {
         });
         task.await
             .map_err(|e| Error::Cancelled(format!("the read task stopped: {e}")))?
+    }
+
+    fn stream_sync<S: ?Sized + ReadableStorageTraits + 'static>(
+        array: &Array<S>,
+        subsets: Subsets,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> ReadStream<Self> {
+        let source = VarLenSource::new(SyncStreamStore::new(array), proto, &opts.read);
+        ReadStream::new(StreamReads::new(source, subsets, opts))
+    }
+
+    fn stream_async<S: ?Sized + AsyncReadableStorageTraits + 'static>(
+        array: &Array<S>,
+        subsets: Subsets,
+        proto: &BufferPrototype,
+        opts: &StreamOptions,
+    ) -> Result<ReadStream<Self>> {
+        let source = VarLenSource::new(AsyncStreamStore::new(array)?, proto, &opts.read);
+        Ok(ReadStream::new(StreamReads::new(source, subsets, opts)))
     }
 }
 

@@ -1,9 +1,11 @@
 //! Read streams: many subsets of one array (a training loop's minibatches), read ahead with
-//! a bounded number in flight and yielded in order.
+//! a bounded number in flight and yielded in order, as `NDBuffer`s or, for arrays of
+//! variable-length strings and bytes, `VarLenBuffer`s (the output kind, [`crate::ReadOutput`],
+//! chosen by the caller's type as for `read_as`).
 //!
 //! - **Order.** Items come out in the order the subsets went in, whatever order the reads
 //!   finish in.
-//! - **In flight.** At most [`StreamOptions::prefetch`] subsets are being read or wait to be
+//! - **In flight.** At most [`crate::options::StreamOptions::prefetch`] subsets are being read or wait to be
 //!   taken. The subsets' iterator is pulled lazily (one subset per read started), so memory
 //!   is bounded by the options, not by the iterator's length.
 //! - **Sharing.** Each read claims the chunks it will fetch when it starts; a chunk claimed
@@ -17,24 +19,25 @@
 //!   subset (stop by dropping it).
 //!
 //! Each read runs on a blocking thread of its own (the async runtime's blocking pool for
-//! async stores, a plain thread for sync stores) through the same staged pipeline as
-//! [`crate::ArrayReadAsyncExt::read_into_async`].
+//! async stores, a plain thread for sync stores): an `NDBuffer` through the same read core
+//! as [`crate::ArrayReadAsyncExt::read_into_async`], a `VarLenBuffer` as
+//! [`crate::ArrayReadExt::read_as`] makes one. One engine serves both kinds
+//! (`pipeline/stream/`).
 
-use crate::buffer::{BufferPrototype, NDBuffer};
+use crate::buffer::NDBuffer;
 use crate::errors::Result;
-use crate::options::StreamOptions;
 use crate::pipeline::StreamReads;
 use futures::Stream;
-use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use zarrs::array::Array;
-use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 
-/// A stream of the NDBuffers of many subsets of one array, read ahead and yielded in order
-/// (see [`StreamOptions`] for the bound on reads in flight, and docs/rust-api.md's "Read
-/// streams" for the design). Made by [`crate::ArrayReadAsyncExt::read_stream`] (async stores) or
-/// [`crate::ArrayReadExt::read_stream`] (sync stores, as a [`BlockingReadStream`]).
+/// A stream of the outputs (`T`: [`NDBuffer`], or [`crate::VarLenBuffer`] for variable-length
+/// arrays) of many subsets of one array, read ahead and yielded in order (see
+/// [`crate::options::StreamOptions`] for the bound on reads in flight, and docs/rust-api.md's "Read
+/// streams" for the design). Made by [`crate::ArrayReadAsyncExt::read_stream`] and
+/// [`read_stream_as`](crate::ArrayReadAsyncExt::read_stream_as) (async stores) or
+/// [`crate::ArrayReadExt::read_stream`] and [`read_stream_as`](crate::ArrayReadExt::read_stream_as)
+/// (sync stores, as a [`BlockingReadStream`]).
 ///
 /// The subsets' iterator is pulled while the stream is polled, so it should not block.
 /// Dropping the stream cancels the reads in flight and waits until they have stopped.
@@ -73,11 +76,15 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok(()) }
 /// ```
-pub struct ReadStream(StreamReads);
+pub struct ReadStream<T = NDBuffer>(StreamReads<T>);
 
-impl ReadStream {
+impl<T: Send + 'static> ReadStream<T> {
+    pub(crate) fn new(reads: StreamReads<T>) -> Self {
+        ReadStream(reads)
+    }
+
     /// Subsets admitted and not yet yielded: being read, or read and waiting to be taken.
-    /// Never more than [`StreamOptions::prefetch`] (at least 1).
+    /// Never more than [`crate::options::StreamOptions::prefetch`] (at least 1).
     ///
     /// ```
     /// # use zarrbuf::{ArrayReadExt, BufferPrototype, options::StreamOptions};
@@ -136,13 +143,13 @@ impl ReadStream {
     /// # std::fs::remove_dir_all(&dir).ok();
     /// # Ok(()) }
     /// ```
-    pub fn blocking(self) -> BlockingReadStream {
+    pub fn blocking(self) -> BlockingReadStream<T> {
         BlockingReadStream(self)
     }
 }
 
-impl Stream for ReadStream {
-    type Item = Result<NDBuffer>;
+impl<T: Send + 'static> Stream for ReadStream<T> {
+    type Item = Result<T>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.get_mut().0.poll_next(cx)
@@ -175,9 +182,9 @@ impl Stream for ReadStream {
 /// assert_eq!(items[3].as_ref().unwrap().to_vec::<f32>()?, vec![3.0, 4.0]);
 /// # Ok::<(), zarrbuf::Error>(())
 /// ```
-pub struct BlockingReadStream(ReadStream);
+pub struct BlockingReadStream<T = NDBuffer>(ReadStream<T>);
 
-impl BlockingReadStream {
+impl<T: Send + 'static> BlockingReadStream<T> {
     /// Subsets admitted and not yet yielded (see [`ReadStream::in_flight`]).
     ///
     /// ```
@@ -207,8 +214,8 @@ impl BlockingReadStream {
     }
 }
 
-impl Iterator for BlockingReadStream {
-    type Item = Result<NDBuffer>;
+impl<T: Send + 'static> Iterator for BlockingReadStream<T> {
+    type Item = Result<T>;
 
     fn next(&mut self) -> Option<Self::Item> {
         futures::executor::block_on(futures::StreamExt::next(&mut self.0))
@@ -219,33 +226,11 @@ impl Iterator for BlockingReadStream {
     }
 }
 
-/// The stream of a sync array's subsets (see [`crate::ArrayReadExt::read_stream`]).
-pub(crate) fn sync_stream<S, I>(
-    array: &Array<S>,
-    subsets: I,
-    proto: &BufferPrototype,
-    opts: &StreamOptions,
-) -> BlockingReadStream
-where
-    S: ?Sized + ReadableStorageTraits + 'static,
-    I: IntoIterator<Item = Vec<Range<u64>>>,
-    I::IntoIter: Send + 'static,
-{
-    let reads = StreamReads::of_sync_array(array, subsets, proto, opts);
-    BlockingReadStream(ReadStream(reads))
-}
-
-/// The stream of an async array's subsets (see [`crate::ArrayReadAsyncExt::read_stream`]).
-pub(crate) fn async_stream<S, I>(
-    array: &Array<S>,
-    subsets: I,
-    proto: &BufferPrototype,
-    opts: &StreamOptions,
-) -> Result<ReadStream>
-where
-    S: ?Sized + AsyncReadableStorageTraits + 'static,
-    I: IntoIterator<Item = Vec<Range<u64>>>,
-    I::IntoIter: Send + 'static,
-{
-    StreamReads::of_async_array(array, subsets, proto, opts).map(ReadStream)
-}
+/// The blocking stream of a variable-length array's subsets, before the two kinds shared
+/// one stream type.
+#[deprecated(
+    since = "0.2.0",
+    note = "use BlockingReadStream<VarLenBuffer>, made by \
+            ArrayReadExt::read_stream_as::<VarLenBuffer, _>; removed in 0.3.0"
+)]
+pub type VarLenReadStream = BlockingReadStream<crate::buffer::VarLenBuffer>;

@@ -1,24 +1,23 @@
-//! Read streams of variable-length arrays (strings, byte strings), yielding
-//! [`VarLenBuffer`]s, `varlen_kind`, and the deprecated `read_varlen` wrappers of `read_as`.
+//! `varlen_kind`, and the deprecated `read_varlen*` wrappers of `read_as` and
+//! `read_stream_as` for variable-length arrays (strings, byte strings).
+#![allow(deprecated)] // (VarLenReadStream, the deprecated stream type, is named here)
 
 use super::read::ArrayReadExt;
-use super::read_varlen_stream::VarLenReadStream;
+use super::read_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
 use crate::data_types::VarLenKind;
 use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{Cancel, FetchStage, InnerFetch, VarLenStreamReads, read_varlen};
-use crate::zarr::{check_subset, vlen_kind};
+use crate::zarr::vlen_kind;
 use std::ops::Range;
-use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::ReadableStorageTraits;
 
 /// Reading variable-length arrays into [`VarLenBuffer`]s (Arrow's large string/binary
 /// layout): an extension trait on `zarrs::array::Array`, beside [`crate::ArrayReadExt`],
-/// whose `read_as::<VarLenBuffer>` reads one subset (see [`crate::ReadOutput`]); this
-/// trait holds the read streams and [`varlen_kind`](Self::varlen_kind). Its `read_varlen`
-/// methods are deprecated wrappers of `read_as` (docs/api-changes.md).
+/// whose `read_as::<VarLenBuffer>` reads one subset and `read_stream_as::<VarLenBuffer, _>`
+/// many (see [`crate::ReadOutput`]); this trait holds [`varlen_kind`](Self::varlen_kind).
+/// Its `read_varlen*` methods are deprecated wrappers of those (docs/api-changes.md).
 ///
 /// It reads zarr v3 `string` and `variable_length_bytes` arrays (codecs `vlen-utf8`,
 /// `vlen-bytes`) and v2 object arrays (`|O`) with the `VLenUTF8` or `VLenBytes` filter,
@@ -94,26 +93,12 @@ pub trait ArrayReadVarLenExt {
         opts: &ReadOptions,
     ) -> Result<VarLenBuffer>;
 
-    /// Reads many subsets ahead of the consumer, at most `opts.prefetch` at once on threads
-    /// of their own (each as [`crate::ArrayReadExt::read_as_opt`] with `opts.read`),
-    /// yielded in order as a blocking iterator; a failed subset is an `Err` item and the
-    /// stream goes on; dropping it cancels the reads in flight (see
-    /// [`VarLenReadStream`] and the fixed-size [`crate::ArrayReadExt::read_stream`]).
-    ///
-    /// ```
-    /// # use zarrbuf::{ArrayReadVarLenExt, BufferPrototype, options::StreamOptions};
-    /// # use zarrs::array::{ArrayBuilder, data_type};
-    /// # let store = std::sync::Arc::new(zarrs::storage::store::MemoryStore::new());
-    /// # let array = ArrayBuilder::new(vec![6], vec![3], data_type::string(), "").build(store, "/s").unwrap();
-    /// array.store_chunk(&[1], vec!["x", "yy", "zzz"]).unwrap();
-    /// let batches = [vec![4..6], vec![0..2]];
-    /// let counts: Vec<usize> = array
-    ///     .read_varlen_stream(batches, &BufferPrototype::cpu(), &StreamOptions::default())
-    ///     .map(|b| b.map(|b| b.values().len()))
-    ///     .collect::<zarrbuf::Result<_>>()?;
-    /// assert_eq!(counts, [5, 0]); // "yy" + "zzz", then two fill values ""
-    /// # Ok::<(), zarrbuf::Error>(())
-    /// ```
+    /// Reads many subsets ahead of the consumer as a blocking iterator of
+    /// [`VarLenBuffer`]s: [`crate::ArrayReadExt::read_stream_as`]`::<VarLenBuffer, _>`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use ArrayReadExt::read_stream_as::<VarLenBuffer, _>; removed in 0.3.0"
+    )]
     fn read_varlen_stream<I>(
         &self,
         subsets: I,
@@ -158,22 +143,7 @@ impl<S: ?Sized + ReadableStorageTraits + 'static> ArrayReadVarLenExt for Array<S
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        let array = Arc::new(self.with_storage(self.storage()));
-        let (proto, read_opts) = (proto.clone(), opts.read.clone());
-        let read = move |subset: &[Range<u64>], cancel: &Cancel| {
-            check_subset(array.shape(), subset, array.path().as_str())?;
-            let array = array.as_ref();
-            read_varlen(
-                array,
-                subset,
-                &proto,
-                &read_opts,
-                InnerFetch::for_store(array),
-                &FetchStage::for_sync_store(array).cancelled_by(|| cancel.check("read stream")),
-            )
-        };
-        let subsets = Box::new(subsets.into_iter());
-        VarLenReadStream::new(VarLenStreamReads::new(Arc::new(read), subsets, opts))
+        self.read_stream_as::<VarLenBuffer, I>(subsets, proto, opts)
     }
 
     fn varlen_kind(&self) -> Option<VarLenKind> {

@@ -1,14 +1,13 @@
-//! Async read streams of variable-length arrays (strings, byte strings), yielding
-//! [`VarLenBuffer`]s, and the deprecated `read_varlen` wrappers of `read_as_async`.
+//! The deprecated `read_varlen*` wrappers of `read_as_async` and `read_stream_as` for
+//! variable-length arrays (strings, byte strings) over async stores.
+#![allow(deprecated)] // (VarLenReadStream, the deprecated stream type, is named here)
 
 use super::read_async::ArrayReadAsyncExt;
-use super::read_varlen_stream::VarLenReadStream;
+use super::read_stream::VarLenReadStream;
 use crate::buffer::{BufferPrototype, VarLenBuffer};
-use crate::errors::{Error, Result};
+use crate::errors::Result;
 use crate::options::{ReadOptions, StreamOptions};
-use crate::pipeline::{Cancel, VarLenStreamReads};
 use std::ops::Range;
-use std::sync::Arc;
 use zarrs::array::Array;
 use zarrs::storage::AsyncReadableStorageTraits;
 
@@ -18,7 +17,8 @@ use zarrs::storage::AsyncReadableStorageTraits;
 /// blocking thread and rayon's pool, and its chunks are fetched on the tokio runtime ahead
 /// of the decoders, up to [`ReadOptions::io_concurrency`] requests and the staging budget
 /// in bytes, as fixed-size reads are. Dropping the future cancels the requests in flight.
-/// The futures are `Send`. The `read_varlen` methods are deprecated wrappers of `read_as`.
+/// The futures are `Send`. Every method here is a deprecated wrapper: of `read_as_async`,
+/// and of `read_stream_as::<VarLenBuffer, _>` for the stream.
 ///
 /// ```no_run
 /// # async fn demo() -> zarrbuf::Result<()> {
@@ -85,36 +85,13 @@ pub trait ArrayReadVarLenAsyncExt: Sync {
         opts: &ReadOptions,
     ) -> impl Future<Output = Result<VarLenBuffer>> + Send;
 
-    /// The read stream of [`crate::ArrayReadVarLenExt::read_varlen_stream`] for an async
-    /// store, made inside a tokio runtime (an error outside one): each subset is read as
-    /// [`crate::ArrayReadAsyncExt::read_as_opt_async`] on a plain thread of its own
-    /// that waits on that runtime. The stream is a blocking iterator: take its items
-    /// outside async tasks (e.g. `spawn_blocking`). Dropping it abandons the fetches in
-    /// flight; a read already decoding finishes on the runtime's blocking pool.
-    ///
-    /// ```
-    /// # fn main() -> zarrbuf::Result<()> {
-    /// use zarrbuf::{ArrayReadVarLenAsyncExt, ArrayWriteVarLenExt, BufferPrototype, VarLenBuffer};
-    /// use zarrbuf::options::StreamOptions;
-    /// use zarrs::array::{ArrayBuilder, data_type};
-    /// # let dir = std::env::temp_dir().join(format!("zarrbuf-doc-vstream-{}", std::process::id()));
-    /// # let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
-    /// let store = std::sync::Arc::new(zarrs::filesystem::FilesystemStore::new(&dir).map_err(|e| err(&e))?);
-    /// let array = ArrayBuilder::new(vec![4], vec![2], data_type::string(), "").build(store, "/s").map_err(|e| err(&e))?;
-    /// array.store_metadata().map_err(|e| err(&e))?;
-    /// array.write_varlen(&[0..4], &VarLenBuffer::from_strings(vec![4], ["a", "b", "c", "d"])?)?;
-    ///
-    /// let rt = tokio::runtime::Runtime::new().map_err(|e| err(&e))?;
-    /// let _enter = rt.enter(); // the stream's reads wait on `rt`
-    /// let array = rt.block_on(zarrbuf::open_async(&format!("file://{}", dir.display()), "s"))?;
-    /// let stream = array.read_varlen_stream([vec![2..4], vec![0..1]], &BufferPrototype::cpu(), &StreamOptions::default())?;
-    /// let got: Vec<Vec<String>> = stream
-    ///     .map(|b| b?.iter_str()?.collect::<zarrbuf::Result<Vec<String>>>())
-    ///     .collect::<zarrbuf::Result<_>>()?;
-    /// assert_eq!(got, [vec!["c", "d"], vec!["a"]]);
-    /// # std::fs::remove_dir_all(&dir).ok();
-    /// # Ok(()) }
-    /// ```
+    /// The read stream of an async store's subsets as a blocking iterator:
+    /// [`crate::ArrayReadAsyncExt::read_stream_as`]`::<VarLenBuffer, _>` then
+    /// [`blocking`](crate::stream::ReadStream::blocking).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use ArrayReadAsyncExt::read_stream_as::<VarLenBuffer, _>; removed in 0.3.0"
+    )]
     fn read_varlen_stream<I>(
         &self,
         subsets: I,
@@ -154,22 +131,8 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> ArrayReadVarLenAsyncExt f
         I: IntoIterator<Item = Vec<Range<u64>>>,
         I::IntoIter: Send + 'static,
     {
-        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-            Error::InvalidArgument(
-                "read streams of async arrays need a tokio runtime: make them inside one \
-                 (in a task, or after `runtime.enter()`)"
-                    .into(),
-            )
-        })?;
-        let array = Arc::new(self.with_storage(self.storage()));
-        let (proto, read_opts) = (proto.clone(), opts.read.clone());
-        let read = move |subset: &[Range<u64>], cancel: &Cancel| {
-            cancel.check("read stream")?;
-            let fut = array.read_as_opt_async::<VarLenBuffer>(subset, &proto, &read_opts);
-            handle.block_on(cancel.unless_dropped("read stream", fut))
-        };
-        let subsets = Box::new(subsets.into_iter());
-        let reads = VarLenStreamReads::new(Arc::new(read), subsets, opts);
-        Ok(VarLenReadStream::new(reads))
+        Ok(self
+            .read_stream_as::<VarLenBuffer, I>(subsets, proto, opts)?
+            .blocking())
     }
 }

@@ -1,56 +1,19 @@
-//! `zarrbuf info`, `read` and `bench`: describe an array, read it (into a .npy file or a
-//! summary), and time repeated reads.
+//! `zarrbuf read` and `bench`: read an array, of fixed-size or variable-length elements,
+//! into a new buffer (reported as a summary or a `.npy` file, `read_report.rs`), and time
+//! repeated reads.
 
 use super::codec_limit::{CodecLimit, process_cpu_seconds};
 use super::names::label;
-use super::output::{errln, out, outln};
+use super::output::outln;
 use super::parse::prototype;
 use super::progress::progress_options;
-use super::source::{Opening, Reader, Source};
+use super::read_report::ReadReport;
+use super::source::{Opening, Source};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use zarrbuf::options::Decode;
-use zarrbuf::{
-    Error, NDBuffer, Result,
-    options::{OpenOptions, ReadOptions},
-};
-
-pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> Result<()> {
-    if json {
-        let hierarchy = zarrbuf::list_hierarchy_opt(store, path, opts)?;
-        let text = serde_json::to_string_pretty(&hierarchy)
-            .map_err(|e| Error::InvalidArgument(format!("cannot write the JSON: {e}")))?;
-        outln!("{text}")?;
-        return Ok(());
-    }
-    let array = match Source::open(store, path, Reader::ByLocation, opts) {
-        Ok(array) => array,
-        Err(Error::IsGroup { .. }) => {
-            out!("{}", zarrbuf::list_hierarchy_opt(store, path, opts)?)?;
-            return Ok(());
-        }
-        Err(e) => return Err(e),
-    };
-    if array.varlen_kind().is_some() {
-        return super::read_varlen::info(store, path, &array.describe_varlen()?);
-    }
-    let i = array.describe()?;
-    outln!("array:      {}", label(store, path))?;
-    outln!("zarr:       v{}", i.zarr_format)?;
-    outln!("shape:      {:?}", i.shape)?;
-    match &i.inner_chunks {
-        Some(inner) => {
-            outln!("shards:     {:?}", i.chunks)?;
-            outln!("chunks:     {inner:?} (inside each shard)")?;
-        }
-        None => outln!("chunks:     {:?}", i.chunks)?,
-    }
-    outln!("data type:  {}", i.data_type)?;
-    outln!("codecs:     {}", i.codecs.join(", "))?;
-    outln!("fill value: {}", i.fill_value)?;
-    Ok(())
-}
+use zarrbuf::options::{Decode, ReadOptions};
+use zarrbuf::{BufferPrototype, Error, NDBuffer, Result, VarLenBuffer};
 
 /// `read`'s choices of how to read: where to decompress, and the most memory the result may
 /// take (`--memory`).
@@ -83,33 +46,32 @@ pub(crate) fn read(
         opts = opts.with_max_bytes(n);
     }
     opts.io_concurrency = choices.io_concurrency;
-    if array.varlen_kind().is_some() {
-        let read = super::read_varlen::read(&array, &ranges, &proto, &opts, out.as_deref());
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
-        return read;
-    }
-    let start = Instant::now();
-    let data = array.read(&ranges, &proto, &opts)?;
-    let seconds = start.elapsed().as_secs_f64();
+    // One read for both kinds; the array's elements choose what it reads into.
+    let result = match array.varlen_kind() {
+        Some(_) => read_and_report::<VarLenBuffer>(&array, &ranges, &proto, &opts, out),
+        None => read_and_report::<NDBuffer>(&array, &ranges, &proto, &opts, out),
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    result
+}
+
+/// Reads `ranges` into a new `T` and reports it: a summary, or with `out` a `.npy` file.
+fn read_and_report<T: ReadReport>(
+    array: &Source,
+    ranges: &[Range<u64>],
+    proto: &BufferPrototype,
+    opts: &ReadOptions,
+    out: Option<PathBuf>,
+) -> Result<()> {
+    let start = Instant::now();
+    let data: T = array.read(ranges, proto, opts)?;
+    let seconds = start.elapsed().as_secs_f64();
     match out {
-        Some(file) => {
-            zarrbuf::npy::write(&file, &data)?;
-            errln!(
-                "wrote {} ({:?} {}) read in {:.3} s",
-                file.display(),
-                data.shape(),
-                data.dtype(),
-                seconds
-            );
-        }
-        None => summary(&data, seconds)?,
+        Some(file) => data.save(&file, seconds),
+        None => data.summary(seconds),
     }
-    Ok(())
 }
 
 /// `bench --subsets`: reads every subset of `list` one at a time, once to warm up and then
@@ -126,7 +88,7 @@ fn bench_subsets(
         return Err(Error::InvalidArgument("--subsets lists no subset".into()));
     }
     for s in list {
-        drop(array.read(s, proto, opts)?);
+        drop(array.read::<NDBuffer>(s, proto, opts)?);
     }
     let mut rates = Vec::with_capacity(reps);
     let mut times = Vec::with_capacity(reps * list.len());
@@ -134,7 +96,7 @@ fn bench_subsets(
         let round = Instant::now();
         for s in list {
             let start = Instant::now();
-            let data = array.read(s, proto, opts)?;
+            let data: NDBuffer = array.read(s, proto, opts)?;
             times.push(start.elapsed().as_secs_f64());
             drop(data);
         }
@@ -148,31 +110,6 @@ fn bench_subsets(
         proto.memory(),
         rates.join(" "),
         times[times.len() / 2] * 1e6
-    )?;
-    Ok(())
-}
-
-pub(crate) fn summary(data: &NDBuffer, seconds: f64) -> Result<()> {
-    // Hash in place when the result already sits in host memory, C-contiguous and
-    // little-endian: a copy would double the peak memory of a whole-array read.
-    let crc = if data.is_c_contiguous()
-        && data.byte_order() == zarrbuf::dtype::ByteOrder::Little
-        && data.buffer().is_host_accessible()
-    {
-        let host = data.buffer().as_host_bytes()?;
-        crc32fast::hash(&host[data.offset()..data.offset() + data.nbytes()])
-    } else {
-        crc32fast::hash(&data.to_native_bytes()?)
-    };
-    outln!("shape:      {:?}", data.shape())?;
-    outln!("dtype:      {}", data.dtype())?;
-    outln!("memory:     {}", data.memory())?;
-    outln!("checksum:   crc32 {crc:08x} (C order, little-endian)")?;
-    outln!(
-        "throughput: {:.3} GB/s ({} bytes in {:.4} s)",
-        data.nbytes() as f64 / seconds.max(1e-9) / 1e9,
-        data.nbytes(),
-        seconds
     )?;
     Ok(())
 }
@@ -234,7 +171,7 @@ pub(crate) fn bench(
             ));
         }
     };
-    let warm = array.read(&all, &proto, opts)?;
+    let warm: NDBuffer = array.read(&all, &proto, opts)?;
     let bytes = warm.nbytes();
     drop(warm);
     let mut rates = Vec::with_capacity(reps);
@@ -242,7 +179,7 @@ pub(crate) fn bench(
     for _ in 0..reps {
         let cpu = process_cpu_seconds();
         let start = Instant::now();
-        let data = array.read(&all, &proto, opts)?;
+        let data: NDBuffer = array.read(&all, &proto, opts)?;
         let s = start.elapsed().as_secs_f64();
         drop(data);
         if let (Some(a), Some(b)) = (cpu, process_cpu_seconds()) {

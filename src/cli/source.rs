@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 use zarrbuf::{
-    ArrayReadExt, BufferPrototype, Error, NDBuffer, Result,
+    ArrayReadExt, BufferPrototype, Error, ReadOutput, Result,
     options::{OpenOptions, ReadOptions},
 };
 
@@ -82,29 +82,18 @@ impl Source {
         }
     }
 
-    pub(crate) fn read_varlen(
+    /// Reads `subset` into a new output of the caller's kind (`NDBuffer` or
+    /// `VarLenBuffer`, see `zarrbuf::ReadOutput`).
+    pub(crate) fn read<T: ReadOutput>(
         &self,
         subset: &[Range<u64>],
         proto: &BufferPrototype,
         opts: &ReadOptions,
-    ) -> Result<zarrbuf::VarLenBuffer> {
+    ) -> Result<T> {
         use zarrbuf::ArrayReadAsyncExt;
         match self {
             Source::Local(a) => a.read_as_opt(subset, proto, opts),
             Source::Remote(a, rt) => rt.block_on(a.read_as_opt_async(subset, proto, opts)),
-        }
-    }
-
-    pub(crate) fn read(
-        &self,
-        subset: &[Range<u64>],
-        proto: &BufferPrototype,
-        opts: &ReadOptions,
-    ) -> Result<NDBuffer> {
-        use zarrbuf::ArrayReadAsyncExt;
-        match self {
-            Source::Local(a) => a.read_opt(subset, proto, opts),
-            Source::Remote(a, rt) => rt.block_on(a.read_opt_async(subset, proto, opts)),
         }
     }
 }

@@ -14,7 +14,8 @@
 //! - `gpu_decode/`: decompression on the device — its batches, their plan, the hybrid
 //!   queue the device and the CPU threads share, what `Decode::Auto` decides, the knobs;
 //! - `cache/`: reads through a decoded-chunk cache, on the host and in the device's memory;
-//! - `stream/`: the reads behind read streams;
+//! - `stream/`: the reads behind read streams (one ordered prefetch engine for fixed-size
+//!   and variable-length streams, sync and async stores);
 //! - `write/`: the staged write, its driver, compression batches, chunk writer and store
 //!   threads;
 //! - here: what reads and writes share — staging slots and their pool, cancellation.
@@ -34,7 +35,7 @@ mod slots;
 mod stream;
 mod write;
 
-pub(crate) use cancel::{Cancel, FinishOnDrop, StopOnDrop};
+pub(crate) use cancel::{Cancel, StopOnDrop};
 pub(crate) use fetch::chunk_share::{ChunkShare, Claim};
 pub(crate) use fetch::fetch_ahead::{AheadLimits, FetchAhead};
 pub(crate) use fetch::fetch_stage::{AsyncFetch, AsyncUnits, FetchStage};
@@ -48,8 +49,10 @@ pub(crate) use read::staged_read::{Produced, StagedRead};
 pub(crate) use read::varlen_read::{VarLenRead, read_varlen};
 pub(crate) use slot_pool::Slot;
 pub(crate) use slots::{allocate_slots, finish, largest_unit_bytes};
-pub(crate) use stream::read_stream::StreamReads;
-pub(crate) use stream::varlen_stream::VarLenStreamReads;
+pub(crate) use stream::fixed_source::FixedSource;
+pub(crate) use stream::ordered_reads::{StreamReads, Subsets};
+pub(crate) use stream::stream_store::{AsyncStreamStore, SyncStreamStore};
+pub(crate) use stream::varlen_source::VarLenSource;
 pub(crate) use write::chunk_sink::ChunkSink;
 pub(crate) use write::chunk_writer::ChunkWriter;
 pub(crate) use write::staged_write::{DeviceChunk, DeviceCompress, Gathered, StagedWrite};

@@ -1,8 +1,10 @@
-//! Read streams of variable-length arrays (`ArrayReadVarLenExt::read_varlen_stream`): items
+//! Read streams of variable-length arrays (`read_stream_as::<VarLenBuffer, _>`, the one
+//! stream engine of fixed-size reads too): items
 //! equal `read_as::<VarLenBuffer>` of the same subsets, in order, when later subsets finish first; at
 //! most `prefetch` reads in flight with the subsets pulled lazily; a bad subset or a damaged
 //! chunk is an `Err` item and later items still arrive; dropping the stream stops the reads
-//! in flight at their next chunk and returns once they have stopped.
+//! in flight at their next chunk and returns once they have stopped; a chunk claimed by
+//! several reads in flight is fetched once.
 //!
 //! The instrument is `Slow`, a sync zarrs store over a `MemoryStore` that delays each chunk
 //! request (by a rule per test) and counts the requests, how many run at once, and the
@@ -16,10 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zarrbuf::options::StreamOptions;
-use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenAsyncExt, ArrayReadVarLenExt, BufferPrototype,
-    Error, VarLenBuffer,
-};
+use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, BufferPrototype, Error, VarLenBuffer};
 use zarrs::array::{Array, ArrayBuilder, data_type};
 use zarrs::storage::byte_range::ByteRangeIterator;
 use zarrs::storage::store::MemoryStore;
@@ -156,7 +155,7 @@ fn items_equal_read_varlen_in_order_when_later_subsets_finish_first() {
     ];
     let opts = StreamOptions::default().with_prefetch(3);
     let items: Vec<VarLenBuffer> = array
-        .read_varlen_stream(subsets.clone(), &BufferPrototype::cpu(), &opts)
+        .read_stream_as::<VarLenBuffer, _>(subsets.clone(), &BufferPrototype::cpu(), &opts)
         .collect::<zarrbuf::Result<_>>()
         .unwrap();
     assert_eq!(items.len(), subsets.len());
@@ -193,7 +192,8 @@ fn at_most_prefetch_reads_are_in_flight_and_subsets_are_pulled_lazily() {
     });
     let prefetch = 3;
     let opts = StreamOptions::default().with_prefetch(prefetch);
-    let mut stream = array.read_varlen_stream(subsets, &BufferPrototype::cpu(), &opts);
+    let mut stream =
+        array.read_stream_as::<VarLenBuffer, _>(subsets, &BufferPrototype::cpu(), &opts);
     assert_eq!(
         pulled.load(Ordering::SeqCst),
         0,
@@ -241,7 +241,11 @@ fn bad_subsets_and_damaged_chunks_are_err_items_and_the_stream_goes_on() {
         vec![12..16],
     ];
     let items: Vec<_> = array
-        .read_varlen_stream(subsets, &BufferPrototype::cpu(), &StreamOptions::default())
+        .read_stream_as::<VarLenBuffer, _>(
+            subsets,
+            &BufferPrototype::cpu(),
+            &StreamOptions::default(),
+        )
         .collect();
     assert_eq!(items.len(), 5);
     assert_eq!(strings(items[0].as_ref().unwrap()), expect_range(&(0..4)));
@@ -279,7 +283,8 @@ fn dropping_the_stream_stops_the_reads_in_flight() {
     let array = open_slow(&store);
     let subsets = (0..5u64).map(|i| vec![i * 128..(i + 1) * 128]);
     let opts = StreamOptions::default().with_prefetch(4);
-    let mut stream = array.read_varlen_stream(subsets, &BufferPrototype::cpu(), &opts);
+    let mut stream =
+        array.read_stream_as::<VarLenBuffer, _>(subsets, &BufferPrototype::cpu(), &opts);
     let first = stream.next().unwrap().unwrap();
     assert_eq!(strings(&first), expect_range(&(0..128)));
     // The reads of subsets 1 to 4 are in flight; wait until they fetch.
@@ -397,12 +402,13 @@ fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
         vec![0..0],
     ];
     let items: Vec<_> = array
-        .read_varlen_stream(
+        .read_stream_as::<VarLenBuffer, _>(
             subsets[..3].to_vec(),
             &BufferPrototype::cpu(),
             &StreamOptions::default(),
         )
         .unwrap()
+        .blocking()
         .collect();
     for (item, subset) in items.iter().zip(&subsets) {
         let direct = rt
@@ -417,12 +423,13 @@ fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
     }
     // Subset 1 is in flight for 5 s: dropping the stream abandons its fetches.
     let mut stream = array
-        .read_varlen_stream(
+        .read_stream_as::<VarLenBuffer, _>(
             subsets[2..].to_vec(),
             &BufferPrototype::cpu(),
             &StreamOptions::default(),
         )
-        .unwrap();
+        .unwrap()
+        .blocking();
     assert_eq!(
         strings(&stream.next().unwrap().unwrap()),
         expect_range(&(2..3))
@@ -450,7 +457,7 @@ fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
     // Outside a runtime the stream is refused with a sentence.
     drop(_enter);
     let err = array
-        .read_varlen_stream(
+        .read_stream_as::<VarLenBuffer, _>(
             [vec![0..1]],
             &BufferPrototype::cpu(),
             &StreamOptions::default(),
@@ -458,4 +465,47 @@ fn async_streams_equal_async_reads_and_dropping_abandons_the_fetches() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("need a tokio runtime"), "{err}");
+}
+
+#[test]
+fn a_chunk_claimed_by_several_reads_in_flight_is_fetched_once() {
+    // Four chunks of 4 strings; three overlapping subsets admitted together touch chunks
+    // {0, 1}, {1, 2}, {2, 3}: six fetches without sharing, four with it.
+    let store = Slow::new(memory_strings(16, 4), |_| Duration::from_millis(20));
+    let array = open_slow(&store);
+    let subsets = vec![vec![0..8], vec![4..12], vec![8..16]];
+    let opts = StreamOptions::default().with_prefetch(3);
+    let mut stream =
+        array.read_stream_as::<VarLenBuffer, _>(subsets.clone(), &BufferPrototype::cpu(), &opts);
+    for subset in &subsets {
+        let item = stream.next().unwrap().unwrap();
+        assert_eq!(strings(&item), expect_range(&subset[0]));
+    }
+    assert!(stream.next().is_none());
+    assert_eq!(
+        store.gets.load(Ordering::SeqCst),
+        4,
+        "each chunk fetched once"
+    );
+    assert_eq!(
+        stream.shared_chunks(),
+        0,
+        "nothing is kept once the reads are done"
+    );
+}
+
+#[test]
+#[allow(deprecated)]
+fn the_deprecated_read_varlen_stream_is_read_stream_as() {
+    use zarrbuf::{ArrayReadVarLenExt, stream::VarLenReadStream};
+    let store = Slow::new(memory_strings(16, 4), |_| Duration::ZERO);
+    let array = open_slow(&store);
+    let subsets = vec![vec![2..7], vec![0..1]];
+    let opts = StreamOptions::default();
+    let stream: VarLenReadStream =
+        array.read_varlen_stream(subsets.clone(), &BufferPrototype::cpu(), &opts);
+    let items: Vec<VarLenBuffer> = stream.collect::<zarrbuf::Result<_>>().unwrap();
+    for (item, subset) in items.iter().zip(&subsets) {
+        assert_eq!(strings(item), expect_range(&subset[0]));
+    }
 }

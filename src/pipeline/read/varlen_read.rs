@@ -143,6 +143,17 @@ impl VarLenRead {
         })
     }
 
+    /// The units this read fetches, by their chunk (or inner chunk) indices: what a
+    /// stream's read claims in its chunk share.
+    pub(crate) fn unit_keys(&self) -> Vec<Vec<u64>> {
+        self.plan
+            .units
+            .units
+            .iter()
+            .map(|u| u.indices.clone())
+            .collect()
+    }
+
     /// Fetches (through `stage`: ahead of the decoders from object stores), decodes and
     /// assembles the units into a new [`VarLenBuffer`] made by `proto`.
     pub(crate) fn run<S: ?Sized + Send + Sync + 'static>(
