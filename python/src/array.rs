@@ -8,7 +8,7 @@ use crate::errors::ZarrbufError;
 use crate::errors::{py_err, run};
 use crate::inner::{Inner, prototype};
 use crate::ndarray::{NDArray, import_dlpack};
-use crate::read_stream::{PySubsets, ReadStream, Stream};
+use crate::read_stream::{PySubsets, ReadStream, Stream, blocking_stream};
 use crate::runtime::runtime;
 use crate::selection::{drop_axes, insert_axes, to_ranges};
 use crate::varlen::{VarLenArray, kind_name};
@@ -437,25 +437,18 @@ impl Array {
         let proto = prototype(device).map_err(py_err)?;
         let pulled = PySubsets::new(subsets)?;
         let handover = pulled.handover();
-        let stream = match &self.elements {
-            Elements::Fixed(f) => {
-                let opts = StreamOptions::default()
-                    .with_prefetch(prefetch)
-                    .with_read(f.read_options(None));
-                run(py, || match &self.inner {
-                    Inner::Sync(a) => Ok(Stream::Fixed(a.read_stream(pulled, &proto, &opts))),
-                    Inner::Async(a) => {
-                        let _enter = runtime()?.enter();
-                        Ok(Stream::Fixed(
-                            a.read_stream(pulled, &proto, &opts)?.blocking(),
-                        ))
-                    }
-                })?
-            }
-            Elements::VarLen { .. } => run(py, || {
-                array_varlen::stream(&self.inner, pulled, &proto, prefetch)
-            })?,
-        };
+        let opts = StreamOptions::default().with_prefetch(prefetch);
+        let stream = run(py, || {
+            Ok(match &self.elements {
+                Elements::Fixed(f) => {
+                    let opts = opts.with_read(f.read_options(None));
+                    Stream::Fixed(blocking_stream(&self.inner, pulled, &proto, &opts)?)
+                }
+                Elements::VarLen { .. } => {
+                    Stream::VarLen(blocking_stream(&self.inner, pulled, &proto, &opts)?)
+                }
+            })
+        })?;
         Ok(ReadStream::new(stream, handover))
     }
 

@@ -1,21 +1,20 @@
 //! What `Array` does differently for variable-length strings or bytes (v3 `string`,
 //! `variable_length_bytes`, v2 `|O` with `vlen-utf8` / `vlen-bytes`): reads give
 //! `VarLenBuffer`s (`read_as::<VarLenBuffer>`), `read_into` fills NumPy string or object
-//! arrays, writes take `VarLenArray`s. `array.rs` dispatches here on `Elements::VarLen`.
+//! arrays, writes take `VarLenArray`s. `array.rs` dispatches here on `Elements::VarLen`
+//! (streams are one generic call for both kinds: `read_stream.rs`).
 
 use crate::errors::{ZarrbufError, py_err, run};
 use crate::inner::Inner;
 use crate::numpy_strings;
-use crate::read_stream::{PySubsets, Stream};
 use crate::runtime::runtime;
 use crate::selection::{kept_shape, to_ranges};
 use crate::varlen::{VarLenArray, element, kind_name, reshape};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice};
-use zarrbuf::options::StreamOptions;
 use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenAsyncExt, ArrayReadVarLenExt,
-    ArrayWriteVarLenExt, BufferPrototype, VarLenBuffer, VarLenInfo, VarLenKind,
+    ArrayReadAsyncExt, ArrayReadExt, ArrayWriteVarLenExt, BufferPrototype, VarLenBuffer,
+    VarLenInfo, VarLenKind,
 };
 
 /// The variable-length description of `inner`, or `None` for fixed-size elements. An empty
@@ -149,21 +148,4 @@ pub(crate) fn write(
             to.label
         ))),
     }
-}
-
-/// The read stream of `pulled`'s subsets of `inner`, at most `prefetch` read at once.
-pub(crate) fn stream(
-    inner: &Inner,
-    pulled: PySubsets,
-    proto: &BufferPrototype,
-    prefetch: usize,
-) -> zarrbuf::Result<Stream> {
-    let opts = StreamOptions::default().with_prefetch(prefetch);
-    Ok(Stream::VarLen(match inner {
-        Inner::Sync(a) => ArrayReadVarLenExt::read_varlen_stream(a.as_ref(), pulled, proto, &opts),
-        Inner::Async(a) => {
-            let _enter = runtime()?.enter();
-            ArrayReadVarLenAsyncExt::read_varlen_stream(a.as_ref(), pulled, proto, &opts)?
-        }
-    }))
 }

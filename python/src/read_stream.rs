@@ -1,9 +1,12 @@
 //! `ReadStream`, the iterator `Array.read_stream` returns for both kinds of arrays: it
-//! yields `NDArray`s (fixed-size elements) or `VarLenArray`s (strings, bytes), and
-//! `PySubsets`, the Python iterator of selections it pulls from.
+//! yields `NDArray`s (fixed-size elements) or `VarLenArray`s (strings, bytes), as zarrbuf's
+//! one `BlockingReadStream<T>` yields `NDBuffer`s or `VarLenBuffer`s; and `PySubsets`, the
+//! Python iterator of selections it pulls from.
 
 use crate::errors::{ZarrbufError, py_err};
+use crate::inner::Inner;
 use crate::ndarray::NDArray;
+use crate::runtime::runtime;
 use crate::selection::{drop_axes, drop_varlen_axes, to_ranges};
 use crate::varlen::VarLenArray;
 use pyo3::IntoPyObjectExt;
@@ -13,8 +16,11 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
+use zarrbuf::options::StreamOptions;
 use zarrbuf::stream::BlockingReadStream;
-use zarrbuf::{NDBuffer, VarLenBuffer};
+use zarrbuf::{
+    ArrayReadAsyncExt, ArrayReadExt, BufferPrototype, NDBuffer, ReadOutput, VarLenBuffer,
+};
 
 /// The subsets of a read stream, pulled from a Python iterator of `(ranges, drop)` pairs
 /// (taking the GIL for each pull); the axes to drop go to the consumer in order, and an
@@ -74,8 +80,33 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// zarrbuf's stream of either kind of result.
 pub(crate) enum Stream {
-    Fixed(BlockingReadStream),
-    VarLen(zarrbuf::stream::VarLenReadStream),
+    Fixed(BlockingReadStream<NDBuffer>),
+    VarLen(BlockingReadStream<VarLenBuffer>),
+}
+
+/// The stream of `pulled`'s subsets of `inner`, read as `T`s on `proto`; an async array's
+/// runs on [`runtime`], the consumer waiting for it.
+pub(crate) fn blocking_stream<T: ReadOutput>(
+    inner: &Inner,
+    pulled: PySubsets,
+    proto: &BufferPrototype,
+    opts: &StreamOptions,
+) -> zarrbuf::Result<BlockingReadStream<T>> {
+    match inner {
+        Inner::Sync(a) => Ok(ArrayReadExt::read_stream_as::<T, _>(
+            a.as_ref(),
+            pulled,
+            proto,
+            opts,
+        )),
+        Inner::Async(a) => {
+            let _enter = runtime()?.enter();
+            Ok(
+                ArrayReadAsyncExt::read_stream_as::<T, _>(a.as_ref(), pulled, proto, opts)?
+                    .blocking(),
+            )
+        }
+    }
 }
 
 /// One item of a [`Stream`].

@@ -144,6 +144,29 @@ def test_read_stream_errors_name_the_selection_and_the_stream_goes_on(tmp_path):
     assert list(stream) == []
 
 
+def test_one_extension_class_and_stream_for_both_kinds(tmp_path):
+    """Strings and numbers open as one extension class, with the same properties (strings
+    read uncached, decode whole chunks, and take the default io_concurrency), and stream
+    through one stream class yielding VarLenArray or NDArray."""
+    z = zarr.create_array(str(tmp_path / "s.zarr"), shape=(4,), chunks=(2,), dtype=str, zarr_format=3)
+    z[...] = np.array(["a", "bc", "", "d"], dtype=np.dtypes.StringDType())
+    zarr.create_array(str(tmp_path / "n.zarr"), shape=(4,), chunks=(2,), dtype="f4", zarr_format=3)
+    s = zarrbuf.open(str(tmp_path / "s.zarr"), cache_bytes=1 << 20, io_concurrency=8)
+    n = zarrbuf.open(str(tmp_path / "n.zarr"), cache_bytes=1 << 20, io_concurrency=8)
+    assert type(s._inner) is type(n._inner)
+    assert (s.dtype, s._inner.kind, s.cache, s.prefix_decode) == ("T", "utf8", None, False)
+    assert s.io_concurrency >= 1
+    assert (n._inner.kind, n.prefix_decode, n.io_concurrency) == (None, True, 8)
+    assert n.cache is not None
+    strings, numbers = s.read_stream([slice(0, 2)]), n.read_stream([slice(0, 2)])
+    assert type(strings) is type(numbers)
+    assert flat(np.asarray(next(strings))) == ["a", "bc"]
+    assert isinstance(next(numbers), zarrbuf.NDArray)
+    with pytest.raises(TypeError, match="write_raw takes fixed-size elements"):
+        s._inner.write_raw([(0, 1)], [], np.zeros((1, 1), np.uint8))
+    assert repr(s) == f"<zarrbuf.Array {tmp_path / 's.zarr'} shape=[4] dtype=string chunks=[2]>"
+
+
 @pytest.mark.parametrize("entry", READABLE, ids=fixture_ids(READABLE))
 def test_every_fixture_through_the_pipeline_without_fallback(entry):
     _, want, shape = expected(entry)

@@ -211,12 +211,12 @@ class Array:
 
         At most ``prefetch`` selections are read at once (counting results not yet taken);
         ``selections`` is pulled lazily, so it may be endless. Chunks needed by several
-        selections in flight are fetched once (not for strings: each of their reads fetches
-        its own). ``next()`` waits with the GIL released. A
-        failed selection raises :class:`ZarrbufError` naming it (its position and ranges);
-        calling ``next()`` again goes on with the next one. ``close()`` (or dropping the
-        iterator) cancels the reads in flight. Wrap it in a
-        ``torch.utils.data.IterableDataset`` to feed a training loop (see the README).
+        selections in flight are fetched once (strings too: one stream for both kinds).
+        ``next()`` waits with the GIL released. A failed selection raises
+        :class:`ZarrbufError` naming it (its position and ranges); calling ``next()`` again
+        goes on with the next one. ``close()`` (or dropping the iterator) cancels the reads
+        in flight. Wrap it in a ``torch.utils.data.IterableDataset`` to feed a training loop
+        (see the README).
 
             >>> batches = a.read_stream(((slice(i, i + 64), ...) for i in starts), device="cuda")
             >>> for x in batches: train_step(torch.from_dlpack(x))
