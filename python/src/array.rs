@@ -50,15 +50,13 @@ pub(crate) struct Fixed {
     /// Small reads decode zstd chunks only as far as they need
     /// (`ReadOptions::decode_needed_prefix`).
     prefix_decode: bool,
-    /// Requests to an object store kept in flight (`ReadOptions::io_concurrency`).
-    io_concurrency: Option<usize>,
 }
 
 impl Fixed {
-    /// Read options with `cache` (given for one read), else the array's own cache.
-    fn read_options(&self, cache: Option<&PyChunkCache>) -> ReadOptions {
-        let mut opts = ReadOptions::default().with_decode_needed_prefix(self.prefix_decode);
-        opts.io_concurrency = self.io_concurrency;
+    /// `base` with this array's prefix decoding and `cache` (given for one read), else the
+    /// array's own cache.
+    fn read_options(&self, base: ReadOptions, cache: Option<&PyChunkCache>) -> ReadOptions {
+        let opts = base.with_decode_needed_prefix(self.prefix_decode);
         match cache
             .map(|c| c.inner.clone())
             .or_else(|| self.cache.clone())
@@ -75,6 +73,9 @@ pub(crate) struct Array {
     inner: Inner,
     elements: Elements,
     label: String,
+    /// Requests to an object store kept in flight by every read, of either kind
+    /// (`ReadOptions::io_concurrency`).
+    io_concurrency: Option<usize>,
 }
 
 impl Array {
@@ -92,14 +93,22 @@ impl Array {
                 },
                 cache: None,
                 prefix_decode: true,
-                io_concurrency: None,
             }),
         };
         Ok(Array {
             inner,
             elements,
             label,
+            io_concurrency: None,
         })
+    }
+
+    /// The options every read of this array starts from: its `io_concurrency`.
+    fn base_options(&self) -> ReadOptions {
+        ReadOptions {
+            io_concurrency: self.io_concurrency,
+            ..ReadOptions::default()
+        }
     }
 
     /// Sets the read options of a fixed-size array; variable-length arrays decode whole
@@ -121,9 +130,10 @@ impl Array {
         self.with_fixed(|f| f.prefix_decode = on)
     }
 
-    /// Reads of a fixed-size array keep up to `n` requests to an object store in flight.
-    pub(crate) fn with_io_concurrency(self, n: Option<usize>) -> Self {
-        self.with_fixed(|f| f.io_concurrency = n)
+    /// Reads keep up to `n` requests to an object store in flight.
+    pub(crate) fn with_io_concurrency(mut self, n: Option<usize>) -> Self {
+        self.io_concurrency = n;
+        self
     }
 
     fn dims(&self) -> &[u64] {
@@ -236,7 +246,8 @@ impl Array {
                         "decode={decode:?}: strings decode on the CPU (\"auto\" or \"cpu\")"
                     )));
                 }
-                let v = array_varlen::read(py, &self.inner, &ranges, &drop, device)?;
+                let opts = self.base_options();
+                let v = array_varlen::read(py, &self.inner, &ranges, &drop, device, &opts)?;
                 return VarLenArray { v }.into_py_any(py);
             }
         };
@@ -244,7 +255,9 @@ impl Array {
         let decode: zarrbuf::options::Decode = decode.parse().map_err(|e: String| {
             pyo3::exceptions::PyValueError::new_err(format!("decode={decode:?}: {e}"))
         })?;
-        let opts = f.read_options(cache.as_deref()).with_decode(decode);
+        let opts = f
+            .read_options(self.base_options(), cache.as_deref())
+            .with_decode(decode);
         let subset = to_ranges(&ranges);
         let nd = run(py, || {
             let a = call!(
@@ -261,8 +274,8 @@ impl Array {
     /// `StringDType` array (strings) or object array (byte strings) of any strides for
     /// strings. `cache`, for this read, replaces the array's own cache, `prefix_decode` (a
     /// bool) its `prefix_decode` and `io_concurrency` (requests to an object store in
-    /// flight) its own; strings take them for symmetry (the codec pipeline passes them to
-    /// both) and are read uncached, decoding whole chunks.
+    /// flight) its own; strings take `io_concurrency` and the others for symmetry (the
+    /// codec pipeline passes them to both), and are read uncached, decoding whole chunks.
     #[pyo3(signature = (ranges, drop, out, cache = None, prefix_decode = None, io_concurrency = None))]
     #[allow(clippy::too_many_arguments)]
     fn read_into(
@@ -275,10 +288,15 @@ impl Array {
         prefix_decode: Option<bool>,
         io_concurrency: Option<usize>,
     ) -> PyResult<()> {
+        let mut base = self.base_options();
+        if io_concurrency.is_some() {
+            base.io_concurrency = io_concurrency;
+        }
         let f = match &self.elements {
             Elements::Fixed(f) => f,
             Elements::VarLen { kind, .. } => {
-                return array_varlen::read_into(py, &self.inner, *kind, &ranges, &drop, out);
+                let to = (*kind, out);
+                return array_varlen::read_into(py, &self.inner, &ranges, &drop, to, &base);
             }
         };
         let cache = match cache.filter(|c| !c.is_none()) {
@@ -293,12 +311,9 @@ impl Array {
         };
         let target = import_dlpack(out)?;
         let subset = to_ranges(&ranges);
-        let mut opts = f
-            .read_options(cache.as_deref())
+        let opts = f
+            .read_options(base, cache.as_deref())
             .with_decode_needed_prefix(prefix_decode.unwrap_or(f.prefix_decode));
-        if io_concurrency.is_some() {
-            opts.io_concurrency = io_concurrency;
-        }
         run(py, || {
             let mut target = insert_axes(target, &drop)?;
             call!(
@@ -317,15 +332,10 @@ impl Array {
     }
 
     /// Requests to an object store this array's reads keep in flight (`zarrbuf.open(...,
-    /// io_concurrency=N)`; the default, `ZARRBUF_IO_CONCURRENCY` or 128, when not given, and
-    /// for strings, whose reads take no options).
+    /// io_concurrency=N)`; the default, `ZARRBUF_IO_CONCURRENCY` or 128, when not given).
     #[getter]
     fn io_concurrency(&self) -> usize {
-        let n = match &self.elements {
-            Elements::Fixed(f) => f.io_concurrency,
-            Elements::VarLen { .. } => None,
-        };
-        zarrbuf::options::io_concurrency(n)
+        zarrbuf::options::io_concurrency(self.io_concurrency)
     }
 
     /// The array's decoded-chunk cache (`zarrbuf.open(..., cache=...)`), or None (always
@@ -441,10 +451,11 @@ impl Array {
         let stream = run(py, || {
             Ok(match &self.elements {
                 Elements::Fixed(f) => {
-                    let opts = opts.with_read(f.read_options(None));
+                    let opts = opts.with_read(f.read_options(self.base_options(), None));
                     Stream::Fixed(blocking_stream(&self.inner, pulled, &proto, &opts)?)
                 }
                 Elements::VarLen { .. } => {
+                    let opts = opts.with_read(self.base_options());
                     Stream::VarLen(blocking_stream(&self.inner, pulled, &proto, &opts)?)
                 }
             })

@@ -12,6 +12,7 @@ use crate::selection::{kept_shape, to_ranges};
 use crate::varlen::{VarLenArray, element, kind_name, reshape};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice};
+use zarrbuf::options::ReadOptions;
 use zarrbuf::{
     ArrayReadAsyncExt, ArrayReadExt, ArrayWriteVarLenExt, BufferPrototype, VarLenBuffer,
     VarLenInfo, VarLenKind,
@@ -30,20 +31,28 @@ pub(crate) fn describe(inner: &Inner) -> zarrbuf::Result<Option<VarLenInfo>> {
     };
     if !info.shape.is_empty() {
         let none = vec![0..0; info.shape.len()];
-        read_as(inner, &none, &BufferPrototype::cpu())?;
+        read_as(
+            inner,
+            &none,
+            &BufferPrototype::cpu(),
+            &ReadOptions::default(),
+        )?;
     }
     Ok(Some(info))
 }
 
-/// `subset` of `inner` read on `proto`.
+/// `subset` of `inner` read on `proto` with `opts`.
 fn read_as(
     inner: &Inner,
     subset: &[std::ops::Range<u64>],
     proto: &BufferPrototype,
+    opts: &ReadOptions,
 ) -> zarrbuf::Result<VarLenBuffer> {
     match inner {
-        Inner::Sync(a) => a.read_as::<VarLenBuffer>(subset, proto),
-        Inner::Async(a) => runtime()?.block_on(a.read_as_async::<VarLenBuffer>(subset, proto)),
+        Inner::Sync(a) => a.read_as_opt::<VarLenBuffer>(subset, proto, opts),
+        Inner::Async(a) => {
+            runtime()?.block_on(a.read_as_opt_async::<VarLenBuffer>(subset, proto, opts))
+        }
     }
 }
 
@@ -54,11 +63,14 @@ pub(crate) fn read(
     ranges: &[(u64, u64)],
     drop: &[usize],
     device: &str,
+    opts: &ReadOptions,
 ) -> PyResult<VarLenBuffer> {
     let proto = crate::inner::prototype(device).map_err(py_err)?;
     let subset = to_ranges(ranges);
     let shape = kept_shape(ranges, drop);
-    run(py, || reshape(read_as(inner, &subset, &proto)?, shape))
+    run(py, || {
+        reshape(read_as(inner, &subset, &proto, opts)?, shape)
+    })
 }
 
 /// `ranges` of `inner` read into `out`: a NumPy `StringDType` array (strings) or object
@@ -67,12 +79,12 @@ pub(crate) fn read(
 pub(crate) fn read_into(
     py: Python<'_>,
     inner: &Inner,
-    kind: VarLenKind,
     ranges: &[(u64, u64)],
     drop: &[usize],
-    out: &Bound<'_, PyAny>,
+    (kind, out): (VarLenKind, &Bound<'_, PyAny>),
+    opts: &ReadOptions,
 ) -> PyResult<()> {
-    let v = read(py, inner, ranges, drop, "cpu")?;
+    let v = read(py, inner, ranges, drop, "cpu", opts)?;
     let out_shape: Vec<u64> = out.getattr("shape")?.extract()?;
     if out_shape != v.shape() {
         return Err(ZarrbufError::new_err(format!(

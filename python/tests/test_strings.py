@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -146,7 +148,7 @@ def test_read_stream_errors_name_the_selection_and_the_stream_goes_on(tmp_path):
 
 def test_one_extension_class_and_stream_for_both_kinds(tmp_path):
     """Strings and numbers open as one extension class, with the same properties (strings
-    read uncached, decode whole chunks, and take the default io_concurrency), and stream
+    read uncached, decode whole chunks, and keep open's io_concurrency), and stream
     through one stream class yielding VarLenArray or NDArray."""
     z = zarr.create_array(str(tmp_path / "s.zarr"), shape=(4,), chunks=(2,), dtype=str, zarr_format=3)
     z[...] = np.array(["a", "bc", "", "d"], dtype=np.dtypes.StringDType())
@@ -155,8 +157,7 @@ def test_one_extension_class_and_stream_for_both_kinds(tmp_path):
     n = zarrbuf.open(str(tmp_path / "n.zarr"), cache_bytes=1 << 20, io_concurrency=8)
     assert type(s._inner) is type(n._inner)
     assert (s.dtype, s._inner.kind, s.cache, s.prefix_decode) == ("T", "utf8", None, False)
-    assert s.io_concurrency >= 1
-    assert (n._inner.kind, n.prefix_decode, n.io_concurrency) == (None, True, 8)
+    assert (n._inner.kind, n.prefix_decode, n.io_concurrency, s.io_concurrency) == (None, True, 8, 8)
     assert n.cache is not None
     strings, numbers = s.read_stream([slice(0, 2)]), n.read_stream([slice(0, 2)])
     assert type(strings) is type(numbers)
@@ -165,6 +166,36 @@ def test_one_extension_class_and_stream_for_both_kinds(tmp_path):
     with pytest.raises(TypeError, match="write_raw takes fixed-size elements"):
         s._inner.write_raw([(0, 1)], [], np.zeros((1, 1), np.uint8))
     assert repr(s) == f"<zarrbuf.Array {tmp_path / 's.zarr'} shape=[4] dtype=string chunks=[2]>"
+
+
+def test_string_reads_from_an_object_store_keep_the_arrays_io_concurrency():
+    """zarrbuf.open(url, io_concurrency=1) bounds the requests of a string array's reads and
+    streams: one fetch-ahead request plus one per decoding thread (which fetch a chunk no
+    request has started; see tests/it/remote_latency.rs), so 64 chunks behind the test
+    server's 20 ms take at least 64 / (1 + threads) x 20 ms, where the default sends them
+    together."""
+    from conftest import server_url
+
+    url = server_url("ZARRBUF_TEST_LATENCY_URL")
+    root = os.environ["ZARRBUF_TEST_LATENCY_ROOT"]
+    name = f"pystrings-{os.getpid()}-{np.random.default_rng().integers(1 << 30)}.zarr"
+    want = [f"s{i}" for i in range(256)]
+    z = zarr.create_array(os.path.join(root, name), shape=(256,), chunks=(4,), dtype=str, zarr_format=3)
+    z[...] = np.array(want, dtype=np.dtypes.StringDType())
+    a = zarrbuf.open(f"{url}/{name}", io_concurrency=1)
+    assert a.io_concurrency == 1
+    in_flight = 1 + len(os.sched_getaffinity(0))
+    start = time.perf_counter()
+    got = a.read()
+    took = time.perf_counter() - start
+    assert flat(np.asarray(got)) == want
+    floor = (64 // in_flight) * 0.020
+    assert took >= floor, f"64 chunks in {took:.3f} s: more than {in_flight} requests in flight"
+    start = time.perf_counter()
+    batches = list(a.read_stream([slice(0, 128), slice(128, 256)], prefetch=2))
+    took = time.perf_counter() - start
+    assert [flat(np.asarray(b)) for b in batches] == [want[:128], want[128:]]
+    assert took >= (32 // in_flight) * 0.020, f"two reads of 32 chunks in {took:.3f} s"
 
 
 @pytest.mark.parametrize("entry", READABLE, ids=fixture_ids(READABLE))
