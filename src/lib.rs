@@ -87,7 +87,7 @@ pub use stores::open::DynArray;
 pub use stores::remote::AsyncArray;
 pub use zarr::{ArrayInfo, ArrayLayout, CodecSpec, describe, resume_like};
 pub use zarr::{Hierarchy, list_hierarchy, list_hierarchy_opt};
-pub use zarr::{VarLenInfo, describe_varlen};
+pub use zarr::{VarLenInfo, describe_varlen, varlen_kind};
 pub use zarr::{open, open_async, open_opt, open_opt_async};
 
 // The specialised ones, in named modules.

@@ -12,8 +12,8 @@
 //! of theirs; `read_output` is `ReadOutput`, the output kind a read returns (`NDBuffer`
 //! through the read core, `VarLenBuffer` through `pipeline::read_varlen`), which the
 //! `read_as` and `read_stream_as` methods of `read` and `read_async` dispatch to;
-//! `read_varlen` and `read_varlen_async` hold `varlen_kind` and the deprecated
-//! `read_varlen*` wrappers of `read_as` and `read_stream_as`.
+//! `read_varlen` and `read_varlen_async` hold the deprecated `read_varlen*` wrappers of
+//! `read_as` and `read_stream_as` and `varlen_kind`, now a function of `zarr/`.
 
 mod copy;
 mod copy_options;

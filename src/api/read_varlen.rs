@@ -1,5 +1,5 @@
-//! `varlen_kind`, and the deprecated `read_varlen*` wrappers of `read_as` and
-//! `read_stream_as` for variable-length arrays (strings, byte strings).
+//! The deprecated `read_varlen*` wrappers of `read_as` and `read_stream_as` for
+//! variable-length arrays (strings, byte strings), and `varlen_kind` (now a function).
 #![allow(deprecated)] // (VarLenReadStream, the deprecated stream type, is named here)
 
 use super::read::ArrayReadExt;
@@ -16,8 +16,8 @@ use zarrs::storage::ReadableStorageTraits;
 /// Reading variable-length arrays into [`VarLenBuffer`]s (Arrow's large string/binary
 /// layout): an extension trait on `zarrs::array::Array`, beside [`crate::ArrayReadExt`],
 /// whose `read_as::<VarLenBuffer>` reads one subset and `read_stream_as::<VarLenBuffer, _>`
-/// many (see [`crate::ReadOutput`]); this trait holds [`varlen_kind`](Self::varlen_kind).
-/// Its `read_varlen*` methods are deprecated wrappers of those (docs/api-changes.md).
+/// many (see [`crate::ReadOutput`]); [`crate::varlen_kind`] tells which kind reads an
+/// array. Every method here is deprecated (docs/api-changes.md), the trait removed in 0.3.0.
 ///
 /// It reads zarr v3 `string` and `variable_length_bytes` arrays (codecs `vlen-utf8`,
 /// `vlen-bytes`) and v2 object arrays (`|O`) with the `VLenUTF8` or `VLenBytes` filter,
@@ -30,7 +30,7 @@ use zarrs::storage::ReadableStorageTraits;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use zarrbuf::{ArrayReadExt, ArrayReadVarLenExt, BufferPrototype, VarLenBuffer};
+/// use zarrbuf::{ArrayReadExt, BufferPrototype, VarLenBuffer};
 /// use zarrs::array::{ArrayBuilder, data_type};
 /// use zarrs::storage::store::MemoryStore;
 ///
@@ -40,7 +40,7 @@ use zarrs::storage::ReadableStorageTraits;
 /// array.store_chunk(&[0], vec!["ab", "αβ"])
 ///     .map_err(|e| zarrbuf::Error::InvalidArgument(e.to_string()))?;
 /// // Chunk 1 is not stored: it reads as the fill value "".
-/// assert!(array.varlen_kind().is_some());
+/// assert!(zarrbuf::varlen_kind(&array).is_some());
 /// let names: VarLenBuffer = array.read_as(&[1..4], &BufferPrototype::cpu())?;
 /// assert_eq!(names.shape(), &[3]);
 /// let all: Vec<String> = names.iter_str()?.collect::<zarrbuf::Result<_>>()?;
@@ -110,8 +110,11 @@ pub trait ArrayReadVarLenExt {
         I::IntoIter: Send + 'static;
 
     /// What the array's elements are when they are of variable length (strings or byte
-    /// strings), `None` for arrays of fixed-size elements: tells which output kind reads it
-    /// (`read_as::<VarLenBuffer>` or `read_as::<NDBuffer>`, see [`crate::ReadOutput`]).
+    /// strings), `None` for arrays of fixed-size elements: [`crate::varlen_kind`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use zarrbuf::varlen_kind(&array), which takes async arrays too; removed in 0.3.0"
+    )]
     fn varlen_kind(&self) -> Option<VarLenKind>;
 }
 

@@ -66,12 +66,9 @@ impl Source {
     /// What the array's elements are when they are of variable length (strings or byte
     /// strings), `None` for fixed-size elements.
     pub(crate) fn varlen_kind(&self) -> Option<zarrbuf::VarLenKind> {
-        use zarrbuf::ArrayReadVarLenExt;
         match self {
-            Source::Local(a) => a.varlen_kind(),
-            Source::Remote(a, _) => zarrbuf::describe_varlen(a.as_ref())
-                .ok()
-                .map(|i| i.data_type),
+            Source::Local(a) => zarrbuf::varlen_kind(a.as_ref()),
+            Source::Remote(a, _) => zarrbuf::varlen_kind(a.as_ref()),
         }
     }
 

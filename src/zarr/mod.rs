@@ -51,4 +51,4 @@ pub(crate) use vlen::{
     encodes_vlen_itself, invalid_utf8, plan_vlen, require_vlen, vlen_chain, vlen_kind,
     zarr_name as varlen_zarr_name,
 };
-pub use vlen::{VarLenInfo, describe_varlen};
+pub use vlen::{VarLenInfo, describe_varlen, varlen_kind};

@@ -13,10 +13,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use zarrbuf::options::ReadOptions;
-use zarrbuf::{
-    ArrayReadAsyncExt, ArrayReadExt, ArrayReadVarLenExt, BufferPrototype, Error, VarLenBuffer,
-    VarLenKind,
-};
+use zarrbuf::{ArrayReadAsyncExt, ArrayReadExt, BufferPrototype, Error, VarLenBuffer, VarLenKind};
 
 /// numcodecs' vlen encoding of `items`.
 fn vlen<T: AsRef<[u8]>>(items: &[T]) -> Vec<u8> {
@@ -158,7 +155,7 @@ fn open(dir: &Path) -> zarrbuf::DynArray {
 #[test]
 fn v3_string_whole_array_and_subsets() {
     let array = open(&v3_strings("v3-string", ""));
-    assert_eq!(array.varlen_kind(), Some(VarLenKind::Utf8));
+    assert_eq!(zarrbuf::varlen_kind(&array), Some(VarLenKind::Utf8));
     let all = array
         .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap();
@@ -236,7 +233,7 @@ fn v3_variable_length_bytes_with_nuls_zstd() {
     write(&dir, "c/0", &zstd(&vlen(&items[..3])));
     write(&dir, "c/1", &zstd(&vlen(&items[3..])));
     let array = open(&dir);
-    assert_eq!(array.varlen_kind(), Some(VarLenKind::Bytes));
+    assert_eq!(zarrbuf::varlen_kind(&array), Some(VarLenKind::Bytes));
     let all = array
         .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap();
@@ -276,7 +273,7 @@ fn v2_object_arrays_with_vlen_filters() {
         .map(|s| s.as_bytes().to_vec())
         .collect();
     let array = open(&v2_object("v2-utf8", "vlen-utf8", &items));
-    assert_eq!(array.varlen_kind(), Some(VarLenKind::Utf8));
+    assert_eq!(zarrbuf::varlen_kind(&array), Some(VarLenKind::Utf8));
     let all = array
         .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap();
@@ -291,7 +288,7 @@ fn v2_object_arrays_with_vlen_filters() {
         b"z".to_vec(),
     ];
     let array = open(&v2_object("v2-bytes", "vlen-bytes", &bytes));
-    assert_eq!(array.varlen_kind(), Some(VarLenKind::Bytes));
+    assert_eq!(zarrbuf::varlen_kind(&array), Some(VarLenKind::Bytes));
     let all = array
         .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap();
@@ -602,7 +599,7 @@ fn fixed_size_arrays_and_other_encodings_are_refused() {
         &v3_meta(&[4], &[2], "int32", json!(0), codecs),
     );
     let array = open(&dir);
-    assert_eq!(array.varlen_kind(), None);
+    assert_eq!(zarrbuf::varlen_kind(&array), None);
     let err = array
         .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
         .unwrap_err();
@@ -675,7 +672,11 @@ fn zarr_python_fixtures_read_exactly() {
     ];
     for name in ["v2_vlen_utf8", "v3_string"] {
         let array = fixture(name);
-        assert_eq!(array.varlen_kind(), Some(VarLenKind::Utf8), "{name}");
+        assert_eq!(
+            zarrbuf::varlen_kind(&array),
+            Some(VarLenKind::Utf8),
+            "{name}"
+        );
         let all = array
             .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
             .unwrap();
@@ -689,7 +690,11 @@ fn zarr_python_fixtures_read_exactly() {
     let bytes: [&[u8]; 4] = [b"\0\x01", b"", &b"bytes".repeat(9), b"\xff"];
     for name in ["v2_vlen_bytes", "v3_variable_length_bytes"] {
         let array = fixture(name);
-        assert_eq!(array.varlen_kind(), Some(VarLenKind::Bytes), "{name}");
+        assert_eq!(
+            zarrbuf::varlen_kind(&array),
+            Some(VarLenKind::Bytes),
+            "{name}"
+        );
         let all = array
             .read_all_as::<VarLenBuffer>(&BufferPrototype::cpu())
             .unwrap();

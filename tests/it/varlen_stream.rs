@@ -496,7 +496,7 @@ fn a_chunk_claimed_by_several_reads_in_flight_is_fetched_once() {
 
 #[test]
 #[allow(deprecated)]
-fn the_deprecated_read_varlen_stream_is_read_stream_as() {
+fn the_deprecated_read_varlen_stream_and_varlen_kind_are_the_new_calls() {
     use zarrbuf::{ArrayReadVarLenExt, stream::VarLenReadStream};
     let store = Slow::new(memory_strings(16, 4), |_| Duration::ZERO);
     let array = open_slow(&store);
@@ -508,4 +508,7 @@ fn the_deprecated_read_varlen_stream_is_read_stream_as() {
     for (item, subset) in items.iter().zip(&subsets) {
         assert_eq!(strings(item), expect_range(&subset[0]));
     }
+    // So is the method that says which kind reads an array.
+    assert_eq!(array.varlen_kind(), zarrbuf::varlen_kind(&array));
+    assert!(array.varlen_kind().is_some());
 }

@@ -70,6 +70,31 @@ pub struct VarLenInfo {
     pub fill_value: String,
 }
 
+/// What an array's elements are when they are of variable length (strings or byte
+/// strings), `None` for arrays of fixed-size elements: which output kind reads it,
+/// `read_as::<VarLenBuffer>` or `read_as::<NDBuffer>` (see [`crate::ReadOutput`]). Sync and
+/// async arrays alike.
+///
+/// ```
+/// use std::sync::Arc;
+/// use zarrbuf::VarLenKind;
+/// use zarrs::array::{ArrayBuilder, data_type};
+/// use zarrs::storage::store::MemoryStore;
+///
+/// let store = Arc::new(MemoryStore::new());
+/// let err = |e: &dyn std::fmt::Display| zarrbuf::Error::InvalidArgument(e.to_string());
+/// let names = ArrayBuilder::new(vec![4], vec![2], data_type::string(), "")
+///     .build(store.clone(), "/names").map_err(|e| err(&e))?;
+/// let numbers = ArrayBuilder::new(vec![4], vec![2], data_type::float32(), 0.0f32)
+///     .build(store, "/numbers").map_err(|e| err(&e))?;
+/// assert_eq!(zarrbuf::varlen_kind(&names), Some(VarLenKind::Utf8));
+/// assert_eq!(zarrbuf::varlen_kind(&numbers), None);
+/// # Ok::<(), zarrbuf::Error>(())
+/// ```
+pub fn varlen_kind<S: ?Sized>(array: &Array<S>) -> Option<VarLenKind> {
+    super::plan::vlen_kind(array)
+}
+
 /// Describes an array of variable-length strings or bytes; `DataType` error for arrays of
 /// fixed-size elements (describe those with [`describe`](crate::describe)).
 pub fn describe_varlen<S: ?Sized>(array: &Array<S>) -> Result<VarLenInfo> {

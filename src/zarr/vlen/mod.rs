@@ -13,7 +13,7 @@ mod unit;
 pub(crate) use encode::{ElementSink, VlenEncoder, VlenGather, encodes_vlen_itself};
 pub(crate) use format::VlenIndex;
 pub(super) use info::zarr_python_bytes_metadata;
-pub use info::{VarLenInfo, describe_varlen};
+pub use info::{VarLenInfo, describe_varlen, varlen_kind};
 pub(crate) use info::{invalid_utf8, require_vlen, zarr_name};
 pub(crate) use plan::{VlenPlan, plan_vlen, vlen_chain, vlen_kind};
 pub(crate) use unit::{UnitCodec, UnitFault};
