@@ -24,45 +24,69 @@ pub(crate) fn info(store: &str, path: &str, json: bool, opts: &OpenOptions) -> R
         }
         Err(e) => return Err(e),
     };
-    if array.varlen_kind().is_some() {
-        return varlen_info(store, path, &array.describe_varlen()?);
-    }
-    let i = array.describe()?;
-    outln!("array:      {}", label(store, path))?;
-    outln!("zarr:       v{}", i.zarr_format)?;
-    outln!("shape:      {:?}", i.shape)?;
-    match &i.inner_chunks {
-        Some(inner) => {
-            outln!("shards:     {:?}", i.chunks)?;
-            outln!("chunks:     {inner:?} (inside each shard)")?;
-        }
-        None => outln!("chunks:     {:?}", i.chunks)?,
-    }
-    outln!("data type:  {}", i.data_type)?;
-    outln!("codecs:     {}", i.codecs.join(", "))?;
-    outln!("fill value: {}", i.fill_value)?;
-    Ok(())
+    let described = match array.varlen_kind() {
+        Some(_) => Described::varlen(array.describe_varlen()?),
+        None => Described::fixed(array.describe()?),
+    };
+    described.print(store, path)
 }
 
-/// `zarrbuf info` of a variable-length array.
-fn varlen_info(store: &str, path: &str, i: &zarrbuf::VarLenInfo) -> Result<()> {
-    outln!("array:      {}", label(store, path))?;
-    outln!("zarr:       v{}", i.zarr_format)?;
-    outln!("shape:      {:?}", i.shape)?;
-    match &i.inner_chunks {
-        Some(inner) => {
-            outln!("shards:     {:?}", i.chunks)?;
-            outln!("chunks:     {inner:?} (inside each shard)")?;
+/// What `info` prints of an array, of either kind of elements: its layout, and its data
+/// type as the kind names it.
+struct Described {
+    zarr_format: u8,
+    shape: Vec<u64>,
+    chunks: Vec<u64>,
+    inner_chunks: Option<Vec<u64>>,
+    data_type: String,
+    codecs: Vec<String>,
+    fill_value: String,
+}
+
+impl Described {
+    fn fixed(i: zarrbuf::ArrayInfo) -> Self {
+        Described {
+            zarr_format: i.zarr_format,
+            shape: i.shape,
+            chunks: i.chunks,
+            inner_chunks: i.inner_chunks,
+            data_type: i.data_type.to_string(),
+            codecs: i.codecs,
+            fill_value: i.fill_value,
         }
-        None => outln!("chunks:     {:?}", i.chunks)?,
     }
-    outln!(
-        "data type:  {} (variable-length {}; stored as {})",
-        zarr_type_name(i.data_type),
-        i.data_type,
-        i.stored_type
-    )?;
-    outln!("codecs:     {}", i.codecs.join(", "))?;
-    outln!("fill value: {}", i.fill_value)?;
-    Ok(())
+
+    fn varlen(i: zarrbuf::VarLenInfo) -> Self {
+        Described {
+            zarr_format: i.zarr_format,
+            shape: i.shape,
+            chunks: i.chunks,
+            inner_chunks: i.inner_chunks,
+            data_type: format!(
+                "{} (variable-length {}; stored as {})",
+                zarr_type_name(i.data_type),
+                i.data_type,
+                i.stored_type
+            ),
+            codecs: i.codecs,
+            fill_value: i.fill_value,
+        }
+    }
+
+    fn print(&self, store: &str, path: &str) -> Result<()> {
+        outln!("array:      {}", label(store, path))?;
+        outln!("zarr:       v{}", self.zarr_format)?;
+        outln!("shape:      {:?}", self.shape)?;
+        match &self.inner_chunks {
+            Some(inner) => {
+                outln!("shards:     {:?}", self.chunks)?;
+                outln!("chunks:     {inner:?} (inside each shard)")?;
+            }
+            None => outln!("chunks:     {:?}", self.chunks)?,
+        }
+        outln!("data type:  {}", self.data_type)?;
+        outln!("codecs:     {}", self.codecs.join(", "))?;
+        outln!("fill value: {}", self.fill_value)?;
+        Ok(())
+    }
 }

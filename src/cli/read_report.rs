@@ -8,9 +8,9 @@ use zarrbuf::{Error, NDBuffer, ReadOutput, Result, VarLenBuffer, VarLenKind};
 
 /// `read --out` refuses a fixed-width `.npy` larger than both this many times the data's
 /// bytes (offsets and values) ...
-pub(crate) const NPY_GROWTH_LIMIT: u64 = 4;
+const NPY_GROWTH_LIMIT: u64 = 4;
 /// ... and this many bytes (64 MiB).
-pub(crate) const NPY_BYTES_LIMIT: u64 = 64 << 20;
+const NPY_BYTES_LIMIT: u64 = 64 << 20;
 
 /// zarr's name of a variable-length data type.
 pub(crate) fn zarr_type_name(kind: VarLenKind) -> &'static str {
@@ -95,7 +95,7 @@ impl ReadReport for VarLenBuffer {
 
 /// The CRC-32 (IEEE, as for fixed-size arrays) of the elements in Arrow's large layout: the
 /// `n + 1` little-endian `i64` offsets (the first 0), then the values.
-pub(crate) fn checksum(data: &VarLenBuffer) -> Result<u32> {
+fn checksum(data: &VarLenBuffer) -> Result<u32> {
     let host = data.to_host()?;
     let mut h = crc32fast::Hasher::new();
     h.update(&host.offsets().as_host_bytes()?);
