@@ -91,8 +91,8 @@ fn whole_reads_fetch_every_chunk_once_with_many_requests_in_flight() {
     }
 }
 
-/// `io_concurrency` bounds the requests in flight: the fetch-ahead threads plus the
-/// decoding workers, which fetch a chunk themselves when no thread has started it.
+/// `io_concurrency` bounds the requests in flight, the decoding workers' own included (a
+/// worker fetches its chunk itself when no fetch-ahead thread has started it).
 #[test]
 fn io_concurrency_bounds_the_requests_in_flight() {
     let Some(sv) = server("LATENCY") else { return };
@@ -100,16 +100,16 @@ fn io_concurrency_bounds_the_requests_in_flight() {
     let want = write_array(&sv.root.join(&name), 32, None);
     let array = zarrbuf::open(&format!("{}/{name}", sv.url), "").unwrap();
     let opts = ReadOptions::default()
-        .with_io_concurrency(3)
+        .with_io_concurrency(2)
         .with_concurrency(2);
     let from = log_len(&sv.log);
     let got = array.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
     same("bounded", &got, &want);
     let t = traffic(&sv.log, from, &format!("{name}/c/"), 128);
     assert_eq!(t.requests.len(), 128, "{t:?}");
-    assert!(
-        (2..=3 + 2).contains(&t.peak_in_flight),
-        "3 fetch-ahead threads and 2 workers, yet {} requests in flight",
+    assert_eq!(
+        t.peak_in_flight, 2,
+        "io_concurrency 2, yet at most {} requests in flight",
         t.peak_in_flight
     );
 }
@@ -138,6 +138,19 @@ fn sharded_reads_merge_ranges_and_fetch_shards_together() {
     assert!(
         t.peak_in_flight >= 8,
         "the shards' requests went out {} at a time",
+        t.peak_in_flight
+    );
+    // The same with `io_concurrency` 2: never more than 2 requests at once.
+    let opts = ReadOptions::default()
+        .with_io_concurrency(2)
+        .with_concurrency(2);
+    let from = log_len(&sv.log);
+    let got = array.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
+    same("sharded, io_concurrency 2", &got, &want);
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), 2 * shards);
+    assert_eq!(
+        t.peak_in_flight, 2,
+        "io_concurrency 2, yet at most {} requests in flight: {t:?}",
         t.peak_in_flight
     );
 }
@@ -259,7 +272,7 @@ fn string_reads_fetch_ahead_like_fixed_size_reads() {
         if !sharded {
             let array = zarrbuf::open(&url, "").unwrap();
             let opts = ReadOptions::default()
-                .with_io_concurrency(3)
+                .with_io_concurrency(2)
                 .with_concurrency(2);
             let from = log_len(&sv.log);
             let got = array
@@ -267,9 +280,9 @@ fn string_reads_fetch_ahead_like_fixed_size_reads() {
                 .unwrap();
             assert_eq!(got.len(), want.len());
             let t = traffic(&sv.log, from, &format!("{name}/c/"), 96);
-            assert!(
-                (2..=3 + 2).contains(&t.peak_in_flight),
-                "3 fetch-ahead threads and 2 workers, yet {} requests in flight",
+            assert_eq!(
+                t.peak_in_flight, 2,
+                "io_concurrency 2, yet at most {} requests in flight",
                 t.peak_in_flight
             );
         }

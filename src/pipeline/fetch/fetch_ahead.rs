@@ -12,7 +12,8 @@
 //! hands units out from the front):
 //! - plain chunks: each I/O thread takes the next unit nobody has asked for, fetches it with
 //!   the read's own fetch and parks the outcome (bytes or error) for the worker that wants it;
-//!   a worker that finds its unit not started yet fetches it itself;
+//!   a worker that finds its unit not started yet fetches it itself, as one of the
+//!   requests in flight (it waits for a free one), so the limit holds for the whole read;
 //! - inner chunks of shards ([`ShardReads`] merging their byte ranges): the I/O threads lead
 //!   the shards' requests — every shard's index as soon as a thread is free, so the index
 //!   requests of many shards are in flight together, then each shard's merged ranges as its
@@ -60,7 +61,10 @@ enum Entry {
     InFlight,
     /// Fetched, not yet taken by its worker.
     Parked(Result<Option<Vec<u8>>>),
-    /// Its worker has it (or fetches it itself).
+    /// Its worker fetches it itself (no I/O thread had started it); the request counts
+    /// against the limit on requests in flight like the I/O threads' own.
+    WorkerFetching,
+    /// Its worker has it.
     Taken,
 }
 
@@ -174,7 +178,9 @@ impl<'a> FetchAhead<'a> {
     }
 
     /// The encoded bytes of `unit` for a worker: parked by an I/O thread, awaited while one
-    /// fetches it, or fetched here when no I/O thread has started it.
+    /// fetches it, or fetched here when no I/O thread has started it — as one of the
+    /// requests in flight, so that the read never has more than the limit (it waits for one
+    /// to finish when they are all taken; they finish without any worker's help).
     pub(crate) fn fetch(&self, unit: &Unit) -> Result<Option<Vec<u8>>> {
         (self.check)()?;
         let own = || (self.fetch)(self.plan, self.shards, unit);
@@ -188,7 +194,28 @@ impl<'a> FetchAhead<'a> {
         let mut state = lock(&self.state);
         loop {
             match std::mem::replace(&mut state.entries[i], Entry::Taken) {
-                Entry::Waiting | Entry::Taken => {
+                Entry::Waiting if state.in_flight >= self.allowed_requests(&state) => {
+                    // Every request slot is taken: wait for one (an I/O thread may start
+                    // this unit meanwhile).
+                    state.entries[i] = Entry::Waiting;
+                    state = self.arrived.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                Entry::Waiting => {
+                    state.entries[i] = Entry::WorkerFetching;
+                    state.in_flight += 1;
+                    drop(state);
+                    let outcome = own();
+                    let mut state = lock(&self.state);
+                    state.in_flight -= 1;
+                    state.entries[i] = Entry::Taken;
+                    drop(state);
+                    self.arrived.notify_all();
+                    self.room.notify_one();
+                    self.room_async.notify_one();
+                    return outcome;
+                }
+                // Asked for twice (not done by the staged read): fetched again.
+                Entry::WorkerFetching | Entry::Taken => {
                     drop(state);
                     return own();
                 }
