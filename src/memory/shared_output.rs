@@ -99,4 +99,95 @@ impl<'a> SharedHostOutput<'a> {
         // contract of `new` gives this slice's bytes to this caller alone while it lives.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) })
     }
+
+    /// Maps the pages of bytes `start..start + len` (the whole pages inside them) writable
+    /// ahead of the writes, without touching their contents (`MADV_POPULATE_WRITE`, Linux
+    /// 5.14 and later): the page faults and the kernel's zeroing of new pages happen here,
+    /// on whichever thread calls this, instead of in the middle of a worker's scatter.
+    /// Returns whether the kernel did it (false: not Linux, an older kernel, a range outside
+    /// the region, or memory that cannot be populated — the writes then fault as usual).
+    pub(crate) fn prefault(&self, start: usize, len: usize) -> bool {
+        if start.checked_add(len).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        prefault_pages(self.ptr as usize + start, len)
+    }
+}
+
+/// `madvise(MADV_POPULATE_WRITE)` on the whole pages inside `addr..addr + len`.
+// Miri cannot run madvise (an FFI call it does not model); populating is only a paging
+// hint, so under Miri nothing is populated.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn prefault_pages(addr: usize, len: usize) -> bool {
+    const PAGE: usize = 4096;
+    let first = addr.next_multiple_of(PAGE);
+    let end = (addr + len) / PAGE * PAGE;
+    if end <= first {
+        return true;
+    }
+    // SAFETY: [first, end) lies inside one live allocation (the caller's bounds check and
+    // the held write guard). MADV_POPULATE_WRITE only faults pages in as a write would,
+    // without reading or writing their contents, so it cannot race the workers' writes
+    // into the same bytes nor change what any byte holds; it never unmaps or frees memory.
+    // A failure (EINVAL before Linux 5.14, EFAULT/ENOMEM for memory it cannot populate)
+    // leaves the mapping as it was.
+    unsafe {
+        libc::madvise(
+            first as *mut libc::c_void,
+            end - first,
+            libc::MADV_POPULATE_WRITE,
+        ) == 0
+    }
+}
+
+#[cfg(any(not(target_os = "linux"), miri))]
+fn prefault_pages(_addr: usize, _len: usize) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SharedHostOutput;
+    use crate::{Buffer, BufferPrototype};
+
+    /// Prefaulting maps pages in without changing a byte: a buffer's contents, fresh pages
+    /// and written ones alike, read back the same; a range outside the region is refused.
+    #[test]
+    fn prefaulting_leaves_every_byte_as_it_was() {
+        // Large enough for whole (huge) pages; small under Miri, which interprets every byte.
+        let len = if cfg!(miri) { 64 << 10 } else { 8 << 20 };
+        let written: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        for buffer in [
+            Buffer::from_vec(written.clone()),
+            Buffer::empty(len, &BufferPrototype::cpu()).unwrap(),
+        ] {
+            let before = buffer.to_vec().unwrap();
+            {
+                let region = buffer.region().unwrap();
+                // SAFETY: nothing writes through the handle.
+                let shared = unsafe { SharedHostOutput::new(region) }.unwrap();
+                let populated = shared.prefault(3, len - 5);
+                if cfg!(all(target_os = "linux", not(miri))) {
+                    // MADV_POPULATE_WRITE since Linux 5.14; older kernels refuse it.
+                    let modern = kernel_at_least(5, 14);
+                    assert_eq!(populated, modern, "prefault on a kernel >= 5.14: {modern}");
+                }
+                assert!(!shared.prefault(len - 4, 8), "a range past the end");
+                assert!(!shared.prefault(usize::MAX, 2), "an overflowing range");
+            }
+            assert!(
+                buffer.to_vec().unwrap() == before,
+                "prefaulting changed bytes"
+            );
+        }
+    }
+
+    /// Whether the running kernel is `major.minor` or later (from `uname -r`'s numbers).
+    fn kernel_at_least(major: u32, minor: u32) -> bool {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = release
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|p| p.parse::<u32>().ok());
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+    }
 }

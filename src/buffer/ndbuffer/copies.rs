@@ -166,7 +166,7 @@ impl NDBuffer {
     }
 
     /// The byte range of the buffer covering every element.
-    pub(super) fn byte_span(&self) -> (usize, usize) {
+    pub(crate) fn byte_span(&self) -> (usize, usize) {
         if self.is_empty() {
             return (self.offset, self.offset);
         }

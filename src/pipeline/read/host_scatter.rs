@@ -39,6 +39,12 @@ pub(crate) enum Claim {
 /// wake-up it costs, was about a tenth of a read's time on 2 cores.
 const CLAIM_BYTES: usize = 256 << 10;
 
+/// Outputs smaller than this are not prefaulted ([`HostScatter::prefault_output`]): their
+/// page faults cost less than the thread that would take them.
+const PREFAULT_MIN_BYTES: usize = 16 << 20;
+/// Bytes of output prefaulted per step, between looks at whether the read has finished.
+const PREFAULT_STEP: usize = 8 << 20;
+
 /// What a worker hands the coordinator for one claim: the units it placed (a run from the
 /// claim's first unit), and the error that stopped it, if one did.
 struct Claimed {
@@ -114,6 +120,7 @@ impl<'r> HostScatter<'r> {
         let permit_rx = std::sync::Mutex::new(permit_rx);
         let next = AtomicUsize::new(0);
         let abort = AtomicBool::new(false);
+        let finished = AtomicBool::new(false);
         std::thread::scope(|scope| {
             for slot in &slots[..workers] {
                 let ready_tx = ready_tx.clone();
@@ -165,7 +172,12 @@ impl<'r> HostScatter<'r> {
                 });
             }
             drop(ready_tx);
+            if self.claim == Claim::OneByOne {
+                let finished = &finished;
+                scope.spawn(move || self.prefault_output(finished));
+            }
             let outcome = self.collect(&ready_rx, &permit_tx);
+            finished.store(true, Ordering::Relaxed);
             if outcome.is_err() {
                 abort.store(true, Ordering::Relaxed);
             }
@@ -173,6 +185,27 @@ impl<'r> HostScatter<'r> {
             drop(permit_tx);
             outcome
         })
+    }
+
+    /// Maps the output's pages in ahead of the workers, in the order they write it, until
+    /// the whole output is done or `finished` is set. Only for reads fed by the fetch-ahead
+    /// stage (object stores): while their first requests are in flight the CPU has nothing
+    /// else to do, and the kernel's zeroing of a new output's pages (a fresh process's, or a
+    /// NumPy array zarr-python allocated for its pipeline) then costs the read no time where
+    /// it otherwise ran inside the workers' scatter.
+    fn prefault_output(&self, finished: &AtomicBool) {
+        let (start, end) = self.out.byte_span();
+        if end - start < PREFAULT_MIN_BYTES {
+            return;
+        }
+        let mut at = start;
+        while at < end && !finished.load(Ordering::Relaxed) {
+            let len = PREFAULT_STEP.min(end - at);
+            if !self.shared.prefault(at, len) {
+                return;
+            }
+            at += len;
+        }
     }
 
     /// Units a worker claims at once (see [`Claim`]): one, or a run of about [`CLAIM_BYTES`]
