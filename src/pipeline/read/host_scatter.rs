@@ -174,7 +174,11 @@ impl<'r> HostScatter<'r> {
             drop(ready_tx);
             if self.claim == Claim::OneByOne {
                 let finished = &finished;
-                scope.spawn(move || self.prefault_output(finished));
+                // Only a head start: a thread that cannot start leaves the faults to the
+                // workers.
+                let _ = std::thread::Builder::new()
+                    .name("zarrbuf-prefault".into())
+                    .spawn_scoped(scope, move || self.prefault_output(finished));
             }
             let outcome = self.collect(&ready_rx, &permit_tx);
             finished.store(true, Ordering::Relaxed);
