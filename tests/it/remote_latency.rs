@@ -5,7 +5,7 @@
 //! requests in flight, the limit obeyed, faults retried or reported — never a speed.
 //! Without the servers they skip visibly, failing under ZARRBUF_REQUIRE_SERVERS=1.
 
-use crate::common::access_log::{log_len, traffic};
+use crate::common::access_log::{Traffic, log_len, traffic};
 use crate::common::servers::{self, Server, unique};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +39,29 @@ fn write_array(dir: &Path, chunk: u64, inner: Option<u64>) -> NDBuffer {
     let data = NDBuffer::from_vec(values, &[64, 256, 256]).unwrap();
     array.write_all(&data).unwrap();
     data
+}
+
+/// Runs `read` with `io_concurrency` 2 on two decoding threads and checks that the server
+/// never had more than 2 requests for `name`'s chunks in flight (and had 2 at some point);
+/// returns what `read` returned and the traffic (`expected` requests).
+fn with_two_requests_in_flight<R>(
+    sv: &Server,
+    name: &str,
+    expected: usize,
+    read: impl FnOnce(&ReadOptions) -> R,
+) -> (R, Traffic) {
+    let opts = ReadOptions::default()
+        .with_io_concurrency(2)
+        .with_concurrency(2);
+    let from = log_len(&sv.log);
+    let got = read(&opts);
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), expected);
+    assert_eq!(
+        t.peak_in_flight, 2,
+        "{name}: io_concurrency 2, yet at most {} requests in flight: {t:?}",
+        t.peak_in_flight
+    );
+    (got, t)
 }
 
 fn same(what: &str, got: &NDBuffer, want: &NDBuffer) {
@@ -99,19 +122,11 @@ fn io_concurrency_bounds_the_requests_in_flight() {
     let name = unique("bounded");
     let want = write_array(&sv.root.join(&name), 32, None);
     let array = zarrbuf::open(&format!("{}/{name}", sv.url), "").unwrap();
-    let opts = ReadOptions::default()
-        .with_io_concurrency(2)
-        .with_concurrency(2);
-    let from = log_len(&sv.log);
-    let got = array.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
+    let (got, t) = with_two_requests_in_flight(&sv, &name, 128, |opts| {
+        array.read_all_opt(&BufferPrototype::cpu(), opts).unwrap()
+    });
     same("bounded", &got, &want);
-    let t = traffic(&sv.log, from, &format!("{name}/c/"), 128);
     assert_eq!(t.requests.len(), 128, "{t:?}");
-    assert_eq!(
-        t.peak_in_flight, 2,
-        "io_concurrency 2, yet at most {} requests in flight",
-        t.peak_in_flight
-    );
 }
 
 /// A sharded read sends each shard's index request and its data in merged ranges of at
@@ -141,18 +156,10 @@ fn sharded_reads_merge_ranges_and_fetch_shards_together() {
         t.peak_in_flight
     );
     // The same with `io_concurrency` 2: never more than 2 requests at once.
-    let opts = ReadOptions::default()
-        .with_io_concurrency(2)
-        .with_concurrency(2);
-    let from = log_len(&sv.log);
-    let got = array.read_all_opt(&BufferPrototype::cpu(), &opts).unwrap();
+    let (got, _) = with_two_requests_in_flight(&sv, &name, 2 * shards, |opts| {
+        array.read_all_opt(&BufferPrototype::cpu(), opts).unwrap()
+    });
     same("sharded, io_concurrency 2", &got, &want);
-    let t = traffic(&sv.log, from, &format!("{name}/c/"), 2 * shards);
-    assert_eq!(
-        t.peak_in_flight, 2,
-        "io_concurrency 2, yet at most {} requests in flight: {t:?}",
-        t.peak_in_flight
-    );
 }
 
 /// A small sync read (a patch over 4 chunks, the small-read route) sends its 4 requests at
@@ -271,20 +278,12 @@ fn string_reads_fetch_ahead_like_fixed_size_reads() {
         }
         if !sharded {
             let array = zarrbuf::open(&url, "").unwrap();
-            let opts = ReadOptions::default()
-                .with_io_concurrency(2)
-                .with_concurrency(2);
-            let from = log_len(&sv.log);
-            let got = array
-                .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), &opts)
-                .unwrap();
+            let (got, _) = with_two_requests_in_flight(&sv, &name, 96, |opts| {
+                array
+                    .read_all_as_opt::<VarLenBuffer>(&BufferPrototype::cpu(), opts)
+                    .unwrap()
+            });
             assert_eq!(got.len(), want.len());
-            let t = traffic(&sv.log, from, &format!("{name}/c/"), 96);
-            assert_eq!(
-                t.peak_in_flight, 2,
-                "io_concurrency 2, yet at most {} requests in flight",
-                t.peak_in_flight
-            );
         }
     }
 }
