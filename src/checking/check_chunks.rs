@@ -134,7 +134,7 @@ pub(super) fn check_chunks(
             FetchAhead::run(&plan, &plan.units, None, stage, *limits, |ahead| {
                 pool.broadcast(|_| {
                     work(&|i| match ahead.fetch(&plan.units[i]) {
-                        Ok(Some(bytes)) => Fetched::Whole(bytes),
+                        Ok(Some(bytes)) => Fetched::Whole(Vec::from(bytes)),
                         Ok(None) => Fetched::Missing,
                         Err(Error::Store { message, .. }) => {
                             Fetched::Failed((Problem::Unreadable, message))

@@ -18,6 +18,7 @@ use crate::options::{io_concurrency, io_concurrency_is_default};
 use crate::pipeline::{AheadLimits, AsyncFetch, FetchStage, ShardReads};
 use crate::stores::{DynArray, WaitOnRuntime};
 use crate::zarr::{Unit, UnitPlan};
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use object_store::{GetOptions, ObjectStore};
 use zarrs::storage::storage_adapter::async_to_sync::AsyncToSyncBlockOn;
@@ -55,6 +56,7 @@ pub(super) fn check_fetched_ahead(
             let blocking = |_: &UnitPlan, _: Option<&ShardReads>, unit: &Unit| {
                 array
                     .retrieve_encoded_chunk(&unit.indices)
+                    .map(|chunk| chunk.map(Bytes::from))
                     .map_err(|e| crate::zarr::chunk_error(array, &unit.indices, e))
             };
             let stage = FetchStage::from_fetch(blocking);
@@ -85,7 +87,7 @@ struct ObjectFetch<'a> {
 
 impl ObjectFetch<'_> {
     /// The whole stored value of the chunk at `indices` (`None`: not stored).
-    async fn get(&self, indices: &[u64]) -> Result<Option<Vec<u8>>> {
+    async fn get(&self, indices: &[u64]) -> Result<Option<Bytes>> {
         let key = self.array.chunk_key(indices);
         let path = object_store::path::Path::from(key.as_str());
         let failed = |e: object_store::Error| {
@@ -107,10 +109,7 @@ impl ObjectFetch<'_> {
             Err(e) => return Err(failed(e)),
         };
         // Stores hand over the buffer they read into: taken as it is where it is not shared.
-        got.bytes()
-            .await
-            .map(|bytes| Some(Vec::from(bytes)))
-            .map_err(failed)
+        got.bytes().await.map(Some).map_err(failed)
     }
 }
 
@@ -124,7 +123,7 @@ impl AsyncFetch for ObjectFetch<'_> {
         _plan: &'a UnitPlan,
         _shards: Option<&'a ShardReads>,
         unit: &'a Unit,
-    ) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
+    ) -> BoxFuture<'a, Result<Option<Bytes>>> {
         Box::pin(self.get(&unit.indices))
     }
 }

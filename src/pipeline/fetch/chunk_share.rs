@@ -110,8 +110,8 @@ impl ChunkShare {
     fn get(
         &self,
         key: &[u64],
-        fetch: &mut dyn FnMut() -> Result<Option<Vec<u8>>>,
-    ) -> Result<Option<Vec<u8>>> {
+        fetch: &mut dyn FnMut() -> Result<Option<Bytes>>,
+    ) -> Result<Option<Bytes>> {
         loop {
             let mut entries = lock(&self.entries);
             let Some(entry) = entries.get_mut(key) else {
@@ -119,7 +119,7 @@ impl ChunkShare {
                 return fetch();
             };
             match &entry.state {
-                State::Ready(bytes) => return Ok(bytes.as_ref().map(|b| b.to_vec())),
+                State::Ready(bytes) => return Ok(bytes.clone()),
                 State::InFlight(flight) => {
                     let flight = flight.clone();
                     drop(entries);
@@ -156,7 +156,7 @@ struct Lead<'a> {
 }
 
 impl Lead<'_> {
-    fn publish(self, got: &Option<Vec<u8>>) {
+    fn publish(self, got: &Option<Bytes>) {
         let mut entries = lock(&self.share.entries);
         if let Some(e) = entries.get_mut(self.key) {
             // The leader's own claim is still open: keep the bytes only for other claims.
@@ -197,8 +197,8 @@ impl Claim {
     pub(crate) fn get(
         &self,
         key: &[u64],
-        mut fetch: impl FnMut() -> Result<Option<Vec<u8>>>,
-    ) -> Result<Option<Vec<u8>>> {
+        mut fetch: impl FnMut() -> Result<Option<Bytes>>,
+    ) -> Result<Option<Bytes>> {
         if !lock(&self.untaken).remove(key) {
             // Not claimed (or taken already): nothing to share.
             return fetch();
@@ -229,13 +229,19 @@ mod tests {
         let fetches = AtomicUsize::new(0);
         let fetch = || {
             fetches.fetch_add(1, Ordering::SeqCst);
-            Ok(Some(vec![7u8; 3]))
+            Ok(Some(Bytes::from(vec![7u8; 3])))
         };
         let a = share.claim(vec![vec![0, 1]]);
         let b = share.claim(vec![vec![0, 1], vec![0, 2]]);
-        assert_eq!(a.get(&[0, 1], fetch).unwrap(), Some(vec![7u8; 3]));
+        assert_eq!(
+            a.get(&[0, 1], fetch).unwrap(),
+            Some(Bytes::from(vec![7u8; 3]))
+        );
         assert_eq!(share.kept(), 1, "kept for b's open claim");
-        assert_eq!(b.get(&[0, 1], fetch).unwrap(), Some(vec![7u8; 3]));
+        assert_eq!(
+            b.get(&[0, 1], fetch).unwrap(),
+            Some(Bytes::from(vec![7u8; 3]))
+        );
         assert_eq!(fetches.load(Ordering::SeqCst), 1);
         assert_eq!(share.kept(), 0, "dropped once the last claim took it");
         drop(b);
@@ -271,7 +277,7 @@ mod tests {
                     fetches.fetch_add(1, Ordering::SeqCst);
                     started_tx.send(()).unwrap();
                     std::thread::sleep(std::time::Duration::from_millis(50));
-                    Ok(Some(vec![1, 2]))
+                    Ok(Some(Bytes::from(vec![1, 2])))
                 })
                 .unwrap()
             });
@@ -280,10 +286,10 @@ mod tests {
             let got = b
                 .get(&[1], || {
                     fetches.fetch_add(1, Ordering::SeqCst);
-                    Ok(Some(vec![9]))
+                    Ok(Some(Bytes::from(vec![9])))
                 })
                 .unwrap();
-            assert_eq!(got, Some(vec![1, 2]));
+            assert_eq!(got, Some(Bytes::from(vec![1, 2])));
         });
         assert_eq!(fetches.load(Ordering::SeqCst), 1);
     }

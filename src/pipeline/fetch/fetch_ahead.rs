@@ -29,6 +29,7 @@ use super::fetch_stage::{AsyncFetch, Fetch, FetchStage, RunAhead};
 use crate::errors::Result;
 use crate::pipeline::ShardReads;
 use crate::zarr::{Unit, UnitPlan};
+use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -60,7 +61,7 @@ enum Entry {
     /// An I/O thread is fetching it.
     InFlight,
     /// Fetched, not yet taken by its worker.
-    Parked(Result<Option<Vec<u8>>>),
+    Parked(Result<Option<Bytes>>),
     /// Its worker fetches it itself (no I/O thread had started it); the request counts
     /// against the limit on requests in flight like the I/O threads' own.
     WorkerFetching,
@@ -181,7 +182,7 @@ impl<'a> FetchAhead<'a> {
     /// fetches it, or fetched here when no I/O thread has started it — as one of the
     /// requests in flight, so that the read never has more than the limit (it waits for one
     /// to finish when they are all taken; they finish without any worker's help).
-    pub(crate) fn fetch(&self, unit: &Unit) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn fetch(&self, unit: &Unit) -> Result<Option<Bytes>> {
         (self.check)()?;
         let own = || (self.fetch)(self.plan, self.shards, unit);
         if self.leads_shard_requests() {
@@ -281,7 +282,7 @@ impl<'a> FetchAhead<'a> {
     }
 
     /// Parks a fetched unit's outcome for its worker.
-    fn park(&self, i: usize, outcome: Result<Option<Vec<u8>>>) {
+    fn park(&self, i: usize, outcome: Result<Option<Bytes>>) {
         let mut state = lock(&self.state);
         let bytes = parked_bytes(&outcome);
         state.in_flight -= 1;
@@ -421,7 +422,7 @@ enum Claim {
 }
 
 /// The bytes a parked outcome holds.
-fn parked_bytes(outcome: &Result<Option<Vec<u8>>>) -> u64 {
+fn parked_bytes(outcome: &Result<Option<Bytes>>) -> u64 {
     match outcome {
         Ok(Some(bytes)) => bytes.len() as u64,
         _ => 0,

@@ -183,7 +183,7 @@ struct Lead {
 impl Lead {
     /// Takes the flight out of the table (no reader joins it from now on), hands the
     /// outcome to its waiters and returns the leader's own result.
-    fn finish(mut self, result: Result<Option<Vec<u8>>>) -> Result<Option<Vec<u8>>> {
+    fn finish(mut self, result: Result<Option<Bytes>>) -> Result<Option<Bytes>> {
         self.finished = true;
         let waited = {
             let mut table = flights();
@@ -196,9 +196,8 @@ impl Lead {
         }
         match result {
             Ok(bytes) => {
-                let shared = bytes.map(Bytes::from);
-                self.flight.publish(Outcome::Fetched(shared.clone()));
-                Ok(shared.map(Vec::from))
+                self.flight.publish(Outcome::Fetched(bytes.clone()));
+                Ok(bytes)
             }
             Err(e) => {
                 let e = Arc::new(e);
@@ -260,9 +259,9 @@ fn retold(e: &Error) -> Error {
 }
 
 /// What a waiter gets from a finished flight; `None` when it was abandoned.
-fn taken(outcome: Outcome) -> Option<Result<Option<Vec<u8>>>> {
+fn taken(outcome: Outcome) -> Option<Result<Option<Bytes>>> {
     match outcome {
-        Outcome::Fetched(bytes) => Some(Ok(bytes.map(Vec::from))),
+        Outcome::Fetched(bytes) => Some(Ok(bytes)),
         Outcome::Failed(e) => Some(Err(retold(&e))),
         Outcome::Abandoned => None,
     }
@@ -272,8 +271,8 @@ fn taken(outcome: Outcome) -> Option<Result<Option<Vec<u8>>>> {
 /// sync read fetching the same unit now.
 pub(crate) fn fetch_shared(
     key: &FlightKey,
-    fetch: impl FnOnce() -> Result<Option<Vec<u8>>>,
-) -> Result<Option<Vec<u8>>> {
+    fetch: impl FnOnce() -> Result<Option<Bytes>>,
+) -> Result<Option<Bytes>> {
     loop {
         match join(key) {
             Join::Alone => return fetch(),
@@ -290,8 +289,8 @@ pub(crate) fn fetch_shared(
 /// [`fetch_shared`] for an async read: waits by awaiting, never by blocking.
 pub(crate) async fn fetch_shared_async(
     key: &FlightKey,
-    fetch: impl Future<Output = Result<Option<Vec<u8>>>>,
-) -> Result<Option<Vec<u8>>> {
+    fetch: impl Future<Output = Result<Option<Bytes>>>,
+) -> Result<Option<Bytes>> {
     loop {
         match join(key) {
             Join::Alone => return fetch.await,
@@ -353,7 +352,7 @@ mod tests {
                             fetches.fetch_add(1, Ordering::SeqCst);
                             // The leader fetches until the five others wait on it.
                             until_waiting(&k, 5);
-                            Ok(Some(vec![7u8; 100]))
+                            Ok(Some(Bytes::from(vec![7u8; 100])))
                         })
                     })
                 })
@@ -362,7 +361,7 @@ mod tests {
         });
         assert_eq!(fetches.load(Ordering::SeqCst), 1);
         for g in got {
-            assert_eq!(g.unwrap(), Some(vec![7u8; 100]));
+            assert_eq!(g.unwrap(), Some(Bytes::from(vec![7u8; 100])));
         }
         assert_eq!(waiters(&k), None, "a finished flight left the table");
     }
@@ -409,7 +408,7 @@ mod tests {
             tokio::spawn(async move {
                 fetch_shared_async(&k, async {
                     tokio::time::sleep(Duration::from_secs(600)).await;
-                    Ok(Some(vec![1u8]))
+                    Ok(Some(Bytes::from(vec![1u8])))
                 })
                 .await
             })
@@ -419,7 +418,9 @@ mod tests {
         }
         let waiter = {
             let k = k.clone();
-            tokio::spawn(async move { fetch_shared_async(&k, async { Ok(Some(vec![2u8])) }).await })
+            tokio::spawn(async move {
+                fetch_shared_async(&k, async { Ok(Some(Bytes::from(vec![2u8]))) }).await
+            })
         };
         while waiters(&k) != Some(1) {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -439,7 +440,7 @@ mod tests {
             .await
             .expect("the waiter hung after its leader was dropped")
             .unwrap();
-        assert_eq!(got.unwrap(), Some(vec![2u8]));
+        assert_eq!(got.unwrap(), Some(Bytes::from(vec![2u8])));
         assert_eq!(waiters(&k), None);
     }
 

@@ -113,7 +113,7 @@ pub(crate) fn fetch_unit_ranges<S: ?Sized + ReadableStorageTraits + 'static>(
     shards: Option<&ShardReads>,
     unit: &Unit,
     ranges: &UnitRanges,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     let storage = array.storage();
     match plan.source {
         UnitSource::Chunk | UnitSource::ZarrsDecoded => {
@@ -127,7 +127,9 @@ pub(crate) fn fetch_unit_ranges<S: ?Sized + ReadableStorageTraits + 'static>(
                 .get_partial_many(&key, Box::new(byte_ranges(requests).into_iter()))
                 .map_err(|e| fail(e.to_string()))?
                 .ok_or_else(|| fail("the chunk disappeared while it was being read".into()))?;
-            join(parts, requests).map(Some).map_err(fail)
+            join(parts, requests)
+                .map(|joined| Some(joined.into()))
+                .map_err(fail)
         }
         UnitSource::Subchunk => {
             let shards = shards.ok_or_else(not_sharded)?;
@@ -147,7 +149,9 @@ pub(crate) fn fetch_unit_ranges<S: ?Sized + ReadableStorageTraits + 'static>(
                 .get_partial_many(&key, Box::new(byte_ranges(&requests).into_iter()))
                 .map_err(|e| fail(e.to_string()))?
                 .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
-            join(parts, &requests).map(Some).map_err(fail)
+            join(parts, &requests)
+                .map(|joined| Some(joined.into()))
+                .map_err(fail)
         }
     }
 }
@@ -158,7 +162,7 @@ pub(crate) async fn fetch_chunk_ranges_async<S: ?Sized + AsyncReadableStorageTra
     array: &Array<S>,
     unit: &Unit,
     ranges: &UnitRanges,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     let storage = array.storage();
     let key = array.chunk_key(&unit.indices);
     let fail = |e: String| chunk_error(array, &unit.indices, e);
@@ -191,7 +195,7 @@ pub(crate) async fn fetch_chunk_ranges_async<S: ?Sized + AsyncReadableStorageTra
                 &join(std::iter::once(Ok(bytes)), std::slice::from_ref(r)).map_err(fail)?,
             );
         }
-        return Ok(Some(out));
+        return Ok(Some(out.into()));
     }
     if !check_exact_size_async(array, &unit.indices, ranges.unit_len()).await? {
         return Ok(None);
@@ -202,7 +206,9 @@ pub(crate) async fn fetch_chunk_ranges_async<S: ?Sized + AsyncReadableStorageTra
         .map_err(|e| fail(e.to_string()))?
         .ok_or_else(|| fail("the chunk disappeared while it was being read".into()))?;
     let parts: Vec<_> = parts.collect().await;
-    join(parts.into_iter(), requests).map(Some).map_err(fail)
+    join(parts.into_iter(), requests)
+        .map(|joined| Some(joined.into()))
+        .map_err(fail)
 }
 
 /// Fetches the bytes of `ranges` of an inner chunk at `extent` (from its shard's checked

@@ -20,6 +20,7 @@ use super::shard_reads::Ahead;
 use crate::errors::Result;
 use crate::pipeline::{Cancel, Claim, ShardReads};
 use crate::zarr::{Unit, UnitPlan};
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use zarrs::array::Array;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
@@ -27,7 +28,7 @@ use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
 /// Fetches one unit's encoded bytes (`None`: not stored); called on pipeline worker threads
 /// and on the fetch-ahead stage's I/O threads.
 pub(crate) type Fetch<'a> =
-    dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
+    dyn Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Bytes>> + Sync + 'a;
 
 /// Runs one shard request a fetch-ahead thread leads (an index or a merged range), on the
 /// read's store; its outcome is published to the workers through the leader it carries.
@@ -49,7 +50,7 @@ pub(crate) trait AsyncFetch: Sync {
         plan: &'a UnitPlan,
         shards: Option<&'a ShardReads>,
         unit: &'a Unit,
-    ) -> BoxFuture<'a, Result<Option<Vec<u8>>>>;
+    ) -> BoxFuture<'a, Result<Option<Bytes>>>;
 }
 
 /// How a read fetches: the plain fetch its workers call, and what the fetch-ahead stage
@@ -98,7 +99,7 @@ impl<'a> FetchStage<'a> {
 
     /// A stage of `fetch` alone: no shard requests led ahead, no futures, never given up.
     pub(crate) fn from_fetch(
-        fetch: impl Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Vec<u8>>> + Sync + 'a,
+        fetch: impl Fn(&UnitPlan, Option<&ShardReads>, &Unit) -> Result<Option<Bytes>> + Sync + 'a,
     ) -> Self {
         FetchStage {
             fetch: Box::new(fetch),
@@ -161,7 +162,7 @@ impl<'a> FetchStage<'a> {
         plan: &UnitPlan,
         shards: Option<&ShardReads>,
         unit: &Unit,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Bytes>> {
         (self.fetch)(plan, shards, unit)
     }
 
@@ -207,7 +208,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncUnits<'_, S> {
         plan: &UnitPlan,
         shards: Option<&ShardReads>,
         unit: &Unit,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Bytes>> {
         // This worker waits for the fetch anyway: local files are read on it.
         crate::stores::reading_inline(|| self.handle.block_on(self.fetch(plan, shards, unit)))
     }
@@ -235,7 +236,7 @@ impl<S: ?Sized + AsyncReadableStorageTraits + 'static> AsyncFetch for AsyncUnits
         plan: &'b UnitPlan,
         shards: Option<&'b ShardReads>,
         unit: &'b Unit,
-    ) -> BoxFuture<'b, Result<Option<Vec<u8>>>> {
+    ) -> BoxFuture<'b, Result<Option<Bytes>>> {
         Box::pin(async move {
             self.check()?;
             self.cancel

@@ -14,6 +14,7 @@ use crate::pipeline::ShardReads;
 use crate::zarr::{
     ShardIndex, Unit, UnitPlan, UnitSource, check_stored_size, check_stored_size_async, chunk_error,
 };
+use bytes::Bytes;
 use futures::future::join_all;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -28,7 +29,7 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
     shards: &ShardReads,
     inner: &[u64],
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     let (shard, within) = shards.index().split(inner);
     let key = array.chunk_key(&shard);
     let storage = array.storage();
@@ -48,12 +49,13 @@ pub(crate) fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     plan: &UnitPlan,
     shards: Option<&ShardReads>,
     unit: &Unit,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     match plan.source {
         UnitSource::Chunk | UnitSource::ZarrsDecoded => {
             check_stored_size(array, &unit.indices)?;
             array
                 .retrieve_encoded_chunk(&unit.indices)
+                .map(|chunk| chunk.map(Bytes::from))
                 .map_err(|e| chunk_error(array, &unit.indices, e))
         }
         UnitSource::Subchunk => {
@@ -69,16 +71,14 @@ pub(crate) async fn fetch_unit_async<S: ?Sized + AsyncReadableStorageTraits + 's
     plan: &UnitPlan,
     shards: Option<&ShardReads>,
     unit: &Unit,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     match plan.source {
         UnitSource::Chunk | UnitSource::ZarrsDecoded => {
             check_stored_size_async(array, &unit.indices).await?;
             Ok(array
                 .async_retrieve_encoded_chunk(&unit.indices)
                 .await
-                .map_err(|e| chunk_error(array, &unit.indices, e))?
-                // Stores hand over the buffer they read into: taken as it is, not copied.
-                .map(Vec::from))
+                .map_err(|e| chunk_error(array, &unit.indices, e))?)
         }
         UnitSource::Subchunk => {
             let shards = shards.expect("sharded plans carry their index");
@@ -104,7 +104,7 @@ pub(crate) async fn fetch_units_async<S: ?Sized + AsyncReadableStorageTraits + '
     plan: &UnitPlan,
     index: Option<&ShardIndex>,
     ranges: &RangesOf<'_>,
-) -> Vec<Result<Option<Vec<u8>>>> {
+) -> Vec<Result<Option<Bytes>>> {
     let mut indexes: ShardIndexes = HashMap::new();
     if let Some(index) = index {
         let shards: BTreeSet<Vec<u64>> = plan
@@ -141,7 +141,7 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
     indexes: &ShardIndexes,
     unit: &Unit,
     ranged: Option<UnitRanges>,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     let flight = FlightKey::new(
         array,
         flight_unit(array, index, unit, ranged.as_ref()),
@@ -174,7 +174,7 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
             let storage = array.storage();
             return fetch_inner_ranges_async(storage.as_ref(), &key, &range, ranges)
                 .await
-                .map(Some)
+                .map(|joined| Some(joined.into()))
                 .map_err(fail);
         }
         let bytes = get_async(
@@ -186,7 +186,7 @@ async fn fetch_small_unit<S: ?Sized + AsyncReadableStorageTraits + 'static>(
         .map_err(fail)?
         .ok_or_else(|| fail("the shard disappeared while it was being read".into()))?;
         check_length(&range, bytes.len()).map_err(fail)?;
-        Ok(Some(Vec::from(bytes)))
+        Ok(Some(bytes))
     };
     fetch_shared_async(&flight, fetch).await
 }
@@ -196,7 +196,7 @@ async fn fetch_inner_chunk_async<S: ?Sized + AsyncReadableStorageTraits + 'stati
     array: &Array<S>,
     shards: &ShardReads,
     inner: &[u64],
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<Bytes>> {
     let (shard, within) = shards.index().split(inner);
     let key = array.chunk_key(&shard);
     let storage = array.storage();

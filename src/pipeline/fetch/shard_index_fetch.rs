@@ -7,6 +7,7 @@ use super::fetch_flight::{FlightKey, Readers, fetch_shared, fetch_shared_async};
 use super::shard_reads::Fetched;
 use crate::errors::{Error, Result};
 use crate::zarr::ShardIndex;
+use bytes::Bytes;
 use zarrs::array::Array;
 use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::{AsyncReadableStorageTraits, ReadableStorageTraits};
@@ -70,21 +71,17 @@ fn index_flight<S: ?Sized>(
 }
 
 /// A fetch's outcome as the shared-fetch table carries it (errors name the array).
-fn to_shared<S: ?Sized>(array: &Array<S>, fetched: Fetched) -> Result<Option<Vec<u8>>> {
-    fetched
-        .map(|b| b.map(Vec::from))
-        .map_err(|e| Error::zarr(array.path().as_str(), e, None))
+fn to_shared<S: ?Sized>(array: &Array<S>, fetched: Fetched) -> Result<Option<Bytes>> {
+    fetched.map_err(|e| Error::zarr(array.path().as_str(), e, None))
 }
 
 /// A shared fetch's outcome as the shard fetch stage keeps it: the error's own message (the
 /// caller names the shard and inner chunk).
-fn from_shared(shared: Result<Option<Vec<u8>>>) -> Fetched {
-    shared
-        .map(|b| b.map(bytes::Bytes::from))
-        .map_err(|e| match e {
-            Error::Zarr { message, .. } => message,
-            other => other.to_string(),
-        })
+fn from_shared(shared: Result<Option<Bytes>>) -> Fetched {
+    shared.map_err(|e| match e {
+        Error::Zarr { message, .. } => message,
+        other => other.to_string(),
+    })
 }
 
 /// A shard's encoded index from an async store, shared with the async reads fetching it now.

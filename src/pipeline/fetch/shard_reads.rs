@@ -612,15 +612,16 @@ impl ShardReads {
     }
 
     /// Takes inner chunk `range` out of the fetched bytes of merged request `group`, and
-    /// drops the bytes once every inner chunk in them was taken. An inner chunk that is the
-    /// whole request, no longer shared with a waiter, is handed over without a copy.
+    /// lets the flight's hold on them go once every inner chunk in them was taken. The inner
+    /// chunk is a view of the request's bytes, not a copy: they are freed when the last
+    /// inner chunk taken from them is decoded.
     pub(crate) fn take(
         &self,
         shard: &[u64],
         group: &Range<u64>,
         bytes: Bytes,
         range: &Range<u64>,
-    ) -> std::result::Result<Vec<u8>, String> {
+    ) -> std::result::Result<Bytes, String> {
         let key = FlightKey::Group(shard.to_vec(), group.start);
         // The map's guard is dropped before the map is locked again to remove the entry.
         let flight = lock(&self.flights).get(&key).cloned();
@@ -652,12 +653,7 @@ impl ShardReads {
         check_length(group, bytes.len())?;
         let from = (range.start - group.start) as usize;
         let to = (range.end - group.start) as usize;
-        if from == 0 && to == bytes.len() {
-            // The flight's copy was let go above once every taker took its part: the
-            // bytes are this read's alone then, and become its `Vec` as they are.
-            return Ok(Vec::from(bytes));
-        }
-        Ok(bytes[from..to].to_vec())
+        Ok(bytes.slice(from..to))
     }
 }
 
@@ -696,7 +692,7 @@ pub(crate) fn inner_chunk_sync(
     within: &[u64],
     get: &dyn Fn(Range<u64>) -> Fetched,
     get_index: &dyn Fn() -> Fetched,
-) -> std::result::Result<Option<Vec<u8>>, String> {
+) -> std::result::Result<Option<Bytes>, String> {
     let Some(index) = shard_index_sync(reads, shard, get_index)? else {
         return Ok(None);
     };

@@ -118,7 +118,7 @@ pub fn decode_limits<S: ?Sized + ReadableStorageTraits + 'static>(
     let reps = reps.max(1);
     let decoded_total: usize = stored.iter().map(|(_, d)| d).sum();
     let every = decoded_total.div_ceil(HOST_CODEC_SAMPLE).max(1);
-    let sample: Vec<&(Vec<u8>, usize)> = stored.iter().step_by(every).collect();
+    let sample: Vec<&(bytes::Bytes, usize)> = stored.iter().step_by(every).collect();
     let host_codec_gbps = host_codec_rate(
         &sample,
         &|enc, out| codec.decode_into(enc, out, opts.validate_checksums),
@@ -184,7 +184,11 @@ type CodecFn<'a> = dyn Fn(&[u8], &mut [u8]) -> std::result::Result<usize, String
 
 /// Median decoded GB/s of `reps` single-threaded passes of `decode` over the chunks `stored`
 /// (encoded bytes, decoded size).
-fn host_codec_rate(stored: &[&(Vec<u8>, usize)], decode: &CodecFn, reps: usize) -> Result<f64> {
+fn host_codec_rate(
+    stored: &[&(bytes::Bytes, usize)],
+    decode: &CodecFn,
+    reps: usize,
+) -> Result<f64> {
     let largest = stored.iter().map(|(_, d)| *d).max().unwrap_or(0);
     let total: usize = stored.iter().map(|(_, d)| d).sum();
     let mut out = vec![0u8; largest];

@@ -24,6 +24,7 @@ use crate::zarr::{
     DeviceCodec, DevicePayload, Framing, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error,
     fill_bytes,
 };
+use bytes::Bytes;
 use std::borrow::Cow;
 use std::sync::Once;
 use std::time::Instant;
@@ -159,7 +160,7 @@ fn run_planned<S: ?Sized + Send + Sync + 'static>(
 }
 
 /// One unit's encoded bytes, for the staged read's producer.
-type UnitFetch<'a> = dyn Fn(&Unit) -> Result<Option<Vec<u8>>> + Sync + 'a;
+type UnitFetch<'a> = dyn Fn(&Unit) -> Result<Option<Bytes>> + Sync + 'a;
 
 /// How far ahead of the decoders a read of `array` fetches: only from object stores (a local
 /// store answers as fast as a worker asks), up to `ReadOptions::io_concurrency` requests and
@@ -209,7 +210,7 @@ impl<S: ?Sized + Send + Sync + 'static> UnitProducer<'_, S> {
     /// Produces `unit` from its encoded bytes (`None`: not stored) into `slot`.
     fn produce(
         &self,
-        encoded: Option<Vec<u8>>,
+        encoded: Option<Bytes>,
         unit: &Unit,
         slot: &mut [u8],
         decoder: Decoder,
@@ -339,9 +340,12 @@ pub(crate) fn decode_unit<S: ?Sized>(
     plan: &UnitPlan,
     codec_opts: &CodecOptions,
     unit: &Unit,
-    encoded: Vec<u8>,
+    encoded: Bytes,
     slot: &mut [u8],
 ) -> Result<Produced> {
+    // The fetched buffer itself where the bytes are all of it; a part of a larger response
+    // (an inner chunk of a merged shard request) is copied, as the codecs take it owned.
+    let encoded = Vec::from(encoded);
     let fail = |e: BoxError| chunk_error(array, &unit.indices, e);
     let decoded: Vec<u8> = match &plan.chain {
         Some(chain) => chain

@@ -40,6 +40,7 @@ use crate::zarr::{
     DeviceCodec, ShardIndex, Unit, UnitPlan, UnitSource, chunk_error, decode_needed_into,
     fill_bytes, needed_range, not_exact_size,
 };
+use bytes::Bytes;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -179,7 +180,7 @@ impl SmallRead {
         &self,
         array: &Array<S>,
         unit: &Unit,
-        encoded: Option<Vec<u8>>,
+        encoded: Option<Bytes>,
     ) -> Result<Option<Vec<u8>>> {
         let Some(encoded) = encoded else {
             return Ok(None);
@@ -213,7 +214,8 @@ impl SmallRead {
                     not_exact_size(encoded.len() as u64, expected as u64),
                 ));
             }
-            return Ok(Some(encoded));
+            // The fetched buffer itself when the bytes are all of it (no copy).
+            return Ok(Some(Vec::from(encoded)));
         };
         let mut buf = take_buffer(expected);
         let decoded = if self.prefix {
@@ -238,7 +240,7 @@ impl SmallRead {
     pub(crate) fn decode_all<S: ?Sized + Send + Sync>(
         &self,
         array: &Array<S>,
-        encoded: &(dyn Fn(usize) -> Result<Option<Vec<u8>>> + Sync),
+        encoded: &(dyn Fn(usize) -> Result<Option<Bytes>> + Sync),
     ) -> Result<Vec<Option<Vec<u8>>>> {
         let units = &self.plan.units;
         on_caller_and_pool(units.len(), |i| self.decode(array, &units[i], encoded(i)?))

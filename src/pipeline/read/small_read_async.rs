@@ -19,6 +19,7 @@ use crate::options::ReadOptions;
 use crate::pipeline::cancel::Cancel;
 use crate::pipeline::fetch::fetch_unit::fetch_units_async;
 use crate::zarr::{ShardIndex, UnitSource};
+use bytes::Bytes;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use zarrs::array::Array;
@@ -31,7 +32,7 @@ use zarrs::storage::AsyncReadableStorageTraits;
 pub(crate) const INLINE_DECODE_BYTES: usize = 64 << 10;
 
 /// One unit's fetched bytes (`None`: not stored), or why they could not be fetched.
-type Fetched = Result<Option<Vec<u8>>>;
+type Fetched = Result<Option<Bytes>>;
 
 /// Reads `subset` of `array` into `out` by the small async route, as `small` planned it (the
 /// read [`SmallRead::of`] took).
@@ -66,7 +67,7 @@ pub(crate) async fn read_small_async<S: ?Sized + AsyncReadableStorageTraits + 's
         .sum();
     let slots: Vec<Mutex<Option<Fetched>>> =
         fetched.into_iter().map(|f| Mutex::new(Some(f))).collect();
-    let take = move |i: usize| -> Result<Option<Vec<u8>>> {
+    let take = move |i: usize| -> Result<Option<Bytes>> {
         slots
             .get(i)
             .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take())

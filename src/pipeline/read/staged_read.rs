@@ -43,7 +43,7 @@ pub(crate) enum Produced {
     /// The unit's decoded bytes are its stored bytes, handed over as fetched (a chain with no
     /// bytes-to-bytes codecs): the host route scatters from them without a copy into the
     /// slot; the other route copies them there first.
-    Stored(Vec<u8>),
+    Stored(bytes::Bytes),
 }
 
 impl Produced {

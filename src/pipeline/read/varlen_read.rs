@@ -32,6 +32,7 @@ use crate::zarr::{
     EncodedLayout, ShardIndex, Unit, UnitCodec, UnitFault, UnitPlan, UnitSource, VlenIndex,
     VlenPlan, chunk_error, plan_vlen,
 };
+use bytes::Bytes;
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -39,7 +40,7 @@ use zarrs::array::{Array, CodecOptions};
 
 /// Fetches the encoded bytes of unit `i` of the plan (`None`: not stored).
 type VarLenFetch<'a> =
-    dyn Fn(&UnitPlan, Option<&ShardReads>, usize) -> Result<Option<Vec<u8>>> + Sync + 'a;
+    dyn Fn(&UnitPlan, Option<&ShardReads>, usize) -> Result<Option<Bytes>> + Sync + 'a;
 
 /// One unit after pass 1: its decoded bytes and where each element starts, or missing.
 enum Decoded {
@@ -315,7 +316,7 @@ fn decode_units<S: ?Sized + Send + Sync>(
         };
         let cap = budget.map(|(b, _)| b.saturating_sub(held.load(Ordering::Relaxed)));
         let (bytes, index) = codec
-            .decode(encoded, &unit.shape, &codec_opts, cap)
+            .decode(Vec::from(encoded), &unit.shape, &codec_opts, cap)
             .map_err(|e| match (budget, e) {
                 // A decoder stopped at what is left of the budget (or a header declared
                 // more): the read is too large for it.
