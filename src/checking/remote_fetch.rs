@@ -15,7 +15,7 @@ use super::check_options::CheckOptions;
 use super::remote_keys::ObjectKeys;
 use crate::errors::{Error, Result};
 use crate::options::{io_concurrency, io_concurrency_is_default};
-use crate::pipeline::{AheadLimits, AsyncFetch, FetchStage, ShardReads};
+use crate::pipeline::{AheadLimits, AsyncFetch, FetchStage, ShardReads, encoded_chunk};
 use crate::stores::{DynArray, WaitOnRuntime};
 use crate::zarr::{Unit, UnitPlan};
 use bytes::Bytes;
@@ -53,11 +53,9 @@ pub(super) fn check_fetched_ahead(
             check_chunks(array, chunks, opts, &Fetching::Ahead(stage, limits))
         }
         None => {
+            // Whole, with no size check first: a wrong size is the check's to report.
             let blocking = |_: &UnitPlan, _: Option<&ShardReads>, unit: &Unit| {
-                array
-                    .retrieve_encoded_chunk(&unit.indices)
-                    .map(|chunk| chunk.map(Bytes::from))
-                    .map_err(|e| crate::zarr::chunk_error(array, &unit.indices, e))
+                encoded_chunk(array, &unit.indices)
             };
             let stage = FetchStage::from_fetch(blocking);
             check_chunks(array, chunks, opts, &Fetching::Ahead(stage, limits))

@@ -39,6 +39,7 @@ pub(crate) use cancel::{Cancel, StopOnDrop};
 pub(crate) use fetch::chunk_share::{ChunkShare, Claim};
 pub(crate) use fetch::fetch_ahead::{AheadLimits, FetchAhead};
 pub(crate) use fetch::fetch_stage::{AsyncFetch, AsyncUnits, FetchStage};
+pub(crate) use fetch::fetch_unit::encoded_chunk;
 pub(crate) use fetch::shard_reads::{InnerFetch, ShardReads};
 pub use gpu_decode::resident_rate::{DecodeLimits, decode_limits};
 pub use gpu_decode::tuning::{Tuning, tuning};

@@ -43,6 +43,18 @@ fn fetch_inner_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
     inner_chunk_sync(shards, &shard, &within, &get, &get_index).map_err(fail)
 }
 
+/// The stored bytes of the unsharded chunk at `indices` of a sync store, whole (`None`: not
+/// stored), as the fetch seam carries them; no size is checked first.
+pub(crate) fn encoded_chunk<S: ?Sized + ReadableStorageTraits + 'static>(
+    array: &Array<S>,
+    indices: &[u64],
+) -> Result<Option<Bytes>> {
+    array
+        .retrieve_encoded_chunk(indices)
+        .map(|chunk| chunk.map(Bytes::from))
+        .map_err(|e| chunk_error(array, indices, e))
+}
+
 /// Fetches one unit's encoded bytes (`None`: not stored, reads as the fill value).
 pub(crate) fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     array: &Array<S>,
@@ -53,10 +65,7 @@ pub(crate) fn fetch_unit<S: ?Sized + ReadableStorageTraits + 'static>(
     match plan.source {
         UnitSource::Chunk | UnitSource::ZarrsDecoded => {
             check_stored_size(array, &unit.indices)?;
-            array
-                .retrieve_encoded_chunk(&unit.indices)
-                .map(|chunk| chunk.map(Bytes::from))
-                .map_err(|e| chunk_error(array, &unit.indices, e))
+            encoded_chunk(array, &unit.indices)
         }
         UnitSource::Subchunk => {
             let shards = shards.expect("sharded plans carry their index");
