@@ -103,11 +103,13 @@ struct ReadmeExamples;
 struct RustApiExamples;
 
 /// Where buffer memory comes from: user allocators, the memory resource behind a buffer,
-/// the process-wide default prototype, how much host memory is left, and the memory zarrbuf
-/// keeps cached for reuse.
+/// the process-wide default prototype, how much host memory is left, the memory zarrbuf
+/// keeps cached for reuse, and whether its large host buffers ask for huge pages.
 pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
-    pub use crate::memory::release_cached_memory;
+    pub use crate::memory::{
+        HUGE_PAGES_ENV, huge_pages_advised, huge_pages_setting, release_cached_memory,
+    };
     pub use crate::memory_limit::available_bytes as available_memory;
 }
 

@@ -22,6 +22,11 @@ use zarrbuf::{
 
 fn main() {
     cli::allocator::keep_freed_memory();
+    if let Err(msg) = zarrbuf::alloc::huge_pages_setting() {
+        errln!("error: {msg}");
+        std::process::exit(2);
+    }
+    cli::allocator::follow_huge_page_choice();
     // A bug must still end as one `error:` line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info

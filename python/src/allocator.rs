@@ -1,4 +1,5 @@
-//! The extension's allocator: mimalloc, told to keep the memory it frees.
+//! The extension's allocator: mimalloc, told to keep the memory it frees (and, on a virtual
+//! machine that hands free memory back to its host, to keep its new arenas to small pages).
 //!
 //! The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
 //! come from mimalloc, which keeps freed memory for reuse. With glibc's malloc every small
@@ -47,10 +48,39 @@ pub(crate) fn keep_freed_memory() -> bool {
     true
 }
 
+/// `mi_option_allow_thp` in mimalloc 3.x's `mi_option_t` (no constant in libmimalloc-sys).
+const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
+/// Stops mimalloc advising the arenas it reserves from now on for huge pages where
+/// zarrbuf's memory should not ask for them (`zarrbuf::alloc::huge_pages_advised`: a virtual
+/// machine whose balloon reports free pages to its host, where a huge page freed a few
+/// seconds earlier is 4–20× slower to fault in than a small one). Unlike the CLI it leaves
+/// the interpreter's other libraries alone (no process-wide `PR_SET_THP_DISABLE`), so an
+/// arena reserved before the module was imported keeps its advice. Does nothing when
+/// `MIMALLOC_ALLOW_THP` is set or the option is not at its measured default; returns whether
+/// it changed it.
+pub(crate) fn follow_huge_page_choice() -> bool {
+    if zarrbuf::alloc::huge_pages_advised() || std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return false;
+    }
+    // SAFETY: plain integer calls (see keep_freed_memory); mimalloc reads the option each
+    // time it maps memory from the OS.
+    unsafe {
+        if libmimalloc_sys::mi_version() / 10_000 != 3
+            || libmimalloc_sys::mi_option_get(ALLOW_THP) != 1
+        {
+            return false;
+        }
+        libmimalloc_sys::mi_option_set(ALLOW_THP, 0);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     /// The mimalloc linked is the 3.x whose option numbering `PURGE_DELAY` assumes: when
-    /// libmimalloc-sys moves on, check `mi_option_purge_delay` in its `mimalloc.h`.
+    /// libmimalloc-sys moves on, check `mi_option_purge_delay` and `mi_option_allow_thp` in
+    /// its `mimalloc.h`.
     #[test]
     fn the_linked_mimalloc_is_the_measured_one() {
         // SAFETY: plain integer calls (see keep_freed_memory).

@@ -303,6 +303,7 @@ fn list_hierarchy(
 #[pymodule]
 fn _zarrbuf(m: &Bound<'_, PyModule>) -> PyResult<()> {
     allocator::keep_freed_memory();
+    allocator::follow_huge_page_choice();
     m.add("ZarrbufError", m.py().get_type::<ZarrbufError>())?;
     m.add_class::<Array>()?;
     m.add_class::<NDArray>()?;

@@ -1,4 +1,5 @@
-//! The CLI's allocator: mimalloc, told to keep the memory it frees.
+//! The CLI's allocator: mimalloc, told to keep the memory it frees (and, on a virtual
+//! machine that hands free memory back to its host, to keep to small pages).
 //!
 //! The CLI's Rust allocations (encoded chunks as stores read them — object_store's local
 //! files zero-fill each one first —, zarrs' per-chunk decode buffers) come from mimalloc,
@@ -44,6 +45,27 @@ pub(crate) fn keep_freed_memory() -> bool {
         libmimalloc_sys::mi_option_set(PURGE_DELAY, -1);
     }
     true
+}
+
+/// Leaves the whole process to small pages where zarrbuf's memory should not ask for huge
+/// ones (`zarrbuf::alloc::huge_pages_advised`: a virtual machine whose balloon reports free
+/// pages to its host). mimalloc advises its arenas for huge pages when it reserves them,
+/// before `main` runs, so the advice is overruled for the process (`PR_SET_THP_DISABLE`)
+/// rather than not given. Returns whether it did.
+#[cfg(target_os = "linux")]
+pub(crate) fn follow_huge_page_choice() -> bool {
+    if zarrbuf::alloc::huge_pages_advised() {
+        return false;
+    }
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and only sets a flag of this process
+    // (inherited by its children) that the kernel consults when it faults pages in; no
+    // memory is touched. A failure (an old kernel) leaves huge pages on and is ignored.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn follow_huge_page_choice() -> bool {
+    false
 }
 
 #[cfg(test)]

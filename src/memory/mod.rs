@@ -19,6 +19,7 @@ mod cuda;
 mod decode_target;
 mod foreign;
 mod host_alloc;
+mod huge_pages;
 mod init;
 pub(crate) mod ipc;
 #[cfg(test)]
@@ -36,6 +37,7 @@ pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host_alloc::HostAlloc;
+pub use huge_pages::{HUGE_PAGES_ENV, huge_pages_advised, huge_pages_setting};
 pub(crate) use init::Init;
 pub(crate) use pinned::PinnedAlloc;
 pub(crate) use region::Region;

@@ -292,6 +292,38 @@ fn failures_are_one_line_errors() {
     assert_one_line_error(&out, "/no/such/dir/x.npy");
 }
 
+/// `ZARRBUF_HUGE_PAGES` chooses the page size of the CLI's memory: `on` and `off` read the
+/// same bytes, anything else is a one-line error naming the variable and what it takes.
+#[test]
+fn huge_page_choice_reads_the_same_and_bad_values_are_errors() {
+    let demo = crate::common::demo();
+    for choice in ["on", "off", "auto"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
+            .args(["read", &demo.store])
+            .env_remove("ZARRBUF_DEVICE")
+            .env("ZARRBUF_HUGE_PAGES", choice)
+            .output()
+            .expect("the zarrbuf binary runs");
+        assert!(o.status.success(), "{choice}: {o:?}");
+        let text = stdout(&o);
+        assert!(
+            text.contains(&format!("crc32 {:08x}", demo.crc32)),
+            "{choice}: checksum should be {:08x}: {text}",
+            demo.crc32
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
+        .args(["read", &demo.store])
+        .env("ZARRBUF_HUGE_PAGES", "sometimes")
+        .output()
+        .expect("the zarrbuf binary runs");
+    assert_one_line_error(
+        &o,
+        "ZARRBUF_HUGE_PAGES=\"sometimes\" is not a setting: use on, off or auto",
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
 fn copy_dir(name: &str) -> std::path::PathBuf {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
     if dir.is_dir() {
