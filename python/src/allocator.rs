@@ -1,5 +1,5 @@
-//! The extension's allocator: mimalloc, told to keep the memory it frees (and, on a virtual
-//! machine that hands free memory back to its host, to keep its new arenas to small pages).
+//! The extension's allocator: mimalloc, told to keep the memory it frees (and to keep its
+//! new arenas to small pages when `ZARRBUF_HUGE_PAGES=off`).
 //!
 //! The extension's Rust allocations (zarrs' per-chunk buffers, encoded bytes, small outputs)
 //! come from mimalloc, which keeps freed memory for reuse. With glibc's malloc every small
@@ -51,14 +51,14 @@ pub(crate) fn keep_freed_memory() -> bool {
 /// `mi_option_allow_thp` in mimalloc 3.x's `mi_option_t` (no constant in libmimalloc-sys).
 const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 
-/// Stops mimalloc advising the arenas it reserves from now on for huge pages where
-/// zarrbuf's memory should not ask for them (`zarrbuf::alloc::huge_pages_advised`: a virtual
-/// machine whose balloon reports free pages to its host, where a huge page freed a few
-/// seconds earlier is 4–20× slower to fault in than a small one). Unlike the CLI it leaves
-/// the interpreter's other libraries alone (no process-wide `PR_SET_THP_DISABLE`), so an
-/// arena reserved before the module was imported keeps its advice. Does nothing when
-/// `MIMALLOC_ALLOW_THP` is set or the option is not at its measured default; returns whether
-/// it changed it.
+/// Stops mimalloc advising the arenas it reserves from now on for huge pages when
+/// `ZARRBUF_HUGE_PAGES=off` (zarrbuf's own large buffers follow the same setting). Not by
+/// default: a long-lived process reuses its memory, and there huge pages read faster even
+/// where the host takes free memory back (`zarrbuf::alloc::huge_pages_advised`). Unlike the
+/// CLI it leaves the interpreter's other libraries alone (no process-wide
+/// `PR_SET_THP_DISABLE`), so an arena reserved before the module was imported keeps its
+/// advice. Does nothing when `MIMALLOC_ALLOW_THP` is set or the option is not at its
+/// measured default; returns whether it changed it.
 pub(crate) fn follow_huge_page_choice() -> bool {
     if zarrbuf::alloc::huge_pages_advised() || std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return false;

@@ -98,7 +98,7 @@ impl HostAlloc {
 
 // Miri cannot run `madvise(MADV_HUGEPAGE)` (an FFI call it does not model); the advice is
 // only a paging hint, so under Miri large blocks are simply not advised.
-// Not where free page reporting makes huge pages the slower kind (`huge_pages`).
+// Not when `ZARRBUF_HUGE_PAGES=off` (`huge_pages`).
 #[cfg(all(target_os = "linux", not(miri)))]
 fn advise_huge_pages(ptr: *mut u8, len: usize) {
     if !super::huge_pages_advised() {

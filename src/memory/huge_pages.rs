@@ -1,19 +1,22 @@
 //! Whether large host buffers are advised for transparent huge pages.
 //!
-//! A 2 MiB page is one fault and one TLB entry where 512 small pages are 512, so on a
-//! machine that owns its memory zarrbuf asks for huge pages on its large host buffers (and
-//! its allocators do on their arenas). A virtual machine whose balloon device reports free
-//! pages to its host is different: the guest hands every free block of 2 MiB or more back
-//! after about two seconds, and the host must allocate and zero it again when a huge page
-//! is next faulted. Measured on such a machine (a Firecracker guest, 2 cores; a fresh
+//! A 2 MiB page is one fault and one TLB entry where 512 small pages are 512, so zarrbuf
+//! asks for huge pages on its large host buffers (and its binaries' allocators do on their
+//! arenas). A virtual machine whose balloon device reports free pages to its host is the
+//! exception for a short-lived process: the guest hands every free block of 2 MiB or more
+//! back after about two seconds, and the host must allocate and zero it again when a huge
+//! page is next faulted. Measured on such a machine (a Firecracker guest, 2 cores; a fresh
 //! process touching 512 MiB): small pages 0.20 s whatever came before, huge pages 0.05 s
-//! when freed a moment earlier but 0.84–1.16 s when freed more than two seconds earlier;
-//! a fresh `zarrbuf read` of a 256 MiB array from a local HTTP server took 0.66–0.98 s with
-//! huge pages and 0.33–0.40 s without. So where free page reporting is on, zarrbuf leaves
-//! its memory to small pages.
+//! when freed a moment earlier but 0.84–1.16 s when freed more than two seconds earlier. A
+//! fresh `zarrbuf read` of a 256 MiB array from a local HTTP server took 0.66–0.98 s with
+//! huge pages and 0.33–0.40 s without, so the CLI, which reads once per process, keeps to
+//! small pages there ([`host_returns_free_pages`]). A long-lived process faults its buffers
+//! in once and reuses them (the block cache, the allocator's arenas), and there huge pages
+//! won: `zarrbuf.open(url).read()` repeated in one process, 0.191–0.198 s with huge pages
+//! against 0.201–0.213 s without. So the library keeps advising them.
 //!
-//! `ZARRBUF_HUGE_PAGES` decides instead when set: `on` or `off` (`auto`, the default,
-//! detects as above).
+//! `ZARRBUF_HUGE_PAGES` decides for both when set: `on` or `off` (`auto`, the default, is
+//! as above).
 
 use std::sync::OnceLock;
 
@@ -27,21 +30,17 @@ const BALLOON_FREE_PAGE_REPORTING_BIT: usize = 5;
 /// Where virtio balloon devices list their negotiated feature bits.
 const BALLOON_DEVICES: &str = "/sys/bus/virtio/drivers/virtio_balloon";
 
-/// Whether zarrbuf advises its large host buffers (and its binaries' allocators their
-/// arenas) for transparent huge pages in this process: `ZARRBUF_HUGE_PAGES` (`on`/`off`)
-/// when set to one of those, else yes unless a virtio balloon device reports free pages to
-/// the host (see the module docs for why and what was measured). Decided once per process.
+/// Whether zarrbuf advises its large host buffers for transparent huge pages in this
+/// process: `ZARRBUF_HUGE_PAGES` (`on`/`off`) when set to one of those, else yes (see the
+/// module docs). Decided once per process.
 pub fn huge_pages_advised() -> bool {
     static ADVISED: OnceLock<bool> = OnceLock::new();
-    *ADVISED.get_or_init(|| match huge_pages_setting() {
-        Ok(Some(choice)) => choice,
-        Ok(None) | Err(_) => !free_page_reporting(),
-    })
+    *ADVISED.get_or_init(|| huge_pages_setting().ok().flatten().unwrap_or(true))
 }
 
 /// `ZARRBUF_HUGE_PAGES` as a choice: `Some(true)` for `on`, `Some(false)` for `off`,
 /// `None` when unset, empty or `auto`; an error naming the value for anything else (the
-/// library then detects, as for `auto`; the CLI reports it).
+/// library then treats it as `auto`; the CLI reports it).
 pub fn huge_pages_setting() -> Result<Option<bool>, String> {
     let Some(value) = std::env::var_os(HUGE_PAGES_ENV) else {
         return Ok(None);
@@ -56,13 +55,16 @@ fn parse_setting(value: &str) -> Result<Option<bool>, String> {
         "off" | "0" | "false" | "no" => Ok(Some(false)),
         _ => Err(format!(
             "{HUGE_PAGES_ENV}={value:?} is not a setting: use on, off or auto (the default: \
-             huge pages unless a virtio balloon reports free pages to the host)"
+             huge pages, except in the CLI where a virtio balloon reports free pages to the \
+             host)"
         )),
     }
 }
 
-/// Whether any virtio balloon device of this machine has free page reporting on.
-fn free_page_reporting() -> bool {
+/// Whether this machine hands free memory back to its host: a virtio balloon device with
+/// free page reporting on (then a huge page freed a few seconds earlier is 4–20× slower
+/// to fault in again than a small page; see the module docs).
+pub fn host_returns_free_pages() -> bool {
     let Ok(devices) = std::fs::read_dir(BALLOON_DEVICES) else {
         return false;
     };

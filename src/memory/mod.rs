@@ -37,7 +37,9 @@ pub(crate) use cuda::CudaAlloc;
 pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host_alloc::HostAlloc;
-pub use huge_pages::{HUGE_PAGES_ENV, huge_pages_advised, huge_pages_setting};
+pub use huge_pages::{
+    HUGE_PAGES_ENV, host_returns_free_pages, huge_pages_advised, huge_pages_setting,
+};
 pub(crate) use init::Init;
 pub(crate) use pinned::PinnedAlloc;
 pub(crate) use region::Region;
