@@ -22,8 +22,8 @@ use zarrbuf::{
 
 fn main() {
     cli::allocator::keep_freed_memory();
-    if let Err(msg) = zarrbuf::alloc::huge_pages_setting() {
-        errln!("error: {msg}");
+    if let Err(e) = zarrbuf::alloc::huge_pages_setting() {
+        errln!("error: {e}");
         std::process::exit(2);
     }
     cli::allocator::follow_huge_page_choice();

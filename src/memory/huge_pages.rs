@@ -41,11 +41,11 @@ pub fn huge_pages_advised() -> bool {
 /// `ZARRBUF_HUGE_PAGES` as a choice: `Some(true)` for `on`, `Some(false)` for `off`,
 /// `None` when unset, empty or `auto`; an error naming the value for anything else (the
 /// library then treats it as `auto`; the CLI reports it).
-pub fn huge_pages_setting() -> Result<Option<bool>, String> {
+pub fn huge_pages_setting() -> crate::Result<Option<bool>> {
     let Some(value) = std::env::var_os(HUGE_PAGES_ENV) else {
         return Ok(None);
     };
-    parse_setting(&value.to_string_lossy())
+    parse_setting(&value.to_string_lossy()).map_err(crate::Error::InvalidArgument)
 }
 
 fn parse_setting(value: &str) -> Result<Option<bool>, String> {
