@@ -108,8 +108,8 @@ struct RustApiExamples;
 pub mod alloc {
     pub use crate::buffer::{Allocator, MemoryResource, default_prototype, set_default_prototype};
     pub use crate::memory::{
-        HUGE_PAGES_ENV, host_returns_free_pages, huge_pages_advised, huge_pages_setting,
-        release_cached_memory,
+        HUGE_PAGES_ENV, fresh_memory_keeps_small_pages, host_returns_free_pages,
+        huge_pages_advised, huge_pages_setting, release_cached_memory,
     };
     pub use crate::memory_limit::available_bytes as available_memory;
 }

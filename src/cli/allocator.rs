@@ -49,18 +49,14 @@ pub(crate) fn keep_freed_memory() -> bool {
 
 /// Keeps the whole process to small pages when `ZARRBUF_HUGE_PAGES=off`, or when it is not
 /// set and this machine hands free memory back to its host
-/// (`zarrbuf::alloc::host_returns_free_pages`): a CLI read faults all its memory in fresh,
+/// (`zarrbuf::alloc::fresh_memory_keeps_small_pages`): a CLI read faults all its memory in fresh,
 /// and there a huge page freed a few seconds earlier is 4–20× slower to fault in than a
 /// small one. mimalloc advises its arenas for huge pages when it reserves them, before
 /// `main` runs, so the advice is overruled for the process (`PR_SET_THP_DISABLE`, which
 /// also overrules zarrbuf's own) rather than not given. Returns whether it did.
 #[cfg(target_os = "linux")]
 pub(crate) fn follow_huge_page_choice() -> bool {
-    let small = match zarrbuf::alloc::huge_pages_setting() {
-        Ok(Some(huge)) => !huge,
-        Ok(None) | Err(_) => zarrbuf::alloc::host_returns_free_pages(),
-    };
-    if !small {
+    if !zarrbuf::alloc::fresh_memory_keeps_small_pages() {
         return false;
     }
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and only sets a flag of this process

@@ -38,7 +38,8 @@ pub(crate) use decode_target::with_decode_target;
 pub(crate) use foreign::{ForeignCuda, ForeignHost};
 pub(crate) use host_alloc::HostAlloc;
 pub use huge_pages::{
-    HUGE_PAGES_ENV, host_returns_free_pages, huge_pages_advised, huge_pages_setting,
+    HUGE_PAGES_ENV, fresh_memory_keeps_small_pages, host_returns_free_pages, huge_pages_advised,
+    huge_pages_setting,
 };
 pub(crate) use init::Init;
 pub(crate) use pinned::PinnedAlloc;

@@ -15,6 +15,8 @@ use zarrbuf_codecs::{Strided, host};
 pub(crate) struct SharedHostOutput<'a> {
     ptr: *mut u8,
     len: usize,
+    /// Memory zarrbuf does not own (see [`Self::prefault`]).
+    foreign: bool,
     _guard: WriteGuard<'a>,
 }
 
@@ -46,6 +48,7 @@ impl<'a> SharedHostOutput<'a> {
         Ok(SharedHostOutput {
             ptr,
             len: region.len(),
+            foreign: region.storage().is_foreign(),
             _guard: guard,
         })
     }
@@ -104,26 +107,45 @@ impl<'a> SharedHostOutput<'a> {
     /// ahead of the writes, without touching their contents (`MADV_POPULATE_WRITE`, Linux
     /// 5.14 and later): the page faults and the kernel's zeroing of new pages happen here,
     /// on whichever thread calls this, instead of in the middle of a worker's scatter.
+    /// Memory zarrbuf does not own (a NumPy array zarr-python allocated for this read) is
+    /// first advised for small pages where fresh memory should keep to them
+    /// ([`super::fresh_memory_keeps_small_pages`]: NumPy advises its large arrays for huge
+    /// pages, which such a machine faults in 4–20× slower); zarrbuf's own blocks keep
+    /// theirs, being reused read after read.
     /// Returns whether the kernel did it (false: not Linux, an older kernel, a range outside
     /// the region, or memory that cannot be populated — the writes then fault as usual).
     pub(crate) fn prefault(&self, start: usize, len: usize) -> bool {
         if start.checked_add(len).is_none_or(|end| end > self.len) {
             return false;
         }
-        prefault_pages(self.ptr as usize + start, len)
+        prefault_pages(self.ptr as usize + start, len, self.foreign)
     }
 }
 
-/// `madvise(MADV_POPULATE_WRITE)` on the whole pages inside `addr..addr + len`.
+/// `madvise(MADV_POPULATE_WRITE)` on the whole pages inside `addr..addr + len`, after
+/// `MADV_NOHUGEPAGE` for memory not zarrbuf's own where fresh memory keeps to small pages.
 // Miri cannot run madvise (an FFI call it does not model); populating is only a paging
 // hint, so under Miri nothing is populated.
 #[cfg(all(target_os = "linux", not(miri)))]
-fn prefault_pages(addr: usize, len: usize) -> bool {
+fn prefault_pages(addr: usize, len: usize, foreign: bool) -> bool {
     const PAGE: usize = 4096;
     let first = addr.next_multiple_of(PAGE);
     let end = (addr + len) / PAGE * PAGE;
     if end <= first {
         return true;
+    }
+    if foreign && super::fresh_memory_keeps_small_pages() {
+        // SAFETY: as below, [first, end) lies inside one live allocation; MADV_NOHUGEPAGE
+        // only sets the paging policy of those pages (the kernel may split the mapping's
+        // bookkeeping), never their contents or whether they are mapped. A failure leaves
+        // the policy as it was and is ignored.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                end - first,
+                libc::MADV_NOHUGEPAGE,
+            );
+        }
     }
     // SAFETY: [first, end) lies inside one live allocation (the caller's bounds check and
     // the held write guard). MADV_POPULATE_WRITE only faults pages in as a write would,
@@ -141,7 +163,7 @@ fn prefault_pages(addr: usize, len: usize) -> bool {
 }
 
 #[cfg(any(not(target_os = "linux"), miri))]
-fn prefault_pages(_addr: usize, _len: usize) -> bool {
+fn prefault_pages(_addr: usize, _len: usize, _foreign: bool) -> bool {
     false
 }
 
@@ -174,12 +196,42 @@ mod tests {
                 }
                 assert!(!shared.prefault(len - 4, 8), "a range past the end");
                 assert!(!shared.prefault(usize::MAX, 2), "an overflowing range");
+                if cfg!(all(target_os = "linux", not(miri))) && populated {
+                    // A Vec's memory is not zarrbuf's: advised for small pages exactly where
+                    // fresh memory keeps to them; zarrbuf's own block never is.
+                    let middle = region.host_ptr().unwrap() as usize + len / 2;
+                    let foreign = region.storage().is_foreign();
+                    let small = foreign && crate::memory::fresh_memory_keeps_small_pages();
+                    assert_eq!(
+                        mapping_flags(middle).contains(&"nh".to_string()),
+                        small,
+                        "foreign {foreign}: MADV_NOHUGEPAGE should be set iff {small}"
+                    );
+                }
             }
             assert!(
                 buffer.to_vec().unwrap() == before,
                 "prefaulting changed bytes"
             );
         }
+    }
+
+    /// The `VmFlags` of the mapping that holds `addr` (`/proc/self/smaps`).
+    fn mapping_flags(addr: usize) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = (lo..hi).contains(&addr);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.split_whitespace().map(str::to_string).collect();
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
     }
 
     /// Whether the running kernel is `major.minor` or later (from `uname -r`'s numbers).
