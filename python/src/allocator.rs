@@ -34,16 +34,27 @@ pub(crate) fn keep_freed_memory() -> bool {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return false;
     }
+    set_measured_option(PURGE_DELAY, PURGE_DELAY_DEFAULT, -1)
+}
+
+/// Sets mimalloc option `option` to `value` if the linked mimalloc is the 3.x measured and
+/// the option still holds `measured_default` (else its number or meaning may differ, or
+/// someone set it); returns whether it did.
+fn set_measured_option(
+    option: libmimalloc_sys::mi_option_t,
+    measured_default: std::ffi::c_long,
+    value: std::ffi::c_long,
+) -> bool {
     // SAFETY: these mimalloc calls take and return plain integers; options are atomics that
-    // mimalloc reads each time it decides whether to purge, so setting one at any time, from
-    // any thread, is allowed.
+    // mimalloc reads each time it uses them (when it decides whether to purge, when it maps
+    // memory from the OS), so setting one at any time, from any thread, is allowed.
     unsafe {
         if libmimalloc_sys::mi_version() / 10_000 != 3
-            || libmimalloc_sys::mi_option_get(PURGE_DELAY) != PURGE_DELAY_DEFAULT
+            || libmimalloc_sys::mi_option_get(option) != measured_default
         {
             return false;
         }
-        libmimalloc_sys::mi_option_set(PURGE_DELAY, -1);
+        libmimalloc_sys::mi_option_set(option, value);
     }
     true
 }
@@ -63,17 +74,7 @@ pub(crate) fn follow_huge_page_choice() -> bool {
     if zarrbuf::alloc::huge_pages_advised() || std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
         return false;
     }
-    // SAFETY: plain integer calls (see keep_freed_memory); mimalloc reads the option each
-    // time it maps memory from the OS.
-    unsafe {
-        if libmimalloc_sys::mi_version() / 10_000 != 3
-            || libmimalloc_sys::mi_option_get(ALLOW_THP) != 1
-        {
-            return false;
-        }
-        libmimalloc_sys::mi_option_set(ALLOW_THP, 0);
-    }
-    true
+    set_measured_option(ALLOW_THP, 1, 0)
 }
 
 #[cfg(test)]

@@ -5,11 +5,28 @@ use crate::common::{fixtures, root};
 use std::process::{Command, Output};
 
 fn zarrbuf(args: &[&str]) -> Output {
+    zarrbuf_with_env(args, &[])
+}
+
+/// `zarrbuf args` with `vars` set in its environment.
+fn zarrbuf_with_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
         .args(args)
         .env_remove("ZARRBUF_DEVICE")
+        .envs(vars.iter().copied())
         .output()
         .expect("the zarrbuf binary runs")
+}
+
+/// Asserts a read of the demo array that succeeded and printed generate.py's checksum.
+fn assert_read_the_demo_array(o: &Output, demo: &crate::common::Demo, context: &str) {
+    assert!(o.status.success(), "{context}: {o:?}");
+    let text = stdout(o);
+    assert!(
+        text.contains(&format!("crc32 {:08x}", demo.crc32)),
+        "{context}: checksum should be {:08x}: {text}",
+        demo.crc32
+    );
 }
 
 fn store(name: &str) -> String {
@@ -147,13 +164,8 @@ fn read_subset_and_summary() {
 fn quick_start_read_of_the_demo_array() {
     let demo = crate::common::demo();
     let o = zarrbuf(&["read", &demo.store, "--device", "auto"]);
-    assert!(o.status.success(), "{o:?}");
+    assert_read_the_demo_array(&o, &demo, "the quick start");
     let text = stdout(&o);
-    assert!(
-        text.contains(&format!("crc32 {:08x}", demo.crc32)),
-        "checksum should be {:08x}: {text}",
-        demo.crc32
-    );
     assert!(text.contains("shape:      [256, 512, 512]"), "{text}");
     assert!(text.contains("GB/s"), "{text}");
 }
@@ -298,25 +310,13 @@ fn failures_are_one_line_errors() {
 fn huge_page_choice_reads_the_same_and_bad_values_are_errors() {
     let demo = crate::common::demo();
     for choice in ["on", "off", "auto"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
-            .args(["read", &demo.store])
-            .env_remove("ZARRBUF_DEVICE")
-            .env("ZARRBUF_HUGE_PAGES", choice)
-            .output()
-            .expect("the zarrbuf binary runs");
-        assert!(o.status.success(), "{choice}: {o:?}");
-        let text = stdout(&o);
-        assert!(
-            text.contains(&format!("crc32 {:08x}", demo.crc32)),
-            "{choice}: checksum should be {:08x}: {text}",
-            demo.crc32
-        );
+        let o = zarrbuf_with_env(&["read", &demo.store], &[("ZARRBUF_HUGE_PAGES", choice)]);
+        assert_read_the_demo_array(&o, &demo, choice);
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_zarrbuf"))
-        .args(["read", &demo.store])
-        .env("ZARRBUF_HUGE_PAGES", "sometimes")
-        .output()
-        .expect("the zarrbuf binary runs");
+    let o = zarrbuf_with_env(
+        &["read", &demo.store],
+        &[("ZARRBUF_HUGE_PAGES", "sometimes")],
+    );
     assert_one_line_error(
         &o,
         "ZARRBUF_HUGE_PAGES=\"sometimes\" is not a setting: use on, off or auto",
