@@ -267,6 +267,8 @@ fn threads_or_all_cores(requested: Option<usize>) -> usize {
 /// `ZARRBUF_IO_CONCURRENCY` say: enough for a link with 80 ms to the first byte and 50 MiB/s
 /// per connection, with chunks of 0.1–1 MiB (a request then takes 80–100 ms; 128 of them
 /// carry 0.15–1.3 GB/s). tensorstore keeps 32 by default and reads such links best at 128.
+/// Whole reads and checks scale it by the store's measured time to first byte over 80 ms
+/// (at least 16 requests): a store next door needs few, and more only take CPU time.
 pub const DEFAULT_IO_CONCURRENCY: usize = 128;
 
 /// The most requests to an object store one read or write keeps in flight, whatever it asks.

@@ -131,7 +131,7 @@ pub(super) fn check_chunks(
                     .map(|c| unit_of(array, &c.indices))
                     .collect(),
             };
-            FetchAhead::run(&plan, &plan.units, None, stage, *limits, |ahead| {
+            FetchAhead::run(&plan, &plan.units, None, stage, limits.clone(), |ahead| {
                 pool.broadcast(|_| {
                     work(&|i| match ahead.fetch(&plan.units[i]) {
                         Ok(Some(bytes)) => Fetched::Whole(Vec::from(bytes)),

@@ -37,7 +37,10 @@ pub(super) fn check_fetched_ahead(
     location: &str,
     objects: Option<&ObjectKeys>,
 ) -> Result<Checked> {
-    let limits = ahead_limits(opts);
+    let limits = ahead_limits(
+        opts,
+        crate::stores::latency_origin(array.storage().as_ref()),
+    );
     match objects {
         Some(objects) => {
             let fetch = ObjectFetch {
@@ -65,13 +68,16 @@ pub(super) fn check_fetched_ahead(
 
 /// How far a check fetches ahead: `opts.io_concurrency` requests (as reads: the option,
 /// `ZARRBUF_IO_CONCURRENCY`, else 128, more for small chunks when neither chose), and
-/// [`AHEAD_BYTES`] or a quarter of the memory this process may still take, the lesser.
-fn ahead_limits(opts: &CheckOptions) -> AheadLimits {
+/// [`AHEAD_BYTES`] or a quarter of the memory this process may still take, the lesser; the
+/// default limit smaller for a store that answers sooner than 80 ms (as reads; `origin`
+/// times it).
+fn ahead_limits(opts: &CheckOptions, origin: Option<std::sync::Arc<str>>) -> AheadLimits {
     let room = crate::memory_limit::available_bytes().map_or(AHEAD_BYTES, |n| n / 4);
     AheadLimits {
         requests: io_concurrency(opts.io_concurrency),
         auto: io_concurrency_is_default(opts.io_concurrency),
         bytes: AHEAD_BYTES.min(room).max(1),
+        origin,
     }
 }
 

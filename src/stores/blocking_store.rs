@@ -19,7 +19,7 @@ pub(crate) fn url_store(
     url: &str,
     options: &[(&str, &str)],
 ) -> Result<Arc<dyn ReadableWritableListableStorageTraits>> {
-    let remote = RemoteStore::over(object_store_for_url(url, options)?);
+    let remote = RemoteStore::over(object_store_for_url(url, options)?).with_origin_of(url);
     Ok(Arc::new(AsyncToSyncStorageAdapter::new(
         Arc::new(remote),
         WaitOnRuntime::new()?,

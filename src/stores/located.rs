@@ -114,6 +114,15 @@ pub(crate) fn fetches_are_remote<T: ?Sized>(store: &T) -> bool {
     location_of(store).is_some_and(|l| l.is_url())
 }
 
+/// The origin whose answers time the object store zarrbuf opened as `store` (see
+/// `store_latency`); `None` for other stores.
+pub(crate) fn latency_origin<T: ?Sized>(store: &T) -> Option<std::sync::Arc<str>> {
+    location_of(store)
+        .filter(Location::is_url)
+        .and_then(|l| super::store_latency::origin_of(l.as_str()))
+        .map(std::sync::Arc::from)
+}
+
 /// Whether node path `a` holds node path `b` or the reverse (`/`, `/x`, `/x/y`; by
 /// components).
 fn nodes_overlap(a: &str, b: &str) -> bool {

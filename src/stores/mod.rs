@@ -26,6 +26,7 @@ pub(crate) mod open_options;
 pub(crate) mod remote;
 mod remote_store;
 mod safe_file;
+mod store_latency;
 mod store_runtime;
 mod write_lock;
 mod zip_entry_bound;
@@ -46,8 +47,8 @@ pub(crate) use icechunk::readonly_store_async as icechunk_readonly_store_async;
 pub(crate) use key::check_key;
 pub(crate) use local_reads::{LocalReads, reading_inline};
 pub(crate) use located::{
-    fetches_are_remote, location_of, node_identity, nodes_in_stores_overlap, remember,
-    sizes_are_cheap,
+    fetches_are_remote, latency_origin, location_of, node_identity, nodes_in_stores_overlap,
+    remember, sizes_are_cheap,
 };
 pub(crate) use open::{
     DynArray, check_local_location, icechunk_route, icechunk_sync_store, label, opens_as_icechunk,
@@ -58,6 +59,9 @@ pub(crate) use open_options::no_icechunk_support;
 pub(crate) use open_options::{OpenOptions, url_holds_repository};
 pub(crate) use remote::AsyncArray;
 pub(crate) use safe_file::kind_name;
+pub(crate) use store_latency::latency_of_origin;
+#[cfg(test)]
+pub(crate) use store_latency::observe as observe_latency;
 pub(crate) use store_runtime::WaitOnRuntime;
 pub(crate) use write_lock::{LOCK_NAME, lock_dir};
 pub(crate) use zip_store::{read_only_sentence, zip_path};

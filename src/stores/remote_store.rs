@@ -34,6 +34,9 @@ pub struct RemoteStore {
     backend: Backend,
     /// For `file://` stores: reads straight from the files (see [`LocalReads`]).
     local: Option<LocalReads>,
+    /// Where the store's small answers are timed (see `store_latency`); `None` when the
+    /// store was built without its URL.
+    origin: Option<String>,
 }
 
 /// What a [`RemoteStore`] reads from.
@@ -69,6 +72,7 @@ impl RemoteStore {
                 store,
             },
             local: None,
+            origin: None,
         }
     }
 
@@ -78,6 +82,7 @@ impl RemoteStore {
         RemoteStore {
             backend: Backend::Icechunk(store),
             local: None,
+            origin: None,
         }
     }
 
@@ -85,6 +90,22 @@ impl RemoteStore {
     pub(crate) fn with_local_reads(mut self, local: LocalReads) -> Self {
         self.local = Some(local);
         self
+    }
+
+    /// Times the answers of the object store at `url` (see `store_latency`), so that reads
+    /// size their requests in flight to its latency.
+    pub(crate) fn with_origin_of(mut self, url: &str) -> Self {
+        self.origin = super::store_latency::origin_of(url);
+        self
+    }
+
+    /// The origin whose latency this store's requests tell: an object store read over the
+    /// network (not local files, not icechunk) built with its URL.
+    fn timed_origin(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Objects { .. } if self.local.is_none() => self.origin.as_deref(),
+            _ => None,
+        }
     }
 
     /// `storage` as a `RemoteStore`, if it is one; `None` for any other store type,
@@ -139,7 +160,13 @@ impl RemoteStore {
                 "{key}: the empty byte range {range:?} cannot be read with its object's size"
             )));
         }
-        get_ranged(store, key, GetRange::Bounded(range.clone())).await
+        get_ranged(
+            store,
+            self.timed_origin(),
+            key,
+            Some(GetRange::Bounded(range.clone())),
+        )
+        .await
     }
 
     /// The object store underneath (`None` for an icechunk repository, which icechunk
@@ -187,7 +214,9 @@ impl RemoteStore {
             GetRange::Bounded(r) => Some(r.end - r.start),
             _ => None,
         };
-        let Some(SizedBytes { bytes, .. }) = get_ranged(store, key, range).await? else {
+        let Some(SizedBytes { bytes, .. }) =
+            get_ranged(store, self.timed_origin(), key, Some(range)).await?
+        else {
             return Ok(None);
         };
         if let Some(n) = expected
@@ -202,21 +231,27 @@ impl RemoteStore {
     }
 }
 
-/// One `GET` of `range` of `key` from `store`, with the size of the whole object (`None`:
-/// the object does not exist).
+/// One `GET` of `range` of `key` from `store` (all of it without a range), with the size of
+/// the whole object (`None`: the object does not exist). The time from sending it to its
+/// answer's headers is recorded as `origin`'s latency (see `store_latency`).
 async fn get_ranged(
     store: &Arc<dyn ObjectStore>,
+    origin: Option<&str>,
     key: &StoreKey,
-    range: GetRange,
+    range: Option<GetRange>,
 ) -> Result<Option<SizedBytes>, StorageError> {
     let options = GetOptions {
-        range: Some(range),
+        range,
         ..Default::default()
     };
-    let got = match store
+    let sent = std::time::Instant::now();
+    let answer = store
         .get_opts(&ObjectPath::from(key.as_str()), options)
-        .await
-    {
+        .await;
+    if let (Some(origin), Ok(_) | Err(object_store::Error::NotFound { .. })) = (origin, &answer) {
+        super::store_latency::observe(origin, sent.elapsed());
+    }
+    let got = match answer {
         Ok(got) => got,
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(StorageError::Other(e.to_string())),
@@ -245,7 +280,13 @@ impl AsyncReadableStorageTraits for RemoteStore {
         if let Some(local) = &self.local {
             return local.get(key, None).await;
         }
-        forward!(self, get(key))
+        match &self.backend {
+            Backend::Objects { store, .. } => Ok(get_ranged(store, self.timed_origin(), key, None)
+                .await?
+                .map(|got| got.bytes)),
+            #[cfg(feature = "icechunk")]
+            Backend::Icechunk(store) => store.get(key).await,
+        }
     }
 
     async fn get_partial_many<'a>(

@@ -114,6 +114,64 @@ fn whole_reads_fetch_every_chunk_once_with_many_requests_in_flight() {
     }
 }
 
+/// A `[128, 256, 256]` float32 zstd array of `64³` chunks (32 of them, 1 MiB each) whose
+/// values barely compress, written into `dir`, and its data.
+fn write_incompressible(dir: &Path) -> NDBuffer {
+    let _ = std::fs::remove_dir_all(dir);
+    let store = zarrbuf::store::open_store(dir.to_str().unwrap()).unwrap();
+    let mut builder = ArrayBuilder::new(
+        vec![128u64, 256, 256],
+        vec![64u64; 3],
+        data_type::float32(),
+        0.0f32,
+    );
+    builder.bytes_to_bytes_codecs(vec![Arc::new(zarrs::array::codec::ZstdCodec::new(
+        1, false,
+    ))]);
+    let array = builder.build(store, "/").unwrap();
+    array.store_metadata().unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let values: Vec<f32> = (0..128usize * 256 * 256)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            f32::from_bits(0x3f80_0000 | (x as u32 >> 9))
+        })
+        .collect();
+    let data = NDBuffer::from_vec(values, &[128, 256, 256]).unwrap();
+    array.write_all(&data).unwrap();
+    data
+}
+
+/// With the default limit, the window of requests in flight follows the store's time to
+/// first byte: a store that answers within 2 ms gets few (more would only contend with the
+/// decoders for the CPU), one 20 ms away many (all 32 chunks here); the data are the same.
+#[test]
+fn the_default_window_follows_the_stores_latency() {
+    let (Some(near), Some(far)) = (server("NEAR"), server("LATENCY")) else {
+        return;
+    };
+    let mut peaks = Vec::new();
+    for sv in [&near, &far] {
+        let name = unique("window");
+        let want = write_incompressible(&sv.root.join(&name));
+        let array = zarrbuf::open(&format!("{}/{name}", sv.url), "").unwrap();
+        let from = log_len(&sv.log);
+        let got = array.read_all(&BufferPrototype::cpu()).unwrap();
+        same(&name, &got, &want);
+        let t = traffic(&sv.log, from, &format!("{name}/c/"), 32);
+        assert_eq!(t.requests.len(), 32, "every chunk once: {t:?}");
+        peaks.push(t.peak_in_flight);
+    }
+    // At most 16 at 2 ms (the floor), 33 at 20 ms (a quarter of the default 128): asserted
+    // with room for a loaded machine's slower answers.
+    assert!(
+        peaks[0] <= 24 && peaks[1] >= 24,
+        "requests in flight at most (2 ms, 20 ms): {peaks:?}"
+    );
+}
+
 /// `io_concurrency` bounds the requests in flight, the decoding workers' own included (a
 /// worker fetches its chunk itself when no fetch-ahead thread has started it).
 #[test]

@@ -36,7 +36,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How far a read's fetch stage runs ahead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct AheadLimits {
     /// Requests in flight at most (a thread each, except for an async store's futures).
     pub requests: usize,
@@ -45,6 +45,10 @@ pub(crate) struct AheadLimits {
     pub auto: bool,
     /// Bytes fetched and not yet taken by a decoder, at most (one request may always run).
     pub bytes: u64,
+    /// The object store's origin, whose time to first byte (`stores::latency_of_origin`,
+    /// measured on every request) sizes the default limit: a store nearer than
+    /// [`FAR_STORE_LATENCY`] keeps that much fewer requests in flight (see [`window`]).
+    pub origin: Option<std::sync::Arc<str>>,
 }
 
 /// With the default limit, plain units keep about this many bytes in flight once their size
@@ -53,6 +57,17 @@ pub(crate) struct AheadLimits {
 const AUTO_BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// The most requests in flight the default limit grows to.
 const AUTO_MAX_REQUESTS: usize = 512;
+
+/// The time to first byte the default limit is sized for (see `DEFAULT_IO_CONCURRENCY`): a
+/// store that answers sooner needs proportionally fewer requests in flight to keep the
+/// decoders as busy (requests in flight ≈ latency × throughput ÷ chunk size). Fewer is
+/// better there: 128 requests to a store on the same machine contend with the decoders for
+/// the CPU and park bodies nobody decodes yet.
+const FAR_STORE_LATENCY: Duration = Duration::from_millis(80);
+/// However near the store, the default limit keeps at least this many requests in flight…
+const NEAR_STORE_REQUESTS: u64 = 16;
+/// …and at least this many bytes' worth of them (small chunks).
+const NEAR_STORE_BYTES: u64 = 4 << 20;
 
 /// Where one unit's fetch stands.
 enum Entry {
@@ -79,6 +94,10 @@ struct State {
     in_flight: u64,
     fetched: u64,
     finished: u64,
+    /// The share of the default limit's requests allowed in flight now (1 with a limit the
+    /// caller chose): the store's time to first byte over [`FAR_STORE_LATENCY`], followed
+    /// as requests come back.
+    scale: f64,
     /// The read is over: I/O threads stop.
     stop: bool,
 }
@@ -123,6 +142,7 @@ impl<'a> FetchAhead<'a> {
         body: impl FnOnce(&FetchAhead<'a>) -> R,
     ) -> R {
         let (fetch, run_ahead, fetch_async, check) = stage.parts();
+        let scale = scale_for(&limits);
         let ahead = FetchAhead {
             units,
             position: units
@@ -145,6 +165,7 @@ impl<'a> FetchAhead<'a> {
                 in_flight: 0,
                 fetched: 0,
                 finished: 0,
+                scale,
                 stop: false,
             }),
             arrived: Condvar::new(),
@@ -153,7 +174,7 @@ impl<'a> FetchAhead<'a> {
         let threads = if ahead.drives_futures() {
             1
         } else {
-            limits.requests.clamp(1, units.len().max(1))
+            ahead.limits.requests.clamp(1, units.len().max(1))
         };
         std::thread::scope(|scope| {
             let ahead = &ahead;
@@ -290,6 +311,9 @@ impl<'a> FetchAhead<'a> {
         state.fetched += bytes;
         state.parked += bytes;
         state.entries[i] = Entry::Parked(outcome);
+        // The store's latency as its answers tell it now (its requests are timed as they
+        // come back): a store slower than its first answers said gets a larger window.
+        state.scale = scale_for(&self.limits);
         drop(state);
         self.arrived.notify_all();
     }
@@ -352,17 +376,14 @@ impl<'a> FetchAhead<'a> {
         }
     }
 
-    /// Requests in flight allowed now: the limit, or with the default limit, as many as keep
-    /// about [`AUTO_BYTES_IN_FLIGHT`] in flight at the average size fetched so far.
+    /// Requests in flight allowed now (see [`window`]).
     fn allowed_requests(&self, state: &State) -> u64 {
-        let limit = self.limits.requests as u64;
-        let Some(average) = state.fetched.checked_div(state.finished) else {
-            return limit;
-        };
-        if !self.limits.auto || average == 0 || !self.drives_futures() {
-            return limit;
-        }
-        (AUTO_BYTES_IN_FLIGHT / average).clamp(limit, AUTO_MAX_REQUESTS as u64)
+        window(
+            &self.limits,
+            average(state),
+            self.drives_futures(),
+            state.scale,
+        )
     }
 
     /// Whether starting one more request could take the parked bytes over the budget: the
@@ -409,6 +430,50 @@ impl<'a> FetchAhead<'a> {
     }
 }
 
+/// The average size of the requests back so far (`None` before any, or when all were empty).
+fn average(state: &State) -> Option<u64> {
+    state.fetched.checked_div(state.finished).filter(|&a| a > 0)
+}
+
+/// The share of the default limit allowed in flight: the store's time to first byte now
+/// over [`FAR_STORE_LATENCY`] (all of it when the caller chose the limit, or the store's
+/// latency is not known).
+fn scale_for(limits: &AheadLimits) -> f64 {
+    let latency = match &limits.origin {
+        Some(origin) if limits.auto => crate::stores::latency_of_origin(origin),
+        _ => None,
+    };
+    latency.map_or(1.0, |latency| {
+        (latency.as_secs_f64() / FAR_STORE_LATENCY.as_secs_f64()).min(1.0)
+    })
+}
+
+/// Requests in flight allowed: the caller's limit as it is; the default limit as many as
+/// keep about [`AUTO_BYTES_IN_FLIGHT`] in flight at the `average` size fetched so far
+/// (plain units of an async store, whose requests are futures rather than threads), times
+/// `scale` for a store nearer than [`FAR_STORE_LATENCY`] — but at least
+/// [`NEAR_STORE_REQUESTS`] and [`NEAR_STORE_BYTES`]' worth.
+fn window(limits: &AheadLimits, average: Option<u64>, futures: bool, scale: f64) -> u64 {
+    let limit = limits.requests as u64;
+    if !limits.auto {
+        return limit;
+    }
+    let ceiling = match average {
+        Some(average) if futures => {
+            (AUTO_BYTES_IN_FLIGHT / average).clamp(limit, AUTO_MAX_REQUESTS as u64)
+        }
+        _ => limit,
+    };
+    if scale >= 1.0 {
+        return ceiling;
+    }
+    let floor = NEAR_STORE_REQUESTS.max(average.map_or(0, |a| NEAR_STORE_BYTES / a));
+    // The product is at most `ceiling` (≤ AUTO_MAX_REQUESTS): the cast cannot truncate.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let scaled = (ceiling as f64 * scale).ceil() as u64;
+    scaled.max(floor).min(ceiling)
+}
+
 /// What [`FetchAhead::claim_next`] found.
 enum Claim {
     /// Fetch this unit.
@@ -426,5 +491,70 @@ fn parked_bytes(outcome: &Result<Option<Bytes>>) -> u64 {
     match outcome {
         Ok(Some(bytes)) => bytes.len() as u64,
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn limits(requests: usize, auto: bool, origin: Option<&str>) -> AheadLimits {
+        AheadLimits {
+            requests,
+            auto,
+            bytes: 256 << 20,
+            origin: origin.map(Arc::from),
+        }
+    }
+
+    #[test]
+    fn a_chosen_limit_is_kept_however_near_the_store() {
+        let chosen = limits(128, false, None);
+        assert_eq!(window(&chosen, Some(900_000), true, 0.01), 128);
+        assert_eq!(window(&chosen, Some(1_000), true, 1.0), 128);
+    }
+
+    #[test]
+    fn the_default_limit_shrinks_with_the_stores_latency_down_to_a_floor() {
+        let auto = limits(128, true, None);
+        // A far store (80 ms or more): the default, or more requests for small chunks.
+        assert_eq!(window(&auto, Some(900_000), true, 1.0), 128);
+        assert_eq!(window(&auto, Some(120_000), true, 1.0), 512);
+        // 20 ms: a quarter of it.
+        assert_eq!(window(&auto, Some(900_000), true, 0.25), 32);
+        assert_eq!(window(&auto, Some(120_000), true, 0.25), 128);
+        // Next door: the floor, in requests or in bytes, whichever is more.
+        assert_eq!(
+            window(&auto, Some(900_000), true, 0.002),
+            NEAR_STORE_REQUESTS
+        );
+        assert_eq!(window(&auto, None, true, 0.002), NEAR_STORE_REQUESTS);
+        assert_eq!(
+            window(&auto, Some(120_000), true, 0.002),
+            NEAR_STORE_BYTES / 120_000
+        );
+        // The floor never takes the window past the limit itself.
+        assert_eq!(
+            window(&limits(4, true, None), Some(900_000), false, 0.002),
+            4
+        );
+        // Threads, not futures: the limit is the ceiling whatever the chunks' size.
+        assert_eq!(window(&auto, Some(120_000), false, 0.5), 64);
+    }
+
+    #[test]
+    fn the_share_follows_the_origins_time_to_first_byte() {
+        let origin = "http://fetch-ahead-scale-test:7";
+        // Not timed yet, or a chosen limit: all of it.
+        assert_eq!(scale_for(&limits(128, true, Some(origin))), 1.0);
+        crate::stores::observe_latency(origin, Duration::from_millis(20));
+        assert!((scale_for(&limits(128, true, Some(origin))) - 0.25).abs() < 1e-9);
+        assert_eq!(scale_for(&limits(128, false, Some(origin))), 1.0);
+        assert_eq!(scale_for(&limits(128, true, None)), 1.0);
+        // Farther than the default is sized for: all of it, no more.
+        let far = "http://fetch-ahead-scale-test-far:7";
+        crate::stores::observe_latency(far, Duration::from_millis(300));
+        assert_eq!(scale_for(&limits(128, true, Some(far))), 1.0);
     }
 }

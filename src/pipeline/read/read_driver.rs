@@ -176,6 +176,7 @@ pub(crate) fn fetch_ahead_limits<S: ?Sized + 'static>(
         requests: io_concurrency(opts.io_concurrency),
         auto: io_concurrency_is_default(opts.io_concurrency),
         bytes: opts.staging_bytes.max(1) as u64,
+        origin: crate::stores::latency_origin(array.storage().as_ref()),
     })
 }
 

@@ -111,7 +111,8 @@ impl RemoteStore {
         options: &[(&str, &str)],
         location: &Location,
     ) -> Result<Arc<Self>> {
-        let mut store = RemoteStore::new(crate::stores::object_store_for_url(url, options)?);
+        let mut store = RemoteStore::new(crate::stores::object_store_for_url(url, options)?)
+            .with_origin_of(url);
         if let Some(local) = crate::stores::LocalReads::for_url(url) {
             store = store.with_local_reads(local.map_err(|e| Error::store(url, e, None))?);
         }

@@ -1,4 +1,4 @@
-//! The local servers of scripts/start-test-servers.sh (nginx at latency, a faulty and a
+//! The local servers of scripts/start-test-servers.sh (nginx at latency and without, a faulty and a
 //! short-answering one, moto's S3, all on 127.0.0.1), found through the environment
 //! variables the script prints. A test whose server is not set skips visibly, failing
 //! under ZARRBUF_REQUIRE_SERVERS=1 ([`skip`]).
@@ -13,7 +13,7 @@ pub struct Server {
     pub log: PathBuf,
 }
 
-/// The nginx server `name` (`LATENCY`, `FAULTY`, `SHORT`: `ZARRBUF_TEST_{name}_URL`,
+/// The nginx server `name` (`LATENCY`, `NEAR`, `FAULTY`, `SHORT`: `ZARRBUF_TEST_{name}_URL`,
 /// `_ROOT`, `_LOG`), or a skip of `what` when it is not set.
 pub fn server(name: &str, what: &str) -> Option<Server> {
     let var = |part: &str| std::env::var(format!("ZARRBUF_TEST_{name}_{part}"));
