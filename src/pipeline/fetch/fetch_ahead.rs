@@ -32,6 +32,7 @@ use crate::zarr::{Unit, UnitPlan};
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -173,7 +174,13 @@ impl<'a> FetchAhead<'a> {
         };
         let threads = if ahead.drives_futures() {
             1
+        } else if ahead.leads_shard_requests() {
+            // A thread per shard request in flight: as many as the window allows when the
+            // read starts (each idle one polls for work, so a near store gets few).
+            let window = window(&ahead.limits, None, false, scale);
+            usize::try_from(window).map_or(ahead.limits.requests, |w| w.max(1))
         } else {
+            // Threads waiting for room take part as the window allows.
             ahead.limits.requests.clamp(1, units.len().max(1))
         };
         std::thread::scope(|scope| {
@@ -182,7 +189,7 @@ impl<'a> FetchAhead<'a> {
                 // A thread that cannot start leaves its share to the others (and the workers).
                 let _ = std::thread::Builder::new()
                     .name("zarrbuf-fetch".into())
-                    .spawn_scoped(scope, move || ahead.io_thread());
+                    .spawn_scoped(scope, move || ahead.io_thread_caught());
             }
             // Stops the I/O threads however `body` ends (a panic included), so the scope can
             // join them.
@@ -266,6 +273,32 @@ impl<'a> FetchAhead<'a> {
     /// store) rather than a thread per request.
     fn drives_futures(&self) -> bool {
         self.fetch_async.is_some() && !self.leads_shard_requests()
+    }
+
+    /// [`Self::io_thread`], with a panic in it (a bug: a fetch returns its errors) turned
+    /// into an error for each unit it had in flight — their workers would otherwise wait
+    /// for ever — rather than taken on to the scope, which would panic the read.
+    fn io_thread_caught(&self) {
+        let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| self.io_thread())) else {
+            return;
+        };
+        // A thread fetching plain units one at a time catches its own (`fetch_units`), and
+        // a shard request's leader fails its flight as it unwinds: what is left in flight
+        // here was the futures of the one thread that drives them all.
+        let why = panic_text(panic.as_ref());
+        let mut state = lock(&self.state);
+        let mut failed = 0;
+        for entry in &mut state.entries {
+            if matches!(entry, Entry::InFlight) {
+                *entry = Entry::Parked(Err(fetch_panicked(&why)));
+                failed += 1;
+            }
+        }
+        state.in_flight -= failed;
+        state.finished += failed;
+        drop(state);
+        self.arrived.notify_all();
+        self.room.notify_all();
     }
 
     /// What one I/O thread does until the read ends or nothing is left to fetch.
@@ -370,7 +403,9 @@ impl<'a> FetchAhead<'a> {
                 self.room.notify_one();
             }
             drop(state);
-            let outcome = (self.fetch)(self.plan, self.shards, &self.units[i]);
+            let fetch = || (self.fetch)(self.plan, self.shards, &self.units[i]);
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(fetch))
+                .unwrap_or_else(|panic| Err(fetch_panicked(&panic_text(panic.as_ref()))));
             self.park(i, outcome);
             state = lock(&self.state);
         }
@@ -408,7 +443,9 @@ impl<'a> FetchAhead<'a> {
             }
             match shards.lead_ahead() {
                 super::shard_reads::LeadAhead::Job(job) => {
-                    run(shards, job);
+                    // A panic fails the job's flight as its leader unwinds (its waiters
+                    // get the error); this thread goes on to the next.
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| run(shards, job)));
                     idle = Duration::from_micros(200);
                 }
                 super::shard_reads::LeadAhead::Done => return,
@@ -486,6 +523,23 @@ enum Claim {
     Stop,
 }
 
+/// The error a unit gets when the fetch that had it in flight panicked.
+fn fetch_panicked(why: &str) -> crate::errors::Error {
+    crate::errors::Error::InvalidArgument(format!(
+        "a fetch-ahead thread panicked ({why}) while the unit was in flight \
+         (internal error: please report)"
+    ))
+}
+
+/// A panic's message, when it carries one.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
 /// The bytes a parked outcome holds.
 fn parked_bytes(outcome: &Result<Option<Bytes>>) -> u64 {
     match outcome {
@@ -506,6 +560,116 @@ mod tests {
             bytes: 256 << 20,
             origin: origin.map(Arc::from),
         }
+    }
+
+    /// Eight one-element units of a plain chunk plan.
+    fn plan() -> UnitPlan {
+        let one = std::num::NonZeroU64::MIN;
+        UnitPlan {
+            source: crate::zarr::UnitSource::Chunk,
+            chain: None,
+            units: (0..8u64)
+                .map(|k| Unit {
+                    indices: vec![k],
+                    origin: vec![k],
+                    shape: vec![one],
+                    region: std::iter::once(k..k + 1).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The fetch of unit `[k]`: its index as one byte, but a panic for unit 3 on an I/O
+    /// thread of the fetch-ahead stage.
+    fn bytes_or_panic(unit: &Unit) -> Result<Option<Bytes>> {
+        let k = unit.indices[0];
+        if k == 3 && std::thread::current().name() == Some("zarrbuf-fetch") {
+            panic!("a fetch bug");
+        }
+        Ok(Some(Bytes::from(vec![u8::try_from(k).unwrap()])))
+    }
+
+    /// Futures driven by one I/O thread, as an async store's are.
+    struct PanickingFutures;
+
+    impl AsyncFetch for PanickingFutures {
+        fn block_on(&self, fut: futures::future::BoxFuture<'_, ()>) {
+            futures::executor::block_on(fut);
+        }
+        fn fetch<'a>(
+            &'a self,
+            _: &'a UnitPlan,
+            _: Option<&'a ShardReads>,
+            unit: &'a Unit,
+        ) -> futures::future::BoxFuture<'a, Result<Option<Bytes>>> {
+            Box::pin(async move { bytes_or_panic(unit) })
+        }
+    }
+
+    /// Every unit's outcome from a read whose fetches panic on unit 3 (threads, or one
+    /// thread driving futures), or a failure when the read has not ended within a minute.
+    fn outcomes(futures: bool) -> Vec<Result<Option<Bytes>>> {
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let plan = plan();
+            let driver = PanickingFutures;
+            let mut stage = FetchStage::from_fetch(|_, _, unit| bytes_or_panic(unit));
+            if futures {
+                stage = stage.with_async(&driver);
+            }
+            let got = FetchAhead::run(
+                &plan,
+                &plan.units,
+                None,
+                &stage,
+                limits(8, false, None),
+                |ahead| {
+                    // Every unit taken by an I/O thread before the "worker" asks (it would
+                    // fetch one nobody took itself).
+                    while lock(&ahead.state)
+                        .entries
+                        .iter()
+                        .any(|e| matches!(e, Entry::Waiting))
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    plan.units
+                        .iter()
+                        .map(|u| ahead.fetch(u))
+                        .collect::<Vec<_>>()
+                },
+            );
+            let _ = done.send(got);
+        });
+        wait.recv_timeout(Duration::from_secs(60))
+            .expect("a read whose fetch panicked never ended")
+    }
+
+    /// Unit 3 failed with the panic's message; every other unit has its byte, or (futures:
+    /// in flight on the thread that panicked) the same error.
+    fn assert_only_the_panic_failed(got: &[Result<Option<Bytes>>], others_may_fail: bool) {
+        for (k, outcome) in got.iter().enumerate() {
+            match outcome {
+                Err(e) if k == 3 || others_may_fail => {
+                    assert!(
+                        e.to_string().contains("panicked (a fetch bug)"),
+                        "unit {k}: {e}"
+                    );
+                }
+                Ok(Some(b)) if k != 3 => assert_eq!(b.as_ref(), [k as u8]),
+                other => panic!("unit {k}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_fetch_fails_its_unit_instead_of_hanging_the_read() {
+        assert_only_the_panic_failed(&outcomes(false), false);
+    }
+
+    #[test]
+    fn a_panicking_future_fails_the_units_in_flight_instead_of_hanging_the_read() {
+        assert_only_the_panic_failed(&outcomes(true), true);
     }
 
     #[test]
