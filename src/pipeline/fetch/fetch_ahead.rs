@@ -20,6 +20,12 @@
 //!   index arrives. The workers' own fetches then find each request led or done and wait for
 //!   it or take their slice of it.
 //!
+//! How many requests are in flight: the caller's `io_concurrency`, or by default a window
+//! that follows the store's time to first byte (`stores/store_latency.rs`, measured on every
+//! request): 128 for a store 80 ms away, proportionally fewer for a nearer one, at least 16
+//! (see [`window`]). A panic in a fetch on an I/O thread fails the units it had in flight
+//! rather than leaving their workers waiting.
+//!
 //! The bytes fetched and not yet taken stay under the read's budget: no new request starts
 //! while they (plus the requests in flight, at the average size seen so far) exceed it,
 //! except that one request may always run. When the read ends, for any reason, the I/O threads
