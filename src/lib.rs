@@ -198,7 +198,9 @@ pub mod store {
     // The stores are the layer `stores`, which knows nothing of zarr; `open_store`,
     // `open_store_opt` and `zarrs_safe_metadata` are the zarr floor's (they register
     // zarrbuf's codec fixes with zarrs before the store opens).
-    pub use crate::stores::{Location, RemoteStore, node_path, object_store_for_url};
+    pub use crate::stores::{
+        Location, RemoteStore, node_path, object_store_for_url, time_to_first_byte,
+    };
     pub use crate::zarr::{open_store, open_store_opt, zarrs_safe_metadata};
 }
 

@@ -121,12 +121,17 @@ fn io_note(store: &str, opts: &ReadOptions) -> String {
         return String::new();
     }
     let n = zarrbuf::options::io_concurrency(opts.io_concurrency);
-    let auto = if zarrbuf::options::io_concurrency_is_default(opts.io_concurrency) {
-        ", more for small chunks"
-    } else {
-        ""
+    if !zarrbuf::options::io_concurrency_is_default(opts.io_concurrency) {
+        return format!(", io concurrency {n}");
+    }
+    let scaled = match zarrbuf::store::time_to_first_byte(store) {
+        Some(t) => format!(
+            " times the time to first byte ({:.1} ms) over 80 ms, at least 16",
+            t.as_secs_f64() * 1e3
+        ),
+        None => String::new(),
     };
-    format!(", io concurrency {n}{auto}")
+    format!(", io concurrency {n}{scaled}, more for small chunks")
 }
 
 #[allow(clippy::too_many_arguments)]

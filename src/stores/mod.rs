@@ -40,6 +40,7 @@ pub use open::node_path;
 pub use remote::object_store_for_url;
 pub use remote_store::RemoteStore;
 pub(crate) use remote_store::SizedBytes;
+pub use store_latency::time_to_first_byte;
 
 pub(crate) use atomic_store::{SyncedWrites, writer_is_gone};
 #[cfg(feature = "icechunk")]

@@ -11,27 +11,68 @@
 //! metadata, so the first read of a store already has a sample, and every chunk request
 //! adds one.
 //!
-//! The estimate is the least of the last [`SAMPLES`]: queueing (at the server, or for the
-//! CPU) only adds time, so the least is the closest to the link's own latency, and only the
-//! last few count, so a store that got slower, or whose chunks come from farther away than
-//! its metadata, is soon seen as such.
+//! The estimate is the least answer time of the last [`HORIZON`]: queueing (at the server,
+//! or for the CPU) only adds time, so the least is the closest to the link's own latency,
+//! and only recent answers count, so a store that got slower is seen as such within
+//! seconds.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Samples kept per origin.
-const SAMPLES: usize = 16;
+/// How far back the least answer time is taken from. Long enough that a whole read, whose
+/// own requests queue behind each other and behind the decoders for the CPU (on two cores
+/// with the server beside them, every one of a read's last 16 answers took 160 ms from a
+/// store 20 ms away), does not count its queueing as latency; short enough that a store
+/// that got slower is seen as such within seconds.
+const HORIZON: Duration = Duration::from_secs(10);
+
+/// Answers kept per origin, at most (the least of the ones dropped is lost: the estimate
+/// can only grow, which keeps more requests in flight, never fewer).
+const MAX_SAMPLES: usize = 1024;
 
 /// Origins kept (a process that reads from more forgets the oldest one's samples).
 const MAX_ORIGINS: usize = 256;
 
-/// The recent small answers of every origin this process read from.
+/// The answer times of every origin this process read from.
 static LATENCIES: Mutex<Latencies> = Mutex::new(Latencies::new());
 
-/// Recent small answers by origin, oldest origin first.
+/// Answer times by origin, oldest origin first.
 struct Latencies {
-    origins: Vec<(String, VecDeque<Duration>)>,
+    origins: Vec<(String, Window)>,
+}
+
+/// One origin's answers within [`HORIZON`], as a sliding-window minimum: only those that
+/// no later, faster answer makes irrelevant, oldest first and slowest last, so the first is
+/// the least. The newest answer stays when the horizon has passed it (then it is the best
+/// knowledge there is).
+#[derive(Default)]
+struct Window {
+    answers: VecDeque<(Instant, Duration)>,
+}
+
+impl Window {
+    fn observe(&mut self, at: Instant, took: Duration) {
+        while self.answers.back().is_some_and(|&(_, t)| t >= took) {
+            self.answers.pop_back();
+        }
+        self.answers.push_back((at, took));
+        if self.answers.len() > MAX_SAMPLES {
+            self.answers.pop_front();
+        }
+    }
+
+    fn least(&mut self, now: Instant) -> Option<Duration> {
+        while self.answers.len() > 1
+            && self
+                .answers
+                .front()
+                .is_some_and(|&(at, _)| now.saturating_duration_since(at) > HORIZON)
+        {
+            self.answers.pop_front();
+        }
+        self.answers.front().map(|&(_, t)| t)
+    }
 }
 
 impl Latencies {
@@ -41,30 +82,25 @@ impl Latencies {
         }
     }
 
-    fn observe(&mut self, origin: &str, took: Duration) {
-        let at = match self.origins.iter().position(|(o, _)| o == origin) {
-            Some(at) => at,
+    fn observe(&mut self, origin: &str, at: Instant, took: Duration) {
+        let i = match self.origins.iter().position(|(o, _)| o == origin) {
+            Some(i) => i,
             None => {
                 if self.origins.len() >= MAX_ORIGINS {
                     self.origins.remove(0);
                 }
-                self.origins
-                    .push((origin.to_string(), VecDeque::with_capacity(SAMPLES)));
+                self.origins.push((origin.to_string(), Window::default()));
                 self.origins.len() - 1
             }
         };
-        let samples = &mut self.origins[at].1;
-        if samples.len() == SAMPLES {
-            samples.pop_front();
-        }
-        samples.push_back(took);
+        self.origins[i].1.observe(at, took);
     }
 
-    fn estimate(&self, origin: &str) -> Option<Duration> {
+    fn estimate(&mut self, origin: &str, now: Instant) -> Option<Duration> {
         self.origins
-            .iter()
+            .iter_mut()
             .find(|(o, _)| o == origin)
-            .and_then(|(_, samples)| samples.iter().min().copied())
+            .and_then(|(_, window)| window.least(now))
     }
 }
 
@@ -82,13 +118,27 @@ pub(crate) fn origin_of(url: &str) -> Option<String> {
 
 /// Records that `origin` answered a request's headers `took` after it was sent.
 pub(crate) fn observe(origin: &str, took: Duration) {
-    lock().observe(origin, took);
+    lock().observe(origin, Instant::now(), took);
 }
 
-/// The time `origin` (see [`origin_of`]) takes to answer: the least of its recent samples;
-/// `None` before any.
+/// The time `origin` (see [`origin_of`]) takes to answer: the least of its answers in the
+/// last [`HORIZON`] (the newest, when all are older); `None` before any.
 pub(crate) fn latency_of_origin(origin: &str) -> Option<Duration> {
-    lock().estimate(origin)
+    lock().estimate(origin, Instant::now())
+}
+
+/// How long the object store at `url` takes to answer, as this process measured it: the
+/// least time from sending one of its origin's requests to the answer's headers in the
+/// last 10 seconds (the newest, when all are older; `None` before zarrbuf sent it any, or
+/// for a location that is not a URL with a host). Reads with the default `io_concurrency` keep that many fewer requests in flight
+/// than the default the nearer the store is than 80 ms.
+///
+/// ```
+/// assert_eq!(zarrbuf::store::time_to_first_byte("http://127.0.0.1:9/never-asked"), None);
+/// assert_eq!(zarrbuf::store::time_to_first_byte("/a/local/dir"), None);
+/// ```
+pub fn time_to_first_byte(url: &str) -> Option<Duration> {
+    lock().estimate(&origin_of(url)?, Instant::now())
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Latencies> {
@@ -117,37 +167,56 @@ mod tests {
         assert_eq!(origin_of("memory://"), None);
     }
 
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
     #[test]
-    fn the_estimate_is_the_least_of_the_recent_samples() {
+    fn the_estimate_is_the_least_answer_within_the_horizon() {
         let mut book = Latencies::new();
+        let t0 = Instant::now();
         let origin = "http://a:1";
-        assert_eq!(book.estimate(origin), None);
-        for ms in [30, 5, 40] {
-            book.observe(origin, Duration::from_millis(ms));
+        assert_eq!(book.estimate(origin, t0), None);
+        for (i, took) in [30, 5, 40, 160, 120].into_iter().enumerate() {
+            book.observe(origin, t0 + ms(i as u64), ms(took));
         }
-        assert_eq!(book.estimate(origin), Some(Duration::from_millis(5)));
-        assert_eq!(book.estimate("http://b:1"), None);
-        // A link that got slower: once the fast sample is among the oldest dropped, the
-        // estimate follows.
-        for _ in 0..SAMPLES {
-            book.observe(origin, Duration::from_millis(80));
+        // Queued answers after a fast one do not count while it is within the horizon.
+        assert_eq!(book.estimate(origin, t0 + ms(10)), Some(ms(5)));
+        assert_eq!(book.estimate("http://b:1", t0), None);
+        // Past it, the least of the later ones.
+        assert_eq!(book.estimate(origin, t0 + HORIZON + ms(2)), Some(ms(40)));
+        assert_eq!(book.estimate(origin, t0 + HORIZON + ms(4)), Some(ms(120)));
+        // When every answer is older than the horizon, the newest stands.
+        assert_eq!(book.estimate(origin, t0 + HORIZON * 5), Some(ms(120)));
+        // A faster answer takes over at once.
+        book.observe(origin, t0 + HORIZON * 5, ms(2));
+        assert_eq!(book.estimate(origin, t0 + HORIZON * 5), Some(ms(2)));
+    }
+
+    #[test]
+    fn an_origin_keeps_a_bounded_number_of_answers() {
+        let mut book = Latencies::new();
+        let t0 = Instant::now();
+        // Ever slower answers: each one could be the least once the earlier ones expire.
+        for i in 0..(MAX_SAMPLES as u64 + 100) {
+            book.observe("http://a:1", t0, ms(i + 1));
         }
-        assert_eq!(book.estimate(origin), Some(Duration::from_millis(80)));
+        assert_eq!(book.origins[0].1.answers.len(), MAX_SAMPLES);
+        // The fastest were dropped: the estimate grew (more requests, never fewer).
+        assert_eq!(book.estimate("http://a:1", t0), Some(ms(101)));
     }
 
     #[test]
     fn origins_past_the_limit_forget_the_oldest() {
         let mut book = Latencies::new();
-        book.observe("http://first:1", Duration::from_millis(1));
+        let t0 = Instant::now();
+        book.observe("http://first:1", t0, ms(1));
         for i in 0..MAX_ORIGINS {
-            book.observe(&format!("http://other-{i}:1"), Duration::from_millis(2));
+            book.observe(&format!("http://other-{i}:1"), t0, ms(2));
         }
-        assert_eq!(book.estimate("http://first:1"), None);
+        assert_eq!(book.estimate("http://first:1", t0), None);
         assert_eq!(book.origins.len(), MAX_ORIGINS);
-        assert_eq!(
-            book.estimate("http://other-0:1"),
-            Some(Duration::from_millis(2))
-        );
+        assert_eq!(book.estimate("http://other-0:1", t0), Some(ms(2)));
     }
 
     #[test]
