@@ -205,6 +205,15 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
 /// An underlying error kept as the [`std::error::Error::source`] of zarrbuf's [`Error`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// The message a panic carries (`panic!("…")` with or without arguments), if any: for the
+/// guards that turn a panic into an error.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}
+
 /// `Result` with zarrbuf's [`Error`] as the default error type.
 ///
 /// ```

@@ -34,8 +34,8 @@ pub struct RemoteStore {
     backend: Backend,
     /// For `file://` stores: reads straight from the files (see [`LocalReads`]).
     local: Option<LocalReads>,
-    /// Where the store's small answers are timed (see `store_latency`); `None` when the
-    /// store was built without its URL.
+    /// The origin its answers are timed for (see `store_latency`); `None` when the store
+    /// was built without its URL.
     origin: Option<String>,
 }
 
@@ -160,7 +160,7 @@ impl RemoteStore {
                 "{key}: the empty byte range {range:?} cannot be read with its object's size"
             )));
         }
-        get_ranged(
+        get_object(
             store,
             self.timed_origin(),
             key,
@@ -215,7 +215,7 @@ impl RemoteStore {
             _ => None,
         };
         let Some(SizedBytes { bytes, .. }) =
-            get_ranged(store, self.timed_origin(), key, Some(range)).await?
+            get_object(store, self.timed_origin(), key, Some(range)).await?
         else {
             return Ok(None);
         };
@@ -234,7 +234,7 @@ impl RemoteStore {
 /// One `GET` of `range` of `key` from `store` (all of it without a range), with the size of
 /// the whole object (`None`: the object does not exist). The time from sending it to its
 /// answer's headers is recorded as `origin`'s latency (see `store_latency`).
-async fn get_ranged(
+async fn get_object(
     store: &Arc<dyn ObjectStore>,
     origin: Option<&str>,
     key: &StoreKey,
@@ -281,7 +281,7 @@ impl AsyncReadableStorageTraits for RemoteStore {
             return local.get(key, None).await;
         }
         match &self.backend {
-            Backend::Objects { store, .. } => Ok(get_ranged(store, self.timed_origin(), key, None)
+            Backend::Objects { store, .. } => Ok(get_object(store, self.timed_origin(), key, None)
                 .await?
                 .map(|got| got.bytes)),
             #[cfg(feature = "icechunk")]

@@ -130,15 +130,16 @@ pub(crate) fn latency_of_origin(origin: &str) -> Option<Duration> {
 /// How long the object store at `url` takes to answer, as this process measured it: the
 /// least time from sending one of its origin's requests to the answer's headers in the
 /// last 10 seconds (the newest, when all are older; `None` before zarrbuf sent it any, or
-/// for a location that is not a URL with a host). Reads with the default `io_concurrency` keep that many fewer requests in flight
-/// than the default the nearer the store is than 80 ms.
+/// for a location that is not a URL with a host). Reads with the default `io_concurrency`
+/// keep that many fewer requests in flight than the default the nearer the store is than
+/// 80 ms.
 ///
 /// ```
 /// assert_eq!(zarrbuf::store::time_to_first_byte("http://127.0.0.1:9/never-asked"), None);
 /// assert_eq!(zarrbuf::store::time_to_first_byte("/a/local/dir"), None);
 /// ```
 pub fn time_to_first_byte(url: &str) -> Option<Duration> {
-    lock().estimate(&origin_of(url)?, Instant::now())
+    latency_of_origin(&origin_of(url)?)
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Latencies> {

@@ -537,13 +537,9 @@ fn fetch_panicked(why: &str) -> crate::errors::Error {
     ))
 }
 
-/// A panic's message, when it carries one.
+/// A panic's message, or a word that it had none.
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
+    crate::errors::panic_message(panic).unwrap_or_else(|| "no message".into())
 }
 
 /// The bytes a parked outcome holds.

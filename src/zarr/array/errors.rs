@@ -19,11 +19,8 @@ pub(crate) fn guard_zarrs<S: ?Sized, T>(
     f: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into());
+        let what =
+            crate::errors::panic_message(payload.as_ref()).unwrap_or_else(|| "a panic".into());
         Err(Error::zarr(
             array.path().as_str(),
             format!("zarrs failed on damaged data ({what}); the store is corrupt"),
