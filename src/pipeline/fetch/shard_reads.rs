@@ -178,9 +178,14 @@ impl Drop for Leader<'_> {
     fn drop(&mut self) {
         self.release_reservation();
         if !self.finished {
-            self.flight.finish(Err(
-                "the request was abandoned (the read was cancelled)".into()
-            ));
+            // Unwinding: the request's fetch panicked (a bug), which its waiters should be
+            // told rather than that somebody cancelled the read.
+            let why = if std::thread::panicking() {
+                "the thread leading the request panicked (internal error: please report)"
+            } else {
+                "the request was abandoned (the read was cancelled)"
+            };
+            self.flight.finish(Err(why.into()));
             lock(&self.reads.flights).remove(&self.key);
         }
     }
@@ -755,5 +760,50 @@ mod tests {
         // One range over the cap stays whole.
         let one = [0..5000];
         assert_eq!(coalesce(&one, 0, 100), one.to_vec());
+    }
+
+    /// The waiters of a request whose leader panicked are told so, not that the read was
+    /// cancelled (which a leader dropped unfinished otherwise means).
+    #[test]
+    fn waiters_learn_that_their_leader_panicked() {
+        use super::{InnerFetch, Role, ShardReads};
+        use crate::zarr::ShardIndex;
+        use std::sync::Arc;
+        use zarrs::array::{ArrayBuilder, data_type};
+        let nz = |n: u64| std::num::NonZeroU64::new(n).unwrap();
+        let sharding =
+            zarrs::array::codec::ShardingCodecBuilder::new(vec![nz(4)], &data_type::uint8())
+                .build_arc();
+        let array = ArrayBuilder::new(vec![16], vec![8], data_type::uint8(), 0u8)
+            .array_to_bytes_codec(sharding)
+            .build(Arc::new(zarrs::storage::store::MemoryStore::new()), "/s")
+            .unwrap();
+        let reads = ShardReads::new(
+            ShardIndex::with_limit(&array, false, None).unwrap(),
+            &mut [],
+            InnerFetch::Merged,
+            1 << 20,
+        );
+        let outcome = |leader_panics: bool| {
+            let Err(Role::Lead(leader)) = reads.index_of(&[0]) else {
+                panic!("the first asker leads");
+            };
+            let Err(Role::Wait(flight)) = reads.index_of(&[0]) else {
+                panic!("the second asker waits");
+            };
+            if leader_panics {
+                let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    let _held = leader;
+                    panic!("a fetch bug");
+                }));
+                assert!(unwound.is_err());
+            } else {
+                drop(leader);
+            }
+            flight.wait().unwrap_err()
+        };
+        let (panicked, dropped) = (outcome(true), outcome(false));
+        assert!(panicked.contains("panicked"), "{panicked}");
+        assert!(dropped.contains("cancelled"), "{dropped}");
     }
 }
