@@ -4,10 +4,12 @@
 # byte), a rate cap per connection, and optionally injected faults. Started as the calling
 # user's own process; prints `export` lines (use: `source <(bash scripts/latency-server.sh ...)`).
 #
-#   scripts/latency-server.sh --root DIR [--delay-ms 20] [--rate 100m] [--faults MODE]
-#                             [--fault-every N] [--name NAME]
+#   scripts/latency-server.sh --root DIR [--delay-ms 20] [--metadata-delay-ms MS] [--rate 100m]
+#                             [--faults MODE] [--fault-every N] [--name NAME]
 #
 #   --delay-ms   time to first byte of every request (default 0)
+#   --metadata-delay-ms  time to first byte of metadata keys instead (zarr.json, .zarray, ...;
+#                default: --delay-ms): a CDN that caches the metadata in front of a bucket
 #   --rate       nginx limit_rate per connection, e.g. 100m, 50m (default 0: unlimited)
 #   --faults     none (default), 503 (answer 503), stall (wait 30 s before answering), short
 #                (a complete answer with half the body), badrange (a wrong Content-Range): on
@@ -25,11 +27,12 @@
 # (scripts/test installs them).
 set -euo pipefail
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-serve="" delay_ms=0 rate=0 faults=none every=1 name=""
+serve="" delay_ms=0 meta_delay_ms="" rate=0 faults=none every=1 name=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --root) serve="$2"; shift 2 ;;
         --delay-ms) delay_ms="$2"; shift 2 ;;
+        --metadata-delay-ms) meta_delay_ms="$2"; shift 2 ;;
         --rate) rate="$2"; shift 2 ;;
         --faults) faults="$2"; shift 2 ;;
         --fault-every) every="$2"; shift 2 ;;
@@ -41,8 +44,10 @@ done
 case "$faults" in none|503|stall|short|badrange) ;; *)
     echo "latency-server: --faults must be none, 503, stall, short or badrange" >&2; exit 2 ;;
 esac
-[[ "$delay_ms" =~ ^[0-9]+$ && "$every" =~ ^[1-9][0-9]*$ ]] || {
-    echo "latency-server: --delay-ms and --fault-every take whole numbers" >&2; exit 2; }
+meta_delay_ms=${meta_delay_ms:-$delay_ms}
+[[ "$delay_ms" =~ ^[0-9]+$ && "$meta_delay_ms" =~ ^[0-9]+$ && "$every" =~ ^[1-9][0-9]*$ ]] || {
+    echo "latency-server: --delay-ms, --metadata-delay-ms and --fault-every take whole numbers" >&2
+    exit 2; }
 nginx_bin=$(command -v nginx || true)
 modules=/usr/lib/nginx/modules
 if [ -z "$nginx_bin" ] || [ ! -f "$modules/ngx_http_lua_module.so" ]; then
@@ -56,6 +61,7 @@ dir="$root_dir/target/latency-server/${name:-$port}"
 rm -rf "$dir"
 mkdir -p "$dir/body"
 delay=$(awk -v ms="$delay_ms" 'BEGIN { printf "%.3f", ms / 1000 }')
+meta_delay=$(awk -v ms="$meta_delay_ms" 'BEGIN { printf "%.3f", ms / 1000 }')
 user_line=""
 [ "$(id -u)" = 0 ] && user_line="user root;"
 cat >"$dir/nginx.conf" <<EOF
@@ -80,13 +86,14 @@ http {
         root $serve;
         location / {
             access_by_lua_block {
-                local delay = $delay
+                local uri = ngx.var.uri
+                local metadata = uri:match("%.json$") or uri:match("/%.z[a-z]+$")
+                local delay = metadata and $meta_delay or $delay
                 if delay > 0 then ngx.sleep(delay) end
                 local mode = "$faults"
                 if mode == "none" then return end
                 -- Metadata is left alone: the faults are for the chunk data a read fetches.
-                local uri = ngx.var.uri
-                if uri:match("%.json$") or uri:match("/%.z[a-z]+$") then return end
+                if metadata then return end
                 local key = ngx.var.request_method .. " " .. ngx.var.uri
                 local seen = ngx.shared.attempts:incr(key, 1, 0)
                 if seen ~= 1 or ngx.crc32_short(key) % $every ~= 0 then return end

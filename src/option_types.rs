@@ -471,7 +471,11 @@ impl ReadOptions {
     /// on S3) before its bytes come, so a link is filled only with many requests at once —
     /// about latency × throughput ÷ chunk size. The default, 128 (or the environment variable
     /// `ZARRBUF_IO_CONCURRENCY`), fills a link with 80 ms to the first byte and 50 MiB/s per
-    /// connection for chunks of 0.1–1 MiB. Bytes fetched and not yet decoded stay within
+    /// connection for chunks of 0.1–1 MiB. Left at the default, a read keeps fewer for a
+    /// store that answers sooner — 128 × its time to first byte ÷ 80 ms
+    /// ([`time_to_first_byte`](crate::store::time_to_first_byte)), at least 16 requests or
+    /// 4 MiB of them — and more for small chunks; a limit set here or in the environment is
+    /// kept as it is. Bytes fetched and not yet decoded stay within
     /// [`ReadOptions::staging_bytes`]. Local stores are read by the decoding threads
     /// themselves and ignore this.
     ///

@@ -351,8 +351,9 @@ def open(  # noqa: A001 - mirrors zarr.open
 
     Reads from object stores keep many requests in flight ahead of the decoders: each waits a
     round trip (20-80 ms on S3) before its bytes come. ``io_concurrency=N`` sets how many
-    (default: the environment variable ``ZARRBUF_IO_CONCURRENCY``, else 128, and more for
-    small chunks); local stores ignore it.
+    (default: the environment variable ``ZARRBUF_IO_CONCURRENCY``, else 128 for a store 80 ms
+    or more away, fewer for a nearer one as measured on its answers, and more for small
+    chunks); local stores ignore it.
     """
     a = Array(_open(str(location), path, branch=branch, tag=tag, snapshot=snapshot,
                     virtual_access=virtual_access, cache=cache, cache_bytes=cache_bytes,

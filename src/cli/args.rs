@@ -65,7 +65,8 @@ pub(crate) enum Command {
         #[arg(long)]
         memory: Option<String>,
         /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
-        /// 128, more for small chunks); local stores ignore it.
+        /// 128 for a store 80 ms away, fewer for a nearer one, more for small chunks); local
+        /// stores ignore it.
         #[arg(long, value_name = "N")]
         io_concurrency: Option<usize>,
         #[command(flatten)]
@@ -94,7 +95,8 @@ pub(crate) enum Command {
         #[arg(long)]
         repair: bool,
         /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
-        /// 128, more for small chunks); local stores ignore it.
+        /// 128 for a store 80 ms away, fewer for a nearer one, more for small chunks); local
+        /// stores ignore it.
         #[arg(long, value_name = "N")]
         io_concurrency: Option<usize>,
         #[command(flatten)]
@@ -149,7 +151,8 @@ pub(crate) enum Command {
         #[arg(long, hide = true, conflicts_with = "no_prefix_decode")]
         prefix_decode: bool,
         /// Requests to an object store kept in flight (default: ZARRBUF_IO_CONCURRENCY, else
-        /// 128, more for small chunks); local stores ignore it.
+        /// 128 for a store 80 ms away, fewer for a nearer one, more for small chunks); local
+        /// stores ignore it.
         #[arg(long, value_name = "N")]
         io_concurrency: Option<usize>,
         /// Also measure the codec's limit: every stored chunk's (inner chunk's) compressed

@@ -60,6 +60,8 @@ pub(crate) use open_options::no_icechunk_support;
 pub(crate) use open_options::{OpenOptions, url_holds_repository};
 pub(crate) use remote::AsyncArray;
 pub(crate) use safe_file::kind_name;
+#[cfg(test)]
+pub(crate) use store_latency::AnswerKind;
 pub(crate) use store_latency::latency_of_origin;
 #[cfg(test)]
 pub(crate) use store_latency::observe as observe_latency;

@@ -249,7 +249,8 @@ async fn get_object(
         .get_opts(&ObjectPath::from(key.as_str()), options)
         .await;
     if let (Some(origin), Ok(_) | Err(object_store::Error::NotFound { .. })) = (origin, &answer) {
-        super::store_latency::observe(origin, sent.elapsed());
+        let kind = super::store_latency::AnswerKind::of_key(key.as_str());
+        super::store_latency::observe(origin, kind, sent.elapsed());
     }
     let got = match answer {
         Ok(got) => got,

@@ -9,7 +9,11 @@
 //! The store traits hand up bytes, not timings, so [`RemoteStore`](super::RemoteStore) times
 //! its own requests, from sending one to its answer's headers: opening an array reads its
 //! metadata, so the first read of a store already has a sample, and every chunk request
-//! adds one.
+//! adds one. Metadata and data answers are kept apart, and once a chunk has answered the
+//! metadata no longer counts: a CDN in front of a bucket answers its cached `zarr.json` in
+//! a few milliseconds while every chunk still takes the bucket's 80, and a window sized
+//! from the metadata would keep a sixth of the requests the chunks need in flight (for
+//! every read whose open refreshed that fast answer).
 //!
 //! The estimate is the least answer time of the last [`HORIZON`]: queueing (at the server,
 //! or for the CPU) only adds time, so the least is the closest to the link's own latency,
@@ -39,7 +43,41 @@ static LATENCIES: Mutex<Latencies> = Mutex::new(Latencies::new());
 
 /// Answer times by origin, oldest origin first.
 struct Latencies {
-    origins: Vec<(String, Window)>,
+    origins: Vec<(String, Answers)>,
+}
+
+/// What a timed request asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AnswerKind {
+    /// An array's or group's metadata document (`zarr.json`, `.zarray`, ...).
+    Metadata,
+    /// Anything else: chunks, shards and their indexes.
+    Data,
+}
+
+impl AnswerKind {
+    /// The kind of a request for `key` (a store key, `/`-separated), by its last segment.
+    pub(crate) fn of_key(key: &str) -> Self {
+        let name = key.rsplit('/').next().unwrap_or(key);
+        match name {
+            "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata" => AnswerKind::Metadata,
+            _ => AnswerKind::Data,
+        }
+    }
+}
+
+/// One origin's answers, metadata and data apart.
+#[derive(Default)]
+struct Answers {
+    metadata: Window,
+    data: Window,
+}
+
+impl Answers {
+    /// The data's least answer when any chunk has answered, else the metadata's.
+    fn least(&mut self, now: Instant) -> Option<Duration> {
+        self.data.least(now).or_else(|| self.metadata.least(now))
+    }
 }
 
 /// One origin's answers within [`HORIZON`], as a sliding-window minimum: only those that
@@ -82,25 +120,29 @@ impl Latencies {
         }
     }
 
-    fn observe(&mut self, origin: &str, at: Instant, took: Duration) {
+    fn observe(&mut self, origin: &str, kind: AnswerKind, at: Instant, took: Duration) {
         let i = match self.origins.iter().position(|(o, _)| o == origin) {
             Some(i) => i,
             None => {
                 if self.origins.len() >= MAX_ORIGINS {
                     self.origins.remove(0);
                 }
-                self.origins.push((origin.to_string(), Window::default()));
+                self.origins.push((origin.to_string(), Answers::default()));
                 self.origins.len() - 1
             }
         };
-        self.origins[i].1.observe(at, took);
+        let answers = &mut self.origins[i].1;
+        match kind {
+            AnswerKind::Metadata => answers.metadata.observe(at, took),
+            AnswerKind::Data => answers.data.observe(at, took),
+        }
     }
 
     fn estimate(&mut self, origin: &str, now: Instant) -> Option<Duration> {
         self.origins
             .iter_mut()
             .find(|(o, _)| o == origin)
-            .and_then(|(_, window)| window.least(now))
+            .and_then(|(_, answers)| answers.least(now))
     }
 }
 
@@ -116,21 +158,23 @@ pub(crate) fn origin_of(url: &str) -> Option<String> {
     Some(origin.to_ascii_lowercase())
 }
 
-/// Records that `origin` answered a request's headers `took` after it was sent.
-pub(crate) fn observe(origin: &str, took: Duration) {
-    lock().observe(origin, Instant::now(), took);
+/// Records that `origin` answered a request of `kind` `took` after it was sent (its headers).
+pub(crate) fn observe(origin: &str, kind: AnswerKind, took: Duration) {
+    lock().observe(origin, kind, Instant::now(), took);
 }
 
-/// The time `origin` (see [`origin_of`]) takes to answer: the least of its answers in the
-/// last [`HORIZON`] (the newest, when all are older); `None` before any.
+/// The time `origin` (see [`origin_of`]) takes to answer: the least of its data answers in
+/// the last [`HORIZON`] (the newest, when all are older), or before the first data answer
+/// its metadata's; `None` before any.
 pub(crate) fn latency_of_origin(origin: &str) -> Option<Duration> {
     lock().estimate(origin, Instant::now())
 }
 
 /// How long the object store at `url` takes to answer, as this process measured it: the
-/// least time from sending one of its origin's requests to the answer's headers in the
-/// last 10 seconds (the newest, when all are older; `None` before zarrbuf sent it any, or
-/// for a location that is not a URL with a host). Reads with the default `io_concurrency`
+/// least time from sending one of its origin's chunk requests to the answer's headers in
+/// the last 10 seconds (the newest, when all are older; its metadata requests' before any
+/// chunk was read; `None` before zarrbuf sent it any, or for a location that is not a URL
+/// with a host). Reads with the default `io_concurrency`
 /// keep that many fewer requests in flight than the default the nearer the store is than
 /// 80 ms.
 ///
@@ -179,7 +223,7 @@ mod tests {
         let origin = "http://a:1";
         assert_eq!(book.estimate(origin, t0), None);
         for (i, took) in [30, 5, 40, 160, 120].into_iter().enumerate() {
-            book.observe(origin, t0 + ms(i as u64), ms(took));
+            book.observe(origin, AnswerKind::Data, t0 + ms(i as u64), ms(took));
         }
         // Queued answers after a fast one do not count while it is within the horizon.
         assert_eq!(book.estimate(origin, t0 + ms(10)), Some(ms(5)));
@@ -190,7 +234,7 @@ mod tests {
         // When every answer is older than the horizon, the newest stands.
         assert_eq!(book.estimate(origin, t0 + HORIZON * 5), Some(ms(120)));
         // A faster answer takes over at once.
-        book.observe(origin, t0 + HORIZON * 5, ms(2));
+        book.observe(origin, AnswerKind::Data, t0 + HORIZON * 5, ms(2));
         assert_eq!(book.estimate(origin, t0 + HORIZON * 5), Some(ms(2)));
     }
 
@@ -200,9 +244,9 @@ mod tests {
         let t0 = Instant::now();
         // Ever slower answers: each one could be the least once the earlier ones expire.
         for i in 0..(MAX_SAMPLES as u64 + 100) {
-            book.observe("http://a:1", t0, ms(i + 1));
+            book.observe("http://a:1", AnswerKind::Data, t0, ms(i + 1));
         }
-        assert_eq!(book.origins[0].1.answers.len(), MAX_SAMPLES);
+        assert_eq!(book.origins[0].1.data.answers.len(), MAX_SAMPLES);
         // The fastest were dropped: the estimate grew (more requests, never fewer).
         assert_eq!(book.estimate("http://a:1", t0), Some(ms(101)));
     }
@@ -211,9 +255,9 @@ mod tests {
     fn origins_past_the_limit_forget_the_oldest() {
         let mut book = Latencies::new();
         let t0 = Instant::now();
-        book.observe("http://first:1", t0, ms(1));
+        book.observe("http://first:1", AnswerKind::Data, t0, ms(1));
         for i in 0..MAX_ORIGINS {
-            book.observe(&format!("http://other-{i}:1"), t0, ms(2));
+            book.observe(&format!("http://other-{i}:1"), AnswerKind::Data, t0, ms(2));
         }
         assert_eq!(book.estimate("http://first:1", t0), None);
         assert_eq!(book.origins.len(), MAX_ORIGINS);
@@ -224,7 +268,48 @@ mod tests {
     fn the_process_registry_answers_by_origin() {
         let origin = origin_of("HTTP://latency-registry-test:9/a/b.zarr").unwrap();
         assert_eq!(latency_of_origin(&origin), None);
-        observe(&origin, Duration::from_millis(7));
+        observe(&origin, AnswerKind::Data, Duration::from_millis(7));
         assert_eq!(latency_of_origin(&origin), Some(Duration::from_millis(7)));
+    }
+
+    #[test]
+    fn metadata_answers_count_only_until_a_chunk_answers() {
+        let mut book = Latencies::new();
+        let t0 = Instant::now();
+        let origin = "http://cdn:1";
+        // A CDN answers the cached metadata at once ...
+        book.observe(origin, AnswerKind::Metadata, t0, ms(3));
+        assert_eq!(book.estimate(origin, t0), Some(ms(3)));
+        // ... but the chunks come from the bucket behind it.
+        book.observe(origin, AnswerKind::Data, t0 + ms(90), ms(85));
+        assert_eq!(book.estimate(origin, t0 + ms(90)), Some(ms(85)));
+        // A later open's fast metadata does not shrink it again.
+        book.observe(origin, AnswerKind::Metadata, t0 + ms(100), ms(2));
+        assert_eq!(book.estimate(origin, t0 + ms(100)), Some(ms(85)));
+        book.observe(origin, AnswerKind::Data, t0 + ms(200), ms(80));
+        assert_eq!(book.estimate(origin, t0 + ms(200)), Some(ms(80)));
+    }
+
+    #[test]
+    fn metadata_keys_are_told_from_data_keys() {
+        for key in [
+            "zarr.json",
+            "a/b/zarr.json",
+            "x/.zarray",
+            ".zgroup",
+            "g/.zattrs",
+            ".zmetadata",
+        ] {
+            assert_eq!(AnswerKind::of_key(key), AnswerKind::Metadata, "{key}");
+        }
+        for key in [
+            "a/c/0/0",
+            "a/0.0",
+            "c/zarr.json.bak",
+            "zarr.json/c/0",
+            "a/.zarray0",
+        ] {
+            assert_eq!(AnswerKind::of_key(key), AnswerKind::Data, "{key}");
+        }
     }
 }

@@ -172,6 +172,35 @@ fn the_default_window_follows_the_stores_latency() {
     );
 }
 
+/// A store whose metadata answers at once but whose chunks take 20 ms (a CDN caching the
+/// metadata in front of a bucket) is sized by its chunks' answers: a read after the first
+/// keeps as many requests in flight as a store 20 ms away, though its open just timed a
+/// 1 ms answer.
+#[test]
+fn the_window_follows_the_chunks_latency_not_the_metadatas() {
+    let Some(sv) = server("CDN") else { return };
+    let name = unique("cdn");
+    let want = write_incompressible(&sv.root.join(&name));
+    let url = format!("{}/{name}", sv.url);
+    let first = zarrbuf::open(&url, "").unwrap();
+    same(
+        &name,
+        &first.read_all(&BufferPrototype::cpu()).unwrap(),
+        &want,
+    );
+    let array = zarrbuf::open(&url, "").unwrap();
+    let from = log_len(&sv.log);
+    same(
+        &name,
+        &array.read_all(&BufferPrototype::cpu()).unwrap(),
+        &want,
+    );
+    let t = traffic(&sv.log, from, &format!("{name}/c/"), 32);
+    assert_eq!(t.requests.len(), 32, "every chunk once: {t:?}");
+    // 33 at 20 ms, 16 (the floor) if the 1 ms metadata answers counted.
+    assert!(t.peak_in_flight >= 24, "requests in flight at most: {t:?}");
+}
+
 /// `io_concurrency` bounds the requests in flight, the decoding workers' own included (a
 /// worker fetches its chunk itself when no fetch-ahead thread has started it).
 #[test]

@@ -714,13 +714,21 @@ mod tests {
         let origin = "http://fetch-ahead-scale-test:7";
         // Not timed yet, or a chosen limit: all of it.
         assert_eq!(scale_for(&limits(128, true, Some(origin))), 1.0);
-        crate::stores::observe_latency(origin, Duration::from_millis(20));
+        crate::stores::observe_latency(
+            origin,
+            crate::stores::AnswerKind::Data,
+            Duration::from_millis(20),
+        );
         assert!((scale_for(&limits(128, true, Some(origin))) - 0.25).abs() < 1e-9);
         assert_eq!(scale_for(&limits(128, false, Some(origin))), 1.0);
         assert_eq!(scale_for(&limits(128, true, None)), 1.0);
         // Farther than the default is sized for: all of it, no more.
         let far = "http://fetch-ahead-scale-test-far:7";
-        crate::stores::observe_latency(far, Duration::from_millis(300));
+        crate::stores::observe_latency(
+            far,
+            crate::stores::AnswerKind::Data,
+            Duration::from_millis(300),
+        );
         assert_eq!(scale_for(&limits(128, true, Some(far))), 1.0);
     }
 }

@@ -13,7 +13,7 @@ pub struct Server {
     pub log: PathBuf,
 }
 
-/// The nginx server `name` (`LATENCY`, `NEAR`, `FAULTY`, `SHORT`: `ZARRBUF_TEST_{name}_URL`,
+/// The nginx server `name` (`LATENCY`, `NEAR`, `CDN`, `FAULTY`, `SHORT`: `ZARRBUF_TEST_{name}_URL`,
 /// `_ROOT`, `_LOG`), or a skip of `what` when it is not set.
 pub fn server(name: &str, what: &str) -> Option<Server> {
     let var = |part: &str| std::env::var(format!("ZARRBUF_TEST_{name}_{part}"));
