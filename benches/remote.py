@@ -12,7 +12,12 @@ Readers, interleaved round by round (``--rounds``), each opening the array once 
 (opening is not timed) and reading it whole; every result is compared with the source:
 
 - ``zarrbuf.open``: ``zarrbuf.open(url).read(...)`` (Python);
-- ``zarrbuf CLI``: ``zarrbuf read URL`` (the throughput it prints, open excluded);
+- ``zarrbuf CLI``: ``zarrbuf read URL`` (the throughput it prints, open excluded), a new
+  process per read: its allocator, output and connections start cold, where every other
+  reader runs in this long-lived Python process;
+- ``zarrbuf bench``: the CLI in a warm process, as the others: ``zarrbuf bench URL --reps 1``
+  (one read to warm up, then the timed read; nginx's log counts both, so its requests and
+  bytes are halved);
 - ``zarr+zarrbuf``: zarr-python over obstore's ``HTTPStore`` with zarrbuf's codec pipeline;
 - ``zarr (c=10)`` / ``zarr (c=128)``: zarr-python's own pipeline, ``async.concurrency`` 10
   (its default) and 128;
@@ -64,7 +69,7 @@ ARRAYS = {
     "v3 sharded 256³/64³": ("v3_sharded.zarr", dict(chunks=(64, 64, 64), shards=(256, 256, 256))),
     "v2 64³": ("v2_64.zarr", dict(chunks=(64, 64, 64), zarr_format=2)),
 }
-READERS = ["zarrbuf.open", "zarrbuf CLI", "zarr+zarrbuf", "zarr (c=10)", "zarr (c=128)",
+READERS = ["zarrbuf.open", "zarrbuf CLI", "zarrbuf bench", "zarr+zarrbuf", "zarr (c=10)", "zarr (c=128)",
            "tensorstore", "tensorstore (128)"]
 
 
@@ -176,6 +181,20 @@ def read_cli(url: str, data: np.ndarray) -> float:
     return float(m.group(1))
 
 
+def read_cli_warm(url: str, data: np.ndarray) -> float:
+    """``zarrbuf bench URL --reps 1``: seconds of the timed read, after checking the checksum
+    of what it read."""
+    out = subprocess.run([str(CLI), "bench", url, "--reps", "1"], check=True, capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    m = re.search(r"median ([0-9.]+) GB/s", text)
+    crc = re.search(r"crc32 ([0-9a-f]+)", text)
+    import zlib
+    want = format(zlib.crc32(np.ascontiguousarray(data).tobytes()) & 0xFFFFFFFF, "08x")
+    if not m or not crc or crc.group(1) != want:
+        raise AssertionError(f"zarrbuf bench read a different array ({crc and crc.group(1)} != {want})")
+    return data.nbytes / (float(m.group(1)) * 1e9)
+
+
 def whole(server: Server, readers: list[str], arrays: list[str], data: np.ndarray, results: dict, profile: str) -> None:
     full = tuple(slice(0, n) for n in data.shape)
     for label in arrays:
@@ -186,6 +205,8 @@ def whole(server: Server, readers: list[str], arrays: list[str], data: np.ndarra
             try:
                 if reader == "zarrbuf CLI":
                     seconds = read_cli(url, data)
+                elif reader == "zarrbuf bench":
+                    seconds = read_cli_warm(url, data)
                 else:
                     read = opener(reader, url, kw.get("zarr_format") == 2)
                     since = server.mark()
@@ -201,6 +222,8 @@ def whole(server: Server, readers: list[str], arrays: list[str], data: np.ndarra
                 results.setdefault((profile, "whole", label, reader), []).append({"error": str(e)[:200]})
                 continue
             t = server.traffic(since, name)
+            if reader == "zarrbuf bench":  # the warm-up read and the timed one
+                t = {**t, "requests": t["requests"] / 2, "bytes": t["bytes"] / 2}
             results.setdefault((profile, "whole", label, reader), []).append(
                 {"gbps": data.nbytes / seconds / 1e9, **t})
 
@@ -215,7 +238,7 @@ def patches(server: Server, readers: list[str], data: np.ndarray, n: int, result
         url = f"{server.url}/{name}"
         for reader in readers:
             # One request per patch whatever the concurrency: the peers at their defaults.
-            if reader in ("zarrbuf CLI", "zarr (c=128)", "tensorstore (128)"):
+            if reader in ("zarrbuf CLI", "zarrbuf bench", "zarr (c=128)", "tensorstore (128)"):
                 continue
             read = opener(reader, url, False)
             since = server.mark()

@@ -7,7 +7,7 @@ use super::names::label;
 use super::output::outln;
 use super::parse::prototype;
 use super::progress::progress_options;
-use super::read_report::ReadReport;
+use super::read_report::{ReadReport, elements_crc32};
 use super::source::{Opening, Source};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -178,6 +178,9 @@ pub(crate) fn bench(
     };
     let warm: NDBuffer = array.read(&all, &proto, opts)?;
     let bytes = warm.nbytes();
+    // What the reads return, to compare with another reader's (the warm-up's, unhashed
+    // time; every repetition reads the same).
+    let crc = elements_crc32(&warm)?;
     drop(warm);
     let mut rates = Vec::with_capacity(reps);
     let mut read_cpu = Vec::with_capacity(reps);
@@ -206,6 +209,7 @@ pub(crate) fn bench(
         rates[rates.len() - 1],
         io_note(store, opts)
     )?;
+    outln!("checksum: crc32 {crc:08x} (C order, little-endian)")?;
     if let Some(l) = limit {
         outln!("{}", l.lines(median, &read_cpu))?;
     }

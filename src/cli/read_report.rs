@@ -28,19 +28,26 @@ pub(crate) trait ReadReport: ReadOutput {
     fn save(&self, file: &Path, seconds: f64) -> Result<()>;
 }
 
+/// The CRC-32 of `data`'s elements in C order, little-endian (what `.npy` files hold).
+pub(crate) fn elements_crc32(data: &NDBuffer) -> Result<u32> {
+    // Hash in place when the result already sits in host memory, C-contiguous and
+    // little-endian: a copy would double the peak memory of a whole-array read.
+    if data.is_c_contiguous()
+        && data.byte_order() == zarrbuf::dtype::ByteOrder::Little
+        && data.buffer().is_host_accessible()
+    {
+        let host = data.buffer().as_host_bytes()?;
+        Ok(crc32fast::hash(
+            &host[data.offset()..data.offset() + data.nbytes()],
+        ))
+    } else {
+        Ok(crc32fast::hash(&data.to_native_bytes()?))
+    }
+}
+
 impl ReadReport for NDBuffer {
     fn summary(&self, seconds: f64) -> Result<()> {
-        // Hash in place when the result already sits in host memory, C-contiguous and
-        // little-endian: a copy would double the peak memory of a whole-array read.
-        let crc = if self.is_c_contiguous()
-            && self.byte_order() == zarrbuf::dtype::ByteOrder::Little
-            && self.buffer().is_host_accessible()
-        {
-            let host = self.buffer().as_host_bytes()?;
-            crc32fast::hash(&host[self.offset()..self.offset() + self.nbytes()])
-        } else {
-            crc32fast::hash(&self.to_native_bytes()?)
-        };
+        let crc = elements_crc32(self)?;
         outln!("shape:      {:?}", self.shape())?;
         outln!("dtype:      {}", self.dtype())?;
         outln!("memory:     {}", self.memory())?;

@@ -179,6 +179,10 @@ fn bench_prints_a_median() {
         "{}",
         stdout(&o)
     );
+    // The checksum of what it read, as `read` prints it.
+    let demo = crate::common::demo();
+    let o = zarrbuf(&["bench", &demo.store, "--reps", "1"]);
+    assert_read_the_demo_array(&o, &demo, "bench");
 }
 
 #[test]
