@@ -239,15 +239,11 @@ impl<'a> FetchAhead<'a> {
                     state.entries[i] = Entry::WorkerFetching;
                     state.in_flight += 1;
                     drop(state);
-                    let outcome = own();
-                    let mut state = lock(&self.state);
-                    state.in_flight -= 1;
-                    state.entries[i] = Entry::Taken;
-                    drop(state);
-                    self.arrived.notify_all();
-                    self.room.notify_one();
-                    self.room_async.notify_one();
-                    return outcome;
+                    // Gives the request slot back however the fetch ends: a panic (a bug,
+                    // which the worker's pool reports) must not keep it, or a read with one
+                    // slot would wait for it for ever.
+                    let _slot = WorkerSlot { ahead: self, i };
+                    return own();
                 }
                 // Asked for twice (not done by the staged read): fetched again.
                 Entry::WorkerFetching | Entry::Taken => {
@@ -537,6 +533,25 @@ fn fetch_panicked(why: &str) -> crate::errors::Error {
     ))
 }
 
+/// A request slot a worker holds while it fetches unit `i` itself; dropped, it frees the
+/// slot and wakes whoever waits for one.
+struct WorkerSlot<'s, 'a> {
+    ahead: &'s FetchAhead<'a>,
+    i: usize,
+}
+
+impl Drop for WorkerSlot<'_, '_> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.ahead.state);
+        state.in_flight -= 1;
+        state.entries[self.i] = Entry::Taken;
+        drop(state);
+        self.ahead.arrived.notify_all();
+        self.ahead.room.notify_one();
+        self.ahead.room_async.notify_one();
+    }
+}
+
 /// A panic's message, or a word that it had none.
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     crate::errors::panic_message(panic).unwrap_or_else(|| "no message".into())
@@ -672,6 +687,50 @@ mod tests {
     #[test]
     fn a_panicking_future_fails_the_units_in_flight_instead_of_hanging_the_read() {
         assert_only_the_panic_failed(&outcomes(true), true);
+    }
+
+    /// A worker whose own fetch panics gives its request slot back: with one slot, the rest
+    /// of the read goes on (before, every later fetch waited for that slot for ever).
+    #[test]
+    fn a_workers_panicking_fetch_gives_its_request_slot_back() {
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let plan = plan();
+            // Unit 3 panics when a worker fetches it (the I/O thread never does here).
+            let stage = FetchStage::from_fetch(|_, _, unit| {
+                let k = unit.indices[0];
+                if k == 3 && std::thread::current().name() != Some("zarrbuf-fetch") {
+                    panic!("a fetch bug");
+                }
+                Ok(Some(Bytes::from(vec![u8::try_from(k).unwrap()])))
+            });
+            // One request at a time, one byte parked at most: the I/O thread fetches unit
+            // 0 and then waits for room, so the worker fetches unit 3 itself.
+            let mut one = limits(1, false, None);
+            one.bytes = 1;
+            let got = FetchAhead::run(&plan, &plan.units, None, &stage, one, |ahead| {
+                while !matches!(lock(&ahead.state).entries[0], Entry::Parked(_)) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let mut got = Vec::new();
+                for k in [3, 0, 1, 2, 4, 5, 6, 7] {
+                    let fetch = || ahead.fetch(&plan.units[k]);
+                    got.push((k, std::panic::catch_unwind(AssertUnwindSafe(fetch)).ok()));
+                }
+                got
+            });
+            let _ = done.send(got);
+        });
+        let got = wait
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the read waited for ever for the slot of a fetch that panicked");
+        for (k, outcome) in got {
+            match outcome {
+                None => assert_eq!(k, 3, "only unit 3 panics"),
+                Some(Ok(Some(b))) => assert_eq!(b.as_ref(), [k as u8]),
+                Some(other) => panic!("unit {k}: {other:?}"),
+            }
+        }
     }
 
     #[test]
