@@ -5,7 +5,7 @@
 #   - a static HTTP server with byte ranges over fixtures/data → ZARRBUF_TEST_HTTP_URL
 #   - object stores at latency (scripts/latency-server.sh: nginx, installed here from Debian
 #     when missing), each serving a scratch directory the tests write arrays into:
-#     20 ms to the first byte → ZARRBUF_TEST_LATENCY_{URL,ROOT,LOG}; 2 ms →
+#     20 ms to the first byte → ZARRBUF_TEST_LATENCY_{URL,ROOT,LOG}; no delay →
 #     ZARRBUF_TEST_NEAR_{URL,ROOT,LOG}; 20 ms for chunks and 1 ms for metadata (a CDN that
 #     caches the metadata) → ZARRBUF_TEST_CDN_{URL,ROOT,LOG}; every distinct request
 #     answered 503 on its first attempt → ZARRBUF_TEST_FAULTY_{URL,ROOT,LOG}; every distinct
@@ -47,7 +47,7 @@ if ! command -v nginx >/dev/null || [ ! -f /usr/lib/nginx/modules/ngx_http_lua_m
     { $sudo service nginx stop || $sudo pkill -x nginx; } >/dev/null 2>&1 || true
 fi
 latency_exports=""
-for profile in "LATENCY --delay-ms 20 --rate 100m" "NEAR --delay-ms 2" "CDN --delay-ms 20 --metadata-delay-ms 1" "FAULTY --delay-ms 5 --faults 503" "SHORT --delay-ms 5 --faults short"; do
+for profile in "LATENCY --delay-ms 20 --rate 100m" "NEAR --delay-ms 0" "CDN --delay-ms 20 --metadata-delay-ms 1" "FAULTY --delay-ms 5 --faults 503" "SHORT --delay-ms 5 --faults short"; do
     set -- $profile
     name=$1
     shift

@@ -267,8 +267,9 @@ fn threads_or_all_cores(requested: Option<usize>) -> usize {
 /// `ZARRBUF_IO_CONCURRENCY` say: enough for a link with 80 ms to the first byte and 50 MiB/s
 /// per connection, with chunks of 0.1–1 MiB (a request then takes 80–100 ms; 128 of them
 /// carry 0.15–1.3 GB/s). tensorstore keeps 32 by default and reads such links best at 128.
-/// Whole reads and checks scale it by the store's measured time to first byte over 80 ms
-/// (at least 16 requests): a store next door needs few, and more only take CPU time.
+/// Whole reads and checks scale it by the square root of the store's measured time to first
+/// byte over 80 ms (at least 16 requests): a store next door needs few, and more only take
+/// CPU time.
 pub const DEFAULT_IO_CONCURRENCY: usize = 128;
 
 /// The most requests to an object store one read or write keeps in flight, whatever it asks.
@@ -472,7 +473,7 @@ impl ReadOptions {
     /// about latency × throughput ÷ chunk size. The default, 128 (or the environment variable
     /// `ZARRBUF_IO_CONCURRENCY`), fills a link with 80 ms to the first byte and 50 MiB/s per
     /// connection for chunks of 0.1–1 MiB. Left at the default, a read keeps fewer for a
-    /// store that answers sooner — 128 × its time to first byte ÷ 80 ms
+    /// store that answers sooner — 128 × √(its time to first byte ÷ 80 ms)
     /// ([`time_to_first_byte`](crate::store::time_to_first_byte)), at least 16 requests or
     /// 4 MiB of them — and more for small chunks; a limit set here or in the environment is
     /// kept as it is. Bytes fetched and not yet decoded stay within

@@ -126,7 +126,7 @@ fn io_note(store: &str, opts: &ReadOptions) -> String {
     }
     let scaled = match zarrbuf::store::time_to_first_byte(store) {
         Some(t) => format!(
-            " times the time to first byte ({:.1} ms) over 80 ms, at least 16",
+            " times √(the time to first byte ({:.1} ms) over 80 ms), at least 16",
             t.as_secs_f64() * 1e3
         ),
         None => String::new(),

@@ -174,9 +174,8 @@ pub(crate) fn latency_of_origin(origin: &str) -> Option<Duration> {
 /// least time from sending one of its origin's chunk requests to the answer's headers in
 /// the last 10 seconds (the newest, when all are older; its metadata requests' before any
 /// chunk was read; `None` before zarrbuf sent it any, or for a location that is not a URL
-/// with a host). Reads with the default `io_concurrency`
-/// keep that many fewer requests in flight than the default the nearer the store is than
-/// 80 ms.
+/// with a host). Reads with the default `io_concurrency` keep fewer requests in flight than
+/// the default the nearer the store is than 80 ms (the default × √(this ÷ 80 ms)).
 ///
 /// ```
 /// assert_eq!(zarrbuf::store::time_to_first_byte("http://127.0.0.1:9/never-asked"), None);
