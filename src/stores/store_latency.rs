@@ -12,8 +12,8 @@
 //! adds one. Metadata and data answers are kept apart, and once a chunk has answered the
 //! metadata no longer counts: a CDN in front of a bucket answers its cached `zarr.json` in
 //! a few milliseconds while every chunk still takes the bucket's 80, and a window sized
-//! from the metadata would keep a sixth of the requests the chunks need in flight (for
-//! every read whose open refreshed that fast answer).
+//! from the metadata kept the near-store floor of 16 requests in flight where the chunks
+//! need 128 (for every read whose open refreshed that fast answer: 0.20 GB/s against 0.72).
 //!
 //! The estimate is the least answer time of the last [`HORIZON`]: queueing (at the server,
 //! or for the CPU) only adds time, so the least is the closest to the link's own latency,
