@@ -32,7 +32,9 @@ mod walk;
 
 use crate::errors::{Error, Result};
 pub use crate::stores::atomic_store::is_temporary_name;
-use crate::stores::{DynArray, LOCK_NAME, Location, label, lock_dir, node_path, writer_is_gone};
+use crate::stores::{
+    DynArray, LOCK_NAME, Location, METADATA_NAMES, label, lock_dir, node_path, writer_is_gone,
+};
 use crate::zarr::open_opt;
 use check_chunks::{Fetching, StoredChunk, check_chunks};
 pub use check_options::CheckOptions;
@@ -349,9 +351,6 @@ fn list_keys(array: &DynArray, location: &str, prefix: &str) -> Result<Vec<Entry
     out.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(out)
 }
-
-/// The metadata file names a zarr node may hold.
-const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
 
 /// What a key named like a temporary file of zarrbuf's writes is.
 #[derive(Clone, Copy)]

@@ -125,8 +125,7 @@ pub fn is_temporary_name(name: &str) -> bool {
 /// Whether `name` is a name a zarr key can end in: a metadata file name, `c`, or chunk
 /// indices separated by `.` (after `c.` for v3's dot separator).
 fn is_key_name(name: &str) -> bool {
-    const METADATA: [&str; 5] = ["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"];
-    if METADATA.contains(&name) || name == "c" {
+    if super::METADATA_NAMES.contains(&name) || name == "c" {
         return true;
     }
     let indices = name.strip_prefix("c.").unwrap_or(name);
@@ -470,10 +469,10 @@ impl AtomicDirectoryStore {
 
     /// Whether `key` is a node's metadata document or data.
     fn written(key: &StoreKey) -> Written {
-        let name = key.as_str().rsplit('/').next().unwrap_or_default();
-        match name {
-            "zarr.json" | ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata" => Written::Metadata,
-            _ => Written::Data,
+        if super::is_metadata_key(key.as_str()) {
+            Written::Metadata
+        } else {
+            Written::Data
         }
     }
 }

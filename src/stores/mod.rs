@@ -21,6 +21,7 @@ mod key;
 mod local_reads;
 mod located;
 mod location;
+mod metadata_names;
 pub(crate) mod open;
 pub(crate) mod open_options;
 pub(crate) mod remote;
@@ -51,6 +52,7 @@ pub(crate) use located::{
     fetches_are_remote, latency_origin, location_of, node_identity, nodes_in_stores_overlap,
     remember, sizes_are_cheap,
 };
+pub(crate) use metadata_names::{METADATA_NAMES, is_metadata_key};
 pub(crate) use open::{
     DynArray, check_local_location, icechunk_route, icechunk_sync_store, label, opens_as_icechunk,
     store_at, url_is_repository,

@@ -5,7 +5,7 @@ use super::nodes::{NodeInfo, NodeKind};
 use super::source::Source;
 use super::summary::summarize;
 use crate::errors::{Error, Result};
-use crate::stores::{check_key, label};
+use crate::stores::{METADATA_NAMES, check_key, label};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,9 +28,6 @@ enum Meta {
     /// A v2 `.zgroup`.
     V2Group,
 }
-
-/// The metadata names of a node.
-const METADATA_NAMES: [&str; 5] = ["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
 
 /// `base` + `/` + `name` (or `name` at the root).
 pub(super) fn meta_key(base: &str, name: &str) -> String {
